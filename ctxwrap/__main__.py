@@ -1,0 +1,3 @@
+from ctxwrap.cli import main
+
+main()
