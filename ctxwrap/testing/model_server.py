@@ -1,0 +1,650 @@
+"""Scripted OpenAI-compatible chat-completions server for tests and ``ctxwrap demo``.
+
+No LLM is reachable from the test machines, so pi runs against this server on 127.0.0.1.
+Main-agent requests consume a script of assistant steps in order; ctxwrap's out-of-band
+"aux" requests (system prompt starting ``[ctxwrap-aux:<task>]``) are answered by rules and
+never consume the script. Standard library only, because it ships in the wheel.
+
+Script (JSON list, or an object ``{"steps": [...], "aux_rules": [...], "aux_delay_s": 0,
+"aux_status": null, "main_delay_s": 0}``); each step is one assistant reply::
+
+    {"text": "done"}
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}], "text": "optional"}
+    {"text": "slow", "delay_s": 1.5}          # sleep before answering
+    {"status": 500, "text": "boom"}           # answer HTTP 500 with an error body
+
+Several ``tool_calls`` in one step are parallel calls; their ids are ``call_<step>_<i>``
+(0-based script index, 0-based position). Past the end every main request gets the text
+``(script exhausted)``. Usage: ``prompt_tokens = ceil((len(json.dumps(messages)) +
+len(json.dumps(tools)))/4)`` (tools term only when present), ``completion_tokens =
+ceil(len(output)/4)`` where output is the text plus each call's name and argument JSON —
+see :func:`estimate_prompt_tokens` and :func:`estimate_completion_tokens`.
+
+Aux rules ``{"task": "tag"|"digest"|"fact"|"*", "match": "substring", "answer": str|obj}``:
+first rule whose task matches and whose ``match`` (optional) occurs in the text of the
+non-system messages wins; an object answer is sent as its JSON. Defaults: tag →
+``{"decision": "RETAIN"}``; digest → ``Digest: <n> lines.`` plus ``First error: <line>`` for
+the first line containing "error" (any case) or "FAIL" — only lines after the last line
+starting "Output" when there is one; fact → ``Wrote <path> — file written``, the path being
+the first ``Path: X`` / ``"path": "X"`` (any case) or else the first path-like token.
+
+What pi sends (verified with real pi 1.6.0 and 0.73.1 in ``-p`` mode, models.json from
+:mod:`ctxwrap.testing.pi_home`; 1.6 and 0.73 differ only where noted)
+-------------------------------------------------------------------------------------------
+``POST <baseUrl>/chat/completions`` (so baseUrl ends in ``/v1``) through the openai JS SDK:
+``authorization: Bearer <apiKey>``, keep-alive, ``user-agent: pi/1.6.0 (linux; node/…)`` on
+1.6 and ``OpenAI/JS 6.26.0`` on 0.73. Always streaming; nothing else reaches the server (no
+``GET /models``, no title request) with ``PI_OFFLINE=1``. Body keys, in order::
+
+    model, messages, stream: true, stream_options: {"include_usage": true},
+    max_completion_tokens: <model maxTokens, 16384>, tools
+
+No ``temperature``, no ``tool_choice``; ``store`` appears only if compat.supportsStore is
+left to auto-detection (pi_home turns it off). ``tools`` = read, bash, edit, write as
+``{"type": "function", "function": {"name", "description", "parameters"}}``.
+
+``messages`` (each request repeats the whole conversation):
+
+- ``{"role": "system", "content": "<pi system prompt, a string>"}`` first. 1.6 starts "You
+  are a coding assistant running inside pi" with ``<tools>``/``<rules>``/``<docs>``/``<cwd>``
+  sections; 0.73 starts "You are an expert coding assistant operating inside pi" and ends
+  with "Current date:" / "Current working directory:" lines.
+- user: ``{"role": "user", "content": [{"type": "text", "text": "<prompt>"}]}`` — parts.
+- assistant: ``{"role": "assistant", "content": null | "<text>", "tool_calls": [{"id":
+  "call_0_0", "type": "function", "function": {"name": "bash", "arguments":
+  "{\"command\":\"echo hi\"}"}}]}`` — content is null when the step had no text;
+  arguments are compact JSON text.
+- tool results, one message per call in call order, right after their assistant message:
+  ``{"role": "tool", "content": "hello-from-bash\n", "tool_call_id": "call_0_0"}`` —
+  content is a plain string, no ``name``.
+
+Parallel calls in one step run and come back as consecutive tool messages. This server
+accepts content as str or as a list of ``{"type": "text", "text"}`` parts everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, Literal, Self
+
+__all__ = [
+    "EXHAUSTED_TEXT",
+    "MODEL_ID",
+    "AuxRule",
+    "RecordedRequest",
+    "ScriptError",
+    "ScriptStep",
+    "ScriptedModelServer",
+    "ToolCall",
+    "estimate_completion_tokens",
+    "estimate_prompt_tokens",
+    "load_script_file",
+    "main",
+]
+
+EXHAUSTED_TEXT = "(script exhausted)"
+MODEL_ID = "scripted-model"
+AUX_MARKER_RE = re.compile(r"^\s*\[ctxwrap-aux:([A-Za-z0-9_-]+)\]")
+_STREAM_TEXT_CHUNK = 32
+
+JsonObj = dict[str, Any]
+RequestKind = Literal["main", "aux"]
+
+
+class ScriptError(ValueError):
+    """A script or aux rule that cannot be understood."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: str  # JSON text, exactly as it goes on the wire
+
+
+@dataclass(frozen=True)
+class ScriptStep:
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    delay_s: float = 0.0
+    status: int | None = None
+
+    @classmethod
+    def from_json(cls, raw: object, index: int) -> ScriptStep:
+        if not isinstance(raw, Mapping):
+            raise ScriptError(f"script step {index} must be an object, got {raw!r}")
+        unknown = set(raw) - {"text", "tool_calls", "delay_s", "status"}
+        if unknown:
+            raise ScriptError(f"script step {index} has unknown keys {sorted(unknown)}")
+        text = raw.get("text")
+        if text is not None and not isinstance(text, str):
+            raise ScriptError(f"script step {index}: text must be a string")
+        calls: list[ToolCall] = []
+        for j, call in enumerate(raw.get("tool_calls") or []):
+            if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+                raise ScriptError(f"script step {index} tool call {j} needs a string name")
+            args = call.get("arguments", {})
+            calls.append(
+                ToolCall(call["name"], args if isinstance(args, str) else json.dumps(args))
+            )
+        if text is None and not calls and raw.get("status") is None:
+            raise ScriptError(f"script step {index} needs text, tool_calls or status")
+        status = raw.get("status")
+        if status is not None and not isinstance(status, int):
+            raise ScriptError(f"script step {index}: status must be an integer")
+        return cls(text, tuple(calls), float(raw.get("delay_s", 0.0)), status)
+
+
+@dataclass(frozen=True)
+class AuxRule:
+    task: str  # "digest" | "tag" | "fact" | "*"
+    answer: str
+    match: str | None = None
+
+    @classmethod
+    def from_json(cls, raw: object, index: int) -> AuxRule:
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("task"), str):
+            raise ScriptError(f"aux rule {index} must be an object with a string task")
+        if "answer" not in raw:
+            raise ScriptError(f"aux rule {index} needs an answer")
+        answer = raw["answer"]
+        match = raw.get("match")
+        if match is not None and not isinstance(match, str):
+            raise ScriptError(f"aux rule {index}: match must be a string")
+        return cls(raw["task"], answer if isinstance(answer, str) else json.dumps(answer), match)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    kind: RequestKind
+    body: JsonObj
+    timestamp: float
+    aux_task: str | None = None
+    step_index: int | None = None  # script index served; None when exhausted or aux
+    path: str = "/v1/chat/completions"
+    headers: dict[str, str] = field(default_factory=dict)  # lower-cased names
+
+    def to_json(self) -> JsonObj:
+        return {
+            "ts": self.timestamp,
+            "kind": self.kind,
+            "aux_task": self.aux_task,
+            "step_index": self.step_index,
+            "path": self.path,
+            "headers": self.headers,
+            "body": self.body,
+        }
+
+
+@dataclass
+class _Reply:
+    text: str | None
+    tool_calls: list[JsonObj] = field(default_factory=list)
+    status: int | None = None
+    delay_s: float = 0.0
+
+
+def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
+    """Usage the server reports as ``prompt_tokens`` for a request body."""
+    n = len(json.dumps(body.get("messages", [])))
+    if body.get("tools"):
+        n += len(json.dumps(body["tools"]))
+    return math.ceil(n / 4)
+
+
+def estimate_completion_tokens(text: str | None, tool_calls: Sequence[ToolCall] = ()) -> int:
+    """Usage the server reports as ``completion_tokens`` for one reply."""
+    n = len(text or "") + sum(len(c.name) + len(c.arguments) for c in tool_calls)
+    return math.ceil(n / 4)
+
+
+def _content_text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return ""
+
+
+def _system_text(body: Mapping[str, Any]) -> str:
+    for msg in body.get("messages") or []:
+        if isinstance(msg, dict) and msg.get("role") in ("system", "developer"):
+            return _content_text(msg.get("content"))
+    system = body.get("system")  # tolerate Anthropic-shaped bodies
+    return _content_text(system)
+
+
+def _conversation_text(body: Mapping[str, Any]) -> str:
+    parts = [
+        _content_text(m.get("content"))
+        for m in body.get("messages") or []
+        if isinstance(m, dict) and m.get("role") not in ("system", "developer")
+    ]
+    return "\n".join(parts)
+
+
+def aux_task_of(body: Mapping[str, Any]) -> str | None:
+    """The ``<task>`` of a ``[ctxwrap-aux:<task>]`` system prompt, or None for main requests."""
+    m = AUX_MARKER_RE.match(_system_text(body))
+    return m.group(1) if m else None
+
+
+_PATH_KEY_RE = re.compile(r"""["']?path["']?\s*[:=]\s*["']?([^\s"',}]+)""", re.IGNORECASE)
+_PATH_LIKE_RE = re.compile(r"(?:~|\.{1,2})?(?:/?[\w.@+-]+)*/[\w.@+-]+|\b[\w-]+\.[A-Za-z0-9]{1,8}\b")
+
+
+def default_aux_answer(task: str, body: Mapping[str, Any]) -> str:
+    text = _conversation_text(body)
+    if task == "tag":
+        return json.dumps({"decision": "RETAIN"})
+    if task == "digest":
+        lines = text.splitlines()
+        # ctxwrap's digest prompt puts the command output after an "Output…:" line; the
+        # request text above it may say "error" too.
+        starts = [i for i, line in enumerate(lines) if line.startswith("Output")]
+        lines = lines[starts[-1] + 1 :] if starts else lines
+        summary = f"Digest: {len(lines)} lines."
+        for line in lines:
+            if "error" in line.lower() or "FAIL" in line:
+                return f"{summary} First error: {line.strip()}"
+        return summary
+    if task == "fact":
+        m = _PATH_KEY_RE.search(text) or _PATH_LIKE_RE.search(text)
+        path = m.group(1) if m and m.groups() else (m.group(0) if m else "<unknown>")
+        return f"Wrote {path} — file written"
+    return f"(aux {task})"
+
+
+def _iter_text_chunks(text: str) -> Iterator[str]:
+    for i in range(0, len(text), _STREAM_TEXT_CHUNK):
+        yield text[i : i + _STREAM_TEXT_CHUNK]
+
+
+class ScriptedModelServer:
+    """OpenAI chat-completions server on 127.0.0.1 answering from a script.
+
+    ``with ScriptedModelServer(steps) as srv:`` starts it in a daemon thread;
+    ``srv.base_url`` is ``http://127.0.0.1:<port>/v1`` (what pi's ``baseUrl`` wants).
+    """
+
+    def __init__(
+        self,
+        script: Sequence[Mapping[str, Any]] = (),
+        *,
+        aux_rules: Sequence[Mapping[str, Any]] = (),
+        aux_delay_s: float = 0.0,
+        aux_status: int | None = None,
+        main_delay_s: float = 0.0,
+        requests_log: Path | None = None,
+        port: int = 0,
+        model_id: str = MODEL_ID,
+    ) -> None:
+        self.steps = tuple(ScriptStep.from_json(s, i) for i, s in enumerate(script))
+        self.aux_rules = tuple(AuxRule.from_json(r, i) for i, r in enumerate(aux_rules))
+        self.aux_delay_s = aux_delay_s
+        self.aux_status = aux_status
+        self.main_delay_s = main_delay_s
+        self.requests_log = requests_log
+        self.model_id = model_id
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._next_step = 0
+        self._requests: list[RecordedRequest] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.05},
+                name=f"scripted-model-{self.port}",
+                daemon=True,
+            )
+            self._thread.start()
+
+    def serve_forever(self) -> None:
+        self._httpd.serve_forever(poll_interval=0.2)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join(timeout=5)
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- inspection ------------------------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def main_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.kind == "main"]
+
+    @property
+    def aux_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.kind == "aux"]
+
+    @property
+    def steps_consumed(self) -> int:
+        with self._lock:
+            return self._next_step
+
+    @property
+    def exhausted(self) -> bool:
+        return self.steps_consumed >= len(self.steps)
+
+    def wait_for_requests(
+        self, count: int, *, kind: RequestKind | None = None, timeout: float = 10.0
+    ) -> list[RecordedRequest]:
+        """Block until ``count`` requests (of ``kind``) were received; TimeoutError otherwise."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                got = [r for r in self._requests if kind is None or r.kind == kind]
+                if len(got) >= count:
+                    return got
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"got {len(got)} {kind or 'any'} requests, wanted {count}")
+                self._changed.wait(left)
+
+    # -- request handling (called from handler threads) ------------------------------------
+
+    def _record(self, rec: RecordedRequest) -> None:
+        with self._changed:
+            self._requests.append(rec)
+            if self.requests_log is not None:
+                with self.requests_log.open("a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(rec.to_json()) + "\n")
+            self._changed.notify_all()
+
+    def _answer(self, body: JsonObj, path: str, headers: dict[str, str]) -> _Reply:
+        task = aux_task_of(body)
+        now = time.time()
+        if task is not None:
+            self._record(RecordedRequest("aux", body, now, task, None, path, headers))
+            return self._aux_reply(task, body)
+        with self._changed:
+            index = self._next_step
+            step = self.steps[index] if index < len(self.steps) else None
+            if step is not None:
+                self._next_step += 1
+        served = index if step is not None else None
+        self._record(RecordedRequest("main", body, now, None, served, path, headers))
+        if step is None:
+            return _Reply(EXHAUSTED_TEXT, delay_s=self.main_delay_s)
+        calls = [
+            {
+                "id": f"call_{index}_{i}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            }
+            for i, c in enumerate(step.tool_calls)
+        ]
+        return _Reply(step.text, calls, step.status, self.main_delay_s + step.delay_s)
+
+    def _aux_reply(self, task: str, body: JsonObj) -> _Reply:
+        if self.aux_status is not None:
+            return _Reply(
+                f"scripted aux failure {self.aux_status}", [], self.aux_status, self.aux_delay_s
+            )
+        text = _conversation_text(body)
+        for rule in self.aux_rules:
+            if rule.task in (task, "*") and (rule.match is None or rule.match in text):
+                return _Reply(rule.answer, delay_s=self.aux_delay_s)
+        return _Reply(default_aux_answer(task, body), delay_s=self.aux_delay_s)
+
+
+def _usage(body: Mapping[str, Any], reply: _Reply) -> JsonObj:
+    calls = [ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls]
+    prompt = estimate_prompt_tokens(body)
+    completion = estimate_completion_tokens(reply.text, calls)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "ctxwrap-scripted-model/1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet by design
+            return
+
+        def _send_json(self, status: int, obj: object) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") in ("/v1/models", "/models"):
+                model = {
+                    "id": server.model_id,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "ctxwrap-scripted",
+                }
+                self._send_json(200, {"object": "list", "data": [model]})
+            elif self.path == "/health":
+                self._send_json(200, {"ok": True})
+            else:
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            try:
+                body = json.loads(raw)
+                if not isinstance(body, dict):
+                    raise ValueError("body is not an object")
+            except ValueError as exc:
+                self._send_json(400, {"error": {"message": f"bad JSON: {exc}"}})
+                return
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            reply = server._answer(body, self.path, headers)
+            if reply.delay_s > 0:
+                time.sleep(reply.delay_s)
+            try:
+                if reply.status is not None and reply.status >= 400:
+                    err = {"message": reply.text or "scripted error", "type": "scripted_error"}
+                    self._send_json(reply.status, {"error": err})
+                elif body.get("stream"):
+                    self._stream(body, reply)
+                else:
+                    self._send_json(200, self._completion(body, reply))
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
+        def _completion(self, body: JsonObj, reply: _Reply) -> JsonObj:
+            message: JsonObj = {"role": "assistant", "content": reply.text}
+            if reply.tool_calls:
+                message["tool_calls"] = reply.tool_calls
+            return {
+                "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", server.model_id),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                    }
+                ],
+                "usage": _usage(body, reply),
+            }
+
+        def _stream(self, body: JsonObj, reply: _Reply) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            base: JsonObj = {
+                "id": f"chatcmpl-scripted-{time.monotonic_ns()}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": body.get("model", server.model_id),
+            }
+
+            def emit(payload: JsonObj | str) -> None:
+                data = payload if isinstance(payload, str) else json.dumps({**base, **payload})
+                frame = f"data: {data}\n\n".encode()
+                self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
+                self.wfile.flush()
+
+            def delta(d: JsonObj, finish: str | None = None) -> None:
+                emit({"choices": [{"index": 0, "delta": d, "finish_reason": finish}]})
+
+            delta({"role": "assistant", "content": ""})
+            for piece in _iter_text_chunks(reply.text or ""):
+                delta({"content": piece})
+            for i, call in enumerate(reply.tool_calls):
+                head = {"name": call["function"]["name"], "arguments": ""}
+                delta(
+                    {
+                        "tool_calls": [
+                            {"index": i, "id": call["id"], "type": "function", "function": head}
+                        ]
+                    }
+                )
+                for piece in _iter_text_chunks(call["function"]["arguments"]):
+                    delta({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            delta({}, "tool_calls" if reply.tool_calls else "stop")
+            options = body.get("stream_options") or {}
+            if isinstance(options, dict) and options.get("include_usage"):
+                emit({"choices": [], "usage": _usage(body, reply)})
+            emit("[DONE]")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+# -- CLI ------------------------------------------------------------------------------------
+
+
+def load_script_file(path: Path) -> JsonObj:
+    """Read a script file: a JSON list of steps, or an object with ``steps`` and options."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, list):
+        return {"steps": data}
+    if isinstance(data, dict):
+        unknown = set(data) - {"steps", "aux_rules", "aux_delay_s", "aux_status", "main_delay_s"}
+        if unknown:
+            raise ScriptError(f"{path}: unknown keys {sorted(unknown)}")
+        return data
+    raise ScriptError(f"{path}: a script is a JSON list or object")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ctxwrap.testing.model_server",
+        description="Scripted OpenAI-compatible chat-completions server on 127.0.0.1.",
+    )
+    parser.add_argument("--script", type=Path, help="JSON script file (list or object)")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--port-file", type=Path, help="write the bound port here when ready")
+    parser.add_argument("--requests-log", type=Path, help="append every request as JSONL")
+    parser.add_argument("--aux-delay-s", type=float)
+    parser.add_argument("--aux-status", type=int)
+    parser.add_argument("--main-delay-s", type=float)
+    args = parser.parse_args(argv)
+
+    spec: JsonObj = load_script_file(args.script) if args.script else {"steps": []}
+    try:
+        srv = ScriptedModelServer(
+            spec.get("steps", []),
+            aux_rules=spec.get("aux_rules", []),
+            aux_delay_s=args.aux_delay_s
+            if args.aux_delay_s is not None
+            else spec.get("aux_delay_s", 0.0),
+            aux_status=args.aux_status if args.aux_status is not None else spec.get("aux_status"),
+            main_delay_s=args.main_delay_s
+            if args.main_delay_s is not None
+            else spec.get("main_delay_s", 0.0),
+            requests_log=args.requests_log,
+            port=args.port,
+        )
+    except ScriptError as exc:
+        print(f"model_server: error: {exc}", file=sys.stderr)
+        return 2
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    if args.port_file:
+        _write_atomic(args.port_file, f"{srv.port}\n")
+    print(f"scripted model server listening on {srv.base_url}", file=sys.stderr, flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
