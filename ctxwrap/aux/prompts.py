@@ -1,0 +1,76 @@
+"""Prompts for the aux model and the rules that interpret its answers.
+
+Each system prompt starts with `[ctxwrap-aux:<task>]` so a scripted test model (and a person
+reading provider logs) can tell these out-of-band calls from the agent's own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+DIGEST_SYSTEM = (
+    "[ctxwrap-aux:digest] You condense command output for a coding agent. The agent will see "
+    "only your digest, never the raw output. Keep every error, failing test name, file:line, "
+    "warning that matters, final summary line and exit status. Drop progress noise and repeated "
+    "lines. Answer with the digest only, plain text, no preamble."
+)
+
+TAG_SYSTEM = (
+    "[ctxwrap-aux:tag] You decide whether a tool result a coding agent just received is still "
+    "needed for its current task. Answer with exactly one JSON object and nothing else: "
+    '{"decision": "RETAIN"} if the content may be needed to finish the task, '
+    '{"decision": "DROP"} only if it is clearly irrelevant to the task. When unsure, RETAIN.'
+)
+
+FACT_SYSTEM = (
+    "[ctxwrap-aux:fact] You summarise a file a coding agent just wrote, in one line of at most "
+    "20 words, so the agent remembers what is in it without re-reading it. Answer with the line "
+    "only, e.g.: CNN architecture, 3 conv layers, trains on CIFAR-10"
+)
+
+
+def digest_prompt(*, command: str, exit_code: int | None, user_prompt: str, extract: str) -> str:
+    status = "unknown" if exit_code is None else str(exit_code)
+    return (
+        f"User's current request:\n{user_prompt[:2000]}\n\n"
+        f"Command: {command[:2000]}\nExit code: {status}\n\n"
+        f"Output (already condensed by an extractive filter):\n{extract}"
+    )
+
+
+def tag_prompt(
+    *, tool: str, args: dict[str, object], result: str, user_prompt: str, max_chars: int
+) -> str:
+    shown = (
+        result
+        if len(result) <= max_chars
+        else result[:max_chars] + "\n[… truncated for the tagger]"
+    )
+    return (
+        f"User's current request:\n{user_prompt[:2000]}\n\n"
+        f"Tool: {tool}\nArguments: {json.dumps(args, ensure_ascii=False)[:1000]}\n\n"
+        f"Result:\n{shown}"
+    )
+
+
+def fact_prompt(*, path: str, content: str, max_chars: int) -> str:
+    shown = content if len(content) <= max_chars else content[:max_chars] + "\n[… truncated]"
+    return f"Path: {path}\n\nContent:\n{shown}"
+
+
+_DROP = re.compile(r'^\s*\{\s*"decision"\s*:\s*"DROP"\s*\}\s*$')
+
+
+def parse_tag(answer: str | None) -> str:
+    """Only an exact {"decision": "DROP"} drops; everything else retains (invariant 4)."""
+    return "DROP" if answer is not None and _DROP.match(answer) else "RETAIN"
+
+
+def clean_fact(answer: str | None, *, max_chars: int) -> str | None:
+    if not answer:
+        return None
+    line = answer.strip().splitlines()[0].strip().strip("[]").strip() if answer.strip() else ""
+    if not line or len(line) > max_chars:
+        return None
+    return line

@@ -1,0 +1,373 @@
+"""The `ctxwrap` command line: parse arguments, call into the package, render. Nothing else.
+
+`main()` is the only place that exits; every failure meant for a person is a CtxwrapError
+printed as `ctxwrap: error: …` plus a `hint:` line, with a traceback only under --debug.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from ctxwrap import __version__, paths
+from ctxwrap.errors import CtxwrapError, NotFoundError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class ExitCode(Exception):
+    """Carry a child's exit status up to main() without calling sys.exit elsewhere."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(__version__, "-V", "--version", prog_name="ctxwrap")
+@click.option("--debug", is_flag=True, envvar="CTXWRAP_DEBUG", help="Show tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Keep a coding agent's context window small: run `ctxwrap pi` where you ran `pi`."""
+    ctx.obj = {"debug": debug}
+
+
+# -- pi -----------------------------------------------------------------------------------------
+
+
+@cli.command(
+    "pi",
+    context_settings={
+        **CONTEXT,
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+        "help_option_names": [],
+    },
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def pi_cmd(args: tuple[str, ...]) -> None:
+    """Run pi exactly as `pi ARGS…` would, with ctxwrap's bridge loaded.
+
+    Every argument goes to pi unchanged (so `ctxwrap pi --help` shows pi's help); the exit
+    status is pi's. `--ctxwrap-off` or PI_CTX_OFF=1 runs plain pi.
+    """
+    from ctxwrap.launch.pi import run_pi
+
+    raise ExitCode(run_pi(list(args)))
+
+
+# -- daemon -------------------------------------------------------------------------------------
+
+
+@cli.group(context_settings=CONTEXT)
+def daemon() -> None:
+    """Run, start, stop or inspect the per-user daemon."""
+
+
+@daemon.command("run")
+@click.option("--log-file", type=click.Path(path_type=Path), help="Log here instead of stderr.")
+def daemon_run(log_file: Path | None) -> None:
+    """Run the daemon in the foreground until SIGTERM or Ctrl+C."""
+    from ctxwrap.daemon.lifecycle import run_daemon
+
+    if log_file is not None:
+        os.environ.setdefault("CTXWRAP_DAEMON_LOG", str(log_file))
+    raise ExitCode(run_daemon(log_to_stderr=log_file is None))
+
+
+@daemon.command("start")
+def daemon_start() -> None:
+    """Start the daemon in the background (no-op if it is already up)."""
+    from ctxwrap.client import ensure_running
+
+    h = ensure_running()
+    click.echo(f"ctxwrap daemon {h.version} ready (pid {h.pid}) on {h.socket}")
+
+
+@daemon.command("stop")
+def daemon_stop() -> None:
+    """Stop the daemon."""
+    from ctxwrap.client import stop_daemon
+
+    click.echo("stopped" if stop_daemon() else "not running")
+
+
+@daemon.command("restart")
+def daemon_restart() -> None:
+    """Stop the daemon and start a fresh one."""
+    from ctxwrap.client import ensure_running, stop_daemon
+
+    stop_daemon()
+    h = ensure_running()
+    click.echo(f"ctxwrap daemon {h.version} ready (pid {h.pid}) on {h.socket}")
+
+
+def _status(as_json: bool) -> None:
+    from ctxwrap.client import NeedsRestart, Ready, probe
+
+    result = probe()
+    out: dict[str, Any] = {
+        "state": "unreachable",
+        "pid": None,
+        "version": None,
+        "socket": str(paths.socket_path()),
+        "uptime_s": None,
+        "sessions": None,
+        "config_error": None,
+    }
+    if isinstance(result, (Ready, NeedsRestart)):
+        h = result.health
+        out.update(
+            state="ready" if isinstance(result, Ready) else "needs-restart",
+            pid=h.pid,
+            version=h.version,
+            uptime_s=h.uptime_s,
+            sessions=h.sessions,
+            config_error=h.config_error,
+        )
+    else:
+        out["reason"] = result.reason
+    if as_json:
+        _echo_json(out)
+    else:
+        line = f"daemon: {out['state']}"
+        if out["pid"]:
+            line += f" (pid {out['pid']}, version {out['version']}, up {out['uptime_s']:.0f}s, {out['sessions']} live session(s))"
+        click.echo(line)
+        click.echo(f"socket: {out['socket']}")
+        if out.get("reason"):
+            click.echo(f"reason: {out['reason']}")
+        if out["config_error"]:
+            click.echo(f"config error (last good config in force): {out['config_error']}")
+    if out["state"] != "ready":
+        raise ExitCode(3)  # like `systemctl status`: scripts can test for "not running"
+
+
+@daemon.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def daemon_status(as_json: bool) -> None:
+    """Is the daemon up, which version, how many sessions. Exit 3 when not ready."""
+    _status(as_json)
+
+
+@cli.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(as_json: bool) -> None:
+    """Same as `ctxwrap daemon status`."""
+    _status(as_json)
+
+
+# -- sessions, facts, show ----------------------------------------------------------------------
+
+
+def _readonly_db() -> Any:
+    from ctxwrap.daemon.store import connect
+
+    db = paths.db_path()
+    if not db.exists():
+        return None
+    return connect(db, readonly=True)
+
+
+@cli.command("sessions")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--all", "show_all", is_flag=True, help="Include ended sessions.")
+def sessions(as_json: bool, show_all: bool) -> None:
+    """List pi sessions the daemon knows (live ones by default)."""
+    conn = _readonly_db()
+    rows = (
+        []
+        if conn is None
+        else [dict(r) for r in conn.execute("SELECT * FROM sessions ORDER BY started_at DESC")]
+    )
+    for r in rows:
+        r["live"] = r["ended_at"] is None and _alive(r["pid"])
+    if not show_all:
+        rows = [r for r in rows if r["live"]]
+    if as_json:
+        _echo_json({"sessions": rows})
+        return
+    if not rows:
+        click.echo("no live sessions" if not show_all else "no sessions recorded")
+        return
+    for r in rows:
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"]))
+        state = "live" if r["live"] else "ended"
+        click.echo(
+            f"{r['session_id']}  {state:5}  {started}  pid {r['pid']:<7} {r['model'] or '-':24} {r['cwd']}"
+        )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@cli.command("facts")
+@click.option(
+    "--session", "session_id", help="Session id (default: the most recent session with facts)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def facts(session_id: str | None, as_json: bool) -> None:
+    """One-line facts kept for files the agent wrote."""
+    conn = _readonly_db()
+    if conn is None:
+        rows: list[dict[str, Any]] = []
+    else:
+        if session_id is None:
+            last = conn.execute(
+                "SELECT session_id FROM facts ORDER BY created_at DESC LIMIT 1"
+            ).fetchone()
+            session_id = last[0] if last else None
+        rows = (
+            [
+                dict(r)
+                for r in conn.execute(
+                    "SELECT * FROM facts WHERE session_id=? ORDER BY created_at", (session_id,)
+                )
+            ]
+            if session_id
+            else []
+        )
+    if as_json:
+        _echo_json({"session_id": session_id, "facts": rows})
+    elif not rows:
+        click.echo("no facts recorded")
+    else:
+        for r in rows:
+            click.echo(f"{r['text']}  ({r['source']})")
+
+
+@cli.command("show")
+@click.argument("handle")
+def show(handle: str) -> None:
+    """Print a raw output the model only saw as a digest (by its recall handle)."""
+    conn = _readonly_db()
+    row = (
+        conn.execute("SELECT path FROM raw_outputs WHERE handle=?", (handle,)).fetchone()
+        if conn
+        else None
+    )
+    if row is None or not Path(row[0]).exists():
+        raise NotFoundError(
+            f"no stored output with handle {handle!r}",
+            hint="handles look like r1a2b3c4d; old ones expire",
+        )
+    with open(row[0], "rb") as fh:
+        while chunk := fh.read(1 << 16):
+            sys.stdout.buffer.write(chunk)
+
+
+# -- config -------------------------------------------------------------------------------------
+
+
+@cli.group(context_settings=CONTEXT)
+def config() -> None:
+    """Show or create the configuration."""
+
+
+@config.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def config_show(as_json: bool) -> None:
+    """Effective values and where each came from (default, env, file)."""
+    from ctxwrap.config import load_config
+
+    loaded = load_config()
+    values = loaded.settings.model_dump(mode="json")
+    if as_json:
+        _echo_json(
+            {
+                k: {
+                    "value": v,
+                    "source": loaded.origins[k].source,
+                    "detail": loaded.origins[k].detail,
+                }
+                for k, v in values.items()
+            }
+        )
+        return
+    click.echo(f"# config file: {loaded.file}{'' if loaded.file.exists() else ' (absent)'}")
+    for k, v in values.items():
+        o = loaded.origins[k]
+        where = o.source if o.source == "default" else f"{o.source}: {o.detail}"
+        click.echo(f"{k:26} = {json.dumps(v):28} # {where}")
+
+
+@config.command("init")
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+def config_init(force: bool) -> None:
+    """Write a commented config.toml with every setting at its default."""
+    from ctxwrap.config import render_config_template
+    from ctxwrap.errors import ConfigError
+
+    path = paths.config_file()
+    if path.exists() and not force:
+        raise ConfigError(f"{path} already exists", hint="use --force to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_config_template())
+    click.echo(f"wrote {path}")
+
+
+@config.command("path")
+def config_path() -> None:
+    """Print the config file's path."""
+    click.echo(str(paths.config_file()))
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    debug = (
+        "--debug" in (argv if argv is not None else sys.argv[1:])
+        or os.environ.get("CTXWRAP_DEBUG") == "1"
+    )
+    try:
+        cli.main(args=argv, prog_name="ctxwrap", standalone_mode=False)
+        code = 0
+    except ExitCode as exc:
+        code = exc.code
+    except CtxwrapError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"ctxwrap: error: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        code = exc.exit_code
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.Abort:
+        click.echo("aborted", err=True)
+        code = 130
+    except click.ClickException as exc:
+        exc.show()
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:
+        code = 141
+    except Exception as exc:  # a bug: say so plainly, traceback only when asked
+        if debug:
+            raise
+        click.echo(f"ctxwrap: internal error: {type(exc).__name__}: {exc}", err=True)
+        click.echo("hint: run again with --debug for a traceback, and please report it", err=True)
+        code = 70  # EX_SOFTWARE
+    sys.exit(code)

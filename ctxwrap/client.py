@@ -1,0 +1,175 @@
+"""Talking to the daemon from the CLI: probe, auto-start, version handshake.
+
+`probe()` never raises; it says Ready, NeedsRestart (another version answers) or Unreachable.
+`ensure_running()` starts a daemon when needed, under a file lock so that concurrent
+`ctxwrap` invocations end up with exactly one daemon.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ctxwrap import __version__, paths
+from ctxwrap.daemon.pidfile import pidfile_locked, read_pidfile
+from ctxwrap.errors import DaemonStartError, DaemonUnreachable
+from ctxwrap.protocol import PROTOCOL_VERSION, Health
+
+START_DEADLINE_S = 15.0
+
+
+@dataclass(frozen=True)
+class Ready:
+    health: Health
+
+
+@dataclass(frozen=True)
+class NeedsRestart:
+    health: Health
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    reason: str
+
+
+ProbeResult = Ready | NeedsRestart | Unreachable
+
+
+def make_client(socket: Path | None = None, timeout: float = 5.0) -> httpx.Client:
+    transport = httpx.HTTPTransport(uds=str(socket or paths.socket_path()))
+    return httpx.Client(transport=transport, base_url="http://ctxwrap", timeout=timeout)
+
+
+def probe(socket: Path | None = None, timeout: float = 1.0) -> ProbeResult:
+    sock = socket or paths.socket_path()
+    if not sock.exists():
+        return Unreachable(f"no socket at {sock}")
+    try:
+        with make_client(sock, timeout) as c:
+            r = c.get("/v1/health")
+        health = Health.model_validate(r.json())
+    except (httpx.HTTPError, ValueError) as exc:
+        return Unreachable(f"{type(exc).__name__}: {exc}")
+    if health.protocol != PROTOCOL_VERSION or health.version != __version__:
+        return NeedsRestart(
+            health,
+            f"daemon {health.version} (protocol {health.protocol}), client {__version__} (protocol {PROTOCOL_VERSION})",
+        )
+    return Ready(health)
+
+
+def systemd_unit_enabled() -> bool:
+    """When the user installed the systemd units, socket activation owns start-up."""
+    unit = (
+        Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+        / "systemd/user/ctxwrap.socket"
+    )
+    return unit.exists() and os.environ.get("CTXWRAP_NO_SYSTEMD") != "1"
+
+
+def _spawn_daemon() -> None:
+    log = paths.daemon_log_path()
+    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    subprocess.Popen(
+        [sys.executable, "-m", "ctxwrap", "daemon", "run", "--log-file", str(log)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # survives the terminal that started it
+        close_fds=True,
+    )
+
+
+def stop_daemon(timeout: float = 10.0) -> bool:
+    """Ask the running daemon to stop (SIGTERM by pidfile); True if one was stopped."""
+    info = read_pidfile(paths.pidfile_path())
+    if info is None:
+        return False
+    pid = info[0]
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        if not pidfile_locked(paths.pidfile_path()):
+            return True
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def ensure_running(deadline_s: float = START_DEADLINE_S) -> Health:
+    """Return the health of a ready daemon of our version, starting or restarting one if needed."""
+    first = probe()
+    if isinstance(first, Ready):
+        return first.health
+    runtime = paths.ensure_private_dir(paths.runtime_dir())
+    lock_fd = os.open(runtime / "start.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(
+            lock_fd, fcntl.LOCK_EX
+        )  # whoever waited here finds the daemon the winner started
+        result = probe()
+        if isinstance(result, Ready):
+            return result.health
+        if isinstance(result, NeedsRestart):
+            stop_daemon()
+        if not systemd_unit_enabled():
+            _spawn_daemon()
+        end = time.monotonic() + deadline_s
+        last: ProbeResult = result
+        while time.monotonic() < end:
+            last = probe(timeout=0.5)
+            if isinstance(last, Ready):
+                return last.health
+            time.sleep(0.03)
+        reason = last.reason if isinstance(last, (Unreachable, NeedsRestart)) else "?"
+        raise DaemonStartError(
+            f"the daemon did not become ready within {deadline_s:.0f}s ({reason})",
+            hint=f"run `ctxwrap daemon run` in the foreground to see why; log: {paths.daemon_log_path()}",
+        )
+    finally:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+        os.close(lock_fd)
+
+
+def request(
+    method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float = 5.0
+) -> Any:
+    """One call to a running daemon; raises DaemonUnreachable when nothing answers."""
+    try:
+        with make_client(timeout=timeout) as c:
+            r = c.request(method, path, json=body)
+    except httpx.HTTPError as exc:
+        raise DaemonUnreachable(
+            f"cannot reach the daemon at {paths.socket_path()}: {exc}",
+            hint="`ctxwrap daemon start`",
+        ) from exc
+    try:
+        data = r.json()
+    except json.JSONDecodeError:
+        data = {"error": r.text[:200]}
+    if r.status_code >= 400:
+        raise DaemonUnreachable(
+            f"daemon answered {r.status_code}: {data.get('error')} {data.get('detail') or ''}".strip()
+        )
+    return data

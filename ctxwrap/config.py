@@ -1,0 +1,234 @@
+"""Effective configuration: PI_CTX_* environment variables over config.toml over defaults.
+
+The names and defaults of the upstream extension's PI_CTX_* reference are kept as they are, so
+a user's existing exports keep working; ctxwrap's own settings use the same prefix. In the
+file a setting is written without the prefix, in lower case: `bash_min_tokens = 2000`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ctxwrap import paths
+from ctxwrap.errors import ConfigError
+
+ENV_PREFIX = "PI_CTX_"
+
+
+class Settings(BaseSettings):
+    """Every setting, with its default and a one-line meaning (shown by `config show`)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid", frozen=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_config() merges env over file itself so it can say where each value came from
+        return (init_settings,)
+
+    # -- upstream reference (same names and defaults) --
+    off: bool = Field(False, description="Master switch: 1 runs plain pi.")
+    bash: bool = Field(True, description="Digest large bash output.")
+    bash_min_tokens: int = Field(
+        2000, ge=0, description="Digest bash output above this many tokens (chars/4)."
+    )
+    bash_max_summary_tokens: int = Field(1024, ge=16, description="Output cap of the digest.")
+    bash_fallback_bytes: int = Field(
+        3000, ge=256, description="Tail the bridge keeps itself when the daemon is unreachable."
+    )
+    amnesia: bool = Field(
+        True, description="Tag read/grep/find/ls results RETAIN/DROP and prune drops from the tail."
+    )
+    amnesia_min_tokens: int = Field(
+        250, ge=0, description="Tag only results at least this large (tokens)."
+    )
+    amnesia_max_chars: int = Field(
+        6000, ge=200, description="How much of a result the tagger sees."
+    )
+    tag_max_tokens: int = Field(24, ge=4, description="Tagger output cap.")
+    lazy: bool = Field(True, description="Lazy tool loading via find_capability.")
+    lazy_skills: bool = Field(True, description="Strip the skills catalog from the system prompt.")
+    skill_max_chars: int = Field(
+        8000, ge=200, description="Cap on SKILL.md content returned by find_capability."
+    )
+    aux_model: str | None = Field(
+        None, description="Aux model as provider/id (default: the active model)."
+    )
+    aux_timeout_ms: int = Field(20000, ge=100, description="Timeout of one aux model call.")
+    stats_widget: bool = Field(True, description="Show the savings status line in pi.")
+    log_file: Path | None = Field(
+        None, description="JSONL event log (default: state dir/events.jsonl)."
+    )
+    # -- writes (upstream mechanism 4) --
+    write: bool = Field(True, description="Strip large write bodies and keep a one-line fact.")
+    write_min_bytes: int = Field(
+        400, ge=0, description="Strip write content of at least this many bytes."
+    )
+    write_fact_max_tokens: int = Field(
+        60, ge=8, description="Cap of the fact the aux model writes."
+    )
+    write_max_content_chars: int = Field(
+        6000, ge=200, description="How much of the file the fact writer sees."
+    )
+    # -- ctxwrap's own --
+    amnesia_mode: Literal["tombstone", "silent"] = Field(
+        "tombstone", description="tombstone leaves a one-line note; silent removes the round."
+    )
+    aux_backend: Literal["pi", "http", "none"] = Field(
+        "pi", description="Who runs aux calls: pi's own provider code, an HTTP endpoint, or nobody."
+    )
+    aux_base_url: str | None = Field(
+        None, description="http backend: base URL (e.g. http://127.0.0.1:11434/v1)."
+    )
+    aux_api: Literal["openai", "anthropic"] = Field(
+        "openai", description="http backend: chat-completions or Messages API."
+    )
+    aux_api_key_env: str | None = Field(
+        None, description="http backend: name of the env var holding the key."
+    )
+    bridge_timeout_ms: int = Field(
+        1500, ge=50, description="Deadline of one bridge→daemon decision call."
+    )
+    tag_wait_ms: int = Field(
+        400, ge=0, description="How long the context step waits for pending tags before RETAIN."
+    )
+    recall_max_tokens: int = Field(2000, ge=100, description="Cap of one ctx_recall answer.")
+    raw_store_max_mb: int = Field(512, ge=1, description="Size cap of the raw-output store.")
+    raw_retention_days: int = Field(
+        14,
+        ge=0,
+        description="Raw outputs older than this are deleted (0 = keep until the size cap).",
+    )
+    idle_exit_s: int = Field(
+        0, ge=0, description="Daemon exits after this long without live sessions (0 = never)."
+    )
+    event_log_max_mb: int = Field(20, ge=1, description="Rotate the event log past this size.")
+
+
+@dataclass(frozen=True)
+class Origin:
+    source: Literal["default", "env", "file"]
+    detail: str  # env var name or file path
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    settings: Settings
+    origins: dict[str, Origin]
+    file: Path
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{path}: not valid TOML: {exc}",
+            hint="run `ctxwrap config init --force` for a fresh file",
+        ) from exc
+    unknown = sorted(k for k in data if k not in Settings.model_fields)
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown setting {unknown[0]!r}",
+            hint="`ctxwrap config show` lists every setting",
+        )
+    return data
+
+
+def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> LoadedConfig:
+    """Load the effective config; a bad value raises ConfigError naming key, value and source."""
+    path = path or paths.config_file()
+    env = os.environ if environ is None else environ
+    file_values = _read_file(path)
+    env_values: dict[str, str] = {}
+    origins: dict[str, Origin] = {}
+    for name in Settings.model_fields:
+        var = ENV_PREFIX + name.upper()
+        if var in env and env[var] != "":
+            env_values[name] = env[var]
+            origins[name] = Origin("env", var)
+        elif name in file_values:
+            origins[name] = Origin("file", str(path))
+        else:
+            origins[name] = Origin("default", "")
+    merged: dict[str, Any] = {**file_values, **env_values}
+    try:
+        settings = Settings(**merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "?"
+        origin = origins.get(key, Origin("default", ""))
+        where = origin.detail if origin.source != "default" else "defaults"
+        value = merged.get(key)
+        raise ConfigError(
+            f"invalid value for {key} = {value!r} (from {where}): {err['msg']}",
+            hint=f"fix {where}, or unset it to use the default",
+        ) from exc
+    return LoadedConfig(settings=settings, origins=origins, file=path)
+
+
+def render_config_template() -> str:
+    """A commented config.toml listing every setting at its default."""
+    lines = [
+        "# ctxwrap configuration. Environment variables PI_CTX_<NAME> override these values.",
+        "# Uncomment a line to change it. `ctxwrap config show` prints the effective values.",
+        "",
+    ]
+    for name, field in Settings.model_fields.items():
+        default = field.default
+        lines.append(f"# {field.description}")
+        if default is None:
+            lines.append(f'# {name} = ""')
+        elif isinstance(default, bool):
+            lines.append(f"# {name} = {'true' if default else 'false'}")
+        elif isinstance(default, str):
+            lines.append(f'# {name} = "{default}"')
+        else:
+            lines.append(f"# {name} = {default}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def bridge_view(settings: Settings) -> dict[str, Any]:
+    """The subset the bridge needs to act on its own (fail-open thresholds, switches)."""
+    keys = [
+        "off",
+        "bash",
+        "bash_min_tokens",
+        "bash_fallback_bytes",
+        "amnesia",
+        "amnesia_min_tokens",
+        "amnesia_mode",
+        "lazy",
+        "lazy_skills",
+        "skill_max_chars",
+        "aux_backend",
+        "aux_model",
+        "aux_timeout_ms",
+        "stats_widget",
+        "write",
+        "write_min_bytes",
+        "bridge_timeout_ms",
+        "tag_wait_ms",
+        "tag_max_tokens",
+    ]
+    return {k: getattr(settings, k) for k in keys}

@@ -1,0 +1,151 @@
+"""HTTP routes: parse a protocol model, call the Daemon, serialise the reply. Nothing else.
+
+Bad input always gets a 4xx with a reason (malformed JSON, unknown fields, oversize body,
+truncated request) and never takes the daemon down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ctxwrap import protocol as P
+from ctxwrap.daemon.service import Daemon
+
+log = logging.getLogger("ctxwrap.daemon")
+M = TypeVar("M", bound=BaseModel)
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, error: str, detail: str | None = None) -> None:
+        super().__init__(error)
+        self.status, self.error, self.detail = status, error, detail
+
+
+async def _read_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > P.MAX_BODY_BYTES:
+        raise BadRequest(413, "body too large", f"{declared} bytes > {P.MAX_BODY_BYTES}")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > P.MAX_BODY_BYTES:
+                raise BadRequest(413, "body too large", f"more than {P.MAX_BODY_BYTES} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise BadRequest(400, "truncated request") from exc
+    return b"".join(chunks)
+
+
+async def _parse(request: Request, model: type[M]) -> M:
+    body = await _read_body(request)
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(400, "malformed JSON", str(exc)[:200]) from exc
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(body)"
+        # The message names the field, never echoes the value (it may be a secret).
+        raise BadRequest(422, "invalid request", f"{loc}: {first['msg']}") from exc
+
+
+def _json(model: BaseModel, status: int = 200) -> Response:
+    return Response(
+        model.model_dump_json(exclude_none=False), status_code=status, media_type="application/json"
+    )
+
+
+def build_app(daemon: Daemon) -> Starlette:
+    def post(
+        model: type[M], handler: Callable[[M], Awaitable[BaseModel | None] | BaseModel | None]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                req = await _parse(request, model)
+                result = handler(req)
+                if hasattr(result, "__await__"):
+                    result = await result  # type: ignore[misc]
+            except BadRequest as exc:
+                return _json(P.ErrorReply(error=exc.error, detail=exc.detail), exc.status)
+            except Exception as exc:  # a bug in one handler must not take the daemon down
+                log.exception("handler failed")
+                return _json(P.ErrorReply(error="internal error", detail=type(exc).__name__), 500)
+            if result is None:
+                return _json(P.ErrorReply(error="not found"), 404)
+            return _json(result)
+
+        return endpoint
+
+    async def health(request: Request) -> Response:
+        return _json(daemon.health())
+
+    async def sessions(request: Request) -> Response:
+        daemon.reap_dead_sessions()
+        rows = daemon.store.query("SELECT * FROM sessions ORDER BY started_at DESC LIMIT 200")
+        live = set(daemon.sessions)
+        out = [
+            P.SessionInfo(
+                session_id=r["session_id"],
+                session_file=r["session_file"],
+                cwd=r["cwd"],
+                pid=r["pid"],
+                pi_version=r["pi_version"],
+                model=r["model"],
+                started_at=r["started_at"],
+                ended_at=r["ended_at"],
+                live=r["session_id"] in live,
+            )
+            for r in rows
+        ]
+        return _json(P.SessionList(sessions=out))
+
+    async def facts(request: Request) -> Response:
+        return _json(daemon.facts(request.query_params.get("session")))
+
+    async def shutdown(request: Request) -> Response:
+        stop = getattr(request.app.state, "request_stop", None)
+        if stop is not None:
+            stop()
+        return _json(P.Ack())
+
+    async def not_found(request: Request, exc: Any) -> Response:
+        return JSONResponse({"error": "not found", "detail": request.url.path}, status_code=404)
+
+    routes = [
+        Route("/v1/health", health, methods=["GET"]),
+        Route("/v1/sessions", sessions, methods=["GET"]),
+        Route("/v1/facts", facts, methods=["GET"]),
+        Route("/v1/shutdown", shutdown, methods=["POST"]),
+        Route("/v1/sessions/start", post(P.SessionStart, daemon.session_start), methods=["POST"]),
+        Route(
+            "/v1/sessions/shutdown",
+            post(P.SessionShutdown, daemon.session_shutdown),
+            methods=["POST"],
+        ),
+        Route("/v1/sessions/model", post(P.ModelSelect, daemon.model_select), methods=["POST"]),
+        Route("/v1/prompt", post(P.PromptStart, daemon.prompt_start), methods=["POST"]),
+        Route("/v1/tool_result", post(P.ToolResult, daemon.tool_result), methods=["POST"]),
+        Route("/v1/aux/result", post(P.AuxResult, daemon.aux_result), methods=["POST"]),
+        Route("/v1/context", post(P.ContextRequest, daemon.context), methods=["POST"]),
+        Route("/v1/turn_end", post(P.TurnEnd, daemon.turn_end), methods=["POST"]),
+        Route("/v1/recall", post(P.RecallRequest, daemon.recall), methods=["POST"]),
+        Route(
+            "/v1/capabilities/search",
+            post(P.CapabilitySearch, daemon.capabilities),
+            methods=["POST"],
+        ),
+    ]
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -1,0 +1,252 @@
+"""Running the daemon: pidfile lock, a private socket, uvicorn, systemd hand-off, background jobs.
+
+Start-up order matters: the pidfile lock is taken before the socket is touched, so two
+daemons can never fight over one socket, and a socket left by a crashed daemon (nobody
+answers on it) is replaced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ctxwrap import __version__, paths
+from ctxwrap.config import load_config
+from ctxwrap.daemon.app import build_app
+from ctxwrap.daemon.pidfile import acquire_pidfile
+from ctxwrap.daemon.service import Daemon
+from ctxwrap.errors import ConfigError, DaemonAlreadyRunning, SocketSecurityError
+
+log = logging.getLogger("ctxwrap.daemon")
+SD_LISTEN_FDS_START = 3
+
+
+class PeerCheckedH11Protocol(H11Protocol):
+    """Closes connections from any other uid (SO_PEERCRED), before a byte is read."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family == socket.AF_UNIX:
+            try:
+                creds = sock.getsockopt(
+                    socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+                )
+                _pid, uid, _gid = struct.unpack("3i", creds)
+            except OSError:
+                uid = -1
+            if uid != os.getuid():
+                log.warning("rejected connection from uid %s", uid)
+                transport.close()
+                return
+        super().connection_made(transport)
+
+
+def _socket_answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def bind_socket(path: Path) -> socket.socket:
+    if path.is_symlink():
+        raise SocketSecurityError(
+            f"{path} is a symlink; refusing to replace it", hint="remove it by hand"
+        )
+    if path.exists():
+        if _socket_answers(path):
+            raise DaemonAlreadyRunning(
+                f"something already answers on {path}", hint="`ctxwrap daemon stop`"
+            )
+        path.unlink()  # stale: left by a daemon that died without cleaning up
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)  # created 0600: no window where another user could connect
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return sock
+
+
+def systemd_socket() -> socket.socket | None:
+    """The listening socket systemd passed us (socket activation), if any."""
+    if os.environ.get("LISTEN_PID") != str(os.getpid()):
+        return None
+    if int(os.environ.get("LISTEN_FDS", "0") or 0) < 1:
+        return None
+    for var in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(var, None)  # not for our children
+    sock = socket.socket(fileno=SD_LISTEN_FDS_START)
+    sock.setblocking(False)
+    return sock
+
+
+def sd_notify(message: str) -> bool:
+    addr = os.environ.get("NOTIFY_SOCKET")
+    if not addr:
+        return False
+    if addr.startswith("@"):
+        addr = "\0" + addr[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(addr)
+            s.sendall(message.encode())
+        except OSError:
+            return False
+    return True
+
+
+class ConfigWatcher:
+    """Reload config.toml when it changes; a broken edit keeps the last good config in force."""
+
+    def __init__(self, daemon: Daemon, loop: asyncio.AbstractEventLoop) -> None:
+        self.daemon = daemon
+        self.loop = loop
+        self.observer: Any = None
+
+    def start(self) -> None:
+        from watchdog.events import FileSystemEvent, FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        target = self.daemon.loaded.file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        watcher = self
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                names = {
+                    os.fsdecode(event.src_path),
+                    os.fsdecode(getattr(event, "dest_path", "") or ""),
+                }
+                if str(target) in names:
+                    watcher.loop.call_soon_threadsafe(watcher.reload)
+
+        self.observer = Observer()
+        self.observer.schedule(Handler(), str(target.parent), recursive=False)
+        self.observer.daemon = True
+        self.observer.start()
+
+    def reload(self) -> None:
+        try:
+            loaded = load_config(self.daemon.loaded.file)
+        except ConfigError as exc:
+            self.daemon.report_config_error(exc.message)
+            log.warning("config reload failed, keeping the last good config: %s", exc.message)
+            return
+        if loaded.settings != self.daemon.loaded.settings or self.daemon.config_error:
+            self.daemon.apply_config(loaded)
+            log.info("config reloaded from %s", loaded.file)
+
+    def stop(self) -> None:
+        if self.observer is not None:
+            self.observer.stop()
+
+
+async def _housekeeping(daemon: Daemon, server: uvicorn.Server) -> None:
+    while not server.should_exit:
+        await asyncio.sleep(2.0)
+        daemon.reap_dead_sessions()
+        idle = daemon.cfg.idle_exit_s
+        if idle and not daemon.sessions and time.monotonic() - daemon.last_activity > idle:
+            log.info("no live session for %ss: exiting", idle)
+            server.should_exit = True
+
+
+def run_daemon(*, log_to_stderr: bool = True) -> int:
+    """`ctxwrap daemon run`: serve until SIGTERM/SIGINT. Returns the exit status."""
+    state = paths.state_dir()
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    handler: logging.Handler = (
+        logging.StreamHandler(sys.stderr)
+        if log_to_stderr
+        else logging.FileHandler(paths.daemon_log_path())
+    )
+    logging.basicConfig(
+        level=logging.INFO, handlers=[handler], format="%(asctime)s %(levelname)s %(message)s"
+    )
+    runtime = paths.ensure_private_dir(paths.runtime_dir())
+    sock_path = paths.socket_path()
+    try:
+        loaded = load_config()
+        config_error = None
+    except ConfigError as exc:
+        # A broken config must not keep the daemon down: run on defaults and say why.
+        loaded = load_config(Path(os.devnull))
+        config_error = exc.message
+    pid_fd = acquire_pidfile(runtime / "daemon.pid")
+    activated = systemd_socket()
+    sock = activated or bind_socket(sock_path)
+    bound_ino = None if activated else os.stat(sock_path).st_ino
+    daemon = Daemon(
+        loaded,
+        socket=sock_path,
+        state_dir=state,
+        systemd=activated is not None or "NOTIFY_SOCKET" in os.environ,
+    )
+    if config_error:
+        daemon.report_config_error(config_error)
+    app = build_app(daemon)
+    config = uvicorn.Config(
+        app,
+        http=PeerCheckedH11Protocol,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=300,
+        ws="none",
+    )
+    server = uvicorn.Server(config)
+    app.state.request_stop = lambda: setattr(server, "should_exit", True)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        watcher = ConfigWatcher(daemon, loop)
+        with contextlib.suppress(Exception):
+            watcher.start()
+        house = asyncio.create_task(_housekeeping(daemon, server))
+
+        async def notify_when_started() -> None:
+            while not server.started and not server.should_exit:
+                await asyncio.sleep(0.01)
+            sd_notify(f"READY=1\nSTATUS=serving on {sock_path}\nMAINPID={os.getpid()}")
+            log.info("ctxwrap daemon %s ready on %s (pid %s)", __version__, sock_path, os.getpid())
+
+        notifier = asyncio.create_task(notify_when_started())
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            sd_notify("STOPPING=1")
+            house.cancel()
+            notifier.cancel()
+            watcher.stop()
+            await daemon.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        if activated is None:
+            with contextlib.suppress(OSError):
+                # Only remove the socket if it is still ours (a successor may have replaced it).
+                if sock_path.exists() and os.stat(sock_path).st_ino == bound_ino:
+                    sock_path.unlink()
+        sock.close()
+        with contextlib.suppress(OSError):
+            os.ftruncate(pid_fd, 0)
+        os.close(pid_fd)
+    return 0

@@ -1,0 +1,179 @@
+"""Raw outputs the model saw only as a digest or tombstone, kept so ctx_recall can grep them.
+
+Secrets are redacted line by line before anything touches the disk; files are 0600 in a 0700
+directory; total size and age are capped. Recall never returns a whole output, only matching
+lines or a line range, capped in characters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ctxwrap.daemon.store import Store
+from ctxwrap.digest import redact_secrets
+
+_CHUNK = 1 << 16
+MAX_LINE_CHARS = 4000  # one absurd line must not fill a recall answer
+
+
+@dataclass(frozen=True)
+class StoredOutput:
+    handle: str
+    bytes: int
+    lines: int
+
+
+@dataclass(frozen=True)
+class Recall:
+    text: str
+    total_lines: int
+    matched_lines: int
+    truncated: bool
+
+
+def _lines_of_file(path: Path, limit_bytes: int) -> Iterator[str]:
+    """Yield decoded lines of a file, reading at most limit_bytes (memory stays bounded)."""
+    read = 0
+    pending = b""
+    with path.open("rb") as fh:
+        while read < limit_bytes:
+            chunk = fh.read(min(_CHUNK, limit_bytes - read))
+            if not chunk:
+                break
+            read += len(chunk)
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            for raw in complete:
+                yield raw.decode("utf-8", errors="replace")
+            if len(pending) > 1 << 20:  # a single huge line: flush it in pieces
+                yield pending.decode("utf-8", errors="replace")
+                pending = b""
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
+
+
+class RawStore:
+    def __init__(self, root: Path, store: Store, *, max_bytes: int, retention_days: int) -> None:
+        self.root = root
+        self.store = store
+        self.max_bytes = max_bytes
+        self.retention_days = retention_days
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _new_handle(self) -> str:
+        return "r" + secrets.token_hex(4)
+
+    def put_lines(
+        self,
+        lines: Iterable[str],
+        *,
+        session_id: str,
+        tool_call_id: str,
+        tool_name: str,
+        command: str | None,
+    ) -> StoredOutput:
+        handle = self._new_handle()
+        path = self.root / f"{handle}.txt"
+        nbytes = nlines = 0
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as out:
+            for line in lines:
+                clean = redact_secrets(line.replace("\x00", "\\0"))
+                out.write(clean + "\n")
+                nbytes += len(clean) + 1
+                nlines += 1
+                if nbytes >= self.max_bytes:
+                    out.write("[ctxwrap: output cut here, store size cap reached]\n")
+                    break
+        self.store.insert(
+            "raw_outputs",
+            {
+                "handle": handle,
+                "session_id": session_id,
+                "tool_call_id": tool_call_id,
+                "tool_name": tool_name,
+                "command": redact_secrets(command) if command else None,
+                "created_at": time.time(),
+                "bytes": nbytes,
+                "lines": nlines,
+                "path": str(path),
+            },
+        )
+        self.enforce_limits()
+        return StoredOutput(handle, nbytes, nlines)
+
+    def put_file(self, src: Path, **meta: str | None) -> StoredOutput:
+        return self.put_lines(_lines_of_file(src, self.max_bytes + _CHUNK), **meta)  # type: ignore[arg-type]
+
+    def put_text(self, text: str, **meta: str | None) -> StoredOutput:
+        return self.put_lines(text.split("\n"), **meta)  # type: ignore[arg-type]
+
+    def enforce_limits(self) -> None:
+        rows = self.store.query(
+            "SELECT handle, bytes, created_at, path FROM raw_outputs ORDER BY created_at DESC"
+        )
+        cutoff = time.time() - self.retention_days * 86400 if self.retention_days else None
+        total = 0
+        for row in rows:
+            total += row["bytes"]
+            if total > self.max_bytes or (cutoff is not None and row["created_at"] < cutoff):
+                Path(row["path"]).unlink(missing_ok=True)
+                self.store.conn.execute("DELETE FROM raw_outputs WHERE handle=?", (row["handle"],))
+
+    def path_of(self, handle: str) -> Path | None:
+        rows = self.store.query("SELECT path FROM raw_outputs WHERE handle=?", (handle,))
+        if not rows:
+            return None
+        path = Path(rows[0]["path"])
+        return path if path.exists() else None
+
+    def recall(
+        self,
+        handle: str,
+        *,
+        pattern: str | None,
+        start_line: int | None,
+        end_line: int | None,
+        context_lines: int,
+        max_chars: int,
+    ) -> Recall | None:
+        path = self.path_of(handle)
+        if path is None:
+            return None
+        regex = re.compile(pattern, re.IGNORECASE) if pattern else None
+        out: list[str] = []
+        used = 0
+        total = matched = 0
+        truncated = False
+        before: list[tuple[int, str]] = []
+        after_left = 0
+        lo = start_line or 1
+        hi = end_line or (lo + 199 if regex is None else 1 << 62)
+        for lineno, line in enumerate(_lines_of_file(path, 1 << 40), start=1):
+            total = lineno
+            if truncated or lineno < lo or lineno > hi:
+                continue
+            line = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " […]"
+            hit = regex is None or regex.search(line) is not None
+            if hit or after_left > 0:
+                for n, prev in before:
+                    out.append(f"{n}: {prev}")
+                before.clear()
+                entry = f"{lineno}: {line}"
+                if used + len(entry) > max_chars:
+                    truncated = True
+                    continue
+                out.append(entry)
+                used += len(entry) + 1
+                matched += 1 if hit else 0
+                after_left = context_lines if hit else after_left - 1
+            elif context_lines:
+                before.append((lineno, line))
+                del before[:-context_lines]
+        return Recall("\n".join(out), total, matched, truncated)

@@ -1,0 +1,206 @@
+"""SQLite (WAL) store: sessions, per-call accounting, aux calls, tags, edits, facts, raw outputs.
+
+The daemon is the only writer. CLI commands open the file read-only, so `ctxwrap stats`
+works from any shell even while the daemon is down. No table ever holds an API key: aux
+prompts are not stored, and raw outputs are redacted before they are written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# Append-only: migration N brings a database from version N-1 to N.
+MIGRATIONS: list[str] = [
+    "",  # version 0: empty file
+    """
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        session_file TEXT,
+        cwd TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        pi_version TEXT,
+        pi_package TEXT,
+        model TEXT,
+        started_at REAL NOT NULL,
+        ended_at REAL,
+        end_reason TEXT
+    );
+    CREATE TABLE llm_calls (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        call_index INTEGER NOT NULL,
+        ts REAL NOT NULL,
+        sent_system INTEGER NOT NULL,
+        sent_messages INTEGER NOT NULL,
+        sent_tools INTEGER NOT NULL,
+        saved_bash INTEGER NOT NULL,
+        saved_amnesia INTEGER NOT NULL,
+        saved_writes INTEGER NOT NULL,
+        saved_skills INTEGER NOT NULL,
+        saved_tools INTEGER NOT NULL,
+        head_changed INTEGER NOT NULL DEFAULT 0,
+        message_count INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX llm_calls_session ON llm_calls(session_id, ts);
+    CREATE INDEX llm_calls_ts ON llm_calls(ts);
+    CREATE TABLE turns (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        ts REAL NOT NULL,
+        turn_index INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cache_read_tokens INTEGER NOT NULL,
+        cache_write_tokens INTEGER NOT NULL,
+        model TEXT
+    );
+    CREATE INDEX turns_session ON turns(session_id);
+    CREATE TABLE aux_calls (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        ts REAL NOT NULL,
+        task TEXT NOT NULL,
+        mechanism TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        ok INTEGER NOT NULL,
+        elapsed_ms REAL NOT NULL,
+        error TEXT
+    );
+    CREATE INDEX aux_calls_session ON aux_calls(session_id, ts);
+    CREATE TABLE tags (
+        session_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        chars INTEGER NOT NULL,
+        ts REAL NOT NULL,
+        PRIMARY KEY (session_id, tool_call_id)
+    );
+    CREATE TABLE edits (
+        session_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        saved_chars INTEGER NOT NULL,
+        ts REAL NOT NULL,
+        PRIMARY KEY (session_id, tool_call_id, kind)
+    );
+    CREATE TABLE facts (
+        session_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        path TEXT NOT NULL,
+        text TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (session_id, tool_call_id)
+    );
+    CREATE TABLE raw_outputs (
+        handle TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        tool_name TEXT NOT NULL,
+        command TEXT,
+        created_at REAL NOT NULL,
+        bytes INTEGER NOT NULL,
+        lines INTEGER NOT NULL,
+        path TEXT NOT NULL
+    );
+    CREATE INDEX raw_outputs_created ON raw_outputs(created_at);
+    CREATE TABLE digests (
+        session_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        original_chars INTEGER NOT NULL,
+        digest_chars INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        ts REAL NOT NULL,
+        PRIMARY KEY (session_id, tool_call_id)
+    );
+    """,
+]
+
+
+class SchemaTooNew(RuntimeError):
+    pass
+
+
+def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    else:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"database schema {version} is newer than this ctxwrap ({SCHEMA_VERSION})"
+        )
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        conn.execute("BEGIN")
+        for stmt in filter(None, (s.strip() for s in MIGRATIONS[target].split(";"))):
+            conn.execute(stmt)
+        conn.execute(f"PRAGMA user_version = {target}")
+        conn.execute("COMMIT")
+    return SCHEMA_VERSION
+
+
+class Store:
+    """Thin typed access; every write is one short statement (the daemon is single-threaded)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = connect(path)
+        migrate(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def insert(self, table: str, row: dict[str, Any], *, replace: bool = False) -> None:
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        self.conn.execute(f"{verb} INTO {table} ({cols}) VALUES ({marks})", tuple(row.values()))
+
+    def upsert_session(self, row: dict[str, Any]) -> None:
+        # A resumed session keeps its first start time and its history.
+        self.conn.execute(
+            """INSERT INTO sessions (session_id, session_file, cwd, pid, pi_version, pi_package, model, started_at)
+               VALUES (:session_id, :session_file, :cwd, :pid, :pi_version, :pi_package, :model, :started_at)
+               ON CONFLICT(session_id) DO UPDATE SET session_file=excluded.session_file, cwd=excluded.cwd,
+                 pid=excluded.pid, pi_version=excluded.pi_version, pi_package=excluded.pi_package,
+                 model=excluded.model, ended_at=NULL, end_reason=NULL""",
+            row,
+        )
+
+    def end_session(self, session_id: str, reason: str, at: float | None = None) -> None:
+        self.conn.execute(
+            "UPDATE sessions SET ended_at=?, end_reason=? WHERE session_id=? AND ended_at IS NULL",
+            (at or time.time(), reason, session_id),
+        )
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        return list(self.conn.execute(sql, params))

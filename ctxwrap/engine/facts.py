@@ -1,0 +1,44 @@
+"""The heuristic one-line fact for a written file, used when the aux model is unavailable.
+
+Path, what the file says about itself (docstring or first comment), size, and its top-level
+definitions: enough for the agent to remember what it wrote without the body.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DEF = re.compile(
+    r"^(?:export\s+)?(?:async\s+)?(?:def|class|function|interface|type|struct|enum|fn|func|const|let)\s+([A-Za-z_][\w]*)",
+    re.MULTILINE,
+)
+_COMMENT = re.compile(
+    r'^\s*(?:#!.*\n)?\s*(?:"""(.+?)(?:"""|\n)|\'\'\'(.+?)(?:\'\'\'|\n)|(?://|#|--|/\*+|\*)\s*(\S.+))',
+    re.DOTALL,
+)
+
+
+def heuristic_fact(path: str, content: str, *, max_chars: int = 240) -> str:
+    if "\x00" in content[:4096]:
+        return f"[Wrote {path} — binary content, {len(content.encode('utf-8', 'replace')):,} bytes]"
+    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    parts = [f"Wrote {path}"]
+    m = _COMMENT.match(content)
+    if m:
+        summary = next(g for g in m.groups() if g).strip().rstrip("*/").strip()
+        if summary:
+            parts.append(summary[:100])
+    names = list(dict.fromkeys(_DEF.findall(content)))
+    if names:
+        shown = ", ".join(names[:6]) + (f" +{len(names) - 6} more" if len(names) > 6 else "")
+        parts.append(f"defines {shown}")
+    parts.append("empty file" if not content else f"~{lines} lines")
+    text = " — ".join(parts)
+    if len(text) > max_chars - 2:
+        text = text[: max_chars - 3] + "…"
+    return f"[{text}]"
+
+
+def aux_fact(path: str, summary: str, content: str) -> str:
+    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+    return f"[Wrote {path} — {summary}, ~{lines} lines]"

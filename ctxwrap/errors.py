@@ -1,0 +1,72 @@
+"""The one exception tree ctxwrap raises to a person. Each carries an exit code and a hint.
+
+Exit codes follow sysexits(3) where one fits, so scripts can tell failures apart.
+"""
+
+from __future__ import annotations
+
+
+class CtxwrapError(Exception):
+    """Base of every error meant for a person: a message, an optional hint, an exit code."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class ConfigError(CtxwrapError):
+    """A config value, file or environment variable is invalid."""
+
+    exit_code = 78  # EX_CONFIG
+
+
+class DaemonError(CtxwrapError):
+    """The daemon could not be reached, started or understood."""
+
+    exit_code = 69  # EX_UNAVAILABLE
+
+
+class DaemonUnreachable(DaemonError):
+    """Nothing answers on the socket."""
+
+
+class DaemonStartError(DaemonError):
+    """Auto-start or `daemon start` did not produce a ready daemon in time."""
+
+
+class DaemonAlreadyRunning(DaemonError):
+    """`daemon run` found another live daemon holding the pidfile lock."""
+
+
+class SocketSecurityError(CtxwrapError):
+    """The runtime directory or socket is not private to this user."""
+
+    exit_code = 77  # EX_NOPERM
+
+
+class PiNotFound(CtxwrapError):
+    """No pi executable on CTXWRAP_PI or PATH."""
+
+    exit_code = 127
+
+
+class NotFoundError(CtxwrapError):
+    """A session, handle or record that was asked for does not exist."""
+
+    exit_code = 66  # EX_NOINPUT
+
+
+__all__ = [
+    "ConfigError",
+    "CtxwrapError",
+    "DaemonAlreadyRunning",
+    "DaemonError",
+    "DaemonStartError",
+    "DaemonUnreachable",
+    "NotFoundError",
+    "PiNotFound",
+    "SocketSecurityError",
+]
