@@ -277,15 +277,18 @@ def _iter_text_chunks(text: str) -> Iterator[str]:
 class ScriptedModelServer:
     """OpenAI chat-completions server on 127.0.0.1 answering from a script.
 
+    ``script`` and ``aux_rules`` are JSON-shaped (see the module docstring), typed loosely so
+    inline literals type-check; they are validated here and raise :class:`ScriptError`.
+
     ``with ScriptedModelServer(steps) as srv:`` starts it in a daemon thread;
     ``srv.base_url`` is ``http://127.0.0.1:<port>/v1`` (what pi's ``baseUrl`` wants).
     """
 
     def __init__(
         self,
-        script: Sequence[Mapping[str, Any]] = (),
+        script: Sequence[object] = (),
         *,
-        aux_rules: Sequence[Mapping[str, Any]] = (),
+        aux_rules: Sequence[object] = (),
         aux_delay_s: float = 0.0,
         aux_status: int | None = None,
         main_delay_s: float = 0.0,
