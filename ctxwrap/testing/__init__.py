@@ -1,14 +1,7 @@
-"""Test and demo support: a scripted model server and an isolated pi home wired to it."""
+"""Test and demo support, imported by module.
 
-from ctxwrap.testing.model_server import EXHAUSTED_TEXT, RecordedRequest, ScriptedModelServer
-from ctxwrap.testing.pi_home import find_pi, make_pi_agent_dir, pi_command, pi_env
+- :mod:`ctxwrap.testing.model_server` — scripted OpenAI-compatible model server on loopback.
+- :mod:`ctxwrap.testing.pi_home` — an isolated, offline pi agent dir wired to that server.
 
-__all__ = [
-    "EXHAUSTED_TEXT",
-    "RecordedRequest",
-    "ScriptedModelServer",
-    "find_pi",
-    "make_pi_agent_dir",
-    "pi_command",
-    "pi_env",
-]
+Nothing is imported here so ``python -m ctxwrap.testing.model_server`` runs cleanly.
+"""

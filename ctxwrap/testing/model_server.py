@@ -1,4 +1,4 @@
-"""Scripted OpenAI-compatible chat-completions server for tests and ``ctxwrap demo``.
+r"""Scripted OpenAI-compatible chat-completions server for tests and ``ctxwrap demo``.
 
 No LLM is reachable from the test machines, so pi runs against this server on 127.0.0.1.
 Main-agent requests consume a script of assistant steps in order; ctxwrap's out-of-band
@@ -37,10 +37,10 @@ What pi sends (verified with real pi 1.6.0 and 0.73.1 in ``-p`` mode, models.jso
 ``GET /models``, no title request) with ``PI_OFFLINE=1``. Body keys, in order::
 
     model, messages, stream: true, stream_options: {"include_usage": true},
-    max_completion_tokens: <model maxTokens, 16384>, tools
+    [store: false,] max_completion_tokens: <model maxTokens, 16384>, tools
 
-No ``temperature``, no ``tool_choice``; ``store`` appears only if compat.supportsStore is
-left to auto-detection (pi_home turns it off). ``tools`` = read, bash, edit, write as
+No ``temperature``, no ``tool_choice``; ``store: false`` is sent unless models.json sets
+compat.supportsStore false, as pi_home does. ``tools`` = read, bash, edit, write as
 ``{"type": "function", "function": {"name", "description", "parameters"}}``.
 
 ``messages`` (each request repeats the whole conversation):
@@ -58,7 +58,10 @@ left to auto-detection (pi_home turns it off). ``tools`` = read, bash, edit, wri
   ``{"role": "tool", "content": "hello-from-bash\n", "tool_call_id": "call_0_0"}`` —
   content is a plain string, no ``name``.
 
-Parallel calls in one step run and come back as consecutive tool messages. This server
+Parallel calls in one step run and come back as consecutive tool messages. Error steps: a
+4xx makes ``pi -p`` exit 1 with the error on stderr; a 5xx is retried (1.6: pi's auto-retry
+after ~2 s; 0.73: the openai SDK, ``x-stainless-retry-count: 1``) and the retry consumes
+the next step. This server
 accepts content as str or as a list of ``{"type": "text", "text"}`` parts everywhere.
 """
 
