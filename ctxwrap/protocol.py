@@ -223,6 +223,15 @@ class ContextRequest(Request):
     message_count: int
     head_changed: bool = False  # the first message differs from last call's (compaction, resume)
     tail: Tail
+
+
+class LlmCall(Request):
+    """What one LLM request carried, measured by the bridge after edits (fire-and-forget)."""
+
+    session_id: str
+    call_index: int
+    message_count: int
+    head_changed: bool = False
     sent_chars: SizeBreakdown
     saved_chars: SavedBreakdown
 
@@ -320,6 +329,7 @@ __all__ = [
     "Fact",
     "FactList",
     "Health",
+    "LlmCall",
     "ModelRef",
     "ModelSelect",
     "PromptStart",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -68,7 +69,7 @@ def _json(model: BaseModel, status: int = 200) -> Response:
     )
 
 
-def build_app(daemon: Daemon) -> Starlette:
+def build_app(daemon: Daemon) -> Any:
     def post(
         model: type[M], handler: Callable[[M], Awaitable[BaseModel | None] | BaseModel | None]
     ) -> Callable[[Request], Awaitable[Response]]:
@@ -141,6 +142,7 @@ def build_app(daemon: Daemon) -> Starlette:
         Route("/v1/aux/result", post(P.AuxResult, daemon.aux_result), methods=["POST"]),
         Route("/v1/context", post(P.ContextRequest, daemon.context), methods=["POST"]),
         Route("/v1/turn_end", post(P.TurnEnd, daemon.turn_end), methods=["POST"]),
+        Route("/v1/llm_call", post(P.LlmCall, daemon.llm_call), methods=["POST"]),
         Route("/v1/recall", post(P.RecallRequest, daemon.recall), methods=["POST"]),
         Route(
             "/v1/capabilities/search",
@@ -148,4 +150,21 @@ def build_app(daemon: Daemon) -> Starlette:
             methods=["POST"],
         ),
     ]
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    instance = f"{os.getpid()}-{daemon.started:.6f}"
+
+    async def with_instance(scope: Any, receive: Any, send: Any) -> None:
+        # Lets a bridge notice a restarted daemon and register its session again.
+        async def send_wrapper(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"x-ctxwrap-instance", instance.encode()),
+                ]
+            await send(message)
+
+        await app(scope, receive, send_wrapper)
+
+    wrapped: Any = with_instance
+    wrapped.state = app.state
+    return wrapped

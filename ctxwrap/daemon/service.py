@@ -625,10 +625,8 @@ class Daemon:
 
     # -- context: accounting and edit decisions ---------------------------------------------
 
-    async def context(self, req: P.ContextRequest) -> P.ContextReply:
-        rt = self._rt(req.session_id)
-        cfg = self.cfg
-        await self._wait_for_tail_tags(rt, req)
+    def llm_call(self, req: P.LlmCall) -> P.Ack:
+        self._rt(req.session_id)
         s, v = req.sent_chars, req.saved_chars
         self.store.insert(
             "llm_calls",
@@ -648,6 +646,12 @@ class Daemon:
                 "message_count": req.message_count,
             },
         )
+        return self._ack()
+
+    async def context(self, req: P.ContextRequest) -> P.ContextReply:
+        rt = self._rt(req.session_id)
+        cfg = self.cfg
+        await self._wait_for_tail_tags(rt, req)
         if cfg.off:
             return P.ContextReply()
         tags = {k: v for k, v in rt.tags.items() if v == "DROP"} if cfg.amnesia else {}

@@ -136,7 +136,9 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
     else:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None)
+        # check_same_thread=False: large spill files are digested in a worker thread; SQLite is
+        # compiled serialized (threadsafety 3) and every write is one autocommit statement.
+        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
     conn.row_factory = sqlite3.Row

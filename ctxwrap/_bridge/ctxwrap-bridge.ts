@@ -1,0 +1,877 @@
+/**
+ * ctxwrap bridge: a pi extension that forwards pi's events to the ctxwrap daemon and applies
+ * its decisions. Loaded with `pi -e ctxwrap-bridge.ts` by `ctxwrap pi`.
+ *
+ * Rules this file lives by (docs/architecture.md):
+ * - It never throws while loading: a load error makes pi exit 1.
+ * - Every daemon call has a deadline; on any failure pi behaves as plain pi, except that a
+ *   bash output over the threshold is still cut to a tail here (DESIGN.md invariant 1).
+ * - Edits are frozen: decided once for the unseen tail, persisted with appendEntry, and
+ *   replayed identically on every later request (invariant 3).
+ * - Only node: builtins at runtime; types are erased by pi's loader. One file serves pi 1.x
+ *   (@earendil-works) and 0.73 (@mariozechner).
+ */
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import * as http from "node:http";
+import { spawn } from "node:child_process";
+import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
+
+// -- configuration ---------------------------------------------------------------------------
+
+interface BridgeConfig {
+	off: boolean;
+	bash: boolean;
+	bash_min_tokens: number;
+	bash_fallback_bytes: number;
+	amnesia: boolean;
+	amnesia_min_tokens: number;
+	lazy: boolean;
+	lazy_skills: boolean;
+	aux_backend: string;
+	aux_model: string | null;
+	aux_timeout_ms: number;
+	stats_widget: boolean;
+	write: boolean;
+	write_min_bytes: number;
+	bridge_timeout_ms: number;
+	tag_wait_ms: number;
+}
+
+const env = process.env;
+const flag = (v: string | undefined, dflt: boolean): boolean =>
+	v === undefined || v === "" ? dflt : v === "1" || v.toLowerCase() === "true" || v.toLowerCase() === "yes";
+const num = (v: string | undefined, dflt: number): number => {
+	const n = v === undefined || v === "" ? NaN : Number(v);
+	return Number.isFinite(n) && n >= 0 ? n : dflt;
+};
+
+/** Used until the daemon answers session_start, and whenever it cannot. */
+function envConfig(): BridgeConfig {
+	return {
+		off: flag(env.PI_CTX_OFF, false),
+		bash: flag(env.PI_CTX_BASH, true),
+		bash_min_tokens: num(env.PI_CTX_BASH_MIN_TOKENS, 2000),
+		bash_fallback_bytes: num(env.PI_CTX_BASH_FALLBACK_BYTES, 3000),
+		amnesia: flag(env.PI_CTX_AMNESIA, true),
+		amnesia_min_tokens: num(env.PI_CTX_AMNESIA_MIN_TOKENS, 250),
+		lazy: flag(env.PI_CTX_LAZY, true),
+		lazy_skills: flag(env.PI_CTX_LAZY_SKILLS, true),
+		aux_backend: env.PI_CTX_AUX_BACKEND || "pi",
+		aux_model: env.PI_CTX_AUX_MODEL || null,
+		aux_timeout_ms: num(env.PI_CTX_AUX_TIMEOUT_MS, 20000),
+		stats_widget: flag(env.PI_CTX_STATS_WIDGET, true),
+		write: flag(env.PI_CTX_WRITE, true),
+		write_min_bytes: num(env.PI_CTX_WRITE_MIN_BYTES, 400),
+		bridge_timeout_ms: num(env.PI_CTX_BRIDGE_TIMEOUT_MS, 1500),
+		tag_wait_ms: num(env.PI_CTX_TAG_WAIT_MS, 400),
+	};
+}
+
+// -- daemon transport ------------------------------------------------------------------------
+
+const SOCKET = env.CTXWRAP_SOCKET || `${env.XDG_RUNTIME_DIR || `/tmp/ctxwrap-${process.getuid?.() ?? 0}`}/ctxwrap/daemon.sock`;
+const PROTOCOL = 1;
+// After a timeout, decision calls are skipped for this long, so a hung daemon costs one
+// deadline, not one per event.
+const SUSPEND_AFTER_TIMEOUT_MS = 5000;
+const RESTART_EVERY_MS = 10000;
+
+class Daemon {
+	private agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+	private suspendedUntil = 0;
+	private lastRestart = 0;
+	instance: string | null = null;
+	onInstanceChange: (() => void) | null = null;
+
+	/** POST a JSON body; resolves to the parsed reply, or null on any failure or deadline. */
+	call<T>(path: string, body: unknown, deadlineMs: number): Promise<T | null> {
+		if (Date.now() < this.suspendedUntil) return Promise.resolve(null);
+		return new Promise<T | null>((resolve) => {
+			let done = false;
+			const finish = (v: T | null) => {
+				if (!done) {
+					done = true;
+					clearTimeout(timer);
+					resolve(v);
+				}
+			};
+			let payload: string;
+			try {
+				payload = JSON.stringify(body);
+			} catch {
+				return resolve(null);
+			}
+			const req = http.request(
+				{
+					socketPath: SOCKET,
+					path,
+					method: "POST",
+					agent: this.agent,
+					headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+				},
+				(res) => {
+					const chunks: Buffer[] = [];
+					res.on("data", (c: Buffer) => chunks.push(c));
+					res.on("end", () => {
+						this.noteInstance(res.headers["x-ctxwrap-instance"]);
+						if ((res.statusCode ?? 500) >= 400) return finish(null);
+						try {
+							finish(JSON.parse(Buffer.concat(chunks).toString("utf8")) as T);
+						} catch {
+							finish(null); // garbage from the daemon: fail open
+						}
+					});
+					res.on("error", () => finish(null));
+				},
+			);
+			const timer = setTimeout(() => {
+				this.suspendedUntil = Date.now() + SUSPEND_AFTER_TIMEOUT_MS;
+				req.destroy();
+				finish(null);
+			}, deadlineMs);
+			req.on("error", (err: NodeJS.ErrnoException) => {
+				if (err.code === "ECONNREFUSED" || err.code === "ENOENT") this.restart();
+				finish(null);
+			});
+			req.on("socket", (s) => s.unref()); // never keep `pi -p` alive
+			req.end(payload);
+		});
+	}
+
+	/** Fire-and-forget: for events that need no answer; never delays pi. */
+	notify(path: string, body: unknown): void {
+		void this.call(path, body, 3000);
+	}
+
+	private noteInstance(value: string | string[] | undefined): void {
+		const v = Array.isArray(value) ? value[0] : value;
+		if (!v) return;
+		if (this.instance !== null && v !== this.instance) {
+			this.instance = v;
+			this.onInstanceChange?.();
+		}
+		this.instance = v;
+	}
+
+	/** The daemon is gone (kill -9, crash): ask ctxwrap to start a new one, at most every 10 s. */
+	private restart(): void {
+		const now = Date.now();
+		if (now - this.lastRestart < RESTART_EVERY_MS || !env.CTXWRAP_DAEMON_START) return;
+		this.lastRestart = now;
+		try {
+			const argv = JSON.parse(env.CTXWRAP_DAEMON_START) as string[];
+			const child = spawn(argv[0], argv.slice(1), { detached: true, stdio: "ignore" });
+			child.on("error", () => {});
+			child.unref();
+		} catch {
+			// nothing to do: stay in pass-through
+		}
+	}
+
+	close(): void {
+		this.agent.destroy();
+	}
+}
+
+// -- helpers ---------------------------------------------------------------------------------
+
+type Json = Record<string, any>;
+
+const tokens = (chars: number) => Math.ceil(chars / 4);
+
+function textOf(content: unknown): string {
+	if (typeof content === "string") return content;
+	if (!Array.isArray(content)) return "";
+	let out = "";
+	for (const b of content) if (b && b.type === "text" && typeof b.text === "string") out += (out ? "\n" : "") + b.text;
+	return out;
+}
+
+/** Chars of a message as the provider receives it (text + tool-call arguments), chars/4 basis. */
+function messageChars(m: Json): number {
+	const c = m.content;
+	if (typeof c === "string") return c.length;
+	if (!Array.isArray(c)) return typeof m.summary === "string" ? m.summary.length : (m.output?.length ?? 0);
+	let n = 0;
+	for (const b of c) {
+		if (!b) continue;
+		if (b.type === "text" && typeof b.text === "string") n += b.text.length;
+		else if (b.type === "toolCall") n += (b.name?.length ?? 0) + JSON.stringify(b.arguments ?? {}).length;
+		else if (b.type === "thinking" && typeof b.thinking === "string") n += b.thinking.length;
+	}
+	return n;
+}
+
+const PI_NOTE = /\n*\[(?:Showing [^\]]*?)Full output: [^\]]*\]\s*/g;
+const PI_TEMP = /\S*pi-bash-[0-9a-f]{8,}\.log/g;
+const EXIT_LINE = /\n*(Command exited with code -?\d+|Command timed out after [\d.]+ seconds?|Command aborted)\s*$/;
+
+/** Invariant 1's one exception: with no daemon, a huge bash result still enters only as a tail. */
+function fallbackTail(text: string, maxBytes: number): string {
+	const status = text.match(EXIT_LINE)?.[1];
+	let body = (status ? text.replace(EXIT_LINE, "") : text).replace(PI_NOTE, "\n").replace(PI_TEMP, "[pi temp file]");
+	const totalLines = body.split("\n").length;
+	let tail = Buffer.from(body, "utf8").subarray(-maxBytes).toString("utf8");
+	const nl = tail.indexOf("\n");
+	if (nl >= 0 && nl < tail.length - 1) tail = tail.slice(nl + 1); // start on a whole line
+	const shown = tail.split("\n").length;
+	body =
+		`[ctxwrap: output too large and the ctxwrap daemon is unavailable; showing the last ${shown} of ${totalLines} lines]\n` +
+		tail;
+	return status ? `${body}\n\n${status}` : body;
+}
+
+/** The skills catalog block pi puts in the system prompt (0.73 and 1.x wording). */
+const SKILLS_BLOCK =
+	/\n*(?:<skills>\n)?The following skills provide specialized instructions for specific tasks\.[\s\S]*?<\/available_skills>(?:\n<\/skills>)?/;
+
+function stripSkills(prompt: string): { prompt: string; removed: number } {
+	const m = SKILLS_BLOCK.exec(prompt);
+	if (!m) return { prompt, removed: 0 };
+	const out = prompt.slice(0, m.index) + prompt.slice(m.index + m[0].length);
+	return { prompt: out, removed: prompt.length - out.length };
+}
+
+function modelRef(model: any): { provider: string; id: string } | null {
+	return model && typeof model.provider === "string" && typeof model.id === "string"
+		? { provider: model.provider, id: model.id }
+		: null;
+}
+
+function piPackage(): { name: string; version: string | null } {
+	return { name: env.CTXWRAP_PI_PACKAGE || "unknown", version: env.CTXWRAP_PI_VERSION || null };
+}
+
+// -- aux calls through pi's own provider code ------------------------------------------------
+
+interface AuxRequest {
+	aux_id: string;
+	task: string;
+	system: string;
+	prompt: string;
+	max_tokens: number;
+	timeout_ms: number;
+}
+
+interface AuxOutcome {
+	text: string | null;
+	error: string | null;
+	input_tokens: number;
+	output_tokens: number;
+	model: string | null;
+	elapsed_ms: number;
+}
+
+async function resolveAuxModel(ctx: any, cfg: BridgeConfig): Promise<any> {
+	const wanted = cfg.aux_model;
+	if (wanted && ctx.modelRegistry) {
+		const [provider, ...rest] = wanted.includes("/") ? wanted.split("/") : [ctx.model?.provider, wanted];
+		const found = ctx.modelRegistry.find?.(provider, rest.join("/"));
+		if (found) return found;
+	}
+	return ctx.model;
+}
+
+async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest): Promise<AuxOutcome> {
+	const started = Date.now();
+	const fail = (error: string): AuxOutcome => ({
+		text: null,
+		error,
+		input_tokens: 0,
+		output_tokens: 0,
+		model: null,
+		elapsed_ms: Date.now() - started,
+	});
+	const controller = new AbortController();
+	const timer = setTimeout(() => controller.abort(), aux.timeout_ms);
+	const outer: AbortSignal | undefined = ctx.signal;
+	const onAbort = () => controller.abort();
+	outer?.addEventListener?.("abort", onAbort);
+	try {
+		const model = await resolveAuxModel(ctx, cfg);
+		if (!model) return fail("no model");
+		const context = {
+			systemPrompt: aux.system,
+			messages: [{ role: "user", content: aux.prompt, timestamp: Date.now() }],
+		};
+		let message: any;
+		if (typeof ctx.modelRegistry?.streamSimple === "function") {
+			// pi 1.x: the registry resolves auth itself (OAuth included); no runtime import.
+			const stream = ctx.modelRegistry.streamSimple(model, context, {
+				reasoning: model.reasoning ? "low" : undefined,
+				maxTokens: aux.max_tokens,
+				signal: controller.signal,
+			});
+			message = await stream.result();
+		} else {
+			// pi 0.73: completeSimple from pi-ai, resolved through pi's own module aliases.
+			const ai: any = await import("@mariozechner/pi-ai");
+			const auth = (await ctx.modelRegistry?.getApiKeyAndHeaders?.(model)) ?? { ok: false };
+			message = await ai.completeSimple(model, context, {
+				apiKey: auth.ok ? auth.apiKey : undefined,
+				headers: auth.ok ? auth.headers : undefined,
+				reasoning: model.reasoning ? "low" : undefined,
+				maxTokens: aux.max_tokens,
+				signal: controller.signal,
+			});
+		}
+		if (!message || message.stopReason === "error" || message.stopReason === "aborted") {
+			return fail(String(message?.errorMessage ?? message?.stopReason ?? "no answer").slice(0, 300));
+		}
+		return {
+			text: textOf(message.content),
+			error: null,
+			input_tokens: message.usage?.input ?? 0,
+			output_tokens: message.usage?.output ?? 0,
+			model: `${model.provider}/${model.id}`,
+			elapsed_ms: Date.now() - started,
+		};
+	} catch (err) {
+		return fail(String((err as Error)?.message ?? err).slice(0, 300));
+	} finally {
+		clearTimeout(timer);
+		outer?.removeEventListener?.("abort", onAbort);
+	}
+}
+
+// -- the extension ---------------------------------------------------------------------------
+
+const STATE_ENTRY = "ctxwrap-state";
+const FACT_TYPE = "ctxwm-fact";
+
+export default function ctxwrapBridge(pi: ExtensionAPI): void {
+	try {
+		install(pi as any);
+	} catch (err) {
+		// A bridge that cannot install must leave pi exactly as it was.
+		try {
+			process.stderr.write(`ctxwrap: bridge disabled: ${(err as Error)?.message ?? err}\n`);
+		} catch {}
+	}
+}
+
+function install(pi: any): void {
+	let cfg = envConfig();
+	if (cfg.off) return;
+	const daemon = new Daemon();
+
+	// Per-session state; replaced on every session_start (new, resume, fork, reload).
+	let sessionId: string | null = null;
+	let edits: Edit[] = [];
+	let editIds = new Set<string>();
+	let digests = new Map<string, number>(); // toolCallId → chars saved by the bash digest
+	let seen = new Set<string>();
+	let callIndex = 0;
+	let firstKey: string | null = null;
+	let skillsRemoved = 0;
+	let toolsChars = 0;
+	let pendingTags = new Map<string, Promise<void>>();
+	let lastStart: Json | null = null;
+
+	const sizeCache = new Map<string, number>();
+	const keyOf = (m: Json, i: number): string =>
+		`${m.role}:${m.timestamp ?? ""}:${m.toolCallId ?? m.responseId ?? ""}:${i}`;
+
+	const applyConfig = (c: Json | null | undefined) => {
+		if (c && typeof c === "object") cfg = { ...cfg, ...(c as Partial<BridgeConfig>) };
+	};
+
+	const persist = (data: Json) => {
+		try {
+			pi.appendEntry(STATE_ENTRY, data);
+		} catch {}
+	};
+
+	const restore = (ctx: any) => {
+		edits = [];
+		editIds = new Set();
+		editsById.clear();
+		digests = new Map();
+		let entries: any[] = [];
+		try {
+			entries = ctx.sessionManager?.getBranch?.() ?? ctx.sessionManager?.getEntries?.() ?? [];
+		} catch {}
+		for (const e of entries) {
+			if (e?.type !== "custom" || e.customType !== STATE_ENTRY || !e.data) continue;
+			for (const raw of e.data.edits ?? []) {
+				const ed = asEdit(raw);
+				if (ed && !editIds.has(`${ed.kind}:${ed.toolCallId}`)) addEdit(ed);
+			}
+			for (const [id, saved] of Object.entries(e.data.digests ?? {})) digests.set(id, Number(saved) || 0);
+		}
+	};
+
+	const toolSpecs = (): { specs: Json[]; activeChars: number } => {
+		let all: any[] = [];
+		let active: string[] = [];
+		try {
+			all = pi.getAllTools?.() ?? [];
+			active = pi.getActiveTools?.() ?? [];
+		} catch {}
+		const activeSet = new Set(active);
+		let activeChars = 0;
+		const specs = all.map((t: any) => {
+			const chars = (t.name?.length ?? 0) + (t.description?.length ?? 0) + JSON.stringify(t.parameters ?? {}).length;
+			if (activeSet.has(t.name)) activeChars += chars;
+			return {
+				name: String(t.name),
+				description: String(t.description ?? ""),
+				parameters: Object.keys(t.parameters?.properties ?? {}),
+				chars,
+			};
+		});
+		return { specs, activeChars };
+	};
+
+	const register = async (ctx: any, reason: string) => {
+		const sm = ctx.sessionManager;
+		const { specs, activeChars } = toolSpecs();
+		toolsChars = activeChars;
+		let skills: Json[] = [];
+		try {
+			const opts = ctx.getSystemPromptOptions?.();
+			skills = (opts?.skills ?? []).map((s: any) => ({
+				name: s.name,
+				description: s.description ?? "",
+				file_path: s.filePath,
+				base_dir: s.baseDir ?? "",
+				disable_model_invocation: !!s.disableModelInvocation,
+			}));
+		} catch {}
+		const pkg = piPackage();
+		lastStart = {
+			session_id: sessionId,
+			session_file: sm?.getSessionFile?.() ?? null,
+			cwd: sm?.getCwd?.() ?? ctx.cwd ?? process.cwd(),
+			pid: process.pid,
+			reason,
+			pi_version: pkg.version,
+			pi_package: pkg.name,
+			model: modelRef(ctx.model),
+			tools: specs,
+			skills,
+			active_tools: pi.getActiveTools?.() ?? [],
+		};
+		const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
+		applyConfig(reply?.config);
+		updateStatus(ctx, reply?.totals);
+	};
+
+	// After a daemon restart the new instance does not know this session: tell it again.
+	daemon.onInstanceChange = () => {
+		if (lastStart) daemon.notify("/v1/sessions/start", lastStart);
+	};
+
+	const updateStatus = (ctx: any, totals: Json | null | undefined) => {
+		if (!cfg.stats_widget || !totals || !ctx?.hasUI) return;
+		try {
+			const saved = Number(totals.saved_tokens) || 0;
+			const net = Number(totals.net_tokens) || 0;
+			ctx.ui?.setStatus?.("ctxwrap", `ctxwrap: saved ${saved.toLocaleString()} tok · net ${net.toLocaleString()}`);
+		} catch {}
+	};
+
+	pi.on("session_start", async (event: any, ctx: any) => {
+		try {
+			sessionId = ctx.sessionManager?.getSessionId?.() ?? null;
+			if (!sessionId) return;
+			restore(ctx);
+			seen = new Set();
+			callIndex = 0;
+			firstKey = null;
+			sizeCache.clear();
+			pendingTags = new Map();
+			await register(ctx, String(event?.reason ?? "startup"));
+		} catch {}
+	});
+
+	pi.on("session_shutdown", async (event: any) => {
+		try {
+			if (sessionId) {
+				await Promise.race([
+					Promise.allSettled([...pendingTags.values()]),
+					new Promise((r) => setTimeout(r, 300)),
+				]);
+				await daemon.call("/v1/sessions/shutdown", { session_id: sessionId, reason: String(event?.reason ?? "quit") }, 500);
+			}
+		} catch {}
+		daemon.close(); // destroy, not end(): a half-open socket keeps `pi -p` from exiting
+	});
+
+	pi.on("model_select", (event: any) => {
+		const m = modelRef(event?.model);
+		if (sessionId && m) daemon.notify("/v1/sessions/model", { session_id: sessionId, model: m });
+	});
+
+	pi.on("before_agent_start", async (event: any, ctx: any) => {
+		try {
+			if (!sessionId) return;
+			let result: Json | undefined;
+			skillsRemoved = 0;
+			const prompt = String(event?.systemPrompt ?? "");
+			if (cfg.lazy_skills) {
+				const stripped = stripSkills(prompt);
+				skillsRemoved = stripped.removed;
+				const opts = event?.systemPromptOptions;
+				if (stripped.removed > 0) {
+					if (opts && "sections" in opts && Array.isArray(opts.skills)) {
+						// pi 1.x: edit the structured options; pi records it and keeps its deltas.
+						opts.skills.length = 0;
+					} else {
+						// pi 0.73: the prompt is rebuilt from scratch each run, so the same
+						// deterministic strip yields byte-identical text every prompt.
+						result = { systemPrompt: stripped.prompt };
+					}
+				}
+			}
+			toolsChars = toolSpecs().activeChars;
+			daemon.notify("/v1/prompt", {
+				session_id: sessionId,
+				prompt: String(event?.prompt ?? ""),
+				system_prompt_chars: prompt.length - skillsRemoved,
+				skills_block_chars: skillsRemoved,
+			});
+			return result;
+		} catch {
+			return undefined;
+		}
+	});
+
+	pi.on("tool_result", async (event: any, ctx: any) => {
+		try {
+			if (!sessionId) return;
+			const name = String(event?.toolName ?? "");
+			if (name === "bash" && cfg.bash) return await onBash(event, ctx);
+			if (["read", "grep", "find", "ls", "find_capability"].includes(name) && cfg.amnesia) return onMeta(event, ctx);
+			if (name === "write" && cfg.write) return await onWrite(event, ctx);
+		} catch {}
+		return undefined;
+	});
+
+	const onBash = async (event: any, ctx: any) => {
+		const text = textOf(event.content);
+		if (tokens(text.length) < cfg.bash_min_tokens) return undefined;
+		const details = (event.details && typeof event.details === "object" ? event.details : {}) as Json;
+		const reply = await daemon.call<Json>(
+			"/v1/tool_result",
+			{
+				session_id: sessionId,
+				tool_call_id: String(event.toolCallId),
+				tool_name: "bash",
+				input: event.input ?? {},
+				text,
+				is_error: !!event.isError,
+				full_output_path: typeof details.fullOutputPath === "string" ? details.fullOutputPath : null,
+			},
+			Math.max(cfg.bridge_timeout_ms, 5000), // digesting a large spill file takes longer than a decision
+		);
+		let out: string;
+		if (reply && reply.action === "replace" && typeof reply.text === "string") {
+			out = reply.text;
+			if (reply.aux) {
+				const outcome = await runAux(ctx, cfg, reply.aux as AuxRequest);
+				const fin = await daemon.call<Json>(
+					"/v1/aux/result",
+					{ session_id: sessionId, aux_id: reply.aux.aux_id, ...outcome },
+					cfg.bridge_timeout_ms,
+				);
+				if (fin?.accepted && typeof fin.text === "string") out = fin.text;
+			}
+		} else {
+			out = fallbackTail(text, cfg.bash_fallback_bytes);
+		}
+		const saved = text.length - out.length;
+		digests.set(String(event.toolCallId), saved);
+		persist({ digests: { [String(event.toolCallId)]: saved } });
+		const { truncation: _t, fullOutputPath: _p, ...rest } = details;
+		return { content: [{ type: "text", text: out }], details: rest };
+	};
+
+	const onMeta = (event: any, ctx: any) => {
+		const text = textOf(event.content);
+		if (event.isError || tokens(text.length) < cfg.amnesia_min_tokens) return undefined;
+		const id = String(event.toolCallId);
+		// Tagging is out of band: tool_result returns at once, the tag runs beside the tool round.
+		const job = (async () => {
+			const reply = await daemon.call<Json>(
+				"/v1/tool_result",
+				{
+					session_id: sessionId,
+					tool_call_id: id,
+					tool_name: String(event.toolName),
+					input: event.input ?? {},
+					text,
+					is_error: false,
+				},
+				cfg.bridge_timeout_ms,
+			);
+			if (reply?.aux) {
+				const outcome = await runAux(ctx, cfg, reply.aux as AuxRequest);
+				await daemon.call("/v1/aux/result", { session_id: sessionId, aux_id: reply.aux.aux_id, ...outcome }, cfg.bridge_timeout_ms);
+			}
+		})().catch(() => {});
+		pendingTags.set(id, job);
+		return undefined;
+	};
+
+	const onWrite = async (event: any, ctx: any) => {
+		const input = event.input ?? {};
+		if (event.isError || typeof input.content !== "string") return undefined;
+		if (Buffer.byteLength(input.content, "utf8") < cfg.write_min_bytes) return undefined;
+		const reply = await daemon.call<Json>(
+			"/v1/tool_result",
+			{
+				session_id: sessionId,
+				tool_call_id: String(event.toolCallId),
+				tool_name: "write",
+				input,
+				text: textOf(event.content),
+				is_error: false,
+			},
+			cfg.bridge_timeout_ms,
+		);
+		let fact: string | null = typeof reply?.text === "string" ? reply.text : null;
+		if (reply?.aux) {
+			const outcome = await runAux(ctx, cfg, reply.aux as AuxRequest);
+			const fin = await daemon.call<Json>(
+				"/v1/aux/result",
+				{ session_id: sessionId, aux_id: reply.aux.aux_id, ...outcome },
+				cfg.bridge_timeout_ms,
+			);
+			if (fin?.accepted && typeof fin.text === "string") fact = fin.text;
+		}
+		if (fact) {
+			try {
+				// Steered: lands right after this tool round, before the next LLM call, and is
+				// persisted as a custom message, so /resume keeps it.
+				pi.sendMessage({ customType: FACT_TYPE, content: fact, display: false }, { deliverAs: "steer" });
+			} catch {}
+		}
+		return undefined;
+	};
+
+	/** Chars of one message, cached: a sent message never changes (edits are frozen). */
+	const sizeOf = (m: Json, i: number): number => {
+		const k = keyOf(m, i);
+		let n = sizeCache.get(k);
+		if (n === undefined) {
+			n = messageChars(m);
+			sizeCache.set(k, n);
+		}
+		return n;
+	};
+
+	/** What this request sends and what plain pi would have sent on top, per mechanism. */
+	const measure = (raw: any[], sent: any[], ctx: any) => {
+		let system = 0;
+		let msgs = 0;
+		for (let i = 0; i < sent.length; i++) {
+			const m = sent[i];
+			if (!m) continue;
+			if (m.role === "system") system += sizeOf(m, i);
+			else msgs += sizeOf(m, i);
+		}
+		if (system === 0) {
+			try {
+				system = String(ctx.getSystemPrompt?.() ?? "").length;
+			} catch {}
+		}
+		const saved = { bash: 0, amnesia: 0, writes: 0, skills: skillsRemoved, tools: 0 };
+		for (const m of raw) {
+			if (m?.role === "toolResult") {
+				const id = String(m.toolCallId);
+				saved.bash += digests.get(id) ?? 0;
+				for (const e of editsById.get(id) ?? []) if (e.kind !== "strip_write") saved.amnesia += e.savedChars ?? 0;
+			} else if (m?.role === "assistant" && Array.isArray(m.content)) {
+				for (const b of m.content) {
+					if (b?.type !== "toolCall") continue;
+					for (const e of editsById.get(String(b.id)) ?? []) if (e.kind === "strip_write") saved.writes += e.savedChars ?? 0;
+				}
+			}
+		}
+		return { sent: { system, messages: msgs, tools: toolsChars }, saved };
+	};
+
+	/** The edit step, shared by `context` (0.73) and `context_with_system` (1.x). */
+	const onContext = async (messages: any[], ctx: any): Promise<any[] | undefined> => {
+		if (!sessionId || !Array.isArray(messages)) return undefined;
+		if (callIndex === 0) {
+			// First request of this process: any history in the list (resume, reload, fork) was
+			// already seen by the model, so none of it may count as tail.
+			for (const id of allToolCallIds(messages)) seen.add(id);
+		}
+		const head = messages.find((m) => m?.role !== "system");
+		const headKey = head ? keyOf(head, 0) : "";
+		const headChanged = firstKey !== null && headKey !== firstKey;
+		if (headChanged) sizeCache.clear(); // compaction: indexes and messages changed
+		firstKey = headKey;
+
+		const tail: Tail = describeTail(messages, seen);
+		const inTail = new Set(tailIds(tail));
+		if (tail.messages.length > 0) {
+			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
+			if (waits.length) {
+				// Tags still running after this grace count as RETAIN (invariant 4).
+				await Promise.race([Promise.allSettled(waits), new Promise((r) => setTimeout(r, cfg.tag_wait_ms))]);
+			}
+			const reply = await daemon.call<Json>(
+				"/v1/context",
+				{ session_id: sessionId, call_index: callIndex, message_count: messages.length, head_changed: headChanged, tail },
+				cfg.bridge_timeout_ms,
+			);
+			const fresh: Edit[] = [];
+			for (const raw of reply?.edits ?? []) {
+				const ed = asEdit(raw);
+				const key = ed ? `${ed.kind}:${ed.toolCallId}` : "";
+				// Only the unseen tail may ever be edited (invariant 3); the engine ensures it, we check.
+				if (!ed || editIds.has(key) || !inTail.has(ed.toolCallId)) continue;
+				addEdit(ed);
+				fresh.push(ed);
+			}
+			if (fresh.length) persist({ edits: fresh });
+		}
+		for (const id of inTail) seen.add(id);
+		for (const id of inTail) pendingTags.delete(id);
+		const sent = edits.length ? applyEdits(messages, edits) : messages;
+		const { sent: sentChars, saved } = measure(messages, sent, ctx);
+		daemon.notify("/v1/llm_call", {
+			session_id: sessionId,
+			call_index: callIndex,
+			message_count: sent.length,
+			head_changed: headChanged,
+			sent_chars: sentChars,
+			saved_chars: saved,
+		});
+		callIndex++;
+		return edits.length ? sent : undefined; // unchanged list: pi keeps its own bytes
+	};
+
+	const editsById = new Map<string, Edit[]>();
+	const addEdit = (ed: Edit) => {
+		edits.push(ed);
+		editIds.add(`${ed.kind}:${ed.toolCallId}`);
+		const list = editsById.get(ed.toolCallId) ?? [];
+		list.push(ed);
+		editsById.set(ed.toolCallId, list);
+	};
+
+	// pi 1.x has context_with_system, which keeps mid-conversation prompt/tool patches in
+	// place; editing through plain `context` there would fold them into a new head (a cache
+	// miss). Both hooks fire on 1.x, so pick one up front, by API, not by first event.
+	const hasContextWithSystem =
+		typeof pi.registerMcpServer === "function" || typeof pi.registerVirtualModel === "function";
+	const contextHandler = async (event: any, ctx: any) => {
+		try {
+			const out = await onContext(event?.messages, ctx);
+			return out ? { messages: out } : undefined;
+		} catch {
+			return undefined;
+		}
+	};
+	pi.on(hasContextWithSystem ? "context_with_system" : "context", contextHandler);
+
+	pi.on("turn_end", (event: any, ctx: any) => {
+		// Not awaited: on pi 1.x turn_end blocks the agent loop.
+		try {
+			if (!sessionId) return;
+			const u = event?.message?.usage ?? {};
+			const m = event?.message;
+			daemon.notify("/v1/turn_end", {
+				session_id: sessionId,
+				turn_index: Number(event?.turnIndex ?? 0),
+				input_tokens: u.input ?? 0,
+				output_tokens: u.output ?? 0,
+				cache_read_tokens: u.cacheRead ?? 0,
+				cache_write_tokens: u.cacheWrite ?? 0,
+				model: m?.provider && m?.model ? `${m.provider}/${m.model}` : null,
+			});
+		} catch {}
+	});
+
+	registerTools(pi, daemon, () => sessionId, () => cfg);
+}
+
+function registerTools(pi: any, daemon: Daemon, sid: () => string | null, conf: () => BridgeConfig): void {
+	const text = (t: string) => ({ content: [{ type: "text", text: t }], details: {} });
+	try {
+		pi.registerTool({
+			name: "ctx_recall",
+			label: "Recall output",
+			description:
+				"Search a command output or file result that ctxwrap digested or hid. Give the handle from the " +
+				"[ctxwrap …] note and a regex pattern (or a line range). Returns matching lines only, never the whole output.",
+			parameters: {
+				type: "object",
+				properties: {
+					handle: { type: "string", description: "The handle from the ctxwrap note, e.g. r1a2b3c4d" },
+					pattern: { type: "string", description: "Regular expression to search for (case-insensitive)" },
+					start_line: { type: "number", description: "First line of a range (1-based)" },
+					end_line: { type: "number", description: "Last line of a range" },
+					context_lines: { type: "number", description: "Lines of context around each match (0-20)" },
+				},
+				required: ["handle"],
+			},
+			async execute(_id: string, params: any) {
+				const reply = await daemon.call<Json>(
+					"/v1/recall",
+					{
+						handle: String(params?.handle ?? ""),
+						pattern: params?.pattern ?? null,
+						start_line: params?.start_line ?? null,
+						end_line: params?.end_line ?? null,
+						context_lines: Math.min(20, Math.max(0, Number(params?.context_lines ?? 0) || 0)),
+						session_id: sid(),
+					},
+					conf().bridge_timeout_ms * 2,
+				);
+				if (!reply) return text("ctx_recall: unknown handle, or the ctxwrap daemon is unavailable.");
+				const head = `[${reply.matched_lines} matching line(s) of ${reply.total_lines}${reply.truncated ? "; more matches cut, narrow the pattern" : ""}]`;
+				return text(`${head}\n${reply.text}`);
+			},
+		});
+	} catch {}
+	if (!conf().lazy) return;
+	try {
+		pi.registerTool({
+			name: "find_capability",
+			label: "Find capability",
+			description:
+				"Find a skill or tool for a task by describing what you need (e.g. 'extract text from PDF files'). " +
+				"Returns the best skill's instructions, or makes the best tool callable.",
+			parameters: {
+				type: "object",
+				properties: { query: { type: "string", description: "What you need to do, in plain words" } },
+				required: ["query"],
+			},
+			async execute(_id: string, params: any) {
+				const session = sid();
+				const reply = session
+					? await daemon.call<Json>(
+							"/v1/capabilities/search",
+							{ session_id: session, query: String(params?.query ?? "").slice(0, 2000) || "?" },
+							conf().bridge_timeout_ms * 2,
+						)
+					: null;
+				if (!reply) return text("find_capability: the ctxwrap daemon is unavailable.");
+				const others = (reply.matches ?? [])
+					.slice(1)
+					.map((m: Json) => `- ${m.kind} ${m.name}: ${String(m.description).slice(0, 120)}`)
+					.join("\n");
+				if (reply.skill_body) {
+					return text(`<skill name="${reply.matches[0].name}" location="${reply.skill_path}">\n${reply.skill_body}\n</skill>${others ? `\n\nOther matches:\n${others}` : ""}`);
+				}
+				if (reply.activate_tool) {
+					try {
+						const active: string[] = pi.getActiveTools?.() ?? [];
+						// Only ever add: removing later would cost a second cache rewrite.
+						if (!active.includes(reply.activate_tool)) pi.setActiveTools([...active, reply.activate_tool]);
+					} catch {}
+					const m = reply.matches[0];
+					return text(`Tool ${m.name} is now available: ${m.description}${others ? `\n\nOther matches:\n${others}` : ""}`);
+				}
+				return text("find_capability: nothing matched; describe the task differently.");
+			},
+		});
+	} catch {}
+}
+
