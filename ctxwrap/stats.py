@@ -1,0 +1,756 @@
+"""`ctxwrap stats`: what ctxwrap saved, per mechanism, net of the aux model's own tokens.
+
+`compute_stats` reads the SQLite store (read-only) and returns plain dataclasses; the
+renderers (`render_text`, `render_json`) turn a report into text and print nothing. Figures are
+defined in docs/accounting.md. This module is imported by every `ctxwrap` command, so rich is
+imported only inside the functions that draw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sqlite3
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import click
+
+from ctxwrap import paths
+from ctxwrap.errors import NotFoundError
+
+SCHEMA = 1
+MECHANISMS = ("bash", "amnesia", "writes", "skills", "tools")
+GroupBy = Literal["mechanism", "session", "day"]
+
+
+def chars_to_tokens(chars: int) -> int:
+    """pi's chars/4 estimate, rounded away from zero so a loss never looks smaller than a gain."""
+    sign = -1 if chars < 0 else 1
+    return sign * ((abs(chars) + 3) // 4)
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MechanismFigures:
+    mechanism: str
+    saved_chars: int
+    saved_tokens: int
+    aux_calls: int
+    aux_failed: int
+    aux_input_tokens: int
+    aux_output_tokens: int
+    aux_tokens: int
+    net_tokens: int
+
+
+@dataclass(frozen=True)
+class ProviderFigures:
+    """Usage the provider reported per assistant turn (pi's `turns`), for comparison only."""
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Figures:
+    llm_calls: int
+    head_changes: int
+    head_changes_compaction: int
+    sent_chars: int
+    saved_chars: int
+    sent_tokens: int
+    saved_tokens: int
+    plain_tokens: int
+    saved_pct: float | None
+    aux_calls: int
+    aux_failed: int
+    aux_input_tokens: int
+    aux_output_tokens: int
+    aux_tokens: int
+    net_tokens: int
+    provider: ProviderFigures
+    mechanisms: tuple[MechanismFigures, ...]
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    live: bool
+    started_at: float | None
+    ended_at: float | None
+    end_reason: str | None
+    model: str | None
+    cwd: str | None
+
+
+@dataclass(frozen=True)
+class Group:
+    key: str  # session id or YYYY-MM-DD (local time)
+    figures: Figures
+    session: SessionInfo | None = None
+
+
+@dataclass(frozen=True)
+class StatsReport:
+    generated_at: float
+    session: str | None
+    since: float | None
+    by: GroupBy
+    totals: Figures
+    groups: tuple[Group, ...]
+    sessions: int  # sessions with any recorded activity in the window
+    live_sessions: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        t = self.totals
+        return not (t.llm_calls or t.aux_calls or t.provider.turns or self.live_sessions)
+
+
+# -- compute ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Raw:
+    """Summed raw columns for one (session, day) cell; cells add up exactly (chars, not tokens)."""
+
+    calls: int = 0
+    heads: int = 0
+    heads_compaction: int = 0
+    sent: int = 0
+    saved: dict[str, int] = field(default_factory=dict)
+    aux: dict[str, list[int]] = field(default_factory=dict)  # mechanism -> [n, failed, in, out]
+    turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+
+    def add(self, other: _Raw) -> None:
+        self.calls += other.calls
+        self.heads += other.heads
+        self.heads_compaction += other.heads_compaction
+        self.sent += other.sent
+        for m, v in other.saved.items():
+            self.saved[m] = self.saved.get(m, 0) + v
+        for m, a in other.aux.items():
+            mine = self.aux.setdefault(m, [0, 0, 0, 0])
+            for i, v in enumerate(a):
+                mine[i] += v
+        for i, v in enumerate(other.turns):
+            self.turns[i] += v
+
+
+def figures_from(raw: _Raw) -> Figures:
+    """Tokens are converted per mechanism, so every total is the exact sum of its parts."""
+    extra = sorted(set(raw.aux) - set(MECHANISMS))
+    mechs = []
+    for m in (*MECHANISMS, *extra):
+        saved_chars = raw.saved.get(m, 0)
+        n, failed, tin, tout = raw.aux.get(m, [0, 0, 0, 0])
+        saved = chars_to_tokens(saved_chars)
+        mechs.append(
+            MechanismFigures(
+                m, saved_chars, saved, n, failed, tin, tout, tin + tout, saved - tin - tout
+            )
+        )
+    saved_tokens = sum(m.saved_tokens for m in mechs)
+    sent_tokens = chars_to_tokens(raw.sent)
+    plain = sent_tokens + saved_tokens
+    aux_in = sum(m.aux_input_tokens for m in mechs)
+    aux_out = sum(m.aux_output_tokens for m in mechs)
+    return Figures(
+        llm_calls=raw.calls,
+        head_changes=raw.heads,
+        head_changes_compaction=raw.heads_compaction,
+        sent_chars=raw.sent,
+        saved_chars=sum(m.saved_chars for m in mechs),
+        sent_tokens=sent_tokens,
+        saved_tokens=saved_tokens,
+        plain_tokens=plain,
+        saved_pct=round(100.0 * saved_tokens / plain, 2) if plain > 0 else None,
+        aux_calls=sum(m.aux_calls for m in mechs),
+        aux_failed=sum(m.aux_failed for m in mechs),
+        aux_input_tokens=aux_in,
+        aux_output_tokens=aux_out,
+        aux_tokens=aux_in + aux_out,
+        net_tokens=saved_tokens - aux_in - aux_out,
+        provider=ProviderFigures(*raw.turns),
+        mechanisms=tuple(mechs),
+    )
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    except (OverflowError, ValueError):
+        return False
+    return True
+
+
+def resolve_session(conn: sqlite3.Connection, wanted: str) -> str:
+    """An exact id, or a unique prefix of one (the text view shows 8 characters)."""
+    ids = {
+        r[0]
+        for r in conn.execute(
+            "SELECT session_id FROM sessions WHERE session_id >= ? AND session_id < ? "
+            "UNION SELECT DISTINCT session_id FROM llm_calls WHERE session_id >= ? AND session_id < ?",
+            (wanted, wanted + "\U0010ffff") * 2,
+        )
+    }
+    if wanted in ids:
+        return wanted
+    if len(ids) == 1:
+        return str(ids.pop())
+    if not ids:
+        raise NotFoundError(
+            f"no session {wanted!r} in the statistics",
+            hint="`ctxwrap sessions --all` lists the recorded sessions",
+        )
+    raise NotFoundError(
+        f"{wanted!r} matches {len(ids)} sessions", hint="give more characters of the session id"
+    )
+
+
+# Grouping by day in SQL with date(ts, 'localtime') costs a libc call per row; 15-minute UTC
+# buckets are plain integer math and every real UTC offset is a multiple of 15 minutes, so each
+# bucket falls within one local day. Buckets are only made when --by day asks for days.
+_BUCKET_S = 900
+
+
+def compute_stats(
+    conn: sqlite3.Connection,
+    *,
+    session: str | None = None,
+    since: float | None = None,
+    by: GroupBy = "mechanism",
+    now: float | None = None,
+    is_alive: Callable[[int], bool] = pid_alive,
+) -> StatsReport:
+    """Aggregate the store into a report. Reads only; `session` may be a unique id prefix."""
+    if session is not None:
+        session = resolve_session(conn, session)
+    where: list[str] = ["1=1"]
+    params: list[Any] = []
+    if session is not None:
+        where.append("session_id = ?")
+        params.append(session)
+    if since is not None:
+        where.append("ts >= ?")
+        params.append(since)
+    cond = " AND ".join(where)
+    bucket = f"CAST(ts / {_BUCKET_S} AS INTEGER)" if by == "day" else "0"
+    days: dict[int, str] = {}
+    cells: dict[tuple[str, str], _Raw] = {}
+
+    def cell(sid: str, b: int) -> _Raw:
+        if by != "day":
+            return cells.setdefault((sid, ""), _Raw())
+        day = days.get(b)
+        if day is None:
+            day = days[b] = time.strftime("%Y-%m-%d", time.localtime(b * _BUCKET_S))
+        return cells.setdefault((sid, day), _Raw())
+
+    for r in conn.execute(
+        f"""SELECT session_id, {bucket} b, COUNT(*), SUM(head_changed),
+                   SUM(sent_system + sent_messages + sent_tools), SUM(saved_bash),
+                   SUM(saved_amnesia), SUM(saved_writes), SUM(saved_skills), SUM(saved_tools)
+            FROM llm_calls WHERE {cond} GROUP BY session_id, b""",
+        params,
+    ):
+        c = cell(r[0], r[1])
+        c.calls += r[2]
+        c.heads += r[3]
+        c.sent += r[4]
+        for m, v in zip(MECHANISMS, r[5:10], strict=True):
+            c.saved[m] = c.saved.get(m, 0) + v
+    # A head change with fewer messages than the session's previous call is a compaction.
+    # Only head-change rows look back (by the (session_id, ts) index), so this stays cheap.
+    for r in conn.execute(
+        f"""SELECT session_id, {bucket} b, COUNT(*) FROM llm_calls c
+            WHERE head_changed = 1 AND {cond} AND message_count < (
+                SELECT p.message_count FROM llm_calls p
+                WHERE p.session_id = c.session_id AND p.ts <= c.ts AND p.id < c.id
+                ORDER BY p.ts DESC, p.id DESC LIMIT 1)
+            GROUP BY session_id, b""",
+        params,
+    ):
+        cell(r[0], r[1]).heads_compaction += r[2]
+    for r in conn.execute(
+        f"""SELECT session_id, {bucket} b, mechanism, COUNT(*), SUM(1 - ok),
+                   SUM(input_tokens), SUM(output_tokens)
+            FROM aux_calls WHERE {cond} GROUP BY session_id, b, mechanism""",
+        params,
+    ):
+        aux = cell(r[0], r[1]).aux.setdefault(r[2], [0, 0, 0, 0])
+        for i, v in enumerate(r[3:7]):
+            aux[i] += v
+    for r in conn.execute(
+        f"""SELECT session_id, {bucket} b, COUNT(*), SUM(input_tokens), SUM(output_tokens),
+                   SUM(cache_read_tokens), SUM(cache_write_tokens)
+            FROM turns WHERE {cond} GROUP BY session_id, b""",
+        params,
+    ):
+        turns = cell(r[0], r[1]).turns
+        for i, v in enumerate(r[2:7]):
+            turns[i] += v
+
+    infos = _session_infos(conn, session, {sid for sid, _ in cells}, is_alive)
+    live = tuple(sorted(s.session_id for s in infos.values() if s.live))
+    totals = _Raw()
+    per_session: dict[str, _Raw] = {sid: _Raw() for sid in live}
+    per_day: dict[str, _Raw] = {}
+    for (sid, day), raw in cells.items():
+        totals.add(raw)
+        per_session.setdefault(sid, _Raw()).add(raw)
+        per_day.setdefault(day, _Raw()).add(raw)
+
+    groups: tuple[Group, ...] = ()
+    if by == "session":
+        order = sorted(
+            per_session, key=lambda s: (infos[s].started_at or 0.0) if s in infos else 0.0
+        )
+        groups = tuple(Group(s, figures_from(per_session[s]), infos.get(s)) for s in order)
+    elif by == "day":
+        groups = tuple(Group(d, figures_from(per_day[d])) for d in sorted(per_day))
+    return StatsReport(
+        generated_at=time.time() if now is None else now,
+        session=session,
+        since=since,
+        by=by,
+        totals=figures_from(totals),
+        groups=groups,
+        sessions=len({sid for sid, _ in cells}),
+        live_sessions=live,
+    )
+
+
+def _session_infos(
+    conn: sqlite3.Connection,
+    session: str | None,
+    active: set[str],
+    is_alive: Callable[[int], bool],
+) -> dict[str, SessionInfo]:
+    sql = "SELECT session_id, pid, started_at, ended_at, end_reason, model, cwd FROM sessions"
+    rows = conn.execute(sql + " WHERE session_id = ?", (session,)) if session else conn.execute(sql)
+    out = {}
+    for r in rows:
+        live = r[3] is None and is_alive(r[1])
+        # Ended sessions outside the window are history the filter excluded; live ones always show.
+        if live or r[0] in active:
+            out[r[0]] = SessionInfo(r[0], live, r[2], r[3], r[4], r[5], r[6])
+    return out
+
+
+def empty_report(
+    *, session: str | None = None, since: float | None = None, by: GroupBy = "mechanism"
+) -> StatsReport:
+    return StatsReport(time.time(), session, since, by, figures_from(_Raw()), (), 0, ())
+
+
+# -- --since ------------------------------------------------------------------------------------
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, *, now: float | None = None) -> float:
+    """`90m`, `2h`, `3d`, `1w` ago; or a date / ISO timestamp (local time unless it has a zone)."""
+    text = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", text)
+    if m:
+        return (time.time() if now is None else now) - float(m[1]) * _UNITS[m[2]]
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither a duration (2h, 3d) nor a date or ISO timestamp"
+        ) from None
+    return dt.timestamp()  # naive → local time, which is what a person typing a date means
+
+
+# -- render -------------------------------------------------------------------------------------
+
+
+def _figures_json(f: Figures) -> dict[str, Any]:
+    return {
+        "llm_calls": f.llm_calls,
+        "head_changes": f.head_changes,
+        "head_changes_compaction": f.head_changes_compaction,
+        "sent_chars": f.sent_chars,
+        "saved_chars": f.saved_chars,
+        "sent_tokens": f.sent_tokens,
+        "saved_tokens": f.saved_tokens,
+        "plain_tokens": f.plain_tokens,
+        "saved_pct": f.saved_pct,
+        "aux_calls": f.aux_calls,
+        "aux_failed": f.aux_failed,
+        "aux_input_tokens": f.aux_input_tokens,
+        "aux_output_tokens": f.aux_output_tokens,
+        "aux_tokens": f.aux_tokens,
+        "net_tokens": f.net_tokens,
+        "provider": {
+            "turns": f.provider.turns,
+            "input_tokens": f.provider.input_tokens,
+            "output_tokens": f.provider.output_tokens,
+            "cache_read_tokens": f.provider.cache_read_tokens,
+            "cache_write_tokens": f.provider.cache_write_tokens,
+        },
+        "mechanisms": [
+            {
+                "mechanism": m.mechanism,
+                "saved_chars": m.saved_chars,
+                "saved_tokens": m.saved_tokens,
+                "aux_calls": m.aux_calls,
+                "aux_failed": m.aux_failed,
+                "aux_input_tokens": m.aux_input_tokens,
+                "aux_output_tokens": m.aux_output_tokens,
+                "aux_tokens": m.aux_tokens,
+                "net_tokens": m.net_tokens,
+            }
+            for m in f.mechanisms
+        ],
+    }
+
+
+def report_to_json(report: StatsReport) -> dict[str, Any]:
+    """The documented `--json` shape (docs/accounting.md); bump SCHEMA on any breaking change."""
+    groups = []
+    for g in report.groups:
+        s = g.session
+        groups.append(
+            {
+                "key": g.key,
+                "session": None
+                if s is None
+                else {
+                    "session_id": s.session_id,
+                    "live": s.live,
+                    "started_at": s.started_at,
+                    "ended_at": s.ended_at,
+                    "end_reason": s.end_reason,
+                    "model": s.model,
+                    "cwd": s.cwd,
+                },
+                **_figures_json(g.figures),
+            }
+        )
+    return {
+        "schema": SCHEMA,
+        "generated_at": report.generated_at,
+        "filter": {"session": report.session, "since": report.since},
+        "by": report.by,
+        "empty": report.empty,
+        "sessions": report.sessions,
+        "live_sessions": list(report.live_sessions),
+        "totals": _figures_json(report.totals),
+        "groups": groups,
+    }
+
+
+def render_json(report: StatsReport) -> str:
+    return json.dumps(report_to_json(report), indent=2, sort_keys=True)
+
+
+def _n(v: int) -> str:
+    return f"{v:,}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def _bar(value: int, scale: int, width: int = 12) -> tuple[str, str]:
+    """A bar proportional to |value|; a minus sign marks losses even without colour."""
+    if scale <= 0 or value == 0:
+        return "", ""
+    cells = max(1, round(width * abs(value) / scale))
+    return ("-" + "█" * cells, "red") if value < 0 else ("█" * cells, "green")
+
+
+def nothing_message(report: StatsReport) -> str:
+    where = []
+    if report.session:
+        where.append(f"for session {report.session}")
+    if report.since is not None:
+        where.append(f"since {_when(report.since)}")
+    return "no statistics recorded yet" + (" " + " ".join(where) if where else "")
+
+
+_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32"}
+
+# (text, style) — styles are applied after padding so escape codes never skew the columns.
+_Cell = tuple[str, str]
+
+
+def _paint(text: str, style: str, color: bool) -> str:
+    if not (color and style and text):
+        return text
+    return f"\x1b[{';'.join(_SGR[s] for s in style.split())}m{text}\x1b[0m"
+
+
+def _table(
+    headers: list[str],
+    rows: list[list[_Cell]],
+    *,
+    left: int,
+    color: bool,
+    width: int,
+    total: list[_Cell] | None = None,
+) -> list[str]:
+    """Aligned columns: the first `left` columns left-aligned, the rest right-aligned (numbers).
+
+    Drawn by hand: rich's Table costs ~3 ms a row, which a 50-session table can't afford
+    inside the 300 ms budget.
+    """
+    every = [[(h, "bold") for h in headers], *rows, *([total] if total else [])]
+    widths = [max(len(r[i][0]) for r in every) for i in range(len(headers))]
+    if sum(widths) + 2 * (len(widths) - 1) > width and headers[-1] == "":
+        widths, every = widths[:-1], [r[:-1] for r in every]  # no room: drop the bar column
+
+    def line(r: list[_Cell]) -> str:
+        out = []
+        for i, (text, style) in enumerate(r):
+            pad = widths[i] - len(text)
+            cell = _paint(text, style, color)
+            # the last column is not padded on the right: no trailing blanks in a pipe
+            if i == len(widths) - 1 and i < left:
+                out.append(cell)
+            else:
+                out.append(cell + " " * pad if i < left else " " * pad + cell)
+        return "  ".join(out).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    lines = [line(every[0]), _paint(rule, "dim", color)]
+    lines += [line(r) for r in every[1 : len(rows) + 1]]
+    if total:
+        lines += [_paint(rule, "dim", color), line(every[-1])]
+    return lines
+
+
+def _num(v: int, style: str = "") -> _Cell:
+    return (_n(v), "red" if v < 0 else style)
+
+
+def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | None = None) -> str:
+    """Tables for a person. `color=False` emits no escape codes; `charts` defaults to `color`."""
+    if report.empty:
+        return nothing_message(report) + "\n"
+    charts = color if charts is None else charts
+    t = report.totals
+    scope = f"session {report.session}" if report.session else "all sessions"
+    if report.since is not None:
+        scope += f" since {_when(report.since)}"
+    live = f", {len(report.live_sessions)} live" if report.live_sessions else ""
+    net = _paint(_n(t.net_tokens), "red" if t.net_tokens < 0 else "green bold", color)
+    out = [
+        f"{_paint('ctxwrap stats', 'bold', color)} — {scope} ({report.sessions} with activity{live})",
+        f"LLM calls {_n(t.llm_calls)} · sent {_n(t.sent_tokens)} tokens · plain pi"
+        f" {_n(t.plain_tokens)} · saved {_n(t.saved_tokens)} ({_pct(t.saved_pct)})",
+        f"aux model {_n(t.aux_tokens)} tokens (in {_n(t.aux_input_tokens)}, out"
+        f" {_n(t.aux_output_tokens)}; {_n(t.aux_calls)} calls, {_n(t.aux_failed)} failed)"
+        f" · net saved {net} tokens",
+    ]
+    if t.head_changes:
+        out.append(
+            f"cache prefix changed {_n(t.head_changes)}× ({_n(t.head_changes_compaction)}"
+            f" compaction, {_n(t.head_changes - t.head_changes_compaction)} other)"
+        )
+    p = t.provider
+    if p.turns:
+        out.append(
+            f"provider-reported, {_n(p.turns)} turns: input {_n(p.input_tokens)}, output"
+            f" {_n(p.output_tokens)}, cache read {_n(p.cache_read_tokens)}, cache write"
+            f" {_n(p.cache_write_tokens)}"
+        )
+    out.append("")
+
+    def bar(value: int, scale: int) -> list[_Cell]:
+        if not charts:
+            return []
+        text, style = _bar(value, scale)
+        return [(text, style)]
+
+    if report.by == "mechanism":
+        scale = max((abs(m.net_tokens) for m in t.mechanisms), default=0)
+        rows = [
+            [
+                (m.mechanism, ""),
+                _num(m.saved_tokens),
+                _num(m.aux_input_tokens),
+                _num(m.aux_output_tokens),
+                _num(m.net_tokens),
+                *bar(m.net_tokens, scale),
+            ]
+            for m in t.mechanisms
+        ]
+        total = [
+            ("total", "bold"),
+            _num(t.saved_tokens, "bold"),
+            _num(t.aux_input_tokens, "bold"),
+            _num(t.aux_output_tokens, "bold"),
+            _num(t.net_tokens, "bold"),
+            *([("", "")] if charts else []),
+        ]
+        headers = ["mechanism", "saved", "aux in", "aux out", "net", *([""] if charts else [])]
+        out += _table(headers, rows, left=1, color=color, width=width, total=total)
+    else:
+        scale = max((abs(g.figures.net_tokens) for g in report.groups), default=0)
+        rows = []
+        for g in report.groups:
+            f = g.figures
+            if report.by == "session":
+                s = g.session
+                state = "-" if s is None else ("live" if s.live else "ended")
+                started = "-" if s is None or s.started_at is None else _when(s.started_at)[5:]
+                first: list[_Cell] = [
+                    (g.key[:8], ""),
+                    (state, "green" if state == "live" else ""),
+                    (started, ""),
+                ]
+            else:
+                first = [(g.key, "")]
+            rows.append(
+                [
+                    *first,
+                    _num(f.llm_calls),
+                    _num(f.sent_tokens),
+                    _num(f.plain_tokens),
+                    _num(f.saved_tokens),
+                    (_pct(f.saved_pct), ""),
+                    _num(f.aux_tokens),
+                    _num(f.net_tokens),
+                    *bar(f.net_tokens, scale),
+                ]
+            )
+        heads = ["session", "state", "started"] if report.by == "session" else ["day"]
+        headers = [*heads, "calls", "sent", "plain", "saved", "%", "aux", "net"]
+        out += _table(
+            [*headers, *([""] if charts else [])],
+            rows,
+            left=len(heads),
+            color=color,
+            width=width,
+        )
+    return "\n".join(out) + "\n"
+
+
+# -- command ------------------------------------------------------------------------------------
+
+
+def _wants_color(stream: Any) -> bool:
+    # https://no-color.org: any non-empty NO_COLOR disables colour.
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def load_report(*, session: str | None, since: float | None, by: GroupBy) -> StatsReport | None:
+    """The report from the default database, or None when nothing was ever recorded."""
+    from ctxwrap.daemon.store import connect
+
+    db = paths.db_path()
+    if not db.exists():
+        return None
+    conn = connect(db, readonly=True)
+    try:
+        return compute_stats(conn, session=session, since=since, by=by)
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # created by a daemon that never migrated it
+            return None
+        raise
+    finally:
+        conn.close()
+
+
+def _since_param(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_since(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--since'") from None
+
+
+@click.command("stats")
+@click.option("--session", "session", metavar="ID", help="One session (an id or unique prefix).")
+@click.option(
+    "--since", "since", metavar="WHEN", help="Only calls since 2h, 3d, 2026-11-30 or an ISO time."
+)
+@click.option(
+    "--by",
+    type=click.Choice(["mechanism", "session", "day"]),
+    default="mechanism",
+    show_default=True,
+    help="Rows of the table.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
+@click.option(
+    "--watch",
+    type=float,
+    is_flag=False,
+    flag_value=2.0,
+    default=None,
+    metavar="[SECONDS]",
+    help="Redraw every SECONDS (default 2) until Ctrl+C.",
+)
+def stats_command(
+    session: str | None, since: str | None, by: GroupBy, as_json: bool, watch: float | None
+) -> None:
+    """Tokens ctxwrap kept out of the context versus plain pi, net of the aux model's tokens."""
+    since_ts = _since_param(since)
+    if watch is not None and watch <= 0:
+        raise click.BadParameter("must be more than 0 seconds", param_hint="'--watch'")
+
+    def once() -> str:
+        report = load_report(session=session, since=since_ts, by=by)
+        if as_json:
+            return (
+                render_json(report or empty_report(session=session, since=since_ts, by=by)) + "\n"
+            )
+        if report is None:
+            return "no statistics recorded yet\n"
+        color = _wants_color(sys.stdout)
+        width = shutil.get_terminal_size((100, 24)).columns
+        return render_text(report, color=color, width=width, charts=sys.stdout.isatty())
+
+    if watch is None:
+        click.echo(once(), nl=False)
+        return
+    try:
+        if sys.stdout.isatty() and not as_json:
+            _watch_live(once, watch)
+        else:
+            while True:
+                click.echo(once())  # the blank line separates frames
+                sys.stdout.flush()
+                time.sleep(watch)
+    except KeyboardInterrupt:
+        return  # Ctrl+C is how a watch ends, not a failure
+
+
+def _watch_live(frame: Callable[[], str], interval: float) -> None:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    console = Console()
+    with Live(Text.from_ansi(frame()), console=console, auto_refresh=False) as live:
+        while True:
+            time.sleep(interval)
+            live.update(Text.from_ansi(frame()), refresh=True)
