@@ -1,0 +1,141 @@
+"""How fast `ctxwrap stats` answers with 10,000 recorded LLM calls (target: 300 ms).
+
+Fills a fresh store in a temp XDG_STATE_HOME with 10,000 llm_calls over 50 sessions (plus aux
+calls and provider turns), then times `ctxwrap stats` and `ctxwrap stats --json` as
+subprocesses (median of N runs) and `compute_stats` alone. Plain `ctxwrap --version` is timed in
+the same run as the floor every command pays (interpreter + click start-up).
+
+    .venv/bin/python bench/stats.py [--calls 10000] [--sessions 50] [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ctxwrap.daemon.store import Store, connect
+from ctxwrap.stats import compute_stats
+
+TARGET_MS = 300.0
+
+
+def fill(db: Path, calls: int, sessions: int, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    store = Store(db)
+    start = time.time() - 30 * 86400  # a month of history, so --by day has rows
+    per = calls // sessions
+    with store.transaction() as conn:
+        for s in range(sessions):
+            sid = f"{s:08x}-bench-{rng.getrandbits(32):08x}"
+            t0 = start + s * (30 * 86400 / sessions)
+            conn.execute(
+                "INSERT INTO sessions (session_id, cwd, pid, model, started_at, ended_at, end_reason)"
+                " VALUES (?, '/tmp', 1, 'bench/model', ?, ?, 'quit')",
+                (sid, t0, t0 + per * 20),
+            )
+            msgs = 0
+            for i in range(per):
+                msgs += 2
+                head = rng.random() < 0.01
+                if head:
+                    msgs = 4
+                conn.execute(
+                    "INSERT INTO llm_calls (session_id, call_index, ts, sent_system, sent_messages,"
+                    " sent_tools, saved_bash, saved_amnesia, saved_writes, saved_skills, saved_tools,"
+                    " head_changed, message_count) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        sid,
+                        i,
+                        t0 + i * 20,
+                        8000,
+                        rng.randint(1000, 400_000),
+                        12_000,
+                        rng.randint(0, 40_000),
+                        rng.randint(0, 20_000),
+                        rng.randint(-200, 5_000),
+                        6_000,
+                        3_000,
+                        int(head),
+                        msgs,
+                    ),
+                )
+                if i % 3 == 0:
+                    task, mech = rng.choice(
+                        [("digest", "bash"), ("tag", "amnesia"), ("fact", "writes")]
+                    )
+                    conn.execute(
+                        "INSERT INTO aux_calls (session_id, ts, task, mechanism, backend,"
+                        " input_tokens, output_tokens, ok, elapsed_ms) VALUES (?,?,?,?,?,?,?,?,?)",
+                        (sid, t0 + i * 20, task, mech, "pi", rng.randint(200, 3000), 60, 1, 900.0),
+                    )
+                conn.execute(
+                    "INSERT INTO turns (session_id, ts, turn_index, input_tokens, output_tokens,"
+                    " cache_read_tokens, cache_write_tokens) VALUES (?,?,?,?,?,?,?)",
+                    (sid, t0 + i * 20, i, 500, 300, 20_000, 1_000),
+                )
+    store.close()
+
+
+def time_cmd(argv: list[str], env: dict[str, str], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+        samples.append((time.perf_counter() - t) * 1000)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=10_000)
+    ap.add_argument("--sessions", type=int, default=50)
+    ap.add_argument("--runs", type=int, default=7)
+    args = ap.parse_args()
+    exe = shutil.which("ctxwrap", path=str(Path(sys.executable).parent)) or "ctxwrap"
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "XDG_STATE_HOME": tmp}
+        db = Path(tmp) / "ctxwrap" / "ctxwrap.db"
+        t = time.perf_counter()
+        fill(db, args.calls, args.sessions)
+        print(
+            f"filled {args.calls} calls / {args.sessions} sessions in {time.perf_counter() - t:.1f}s"
+        )
+
+        conn = connect(db, readonly=True)
+        samples = []
+        for by in ("mechanism", "session", "day") * args.runs:
+            t = time.perf_counter()
+            compute_stats(conn, by=by)
+            samples.append((time.perf_counter() - t) * 1000)
+        conn.close()
+        rows = [
+            ("ctxwrap --version (floor)", time_cmd([exe, "--version"], env, args.runs)),
+            ("compute_stats alone", statistics.median(samples)),
+            ("ctxwrap stats", time_cmd([exe, "stats"], env, args.runs)),
+            ("ctxwrap stats --json", time_cmd([exe, "stats", "--json"], env, args.runs)),
+            (
+                "ctxwrap stats --by session",
+                time_cmd([exe, "stats", "--by", "session"], env, args.runs),
+            ),
+            ("ctxwrap stats --by day", time_cmd([exe, "stats", "--by", "day"], env, args.runs)),
+        ]
+    print(f"median of {args.runs} runs, target {TARGET_MS:.0f} ms")
+    for name, ms in rows:
+        verdict = (
+            ""
+            if name.startswith(("compute", "ctxwrap --version"))
+            else ("ok" if ms <= TARGET_MS else "OVER")
+        )
+        print(f"  {name:28} {ms:8.1f} ms  {ms / TARGET_MS:5.2f}× target  {verdict}")
+
+
+if __name__ == "__main__":
+    main()
