@@ -523,16 +523,19 @@ def _table(
     if sum(widths) + 2 * (len(widths) - 1) > width and headers[-1] == "":
         widths, every = widths[:-1], [r[:-1] for r in every]  # no room: drop the bar column
 
+    bar_col = len(widths) - 1 if headers[len(widths) - 1] == "" else -1
+
     def line(r: list[_Cell]) -> str:
         out = []
         for i, (text, style) in enumerate(r):
             pad = widths[i] - len(text)
             cell = _paint(text, style, color)
+            on_left = i < left or i == bar_col
             # the last column is not padded on the right: no trailing blanks in a pipe
-            if i == len(widths) - 1 and i < left:
+            if i == len(widths) - 1 and on_left:
                 out.append(cell)
             else:
-                out.append(cell + " " * pad if i < left else " " * pad + cell)
+                out.append(cell + " " * pad if on_left else " " * pad + cell)
         return "  ".join(out).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
@@ -560,11 +563,12 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
     net = _paint(_n(t.net_tokens), "red" if t.net_tokens < 0 else "green bold", color)
     out = [
         f"{_paint('ctxwrap stats', 'bold', color)} — {scope} ({report.sessions} with activity{live})",
-        f"LLM calls {_n(t.llm_calls)} · sent {_n(t.sent_tokens)} tokens · plain pi"
-        f" {_n(t.plain_tokens)} · saved {_n(t.saved_tokens)} ({_pct(t.saved_pct)})",
-        f"aux model {_n(t.aux_tokens)} tokens (in {_n(t.aux_input_tokens)}, out"
-        f" {_n(t.aux_output_tokens)}; {_n(t.aux_calls)} calls, {_n(t.aux_failed)} failed)"
-        f" · net saved {net} tokens",
+        f"{_n(t.llm_calls)} LLM calls · sent {_n(t.sent_tokens)} tokens, plain pi would have"
+        f" sent {_n(t.plain_tokens)}",
+        f"saved {_n(t.saved_tokens)} ({_pct(t.saved_pct)}) − aux model {_n(t.aux_tokens)}"
+        f" (in {_n(t.aux_input_tokens)}, out {_n(t.aux_output_tokens)};"
+        f" {_n(t.aux_calls)} calls, {_n(t.aux_failed)} failed)",
+        f"net saved {net} tokens",
     ]
     if t.head_changes:
         out.append(
@@ -574,9 +578,9 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
     p = t.provider
     if p.turns:
         out.append(
-            f"provider-reported, {_n(p.turns)} turns: input {_n(p.input_tokens)}, output"
-            f" {_n(p.output_tokens)}, cache read {_n(p.cache_read_tokens)}, cache write"
-            f" {_n(p.cache_write_tokens)}"
+            f"provider-reported over {_n(p.turns)} turns: input {_n(p.input_tokens)},"
+            f" output {_n(p.output_tokens)}, cache read {_n(p.cache_read_tokens)},"
+            f" cache write {_n(p.cache_write_tokens)}"
         )
     out.append("")
 
