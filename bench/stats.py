@@ -127,14 +127,17 @@ def main() -> None:
             ),
             ("ctxwrap stats --by day", time_cmd([exe, "stats", "--by", "day"], env, args.runs)),
         ]
-    print(f"median of {args.runs} runs, target {TARGET_MS:.0f} ms")
+    print(f"median of {args.runs} runs, target {TARGET_MS:.0f} ms; nproc {os.cpu_count()},")
+    print(f"load average {os.getloadavg()[0]:.2f} (a loaded machine slows the floor too)")
+    floor = rows[0][1]
     for name, ms in rows:
         verdict = (
             ""
             if name.startswith(("compute", "ctxwrap --version"))
             else ("ok" if ms <= TARGET_MS else "OVER")
         )
-        print(f"  {name:28} {ms:8.1f} ms  {ms / TARGET_MS:5.2f}× target  {verdict}")
+        over_floor = f"(+{ms - floor:6.1f} over the floor)" if verdict else ""
+        print(f"  {name:28} {ms:8.1f} ms  {ms / TARGET_MS:5.2f}× target  {verdict:4} {over_floor}")
 
 
 if __name__ == "__main__":
