@@ -122,6 +122,18 @@ def ensure_running(deadline_s: float = START_DEADLINE_S) -> Health:
     first = probe()
     if isinstance(first, Ready):
         return first.health
+    if (
+        isinstance(first, Unreachable)
+        and pidfile_locked(paths.pidfile_path())
+        and paths.socket_path().exists()
+    ):
+        # A daemon holds the lock but does not answer (stopped, hung): starting another is
+        # impossible and waiting is pointless; the caller decides how to degrade.
+        info = read_pidfile(paths.pidfile_path())
+        raise DaemonUnreachable(
+            f"the daemon (pid {info[0] if info else '?'}) holds its lock but does not answer ({first.reason})",
+            hint="`ctxwrap daemon restart`, or kill it",
+        )
     runtime = paths.ensure_private_dir(paths.runtime_dir())
     lock_fd = os.open(runtime / "start.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:

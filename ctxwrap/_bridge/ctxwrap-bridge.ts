@@ -84,7 +84,34 @@ class Daemon {
 	onInstanceChange: (() => void) | null = null;
 
 	/** POST a JSON body; resolves to the parsed reply, or null on any failure or deadline. */
+	/**
+	 * Like call(), but when nobody listens (daemon killed) it waits for the restarted daemon,
+	 * up to `waitMs`, and tries once more. For calls worth a short wait: a bash digest.
+	 */
+	async callOrRevive<T>(path: string, body: unknown, deadlineMs: number, waitMs: number): Promise<T | null> {
+		const first = await this.call<T>(path, body, deadlineMs);
+		if (first !== null || !this.gone || !env.CTXWRAP_DAEMON_START) return first;
+		const until = Date.now() + waitMs;
+		while (Date.now() < until) {
+			await new Promise((r) => setTimeout(r, 100));
+			const health = await this.get<Json>("/v1/health", 300);
+			if (health && health.protocol === PROTOCOL) {
+				this.onInstanceChange?.(); // the new daemon has not heard of this session
+				return this.call<T>(path, body, deadlineMs);
+			}
+		}
+		return null;
+	}
+
+	get<T>(path: string, deadlineMs: number): Promise<T | null> {
+		return this.request<T>("GET", path, undefined, deadlineMs);
+	}
+
 	call<T>(path: string, body: unknown, deadlineMs: number): Promise<T | null> {
+		return this.request<T>("POST", path, body, deadlineMs);
+	}
+
+	private request<T>(method: string, path: string, body: unknown, deadlineMs: number): Promise<T | null> {
 		if (Date.now() < this.suspendedUntil) return Promise.resolve(null);
 		return new Promise<T | null>((resolve) => {
 			let done = false;
@@ -95,9 +122,9 @@ class Daemon {
 					resolve(v);
 				}
 			};
-			let payload: string;
+			let payload = "";
 			try {
-				payload = JSON.stringify(body);
+				if (body !== undefined) payload = JSON.stringify(body);
 			} catch {
 				return resolve(null);
 			}
@@ -105,7 +132,7 @@ class Daemon {
 				{
 					socketPath: SOCKET,
 					path,
-					method: "POST",
+					method,
 					agent: this.agent,
 					headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
 				},
@@ -113,6 +140,7 @@ class Daemon {
 					const chunks: Buffer[] = [];
 					res.on("data", (c: Buffer) => chunks.push(c));
 					res.on("end", () => {
+						this.gone = false;
 						this.noteInstance(res.headers["x-ctxwrap-instance"]);
 						if ((res.statusCode ?? 500) >= 400) return finish(null);
 						try {
@@ -130,7 +158,10 @@ class Daemon {
 				finish(null);
 			}, deadlineMs);
 			req.on("error", (err: NodeJS.ErrnoException) => {
-				if (err.code === "ECONNREFUSED" || err.code === "ENOENT") this.restart();
+				// Refused/missing: nobody listens. Reset/hang-up: a keep-alive socket to a daemon
+				// that died. Either way it is gone, not slow.
+				if (!done && ["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE"].includes(err.code ?? "")) this.restart();
+				else if (!done && /socket hang up/.test(String(err.message))) this.restart();
 				finish(null);
 			});
 			req.on("socket", (s) => s.unref()); // never keep `pi -p` alive
@@ -153,8 +184,12 @@ class Daemon {
 		this.instance = v;
 	}
 
+	/** Set when the last failure was "nobody listens" (as opposed to a timeout or bad answer). */
+	gone = false;
+
 	/** The daemon is gone (kill -9, crash): ask ctxwrap to start a new one, at most every 10 s. */
 	private restart(): void {
+		this.gone = true;
 		const now = Date.now();
 		if (now - this.lastRestart < RESTART_EVERY_MS || !env.CTXWRAP_DAEMON_START) return;
 		this.lastRestart = now;
@@ -552,7 +587,7 @@ function install(pi: any): void {
 		const text = textOf(event.content);
 		if (tokens(text.length) < cfg.bash_min_tokens) return undefined;
 		const details = (event.details && typeof event.details === "object" ? event.details : {}) as Json;
-		const reply = await daemon.call<Json>(
+		const reply = await daemon.callOrRevive<Json>(
 			"/v1/tool_result",
 			{
 				session_id: sessionId,
@@ -563,7 +598,10 @@ function install(pi: any): void {
 				is_error: !!event.isError,
 				full_output_path: typeof details.fullOutputPath === "string" ? details.fullOutputPath : null,
 			},
-			Math.max(cfg.bridge_timeout_ms, 5000), // digesting a large spill file takes longer than a decision
+			// Once per large output, right after a command the user already waited for: a loaded
+			// machine must not turn a digest into a raw tail.
+			Math.max(cfg.bridge_timeout_ms, 15000),
+			3000, // a killed daemon is restarted by us; worth a short wait to avoid a raw tail
 		);
 		let out: string;
 		if (reply && reply.action === "replace" && typeof reply.text === "string") {

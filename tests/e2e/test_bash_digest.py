@@ -1,0 +1,184 @@
+"""Mechanism 1 end to end: real pi, real daemon, scripted model. What reaches the model?"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support import PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi, tool_contents, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+SEQ = {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 40000"}}]}
+DONE = {"text": "done"}
+
+
+def longest_raw_run(text: str) -> int:
+    """Longest run of consecutive integers on consecutive lines: `seq` output leaking through."""
+    best = run = 0
+    prev: int | None = None
+    for line in text.splitlines():
+        cur = int(line) if line.strip().isdigit() else None
+        run = (
+            run + 1
+            if cur is not None and prev is not None and cur == prev + 1
+            else (1 if cur is not None else 0)
+        )
+        best = max(best, run)
+        prev = cur
+    return best
+
+
+def assert_no_raw(text: str, *, limit: int = 40) -> None:
+    assert "pi-bash-" not in text, "pi's temp file path leaked"
+    assert "Full output:" not in text, "pi's truncation note leaked"
+    assert longest_raw_run(text) <= limit, f"a raw run of {longest_raw_run(text)} lines leaked"
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_large_output_reaches_model_as_digest(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, [SEQ, DONE])
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert run.proc.stdout.strip() == "done"
+    bodies = run.main_bodies()
+    assert len(bodies) == 2
+    (content,) = tool_contents(bodies[1])
+    assert content.startswith("[ctxwrap digest of bash output"), content[:300]
+    assert "40,001 lines" in content or "40,000 lines" in content  # the size of the real output
+    assert "exit code 0" in content
+    assert re.search(r'ctx_recall\(handle="r[0-9a-f]{8}"', content)
+    assert len(content) < 8000
+    for body in bodies:
+        for text in tool_contents(body):
+            assert_no_raw(text)
+    assert_no_raw(run.session_text())
+    # The aux digest went through pi's own provider code to the (scripted) model.
+    assert [r.aux_task for r in run.server.aux_requests] == ["digest"]
+
+
+FAILING_SUITE = """
+import pytest
+
+@pytest.mark.parametrize("n", range(400))
+def test_many(n):
+    assert n not in (137, 288), f"value {n} is cursed"
+
+def test_parser_rejects_garbage():
+    raise ValueError("unexpected token at line 3")
+"""
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_failing_test_run_keeps_what_matters(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    cmd = f"{sys.executable} -m pytest -v -p no:cacheprovider test_suite.py"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": cmd}}]}, DONE]
+    run = run_ctxwrap_pi(
+        pi, tmp_path, xdg, script, files={"test_suite.py": FAILING_SUITE}, aux_status=500
+    )  # aux down: the extractive digest is what the model sees
+    assert run.proc.returncode == 0, run.proc.stderr
+    (content,) = tool_contents(run.main_bodies()[1])
+    assert content.startswith("[ctxwrap digest of bash output"), content[:300]
+    for must in (
+        "test_many[137]",
+        "test_many[288]",
+        "test_parser_rejects_garbage",
+        "value 137 is cursed",
+        "unexpected token at line 3",
+        "3 failed, 398 passed",
+        "exit code 1",
+    ):
+        assert must in content, f"{must!r} lost from the digest:\n{content}"
+    assert "test_many[5] PASSED" not in content  # the noise is gone
+    assert "daemon is unavailable" not in content  # not the blind-tail fallback
+    assert_no_raw(run.session_text())
+
+
+@pytest.mark.parametrize("pi", ["pi"])
+def test_aux_answer_longer_than_input_is_refused(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    rules = [{"task": "digest", "answer": "VERBOSE " * 5000}]
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, [SEQ, DONE], aux_rules=rules)
+    (content,) = tool_contents(run.main_bodies()[1])
+    assert content.startswith("[ctxwrap digest of bash output")
+    assert "VERBOSE" not in content
+    assert len(run.server.aux_requests) == 1
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_daemon_killed_before_the_tool_call(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """SIGKILL mid-session: the bridge restarts the daemon and still digests."""
+    kill = f"kill -9 $(cut -d' ' -f1 {xdg.pidfile}); sleep 0.2; seq 1 40000"
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": kill}}]}, DONE]
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, script)
+    assert run.proc.returncode == 0, run.proc.stderr
+    (content,) = tool_contents(run.main_bodies()[1])
+    assert content.startswith("[ctxwrap digest of bash output"), content[:300]
+    assert_no_raw(content)
+    assert_no_raw(run.session_text())
+    wait_ready(xdg, 5)  # and a daemon is up again for the next session
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_daemon_gone_for_good_still_no_raw_flood(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """No daemon can be started: the bridge itself cuts the output to a bounded tail."""
+    # After the kill, the runtime dir becomes a symlink, which a new daemon refuses to use.
+    rt = xdg.runtime / "ctxwrap"
+    kill = (
+        f"kill -9 $(cut -d' ' -f1 {xdg.pidfile}); rm -rf {rt}; ln -s /nonexistent {rt}; seq 1 40000"
+    )
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": kill}}]}, DONE]
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, script)
+    assert run.proc.returncode == 0, run.proc.stderr
+    (content,) = tool_contents(run.main_bodies()[1])
+    assert content.startswith("[ctxwrap: output too large"), content[:200]
+    assert len(content.encode()) <= 3000 + 200
+    assert content.rstrip().endswith("40000")
+    assert "pi-bash-" not in content and "Full output:" not in content
+    assert "pi-bash-" not in run.session_text()
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_hung_daemon_costs_at_most_the_deadline(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """SIGSTOP: every bridge call gives up at its deadline; the run ends normally."""
+    started = ctxwrap(xdg, "daemon", "start")
+    assert started.returncode == 0, started.stderr
+    pid = xdg.daemon_pid()
+    assert pid
+    plain = run_ctxwrap_pi(pi, tmp_path / "plain", xdg, [SEQ, DONE], plain=True)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        run = run_ctxwrap_pi(pi, tmp_path / "hung", xdg, [SEQ, DONE])
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert run.proc.stdout.strip() == "done"
+    (content,) = tool_contents(run.main_bodies()[1])
+    assert content.startswith("[ctxwrap: output too large")  # fail-open tail, bounded
+    # One probe (1 s) + one deadline per call, and a timeout suspends further calls for 5 s.
+    assert run.elapsed - plain.elapsed < 12, (run.elapsed, plain.elapsed)
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_small_output_passes_untouched(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 300"}}]}, DONE]
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, script)
+    plain = run_ctxwrap_pi(pi, tmp_path / "p", xdg, script, plain=True)
+    assert tool_contents(run.main_bodies()[1]) == tool_contents(plain.main_bodies()[1])
+
+
+def test_recall_from_another_shell_and_show(tmp_path: Path, xdg: Xdg) -> None:
+    run = run_ctxwrap_pi("pi", tmp_path, xdg, [SEQ, DONE])
+    (content,) = tool_contents(run.main_bodies()[1])
+    handle = re.search(r'handle="(r[0-9a-f]{8})"', content)
+    assert handle
+    shown = ctxwrap(xdg, "show", handle.group(1))
+    assert shown.returncode == 0
+    assert shown.stdout.splitlines()[39999] == "40000"
+    missing = ctxwrap(xdg, "show", "rdeadbeef")
+    assert missing.returncode == 66 and "no stored output" in missing.stderr
+    _ = subprocess, time

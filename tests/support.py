@@ -1,0 +1,228 @@
+"""Shared test harness: isolated XDG dirs, a real daemon process, `ctxwrap pi` against the
+scripted model server. Everything here runs real processes; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ctxwrap.testing.model_server import ScriptedModelServer
+from ctxwrap.testing.pi_home import find_pi, make_pi_agent_dir, pi_command, pi_env
+
+CTXWRAP = [sys.executable, "-m", "ctxwrap"]
+PI_VERSIONS = ("pi", "pi-0.73")
+
+
+@dataclass
+class Xdg:
+    """Per-test runtime/state/config dirs. The runtime dir is short: socket paths max 107 bytes."""
+
+    root: Path
+    runtime: Path
+    state: Path
+    config: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.runtime / "ctxwrap" / "daemon.sock"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.runtime / "ctxwrap" / "daemon.pid"
+
+    @property
+    def db(self) -> Path:
+        return self.state / "ctxwrap" / "ctxwrap.db"
+
+    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        env.update(
+            XDG_RUNTIME_DIR=str(self.runtime),
+            XDG_STATE_HOME=str(self.state),
+            XDG_CONFIG_HOME=str(self.config),
+            CTXWRAP_NO_SYSTEMD="1",
+        )
+        for k in [k for k in env if k.startswith("PI_CTX_")]:
+            if base is None:
+                del env[k]  # the developer's own settings must not leak into tests
+        return env
+
+    def daemon_pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def kill_daemon(self) -> None:
+        pid = self.daemon_pid()
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+
+
+def make_xdg(tmp_path: Path) -> Xdg:
+    runtime = Path(tempfile.mkdtemp(prefix="cwt", dir="/tmp"))
+    return Xdg(tmp_path, runtime, tmp_path / "state", tmp_path / "config")
+
+
+def client(xdg: Xdg, timeout: float = 5.0) -> httpx.Client:
+    return httpx.Client(
+        transport=httpx.HTTPTransport(uds=str(xdg.socket)),
+        base_url="http://ctxwrap",
+        timeout=timeout,
+    )
+
+
+def wait_ready(xdg: Xdg, timeout: float = 15.0) -> dict[str, Any]:
+    end = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < end:
+        try:
+            with client(xdg, 1.0) as c:
+                return dict(c.get("/v1/health").json())
+        except (httpx.HTTPError, OSError, ValueError) as exc:
+            last = exc
+            time.sleep(0.05)
+    raise TimeoutError(f"daemon not ready: {last}")
+
+
+@contextlib.contextmanager
+def daemon_process(
+    xdg: Xdg, extra_env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    env = xdg.env()
+    env.update(extra_env or {})
+    proc = subprocess.Popen(
+        [*CTXWRAP, "daemon", "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        wait_ready(xdg)
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+        proc.wait(10)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def ctxwrap(
+    xdg: Xdg, *args: str, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CTXWRAP, *args],
+        env=dict(env) if env is not None else xdg.env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def pi_path(name: str) -> Path:
+    import pytest
+
+    found = find_pi(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (run scripts/install-tools.sh)")
+    return found
+
+
+@dataclass
+class PiRun:
+    proc: subprocess.CompletedProcess[str]
+    server: ScriptedModelServer
+    home: Path
+    work: Path
+    agent_dir: Path
+    elapsed: float
+    env: dict[str, str] = field(default_factory=dict)
+
+    def session_files(self) -> list[Path]:
+        return sorted((self.agent_dir / "sessions").rglob("*.jsonl"))
+
+    def session_text(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in self.session_files())
+
+    def main_bodies(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.server.main_requests]
+
+
+def tool_contents(body: Mapping[str, Any]) -> list[str]:
+    return [str(m.get("content")) for m in body["messages"] if m.get("role") == "tool"]
+
+
+def request_messages_json(body: Mapping[str, Any]) -> list[str]:
+    """Each message of a request as canonical JSON, to compare prefixes byte for byte."""
+    return [json.dumps(m, sort_keys=True, ensure_ascii=False) for m in body["messages"]]
+
+
+def run_ctxwrap_pi(
+    name: str,
+    tmp_path: Path,
+    xdg: Xdg,
+    script: Sequence[object] | None = None,
+    *,
+    prompt: str = "go",
+    args: Sequence[str] = (),
+    aux_rules: Sequence[object] = (),
+    extra_env: Mapping[str, str] | None = None,
+    server: ScriptedModelServer | None = None,
+    home: Path | None = None,
+    plain: bool = False,
+    timeout: float = 120,
+    files: Mapping[str, str] | None = None,
+    **server_kw: Any,
+) -> PiRun:
+    """Run `ctxwrap pi … -p PROMPT` (or plain pi with plain=True) against a scripted model."""
+    pi = pi_path(name)
+    home = home or tmp_path / "home"
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    for rel, text in (files or {}).items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    own = server is None
+    srv = server or ScriptedModelServer(script or [], aux_rules=aux_rules, **server_kw)
+    if own:
+        srv.start()
+    try:
+        agent_dir = make_pi_agent_dir(home, srv.base_url)
+        env = xdg.env(pi_env(agent_dir, home))
+        env["CTXWRAP_PI"] = str(pi)
+        env.update(extra_env or {})
+        cmd = (
+            pi_command(pi, prompt, *args)
+            if plain
+            else [*CTXWRAP, "pi", *pi_command(pi, prompt, *args)[1:]]
+        )
+        start = time.monotonic()
+        proc = subprocess.run(
+            cmd,
+            env=env,
+            cwd=work,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        elapsed = time.monotonic() - start
+    finally:
+        if own:
+            srv.close()
+    return PiRun(proc, srv, home, work, agent_dir, elapsed, env)

@@ -1,0 +1,153 @@
+"""Small pure pieces: XDG paths, pi's bash text, heuristic facts, tag parsing, recall bounds."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ctxwrap import paths
+from ctxwrap.aux.prompts import clean_fact, parse_tag
+from ctxwrap.daemon.rawstore import RawStore
+from ctxwrap.daemon.store import Store
+from ctxwrap.engine.bashout import scrub_temp_paths, split_bash_text
+from ctxwrap.engine.facts import heuristic_fact
+from ctxwrap.errors import SocketSecurityError
+
+
+def test_relative_or_empty_xdg_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "relative/dir")
+    assert paths.runtime_dir() == Path(f"/tmp/ctxwrap-{os.getuid()}")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "")
+    assert paths.runtime_dir() == Path(f"/tmp/ctxwrap-{os.getuid()}")
+    monkeypatch.setenv("XDG_STATE_HOME", "")
+    assert paths.state_dir() == Path.home() / ".local/state/ctxwrap"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/7")
+    assert paths.socket_path() == Path("/run/user/7/ctxwrap/daemon.sock")
+
+
+def test_private_dir_refuses_symlinks_and_fixes_mode(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(SocketSecurityError):
+        paths.ensure_private_dir(link)
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    os.chmod(loose, 0o755)
+    paths.ensure_private_dir(loose)
+    assert loose.stat().st_mode & 0o777 == 0o700
+
+
+def test_split_bash_text_both_pi_shapes() -> None:
+    # pi 0.73, non-zero exit: path only inside the text
+    t = split_bash_text(
+        "1002\n3000\n\n\n[Showing lines 1002-3001 of 3001. Full output: /tmp/pi-bash-b2b870a71bd40def.log]\n\nCommand exited with code 3"
+    )
+    assert (t.body, t.full_output_path, t.exit_code) == (
+        "1002\n3000",
+        "/tmp/pi-bash-b2b870a71bd40def.log",
+        3,
+    )
+    # pi 1.6, byte limit
+    t = split_bash_text(
+        "x\n\n[Showing lines 18001-20000 of 20000 (50.0KB limit). Full output: /tmp/pi-bash-0123456789abcdef.log]"
+    )
+    assert (t.body, t.exit_code) == ("x", None)
+    assert t.full_output_path == "/tmp/pi-bash-0123456789abcdef.log"
+    t = split_bash_text("partial\n\nCommand timed out after 5 seconds")
+    assert t.timed_out and t.body == "partial"
+    assert "pi-bash-" not in scrub_temp_paths("see /tmp/x/pi-bash-0123456789abcdef.log now")
+
+
+def test_heuristic_fact_says_what_the_file_is() -> None:
+    src = '"""Train a small CNN on CIFAR-10."""\nimport torch\n\nclass Net:\n    pass\n\ndef train():\n    pass\n'
+    fact = heuristic_fact("src/model.py", src)
+    assert fact.startswith("[Wrote src/model.py") and fact.endswith("]")
+    assert "Train a small CNN" in fact and "Net" in fact and "train" in fact and "~8 lines" in fact
+    assert "empty file" in heuristic_fact("e.txt", "")
+    assert "binary" in heuristic_fact("b.bin", "\x00\x01\x02")
+    assert len(heuristic_fact("x.py", "# " + "y" * 5000)) <= 240
+
+
+@pytest.mark.parametrize(
+    ("answer", "tag"),
+    [
+        ('{"decision": "DROP"}', "DROP"),
+        ('  {"decision":"DROP"}\n', "DROP"),
+        ('{"decision": "RETAIN"}', "RETAIN"),
+        ("DROP", "RETAIN"),
+        ('{"decision": "drop"}', "RETAIN"),
+        ('{"decision": "DROP", "why": 1}', "RETAIN"),
+        ("", "RETAIN"),
+        (None, "RETAIN"),
+        ('Sure! {"decision": "DROP"}', "RETAIN"),
+    ],
+)
+def test_only_an_exact_drop_drops(answer: str | None, tag: str) -> None:
+    assert parse_tag(answer) == tag
+
+
+def test_clean_fact_rejects_empty_or_long() -> None:
+    assert clean_fact("CNN model, 3 layers\nextra", max_chars=100) == "CNN model, 3 layers"
+    assert clean_fact("", max_chars=100) is None
+    assert clean_fact("x" * 500, max_chars=100) is None
+
+
+def test_recall_is_bounded_and_redacted(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite")
+    raw = RawStore(tmp_path / "raw", store, max_bytes=1 << 20, retention_days=7)
+    lines = [f"line {i}" for i in range(1, 5001)] + [
+        "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    ]
+    stored = raw.put_lines(
+        iter(lines), session_id="s", tool_call_id="c", tool_name="bash", command="x"
+    )
+    assert stored.lines == 5001
+    assert stored.handle and (raw.root / f"{stored.handle}.txt").stat().st_mode & 0o777 == 0o600
+    hit = raw.recall(
+        stored.handle,
+        pattern=r"^line 42$",
+        start_line=None,
+        end_line=None,
+        context_lines=1,
+        max_chars=1000,
+    )
+    assert hit and hit.text == "41: line 41\n42: line 42\n43: line 43" and hit.matched_lines == 1
+    every = raw.recall(
+        stored.handle,
+        pattern="line",
+        start_line=None,
+        end_line=None,
+        context_lines=0,
+        max_chars=2000,
+    )
+    assert every and every.truncated and len(every.text) <= 2000
+    rng = raw.recall(
+        stored.handle, pattern=None, start_line=10, end_line=12, context_lines=0, max_chars=2000
+    )
+    assert rng and rng.text == "10: line 10\n11: line 11\n12: line 12"
+    secret = raw.path_of(stored.handle).read_text()  # type: ignore[union-attr]
+    assert "ghp_abcdefghij" not in secret
+    assert (
+        raw.recall(
+            "rnothere", pattern="x", start_line=None, end_line=None, context_lines=0, max_chars=10
+        )
+        is None
+    )
+
+
+def test_store_cap_evicts_oldest(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite")
+    raw = RawStore(tmp_path / "raw", store, max_bytes=30_000, retention_days=0)
+    handles = [
+        raw.put_text(
+            "x" * 9000, session_id="s", tool_call_id=str(i), tool_name="bash", command=None
+        ).handle
+        for i in range(5)
+    ]
+    kept = [h for h in handles if raw.path_of(h) is not None]
+    assert handles[-1] in kept and handles[0] not in kept
+    assert sum((raw.root / f"{h}.txt").stat().st_size for h in kept) <= 30_000
