@@ -1,0 +1,71 @@
+"""pytest and unittest: failing test names, assertion lines, tracebacks, the summary line."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ctxwrap.digest._rules import (
+    DETAIL,
+    FAILURE,
+    IGNORE,
+    LOCATION,
+    LOW,
+    NOTE,
+    SUMMARY,
+    Family,
+    rule,
+)
+
+_PYTEST_OUTCOMES = ("passed", "failed", "error", "skipped", "deselected", "no tests ran")
+
+
+class PytestFamily(Family):
+    name = "pytest"
+    rules = (
+        rule(
+            r"^=+ .*\b(?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|no tests ran)\b.* in [\d.]+s",
+            _PYTEST_OUTCOMES,
+            SUMMARY,
+        ),
+        # -q prints the summary without the ===== frame.
+        rule(r"^\d+ (?:passed|failed|errors?|skipped)\b.* in [\d.]+s", _PYTEST_OUTCOMES, SUMMARY),
+        rule(r"^(?:FAILED|ERROR) \S", ("FAILED", "ERROR"), FAILURE),
+        rule(r"^!{3,} .* !{3,}$", "!!!", FAILURE),
+        rule(r"^_{3,} .+ _{3,}$", "___", LOCATION),
+        rule(r"^E {2,}", "E  ", DETAIL, before=1, context_priority=NOTE),
+        rule(r"^[\w/.\\-]+\.py:\d+: \w", ".py:", LOCATION),
+        rule(r"^\S+::\S+.* (?:FAILED|ERROR)\b", ("FAILED", "ERROR"), LOW),
+        rule(r"^\S+::\S+.* PASSED\b", "PASSED", IGNORE),
+    )
+
+    @classmethod
+    def claims_command(cls, program: str, args: Sequence[str]) -> bool:
+        return program in ("pytest", "py.test")
+
+    @classmethod
+    def sniff(cls, sample: str) -> bool:
+        return "test session starts" in sample
+
+
+class UnittestFamily(Family):
+    name = "unittest"
+    rules = (
+        rule(r"^(?:FAILED|OK)(?: \(.*\))?$", ("FAILED", "OK"), SUMMARY),
+        rule(r"^Ran \d+ tests? in ", "Ran ", SUMMARY),
+        rule(r"^(?:FAIL|ERROR): \S+", ("FAIL:", "ERROR:"), FAILURE),
+        rule(r" \.\.\. (?:FAIL|ERROR)$", ("... FAIL", "... ERROR"), NOTE),
+        rule(r"^\w*(?:Error|Exception)\b", ("rror", "xception"), DETAIL),
+    )
+
+    @classmethod
+    def claims_command(cls, program: str, args: Sequence[str]) -> bool:
+        if program == "unittest":
+            return True
+        return program in ("setup.py", "manage.py") and "test" in args[:1]
+
+    @classmethod
+    def sniff(cls, sample: str) -> bool:
+        return re.search(r"^Ran \d+ tests? in ", sample, re.M) is not None or (
+            "-" * 70 in sample and " ... " in sample
+        )
