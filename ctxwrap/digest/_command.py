@@ -46,18 +46,29 @@ def program_and_args(segment: str) -> tuple[str, list[str]]:
             while words and head != "time" and words[0].startswith("-"):
                 words = words[1:]
         elif head in _WRAPPERS_WITH_ARGUMENT:
-            words = words[1:]
-            while words and (words[0].startswith("-") or words[0][:1].isdigit()):
-                words = words[1:]
+            words = _skip_timeout_options(words[1:])
         elif head in _RUNNERS:
             words = [w for w in words[1:] if w not in ("--yes", "-y", "--no-install")]
-        elif _RUNNERS_WITH_VERB.get(head) == (words[1] if len(words) > 1 else None) or (
-            _PYTHON.match(head) and len(words) > 2 and words[1] == "-m"
-        ):
+        elif words[1:2] == [_verb_before_program(head)]:
+            # `uv run pytest`, `poetry run x`, `python -m pytest`: the program comes next.
             words = words[2:]
         else:
             return head, words[1:]
     return "", []
+
+
+def _verb_before_program(head: str) -> str | None:
+    if _PYTHON.match(head):
+        return "-m"
+    return _RUNNERS_WITH_VERB.get(head)
+
+
+def _skip_timeout_options(words: list[str]) -> list[str]:
+    """Drop `timeout`'s options and its duration: `-s KILL -k 5 30 cmd…` → `cmd…`."""
+    while words and words[0].startswith("-"):
+        takes_value = words[0] in ("-s", "--signal", "-k", "--kill-after")
+        words = words[2:] if takes_value else words[1:]
+    return words[1:] if words and words[0][:1].isdigit() else words
 
 
 def family_for_command(command: str) -> Family | None:

@@ -364,29 +364,33 @@ class StreamingDigester:
 
     def _keep(self, lineno: int, priority: int, line: str, *, dedupe: bool = False) -> bool:
         """Keep a line at a priority; False when it was only counted as a repeat."""
+        if dedupe and priority >= NOTE and self._is_repeat(lineno, priority, line):
+            return False
         previous = self._kept.get(lineno)
         if previous is not None:
             if previous[0] < priority:
                 self._kept[lineno] = (priority, previous[1])
             return True
-        if dedupe and priority >= NOTE:
-            key = similarity_key(line)
-            seen = self._similar_counts.get(key, 0) + 1
-            self._similar_counts[key] = seen
-            limit = SIMILAR_KEEP_FAILURES if priority >= FAILURE else SIMILAR_KEEP
-            last = self._similar_last.get(key)
-            if seen > limit and last in self._kept:
-                assert last is not None
-                self._similar_after[last] = self._similar_after.get(last, 0) + 1
-                return False
-            if len(self._similar_counts) >= MAX_SIMILAR_KEYS:
-                self._similar_counts.clear()
-                self._similar_last.clear()
-            self._similar_last[key] = lineno
         self._kept[lineno] = (priority, line[:PARTIAL_LINE_KEEP])
         if len(self._kept) > MAX_KEPT:
             self._prune()
         return True
+
+    def _is_repeat(self, lineno: int, priority: int, line: str) -> bool:
+        """Count a near-identical line; True once enough like it are kept already."""
+        key = similarity_key(line)
+        seen = self._similar_counts.get(key, 0) + 1
+        self._similar_counts[key] = seen
+        limit = SIMILAR_KEEP_FAILURES if priority >= FAILURE else SIMILAR_KEEP
+        last = self._similar_last.get(key)
+        if seen > limit and last is not None and last in self._kept:
+            self._similar_after[last] = self._similar_after.get(last, 0) + 1
+            return True
+        if len(self._similar_counts) >= MAX_SIMILAR_KEYS:
+            self._similar_counts.clear()
+            self._similar_last.clear()
+        self._similar_last[key] = lineno
+        return False
 
     def _prune(self) -> None:
         ranked = sorted(self._kept.items(), key=lambda item: (-item[1][0], item[0]))
