@@ -33,7 +33,33 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-@click.group(context_settings=CONTEXT)
+class LazyGroup(click.Group):
+    """Commands that live in their own modules are imported only when run or listed.
+
+    Keeps start-up of `ctxwrap pi` (and of shell completion) free of modules it never uses.
+    """
+
+    lazy: dict[str, str] = {
+        "stats": "ctxwrap.stats:stats_command",
+        "doctor": "ctxwrap.doctor:doctor_cmd",
+        "help": "ctxwrap.manpage:help_cmd",
+        "init": "ctxwrap.shell:init_cmd",
+        "service": "ctxwrap.service:service_group",
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            import importlib
+
+            module, attr = self.lazy[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT)
 @click.version_option(__version__, "-V", "--version", prog_name="ctxwrap")
 @click.option("--debug", is_flag=True, envvar="CTXWRAP_DEBUG", help="Show tracebacks on errors.")
 @click.pass_context

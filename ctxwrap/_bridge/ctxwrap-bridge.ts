@@ -307,6 +307,9 @@ async function resolveAuxModel(ctx: any, cfg: BridgeConfig): Promise<any> {
 	return ctx.model;
 }
 
+/** In-flight aux calls, aborted at session_shutdown: a pending one would keep `pi -p` alive. */
+const inflightAux = new Set<AbortController>();
+
 async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest): Promise<AuxOutcome> {
 	const started = Date.now();
 	const fail = (error: string): AuxOutcome => ({
@@ -318,6 +321,7 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest): Promise<Aux
 		elapsed_ms: Date.now() - started,
 	});
 	const controller = new AbortController();
+	inflightAux.add(controller);
 	const timer = setTimeout(() => controller.abort(), aux.timeout_ms);
 	const outer: AbortSignal | undefined = ctx.signal;
 	const onAbort = () => controller.abort();
@@ -365,6 +369,7 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest): Promise<Aux
 		return fail(String((err as Error)?.message ?? err).slice(0, 300));
 	} finally {
 		clearTimeout(timer);
+		inflightAux.delete(controller);
 		outer?.removeEventListener?.("abort", onAbort);
 	}
 }
@@ -530,6 +535,7 @@ function install(pi: any): void {
 				await daemon.call("/v1/sessions/shutdown", { session_id: sessionId, reason: String(event?.reason ?? "quit") }, 500);
 			}
 		} catch {}
+		for (const c of inflightAux) c.abort(); // a tag nobody will read any more
 		daemon.close(); // destroy, not end(): a half-open socket keeps `pi -p` from exiting
 	});
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import struct
 import sys
@@ -237,6 +238,11 @@ def run_daemon(*, log_to_stderr: bool = True) -> int:
             watcher.stop()
             await daemon.aclose()
 
+    # uvicorn restores the handlers it found and re-raises the signal it caught once it has
+    # stopped serving; with SIG_DFL that kills us before the cleanup below. No-op handlers
+    # make that re-raise harmless.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
     try:
         asyncio.run(main())
     finally:

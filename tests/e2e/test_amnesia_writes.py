@@ -1,0 +1,151 @@
+"""Mechanisms 2 and 4 end to end: tags, frozen tail-only edits, write facts, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import PI_VERSIONS, Xdg, ctxwrap, request_messages_json, run_ctxwrap_pi, tool_contents
+
+pytestmark = pytest.mark.e2e
+
+RELEVANT = "def parse_config(path):\n" + "".join(
+    f"    # relevant detail {i}: keep me\n" for i in range(120)
+)
+IRRELEVANT = "LICENSE TEXT\n" + "".join(
+    f"Permission is hereby granted, clause {i}, irrelevant-marker\n" for i in range(120)
+)
+WRITE_BODY = '"""Model definition: a small CNN."""\n' + "".join(
+    f"layer_{i} = Conv(channels={i})\n" for i in range(220)
+)
+
+READS = [
+    {"tool_calls": [{"name": "read", "arguments": {"path": "config_parser.py"}}]},
+    {"tool_calls": [{"name": "read", "arguments": {"path": "LICENSE"}}]},
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "echo after-reads"}}]},
+    {"text": "done"},
+]
+DROP_LICENSE = [{"task": "tag", "match": "irrelevant-marker", "answer": '{"decision": "DROP"}'}]
+FILES = {"config_parser.py": RELEVANT, "LICENSE": IRRELEVANT}
+
+
+def assert_prefix_chain(bodies: list[dict[str, Any]]) -> None:
+    """Request k's messages are a prefix of request k+1's, byte for byte (invariant 3)."""
+    for k in range(len(bodies) - 1):
+        a, b = request_messages_json(bodies[k]), request_messages_json(bodies[k + 1])
+        assert b[: len(a)] == a, f"request {k + 1} rewrote what request {k} sent"
+        assert b != a, "two consecutive requests are identical (invariant 5)"
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_dropped_read_never_reaches_model_after_its_round(
+    pi: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, READS, aux_rules=DROP_LICENSE, files=FILES)
+    assert run.proc.returncode == 0, run.proc.stderr
+    bodies = run.main_bodies()
+    assert len(bodies) == 4
+    assert_prefix_chain(bodies)
+    sent = [json.dumps(b["messages"]) for b in bodies]
+    assert "relevant detail 119" in sent[1] and "relevant detail 119" in sent[3]  # kept
+    assert not any("irrelevant-marker" in s for s in sent), "the dropped file reached the model"
+    tomb = [c for c in tool_contents(bodies[2]) if "judged not needed" in c]
+    assert len(tomb) == 1 and "read LICENSE" in tomb[0] and "ctx_recall" in tomb[0]
+    assert sorted(r.aux_task for r in run.server.aux_requests) == ["tag", "tag"]
+    # The session keeps the true history (pi's own record is not edited) ...
+    assert "irrelevant-marker" in run.session_text()
+    # ... and a resumed session shows the same view: the edit is replayed, not re-decided.
+    resumed = run_ctxwrap_pi(
+        pi,
+        tmp_path,
+        xdg,
+        [{"text": "resumed"}],
+        home=run.home,
+        args=("--continue",),
+        aux_status=500,
+    )
+    assert resumed.proc.returncode == 0, resumed.proc.stderr
+    (body,) = resumed.main_bodies()
+    assert "irrelevant-marker" not in json.dumps(body["messages"], ensure_ascii=False)
+    assert any("judged not needed" in c for c in tool_contents(body))
+    # Same messages as the last request of the first run, then the new prompt.
+    before = request_messages_json(bodies[3])[1:]  # without the system message
+    after = request_messages_json(body)[1:]
+    assert after[: len(before)] == before
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_aux_down_retains_everything_without_delay(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    run = run_ctxwrap_pi(
+        pi, tmp_path, xdg, READS, aux_rules=DROP_LICENSE, files=FILES, aux_status=500
+    )
+    assert run.proc.returncode == 0
+    bodies = run.main_bodies()
+    assert_prefix_chain(bodies)
+    assert "irrelevant-marker" in json.dumps(bodies[3]["messages"])  # retained
+    slow = run_ctxwrap_pi(
+        pi, tmp_path / "slow", xdg, READS, aux_rules=DROP_LICENSE, files=FILES, aux_delay_s=5
+    )
+    assert slow.proc.returncode == 0
+    assert "irrelevant-marker" in json.dumps(slow.main_bodies()[3]["messages"])  # too late → RETAIN
+    # Each tag waits at most tag_wait_ms (0.4 s) at the next LLM call, not the aux's 5 s.
+    assert slow.elapsed < run.elapsed + 4, (slow.elapsed, run.elapsed)
+
+
+WRITE = [
+    {
+        "tool_calls": [
+            {"name": "write", "arguments": {"path": "src/model.py", "content": WRITE_BODY}}
+        ]
+    },
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "wc -l src/model.py"}}]},
+    {"text": "done"},
+]
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_write_body_is_stripped_and_a_fact_kept(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    rules = [{"task": "fact", "answer": "small CNN definition with 220 conv layers"}]
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, WRITE, aux_rules=rules)
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert (run.work / "src/model.py").read_text() == WRITE_BODY  # the file on disk is complete
+    bodies = run.main_bodies()
+    assert_prefix_chain(bodies)
+    for body in bodies[1:]:
+        text = json.dumps(body["messages"], ensure_ascii=False)
+        assert "layer_219" not in text, "the write body was sent again"
+        assert "content stripped by ctxwrap" in text
+        assert "[Wrote src/model.py — small CNN definition with 220 conv layers" in text
+    out = ctxwrap(xdg, "facts", "--json")
+    facts = json.loads(out.stdout)["facts"]
+    assert [f["path"] for f in facts] == ["src/model.py"] and facts[0]["source"] == "aux"
+    resumed = run_ctxwrap_pi(
+        pi, tmp_path, xdg, [{"text": "resumed"}], home=run.home, args=("--continue",)
+    )
+    text = json.dumps(resumed.main_bodies()[0]["messages"], ensure_ascii=False)
+    assert "[Wrote src/model.py" in text and "layer_219" not in text
+
+
+@pytest.mark.parametrize("pi", ["pi"])
+def test_write_fact_falls_back_to_heuristic_and_small_writes_pass(
+    pi: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    script = [
+        {
+            "tool_calls": [
+                {"name": "write", "arguments": {"path": "src/model.py", "content": WRITE_BODY}}
+            ]
+        },
+        {"tool_calls": [{"name": "write", "arguments": {"path": "tiny.txt", "content": "small"}}]},
+        {"text": "done"},
+    ]
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, script, aux_status=500)
+    bodies = run.main_bodies()
+    text = json.dumps(bodies[-1]["messages"], ensure_ascii=False)
+    assert "[Wrote src/model.py — Model definition: a small CNN." in text  # heuristic fact
+    assert (
+        '"content\\": \\"small\\"' in text or '\\"small\\"' in text
+    )  # under the threshold: untouched
+    assert "layer_219" not in json.dumps(bodies[-1]["messages"], ensure_ascii=False)
