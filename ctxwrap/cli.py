@@ -11,7 +11,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import click
 
@@ -39,7 +39,7 @@ class LazyGroup(click.Group):
     Keeps start-up of `ctxwrap pi` (and of shell completion) free of modules it never uses.
     """
 
-    lazy: dict[str, str] = {
+    lazy: ClassVar[dict[str, str]] = {
         "stats": "ctxwrap.stats:stats_command",
         "doctor": "ctxwrap.doctor:doctor_cmd",
         "help": "ctxwrap.manpage:help_cmd",

@@ -132,9 +132,11 @@ def walk(cmd: click.Command, path: list[str]) -> Iterator[tuple[list[str], click
     """Every visible command under `cmd`, depth first, groups before their children."""
     yield path, cmd
     if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            sub = cmd.commands[name]
-            if not sub.hidden:
+        ctx = click.Context(cmd)
+        # list/get_command, not .commands: the root group loads some commands lazily.
+        for name in sorted(cmd.list_commands(ctx)):
+            sub = cmd.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
                 yield from walk(sub, [*path, name])
 
 
@@ -288,7 +290,9 @@ def render_ctxwrap_daemon_8(root: click.Group | None = None) -> str:
 
 def root_command(group: click.Command, name: str) -> click.Command:
     assert isinstance(group, click.Group)
-    return group.commands[name]
+    found = group.get_command(click.Context(group), name)
+    assert found is not None, name
+    return found
 
 
 PAGES = {"ctxwrap.1": render_ctxwrap_1, "ctxwrap-daemon.8": render_ctxwrap_daemon_8}
@@ -322,9 +326,10 @@ def help_cmd(ctx: click.Context, as_man: bool, roff: bool, command: tuple[str, .
     cmd: click.Command = root
     sub_ctx = ctx.find_root()
     for name in command:
-        if not isinstance(cmd, click.Group) or name not in cmd.commands:
+        found = cmd.get_command(sub_ctx, name) if isinstance(cmd, click.Group) else None
+        if found is None:
             raise click.UsageError(f"no such command: {' '.join(command)}", ctx=ctx)
-        cmd = cmd.commands[name]
+        cmd = found
         sub_ctx = click.Context(cmd, info_name=name, parent=sub_ctx)
     click.echo(cmd.get_help(sub_ctx))
 
