@@ -10,9 +10,8 @@ from ctxwrap.digest._rules import CONTEXT, WARNING
 from ctxwrap.digest._text import display_line
 from ctxwrap.digest.redact import redact_secrets
 
+_DIGITS = re.compile(r"\d+")
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\b(?=[0-9a-f]*\d)[0-9a-f]{7,}\b|\d+")
-# For counting repeats across a whole output, quoted names and paths do not make a line new.
-_NAMES = re.compile(r"'[^']*'|\"[^\"]*\"|‘[^’]*’|`[^`]*`|(?<!\S)[^\s/]*/\S*")
 # Low-priority lines sharing their first words are the same kind of line (npm fetches,
 # compile commands, PASSED tests), so they fold even when their tails differ.
 _PREFIX_WORDS = 4
@@ -51,7 +50,9 @@ def fold_key(text: str, priority: int) -> str:
 
 
 def similarity_key(text: str) -> str:
-    return _NUMBERS.sub("#", _NAMES.sub("_", text))
+    """The same for lines that differ only in numbers, paths and quoted names."""
+    words = ["_" if "/" in word or word[0] in "'\"‘`" else word for word in text.split()]
+    return _DIGITS.sub("#", " ".join(words))
 
 
 def _fold(lines: list[tuple[int, int, str, int]]) -> list[_Unit]:

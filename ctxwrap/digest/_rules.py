@@ -29,7 +29,7 @@ class LineRule:
     """A line worth keeping: its pattern, the anchors any match must contain, its priority."""
 
     pattern: re.Pattern[str]
-    anchors: tuple[str, ...]
+    anchors: tuple[str, ...]  # case-insensitive substrings; "\n…" anchors a line start
     priority: int
     before: int = 0
     after: int = 0
@@ -92,24 +92,23 @@ class Family:
         return []
 
 
-# Shared patterns for whatever a family does not know about. Anchors avoid case folding by
-# leaving the first letter out, and stay few: each one costs a pass over every block (six
-# passes are most of the digester's time). Panics and fatal signals end a program, so the
-# tail keeps them without an anchor of their own.
+# Shared patterns for whatever a family does not know about. Anchors are matched without
+# regard to case and stay few: each one costs a pass over every block. Panics and fatal
+# signals end a program, so the tail keeps them without an anchor of their own.
 GENERIC_RULES: tuple[LineRule, ...] = (
     # An exception line ends a traceback: keep the last frames above it.
     rule(
         r"^[\w.]*(?:Error|Exception)\b(?::|$)",
-        ("rror", "xception"),
+        ("error", "exception"),
         FAILURE,
         before=6,
         context_priority=LOCATION,
     ),
-    rule(r"^(?:error|ERROR|Error)\b", ("rror", "RROR"), FAILURE, before=1, after=2),
+    rule(r"^(?:error|ERROR|Error)\b", "error", FAILURE, before=1, after=2),
     rule(
         r"(?i)\b(?:error|errors|failed|failure|fatal error|exception)\b",
-        ("rror", "RROR", "ail", "xception"),
+        ("error", "fail", "exception"),
         DETAIL,
     ),
-    rule(r"(?i)\bwarn(?:ing)?\b", ("arn", "ARN"), WARNING),
+    rule(r"(?i)\bwarn(?:ing)?\b", "warn", WARNING),
 )

@@ -77,7 +77,9 @@ class _RuleTable:
         masks: dict[bytes, int] = {}
         for index, line_rule in enumerate(rules):
             for anchor in line_rule.anchors:
-                key = anchor.encode()
+                # Anchors are searched in an upper-cased copy of the block: one pass finds
+                # error, Error and ERROR, and bytes.upper() keeps every offset in place.
+                key = anchor.encode().upper()
                 masks[key] = masks.get(key, 0) | (1 << index)
         # An anchor containing another is found by the shorter one's pass: one pass fewer.
         for longer in sorted(masks, key=len):
@@ -299,11 +301,12 @@ class StreamingDigester:
         table = self._table
         assert table is not None
         hits: dict[int, int] = {}  # line start offset → mask of rules worth trying
-        find = block.find
-        rfind = block.rfind
+        folded = block.upper()
+        find = folded.find
+        rfind = folded.rfind
         for anchor, mask in table.anchors:
             if anchor[0] == 10:  # b"\n…": an anchor that starts a line, like "\n+" in a diff
-                if block.startswith(anchor[1:]):
+                if folded.startswith(anchor[1:]):
                     hits[0] = hits.get(0, 0) | mask
                 position = find(anchor)
                 while position >= 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 # CSI sequences, OSC sequences (titles, hyperlinks) ended by BEL or ST, and two-byte escapes.
+_SGR = re.compile(rb"\x1b\[[0-9;]*m")
 _ANSI = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 LINE_MAX_CHARS = 500
 LINE_KEEP_CHARS = 400
@@ -29,12 +30,18 @@ _BINARY_MAGIC = (
     (b"\xfd7zXZ", "xz data"),
     (b"BZh", "bzip2 data"),
 )
-_TEXT_CONTROL_BYTES = frozenset(b"\t\n\r\f\v\x1b\x08")
+# Every byte except the control bytes that plain text does not contain (tab, newline, CR,
+# form feed, escape and backspace are text): deleting these leaves the suspicious ones.
+_NOT_BINARY_CONTROL = bytes(b for b in range(256) if b >= 32 or b in b"\t\n\r\f\v\x1b\x08")
 BINARY_SNIFF_BYTES = 8192
 _BINARY_RATIO = 0.30
 
 
 def strip_ansi(block: bytes) -> bytes:
+    if b"\x1b" not in block:
+        return block
+    # Colour codes are nearly all escapes; their simpler pattern runs twice as fast.
+    block = _SGR.sub(b"", block)
     return _ANSI.sub(b"", block) if b"\x1b" in block else block
 
 
@@ -95,7 +102,7 @@ def looks_binary(sample: bytes) -> bool:
     """True when a leading sample is mostly not text (control bytes or invalid UTF-8)."""
     if not sample:
         return False
-    controls = sum(1 for b in sample if b < 32 and b not in _TEXT_CONTROL_BYTES)
+    controls = len(sample.translate(None, _NOT_BINARY_CONTROL))
     # Drop a possibly cut multi-byte character at the end before counting decode errors.
     invalid = sample[:-4].decode("utf-8", "replace").count("\ufffd") if len(sample) > 4 else 0
     return (controls + invalid) / len(sample) > _BINARY_RATIO

@@ -13,6 +13,7 @@ from ctxwrap.digest._rules import (
     LOCATION,
     NOTE,
     SUMMARY,
+    TRIVIA,
     WARNING,
     Family,
     rule,
@@ -23,26 +24,18 @@ class CargoFamily(Family):
     name = "cargo"
     rules = (
         rule(r"^test result: ", "test result:", SUMMARY),
-        rule(r"^error: (?:could not compile|test failed|aborting)", "error:", SUMMARY),
+        rule(r"^error: (?:could not compile|test failed|aborting)", "error", SUMMARY),
         rule(r"^error(?:\[E\d+\])?: ", "error", FAILURE, after=8, context_priority=LOCATION),
-        rule(r"^warning: .* generated \d+ warnings?", "generated", NOTE),
-        rule(r"^warning(?:\[\w+\])?: ", "warning", WARNING, after=2, context_priority=IGNORE),
-        rule(r"^test \S+ \.\.\. FAILED", "FAILED", FAILURE),
+        rule(r"^warning: .* generated \d+ warnings?", "warn", NOTE),
+        rule(r"^warning(?:\[\w+\])?: ", "warn", WARNING, after=2, context_priority=TRIVIA),
+        rule(r"^test \S+ \.\.\. FAILED", "fail", FAILURE),
         rule(r"^---- \S+ stdout ----", "---- ", LOCATION),
         rule(r"panicked at ", "panicked at", DETAIL, after=3, context_priority=DETAIL),
-        rule(r"^failures:$", "failures:", NOTE, after=50, context_priority=FAILURE),
-        rule(r"^\s+(?:Finished|Running|Doc-tests) ", ("Finished", "Running", "Doc-tests"), IGNORE),
-        # Backtrace frames mention errors and file:line of the standard library: noise.
+        rule(r"^failures:$", "fail", NOTE, after=50, context_priority=FAILURE),
+        # Backtrace frames of the standard library mention failures and errors: noise.
+        rule(r"^\s+(?:at /rustc/|\d+: (?:std|core|alloc|__rustc|<))", ("fail", "error"), IGNORE),
         rule(
-            r"^\s+(?:at /rustc/|\d+: (?:std|core|alloc|__rustc|<)\S*)",
-            ("at /rustc/", ": std", ": core", ": alloc", ": __rustc", ": <"),
-            0,
-        ),
-        rule(r"^note: .*RUST_BACKTRACE", "RUST_BACKTRACE", 0),
-        rule(
-            r"^Some errors have detailed explanations|^For more information about",
-            ("detailed explanations", "For more information"),
-            IGNORE,
+            r"^Some errors have detailed explanations|^For more information about", "error", IGNORE
         ),
     )
 
@@ -52,8 +45,6 @@ class CargoFamily(Family):
 
     @classmethod
     def sniff(cls, sample: str) -> bool:
-        return (
-            "   Compiling " in sample
-            or "test result:" in sample
-            or re.search(r"^error\[E\d{4}\]", sample, re.M) is not None
-        )
+        if "   Compiling " in sample or "test result:" in sample:
+            return True
+        return "error[E" in sample and re.search(r"^error\[E\d{4}\]", sample, re.M) is not None

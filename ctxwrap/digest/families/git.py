@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from ctxwrap.digest._rules import (
     CONTEXT,
     FAILURE,
-    IGNORE,
     LOCATION,
     NOTE,
     SUMMARY,
@@ -108,10 +107,8 @@ class GitDiffFamily(Family):
         ),
         rule(r"^@@ .* @@", "@@ ", NOTE),
         rule(r"^[-+](?![-+]{2} )", ("\n+", "\n-"), CONTEXT),
-        rule(
-            r"^(?:commit [0-9a-f]{7,}|Author: |Date: )", ("commit ", "Author: ", "Date: "), SUMMARY
-        ),
-        rule(r"^index [0-9a-f]+\.\.|^(?:---|\+\+\+) ", ("index ", "--- ", "+++ "), IGNORE),
+        # `git show`: the commit being shown.
+        rule(r"^commit [0-9a-f]{7,}", "commit ", SUMMARY, after=3, context_priority=NOTE),
     )
 
     def __init__(self) -> None:

@@ -5,25 +5,26 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ctxwrap.digest._rules import DETAIL, FAILURE, IGNORE, LOCATION, NOTE, SUMMARY, Family, rule
+from ctxwrap.digest._rules import DETAIL, FAILURE, IGNORE, LOCATION, SUMMARY, Family, rule
 
 
 class GoFamily(Family):
     name = "go"
     rules = (
-        rule(r"^(?:FAIL|ok)\s+\S+\s+(?:[\d.]+s|\[)", ("FAIL", "ok "), SUMMARY),
-        rule(r"^(?:FAIL|PASS)$", ("FAIL", "PASS"), FAILURE),
-        rule(r"^\s*--- FAIL: ", "--- FAIL", FAILURE),
-        rule(r"^(?:vet: )?(?:\./)?\S+\.go:\d+:\d+: ", ".go:", FAILURE),
+        rule(r"^FAIL\s+\S+\s+(?:[\d.]+s|\[)", "fail", SUMMARY),
+        rule(r"^FAIL$", "fail", FAILURE),
+        rule(r"^\s*--- FAIL: ", "fail", FAILURE),
+        rule(
+            r"^(?:vet: )?(?:\./)?\S+\.go:\d+:\d+: ",
+            ".go:",
+            FAILURE,
+            before=1,
+            context_priority=LOCATION,
+        ),
         rule(r"^\s+\S+\.go:\d+: ", ".go:", DETAIL),
         rule(r"^panic: ", "panic", FAILURE, after=6, after_stops_at_blank=False),
-        rule(r"^# \S+$", "# ", LOCATION),
-        rule(
-            r"^\s*--- (?:PASS|SKIP): |^=== (?:RUN|PAUSE|CONT)\b",
-            ("--- PASS", "--- SKIP", "=== "),
-            IGNORE,
-        ),
-        rule(r"^go: ", "go: ", NOTE),
+        # Test names containing "Fail" or "Error" on passing or running tests are not failures.
+        rule(r"^\s*--- (?:PASS|SKIP): |^=== (?:RUN|PAUSE|CONT)\b", ("fail", "error"), IGNORE),
     )
 
     @classmethod
@@ -32,7 +33,8 @@ class GoFamily(Family):
 
     @classmethod
     def sniff(cls, sample: str) -> bool:
-        return (
-            "=== RUN" in sample
-            or re.search(r"^(?:ok|FAIL)\s+\S+\s+[\d.]+s", sample, re.M) is not None
+        if "=== RUN" in sample:
+            return True
+        return ("FAIL\t" in sample or "ok  \t" in sample) and (
+            re.search(r"^(?:ok|FAIL)\s+\S+\s+[\d.]+s", sample, re.M) is not None
         )

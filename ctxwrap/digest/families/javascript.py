@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from ctxwrap.digest._rules import (
     DETAIL,
     FAILURE,
-    IGNORE,
     LOCATION,
     NOTE,
     SUMMARY,
@@ -19,7 +18,7 @@ from ctxwrap.digest._rules import (
 )
 
 TSC_RULES = (
-    rule(r"^Found \d+ errors?\b", "Found ", SUMMARY),
+    rule(r"^Found \d+ errors?\b", "error", SUMMARY),
     rule(r"^\S+\(\d+,\d+\): error TS\d+", "error TS", FAILURE),
     # --pretty: the code frame is a blank line, the source line, the squiggle.
     rule(
@@ -32,35 +31,25 @@ TSC_RULES = (
     ),
 )
 ESLINT_RULES = (
-    rule(r"^✖ \d+ problems?", "problem", SUMMARY, after=1, context_priority=NOTE),
+    rule(r"^✖ \d+ problems?", "error", SUMMARY, after=1, context_priority=NOTE),
     rule(r"^\s+\d+:\d+\s+error\s", "error", FAILURE),
     rule(r"^\s+\d+:\d+\s+warning\s", "warning", WARNING),
     rule(
         r"^(?:/|[A-Za-z]:\\|\.{0,2}/?[\w@.-]+/)\S*\.(?:[cm]?[jt]sx?|vue|svelte)$",
-        (".ts", ".js", ".mjs", ".cjs", ".vue", ".svelte"),
+        (".ts", ".js"),
         LOCATION,
     ),
 )
 JEST_RULES = (
-    rule(
-        r"^(?:Tests|Test Suites|Test Files):\s+", ("Tests:", "Test Suites:", "Test Files:"), SUMMARY
-    ),
+    # Jest's and vitest's summary lines come last, where the tail keeps them.
     rule(r"^\s*● ", "● ", FAILURE, after=4, context_priority=DETAIL),
-    rule(r"^\s*(?:FAIL|×|✕) \S", ("FAIL", "×", "✕"), FAILURE),
+    rule(r"^\s*(?:FAIL|×|✕) \S", ("fail", "×", "✕"), FAILURE),
 )
 NPM_RULES = (
-    rule(r"^npm (?:ERR!|error) ", ("npm ERR", "npm error"), FAILURE),
-    rule(r"^npm (?:warn|WARN) ", ("npm warn", "npm WARN"), WARNING),
-    rule(
-        r"^(?:added|removed|changed|up to date|audited)\b.*\b(?:packages?|in \d)",
-        ("added ", "removed ", "changed ", "up to date", "audited "),
-        SUMMARY,
-    ),
-    rule(r"\d+ (?:\w+ severity )?vulnerabilit", "vulnerabilit", NOTE),
-    rule(r"^> \S+@\S+ \S+", "> ", NOTE, after=1, context_priority=NOTE),
+    rule(r"^npm (?:ERR!|error) ", ("npm ERR", "error"), FAILURE),
+    rule(r"^npm (?:warn|WARN) ", "warn", WARNING),
     rule(r"ERR_PNPM_\w+", "ERR_PNPM", FAILURE),
-    rule(r"^error (?:Command failed|An unexpected error)", "error ", FAILURE),
-    rule(r"^npm http ", "npm http", IGNORE),
+    rule(r"^error (?:Command failed|An unexpected error)", "error", FAILURE),
 )
 
 
@@ -74,7 +63,8 @@ class NodeFamily(Family):
 
     @classmethod
     def sniff(cls, sample: str) -> bool:
-        return (
+        markers = ("npm ERR!", "npm error ", "npm warn ", "npm WARN ", "added ")
+        return any(marker in sample for marker in markers) and (
             re.search(r"^(?:npm (?:ERR!|error|warn|WARN) |added \d+ packages)", sample, re.M)
             is not None
         )
@@ -90,7 +80,9 @@ class TscFamily(Family):
 
     @classmethod
     def sniff(cls, sample: str) -> bool:
-        return re.search(r"(?:\(\d+,\d+\): |:\d+:\d+ - )error TS\d+", sample) is not None
+        return "error TS" in sample and (
+            re.search(r"(?:\(\d+,\d+\): |:\d+:\d+ - )error TS\d+", sample) is not None
+        )
 
 
 class EslintFamily(Family):
@@ -103,7 +95,7 @@ class EslintFamily(Family):
 
     @classmethod
     def sniff(cls, sample: str) -> bool:
-        return (
+        return ("  error  " in sample or "  warning  " in sample) and (
             re.search(r"^\s+\d+:\d+\s+(?:error|warning)\s+.+\s{2}[\w@/-]+$", sample, re.M)
             is not None
         )

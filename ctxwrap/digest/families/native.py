@@ -11,7 +11,6 @@ from ctxwrap.digest._rules import (
     DETAIL,
     FAILURE,
     LOCATION,
-    NOTE,
     SUMMARY,
     WARNING,
     Family,
@@ -41,7 +40,7 @@ class NativeBuildFamily(Family):
     rules = (
         rule(
             r"^\S+:\d+(?::\d+)?: (?:fatal )?error: ",
-            "error:",
+            "error",
             FAILURE,
             after=2,
             after_stops_at_blank=False,
@@ -49,31 +48,35 @@ class NativeBuildFamily(Family):
         ),
         rule(
             r"^\S+:\d+(?::\d+)?: warning: ",
-            "warning:",
+            "warn",
             WARNING,
             after=2,
             after_stops_at_blank=False,
             context_priority=CONTEXT,
         ),
-        rule(r"^\S+:\d+(?::\d+)?: note: ", "note:", NOTE),
-        rule(
-            r"^\S+: In (?:function|member function|constructor|destructor|instantiation)",
-            ": In ",
-            NOTE,
-        ),
         rule(r"^\S*make(?:\[\d+\])?: \*\*\*", "***", FAILURE),
         rule(
-            r"undefined reference to|multiple definition of|ld returned \d+ exit status|^collect2: error|\bld: ",
-            ("undefined reference", "multiple definition", "ld returned", "ld: "),
+            r"undefined reference to|multiple definition of",
+            ("undefined reference", "multiple definition"),
             FAILURE,
+            before=1,
+            context_priority=LOCATION,
         ),
-        rule(r"^compilation terminated", "compilation terminated", DETAIL),
+        rule(r"ld returned \d+ exit status|^collect2: error", "error", FAILURE),
         rule(
-            r"^\d+ (?:errors?|warnings?)(?: and \d+ warnings?)? generated\.", "generated.", SUMMARY
+            r"^\d+ (?:errors?|warnings?)(?: and \d+ warnings?)? generated\.",
+            ("error", "warn"),
+            SUMMARY,
         ),
-        rule(r"^\S*make(?:\[\d+\])?: Target .* not remade", "not remade", SUMMARY),
-        rule(r"^FAILED: ", "FAILED:", FAILURE),
-        rule(r"^CMake (?:Error|Warning)", "CMake ", FAILURE, after=4, context_priority=DETAIL),
+        rule(r"^\S*make(?:\[\d+\])?: Target .* not remade", "error", SUMMARY),
+        rule(r"^FAILED: ", "fail", FAILURE),
+        rule(
+            r"^CMake (?:Error|Warning)",
+            ("error", "warn"),
+            FAILURE,
+            after=4,
+            context_priority=DETAIL,
+        ),
     )
 
     @classmethod
@@ -82,7 +85,8 @@ class NativeBuildFamily(Family):
 
     @classmethod
     def sniff(cls, sample: str) -> bool:
-        return (
+        markers = (": error: ", ": warning: ", ": fatal error: ", "make: ***", "make[")
+        return any(marker in sample for marker in markers) and (
             re.search(
                 r"^\S+:\d+:\d+: (?:fatal )?(?:error|warning): |^make(?:\[\d+\])?: \*\*\*",
                 sample,

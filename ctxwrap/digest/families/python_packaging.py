@@ -6,34 +6,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ctxwrap.digest._rules import DETAIL, FAILURE, IGNORE, NOTE, SUMMARY, Family, rule
+from ctxwrap.digest._rules import DETAIL, FAILURE, NOTE, Family, rule
 
 
 class PythonPackagingFamily(Family):
     name = "pip"
     rules = (
-        rule(r"^ERROR: ", "ERROR:", FAILURE),
-        rule(r"^error: ", "error:", FAILURE, after=4, context_priority=DETAIL),
+        rule(r"^ERROR: ", "error", FAILURE),
+        rule(r"^error: ", "error", FAILURE, after=4, context_priority=DETAIL),
         rule(r"^\s*× ", "× ", FAILURE, after=3, context_priority=DETAIL),
         rule(r"^\s*╰─> ", "╰─>", DETAIL, after=6, context_priority=DETAIL),
-        rule(r"^Successfully (?:installed|uninstalled|built) ", "Successfully", SUMMARY),
-        rule(
-            r"^\s*(?:Installed|Uninstalled|Resolved|Prepared|Audited) \d+ packages?",
-            ("Installed", "Uninstalled", "Resolved", "Prepared", "Audited"),
-            SUMMARY,
-        ),
-        rule(
-            r"^(?:Failed to build|Could not build wheels|Building wheel .* error)",
-            ("Failed to build", "Could not build", "error"),
-            FAILURE,
-        ),
-        rule(r"^note: ", "note:", NOTE),
-        rule(r"^WARNING: ", "WARNING:", NOTE),
-        rule(
-            r"^\s*(?:Downloading|Collecting|Using cached|Processing|Requirement already) ",
-            ("Downloading", "Collecting", "Using cached", "Processing", "Requirement already"),
-            IGNORE,
-        ),
+        rule(r"^(?:Failed to build|Could not build wheels)", ("fail", "error"), FAILURE),
+        rule(r"^WARNING: ", "warn", NOTE),
     )
 
     @classmethod
@@ -46,7 +30,8 @@ class PythonPackagingFamily(Family):
 
     @classmethod
     def sniff(cls, sample: str) -> bool:
-        return (
+        markers = ("Collecting ", "Requirement already satisfied", "Successfully installed ")
+        return any(marker in sample for marker in markers) and (
             re.search(
                 r"^(?:Collecting |Requirement already satisfied|Successfully installed )",
                 sample,

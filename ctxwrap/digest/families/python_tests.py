@@ -25,18 +25,23 @@ class PytestFamily(Family):
     rules = (
         rule(
             r"^=+ .*\b(?:passed|failed|errors?|skipped|deselected|xfailed|xpassed|no tests ran)\b.* in [\d.]+s",
-            _PYTEST_OUTCOMES,
+            ("passed", "fail", "error"),
             SUMMARY,
         ),
         # -q prints the summary without the ===== frame.
-        rule(r"^\d+ (?:passed|failed|errors?|skipped)\b.* in [\d.]+s", _PYTEST_OUTCOMES, SUMMARY),
-        rule(r"^(?:FAILED|ERROR) \S", ("FAILED", "ERROR"), FAILURE),
+        rule(
+            r"^\d+ (?:passed|failed|errors?|skipped)\b.* in [\d.]+s",
+            ("passed", "fail", "error"),
+            SUMMARY,
+        ),
+        rule(r"^(?:FAILED|ERROR) \S", ("fail", "error"), FAILURE),
         rule(r"^!{3,} .* !{3,}$", "!!!", FAILURE),
         rule(r"^_{3,} .+ _{3,}$", "___", LOCATION),
-        rule(r"^E {2,}", "E  ", DETAIL, before=1, context_priority=NOTE),
+        rule(r"^E {2,}", "\nE ", DETAIL, before=1, context_priority=NOTE),
         rule(r"^[\w/.\\-]+\.py:\d+: \w", ".py:", LOCATION),
-        rule(r"^\S+::\S+.* (?:FAILED|ERROR)\b", ("FAILED", "ERROR"), LOW),
-        rule(r"^\S+::\S+.* PASSED\b", "PASSED", IGNORE),
+        rule(r"^\S+::\S+.* (?:FAILED|ERROR)\b", ("fail", "error"), LOW),
+        # A passing test whose name says "error" or "fail" is not a failure.
+        rule(r"^\S+::\S+.* (?:PASSED|SKIPPED|XFAIL)\b", ("fail", "error"), IGNORE),
     )
 
     @classmethod
@@ -51,11 +56,10 @@ class PytestFamily(Family):
 class UnittestFamily(Family):
     name = "unittest"
     rules = (
-        rule(r"^(?:FAILED|OK)(?: \(.*\))?$", ("FAILED", "OK"), SUMMARY),
-        rule(r"^Ran \d+ tests? in ", "Ran ", SUMMARY),
-        rule(r"^(?:FAIL|ERROR): \S+", ("FAIL:", "ERROR:"), FAILURE),
-        rule(r" \.\.\. (?:FAIL|ERROR)$", ("... FAIL", "... ERROR"), NOTE),
-        rule(r"^\w*(?:Error|Exception)\b", ("rror", "xception"), DETAIL),
+        rule(r"^FAILED \(.*\)$", "fail", SUMMARY),
+        rule(r"^(?:FAIL|ERROR): \S+", ("fail", "error"), FAILURE),
+        rule(r" \.\.\. (?:FAIL|ERROR)$", ("fail", "error"), NOTE),
+        rule(r"^\w*(?:Error|Exception)\b", ("error", "exception"), DETAIL),
     )
 
     @classmethod
@@ -66,6 +70,8 @@ class UnittestFamily(Family):
 
     @classmethod
     def sniff(cls, sample: str) -> bool:
+        if "Ran " not in sample:
+            return False
         return re.search(r"^Ran \d+ tests? in ", sample, re.M) is not None or (
             "-" * 70 in sample and " ... " in sample
         )
