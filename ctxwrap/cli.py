@@ -41,6 +41,7 @@ class LazyGroup(click.Group):
 
     lazy: ClassVar[dict[str, str]] = {
         "stats": "ctxwrap.stats:stats_command",
+        "demo": "ctxwrap.demo:demo_cmd",
         "doctor": "ctxwrap.doctor:doctor_cmd",
         "help": "ctxwrap.manpage:help_cmd",
         "init": "ctxwrap.shell:init_cmd",

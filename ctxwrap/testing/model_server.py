@@ -277,6 +277,18 @@ def _iter_text_chunks(text: str) -> Iterator[str]:
         yield text[i : i + _STREAM_TEXT_CHUNK]
 
 
+class _QuietHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that aborts (pi cancelling an aux call at exit) resets the connection;
+        # that is normal here, not worth a traceback on the demo's terminal.
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionResetError, BrokenPipeError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class ScriptedModelServer:
     """OpenAI chat-completions server on 127.0.0.1 answering from a script.
 
@@ -310,7 +322,7 @@ class ScriptedModelServer:
         self._changed = threading.Condition(self._lock)
         self._next_step = 0
         self._requests: list[RecordedRequest] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _make_handler(self))
+        self._httpd = _QuietHTTPServer(("127.0.0.1", port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
