@@ -73,19 +73,25 @@ def _skip_timeout_options(words: list[str]) -> list[str]:
 
 def family_for_command(command: str) -> Family | None:
     """The family of the last command in a sequence that some family claims."""
-    for segment in reversed(_SEQUENCE.split(command)):
-        first_of_pipeline = _PIPE.split(segment)[0]
-        program, args = program_and_args(first_of_pipeline)
-        if not program:
-            continue
-        for family in FAMILIES:
-            if family.claims_command(program, args):
-                return family()
+    try:
+        for segment in reversed(_SEQUENCE.split(command)):
+            program, args = program_and_args(_PIPE.split(segment)[0])
+            if not program:
+                continue
+            for family in FAMILIES:
+                if family.claims_command(program, args):
+                    return family()
+    except Exception:
+        # Choosing a family is a refinement; on a bug the output is sniffed instead.
+        return None
     return None
 
 
 def family_for_output(sample: str) -> Family:
-    for family in SNIFF_ORDER:
-        if family.sniff(sample):
-            return family()
+    try:
+        for family in SNIFF_ORDER:
+            if family.sniff(sample):
+                return family()
+    except Exception:
+        pass  # a sniffer bug: the generic rules still apply
     return Family()

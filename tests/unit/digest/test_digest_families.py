@@ -144,6 +144,16 @@ def test_a_summary_bug_falls_back_to_generic(monkeypatch: pytest.MonkeyPatch) ->
     assert "+y" in digest.text
 
 
+def test_a_command_matcher_bug_falls_back_to_sniffing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_claims(cls: type, program: str, args: object) -> bool:
+        raise IndexError("bug")
+
+    monkeypatch.setattr(GitDiffFamily, "claims_command", classmethod(broken_claims))
+    digest = digest_bash_output("diff --git a/x b/x\n+y\n", command="git diff", exit_code=0)
+    assert digest.family == "git-diff"  # sniffed from the output instead
+    assert "+y" in digest.text
+
+
 def test_an_engine_bug_still_returns_the_tail(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken_render(*args: object, **kwargs: object) -> tuple[str, int]:
         raise RuntimeError("bug")
