@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from ctxwrap.digest._rules import (
     DETAIL,
     FAILURE,
+    IGNORE,
     LOCATION,
     NOTE,
     SUMMARY,
@@ -50,6 +51,8 @@ NPM_RULES = (
     rule(r"^npm (?:warn|WARN) ", "warn", WARNING),
     rule(r"ERR_PNPM_\w+", "ERR_PNPM", FAILURE),
     rule(r"^error (?:Command failed|An unexpected error)", "error", FAILURE),
+    # Verbose fetch logs name packages like http-errors; they are not errors.
+    rule(r"^npm (?:http|timing|verb|sill) ", ("error", "fail", "warn"), IGNORE),
 )
 
 
