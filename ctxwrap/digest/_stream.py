@@ -48,6 +48,9 @@ SIMILAR_KEEP = 3
 SIMILAR_KEEP_FAILURES = 10
 MAX_SIMILAR_KEYS = 20000
 SNIFF_BYTES = 1 << 16
+# An output this small is shown whole (cleaned and folded): cutting it saves little and a
+# reader would miss its hints and context lines.
+SMALL_OUTPUT_BYTES = 2000
 # A rule's pattern never needs more of a line than this to decide.
 CLASSIFY_BYTES = 2000
 
@@ -120,6 +123,7 @@ class StreamingDigester:
         self._original_chars = 0
         self._lines_done = 0
         self._head: list[tuple[int, bytes]] = []
+        self._whole: list[bytes] | None = None  # every line, while the output is small
         self._tail: deque[tuple[int, bytes]] = deque()
         self._tail_size = 10
         self._kept: dict[int, tuple[int, str]] = {}
@@ -247,6 +251,7 @@ class StreamingDigester:
         block = clean_block(block)
         family = self._ensure_family(block)
         base = self._lines_done
+        self._whole = block.split(b"\n") if base == 0 and len(block) <= SMALL_OUTPUT_BYTES else None
         self._take_head(block, base, family.head_lines)
         self._continue_context(block, base)
         if type(family).scan is not Family.scan:
@@ -428,6 +433,11 @@ class StreamingDigester:
         tail = list(self._tail)
         tail.reverse()
         self._merge(kept, tail, first_priority=LOCATION, other_priority=CONTEXT, firsts=3)
+        if self._whole is not None and len(self._whole) == self._lines_done:
+            whole = list(enumerate(self._whole))
+            self._merge(
+                kept, whole, first_priority=CONTEXT, other_priority=CONTEXT, firsts=0, blanks=True
+            )
         try:
             summary = family.summary_lines()
         except Exception:
@@ -446,9 +456,10 @@ class StreamingDigester:
         first_priority: int,
         other_priority: int,
         firsts: int,
+        blanks: bool = False,
     ) -> None:
         for rank, (lineno, line) in enumerate(lines):
-            if not line.strip():
+            if not blanks and not line.strip():
                 continue
             priority = first_priority if rank < firsts else other_priority
             previous = kept.get(lineno)
