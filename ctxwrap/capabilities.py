@@ -474,9 +474,23 @@ class CapabilityCatalog:
             " FROM caps WHERE caps MATCH ? AND scope = ? AND hidden = '0'"
             " ORDER BY score DESC, name LIMIT ?"
         )
-        args = (_W_NAME, _W_DESC, _W_PARAMS, _W_BODY, _fts_query(terms), scope, limit)
+        # Fetch extra rows: the coverage tie-break below may reorder them.
+        args = (_W_NAME, _W_DESC, _W_PARAMS, _W_BODY, _fts_query(terms), scope, max(limit * 4, 12))
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
+        # With a handful of tools (a real pi session has 7-12), BM25's IDF is ~0 for words
+        # several tools share, so scores tie. Break ties by how many of the user's words the
+        # name and description contain (5-letter stems, enough for contents/content).
+        words = {w[:5] for w in re.findall(r"[a-z0-9]+", query.lower()) if len(w) > 2}
+
+        def coverage(name: str, desc: str) -> int:
+            have = {w[:5] for w in re.findall(r"[a-z0-9]+", f"{name} {desc}".lower())}
+            return len(words & have)
+
+        rows = sorted(
+            rows, key=lambda r: (-(float(r[4]) + _COVERAGE_WEIGHT * coverage(r[1], r[2])), r[1])
+        )
+        rows = rows[:limit]
         return [
             CapabilityMatch(
                 kind="skill" if kind == "skill" else "tool",
@@ -487,6 +501,9 @@ class CapabilityCatalog:
             )
             for kind, name, desc, fp, score in rows
         ]
+
+
+_COVERAGE_WEIGHT = 0.5
 
 
 def _index_body(file_path: str) -> str:

@@ -89,6 +89,14 @@ class SessionStart(Request):
     active_tools: list[str] = Field(default_factory=list)
 
 
+class CatalogUpdate(Request):
+    """The tools and skills pi knows (skills are only visible at before_agent_start)."""
+
+    session_id: str
+    tools: list[ToolSpec] = Field(default_factory=list)
+    skills: list[SkillSpec] = Field(default_factory=list)
+
+
 class SessionTotals(Reply):
     llm_calls: int = 0
     sent_tokens: int = 0
@@ -322,6 +330,7 @@ __all__ = [
     "CapabilityMatchOut",
     "CapabilityReply",
     "CapabilitySearch",
+    "CatalogUpdate",
     "ContextReply",
     "ContextRequest",
     "Edit",

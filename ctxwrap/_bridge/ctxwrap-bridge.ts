@@ -407,6 +407,7 @@ function install(pi: any): void {
 	let toolsChars = 0;
 	let pendingTags = new Map<string, Promise<void>>();
 	let lastStart: Json | null = null;
+	let catalogSignature = "";
 
 	const sizeCache = new Map<string, number>();
 	const keyOf = (m: Json, i: number): string =>
@@ -450,6 +451,8 @@ function install(pi: any): void {
 		} catch {}
 		const activeSet = new Set(active);
 		let activeChars = 0;
+		// Our own tools are not capabilities to find.
+		all = all.filter((t: any) => t?.name !== "find_capability" && t?.name !== "ctx_recall");
 		const specs = all.map((t: any) => {
 			const chars = (t.name?.length ?? 0) + (t.description?.length ?? 0) + JSON.stringify(t.parameters ?? {}).length;
 			if (activeSet.has(t.name)) activeChars += chars;
@@ -467,17 +470,7 @@ function install(pi: any): void {
 		const sm = ctx.sessionManager;
 		const { specs, activeChars } = toolSpecs();
 		toolsChars = activeChars;
-		let skills: Json[] = [];
-		try {
-			const opts = ctx.getSystemPromptOptions?.();
-			skills = (opts?.skills ?? []).map((s: any) => ({
-				name: s.name,
-				description: s.description ?? "",
-				file_path: s.filePath,
-				base_dir: s.baseDir ?? "",
-				disable_model_invocation: !!s.disableModelInvocation,
-			}));
-		} catch {}
+		const skills: Json[] = []; // pi shows skills only at before_agent_start; sent from there
 		const pkg = piPackage();
 		lastStart = {
 			session_id: sessionId,
@@ -521,6 +514,7 @@ function install(pi: any): void {
 			firstKey = null;
 			sizeCache.clear();
 			pendingTags = new Map();
+			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
 		} catch {}
 	});
@@ -547,10 +541,26 @@ function install(pi: any): void {
 	pi.on("before_agent_start", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
+			// Read the catalog before stripping: pi exposes skills only here.
+			const { specs, activeChars } = toolSpecs();
+			toolsChars = activeChars;
+			const skills = (event?.systemPromptOptions?.skills ?? []).map((s: any) => ({
+				name: String(s.name),
+				description: String(s.description ?? ""),
+				file_path: String(s.filePath),
+				base_dir: String(s.baseDir ?? ""),
+				disable_model_invocation: !!s.disableModelInvocation,
+			}));
+			const signature = JSON.stringify([specs.map((t) => t.name), skills.map((s: Json) => s.file_path)]);
+			if (signature !== catalogSignature) {
+				catalogSignature = signature;
+				daemon.notify("/v1/catalog", { session_id: sessionId, tools: specs, skills });
+			}
+
 			let result: Json | undefined;
 			skillsRemoved = 0;
 			const prompt = String(event?.systemPrompt ?? "");
-			if (cfg.lazy_skills) {
+			if (cfg.lazy_skills && cfg.lazy) {
 				const stripped = stripSkills(prompt);
 				skillsRemoved = stripped.removed;
 				const opts = event?.systemPromptOptions;
@@ -565,7 +575,6 @@ function install(pi: any): void {
 					}
 				}
 			}
-			toolsChars = toolSpecs().activeChars;
 			daemon.notify("/v1/prompt", {
 				session_id: sessionId,
 				prompt: String(event?.prompt ?? ""),

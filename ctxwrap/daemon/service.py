@@ -87,6 +87,8 @@ class Daemon:
         self.sessions: dict[str, SessionRuntime] = {}
         self._http_aux: HttpAuxBackend | None = None
         self._catalog: Any = None  # CapabilityCatalog, created on first use (keeps start-up light)
+        self._skill_watcher: Any = None
+        self._watched_dirs: set[str] = set()
         self.last_activity = time.monotonic()
 
     # -- config -----------------------------------------------------------------------------
@@ -147,6 +149,8 @@ class Daemon:
             for task in rt.tasks.values():
                 task.cancel()
         self.store.end_session(session_id, reason)
+        if self._catalog is not None:
+            self._catalog.drop(session_id)
         self.events.write("session_end", session=session_id, reason=reason)
 
     def _rt(self, session_id: str) -> SessionRuntime:
@@ -188,7 +192,7 @@ class Daemon:
             config=bridge_view(self.cfg), totals=self.session_totals(req.session_id)
         )
 
-    def _update_catalog(self, req: P.SessionStart) -> None:
+    def _update_catalog(self, req: P.SessionStart | P.CatalogUpdate) -> None:
         try:
             from ctxwrap.capabilities import CapabilityCatalog, SkillInfo, ToolInfo
 
@@ -204,8 +208,27 @@ class Daemon:
                     for s in req.skills
                 ],
             )
+            self._watch_skill_dirs({str(Path(s.file_path).parent.parent) for s in req.skills})
         except Exception as exc:  # a broken catalog must not break the session
             log.warning("catalog update failed: %s", exc)
+
+    def _watch_skill_dirs(self, dirs: set[str]) -> None:
+        """Re-read a SKILL.md when it changes on disk, for every session that lists it."""
+        if not dirs or dirs <= self._watched_dirs:
+            return
+        from ctxwrap.capabilities import SkillDirWatcher
+
+        self._watched_dirs |= dirs
+        if self._skill_watcher is not None:
+            self._skill_watcher.stop()
+        catalog = self._catalog
+        self._skill_watcher = SkillDirWatcher(sorted(self._watched_dirs), catalog.refresh_skill)
+        self._skill_watcher.start()
+
+    def catalog_update(self, req: P.CatalogUpdate) -> P.Ack:
+        self._rt(req.session_id)
+        self._update_catalog(req)
+        return self._ack()
 
     def session_shutdown(self, req: P.SessionShutdown) -> P.Ack:
         self._end(req.session_id, req.reason)
@@ -779,6 +802,8 @@ class Daemon:
                 task.cancel()
         if self._http_aux is not None:
             await self._http_aux.aclose()
+        if self._skill_watcher is not None:
+            self._skill_watcher.stop()
         self.store.close()
 
 

@@ -1,0 +1,154 @@
+"""Mechanism 3 end to end: skills catalog out of the prompt, find_capability, tool activation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import PI_VERSIONS, Xdg, run_ctxwrap_pi, tool_contents
+
+pytestmark = pytest.mark.e2e
+
+SKILLS = {
+    "pdf-tools": (
+        "Extract text and tables from PDF documents, merge and split PDF files.",
+        "# PDF tools\n\nRun `python scripts/extract.py FILE.pdf` to get the text.\nPDF-SKILL-BODY-MARKER\n",
+    ),
+    "changelog": (
+        "Write a CHANGELOG entry from recent git commits in Keep a Changelog format.",
+        "# Changelog\n\nRead git log, group by type.\nCHANGELOG-SKILL-BODY\n",
+    ),
+    "k8s-debug": (
+        "Debug Kubernetes pods: logs, events, crash loops, kubectl describe.",
+        "# k8s\n\nkubectl describe pod.\nK8S-SKILL-BODY\n",
+    ),
+}
+
+
+def make_skills(home: Path) -> None:
+    for name, (desc, body) in SKILLS.items():
+        d = home / ".pi" / "agent" / "skills" / name
+        (d / "scripts").mkdir(parents=True)
+        (d / "scripts" / "extract.py").write_text("print('x')\n")
+        (d / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {desc}\n---\n{body}")
+
+
+def system_text(body: dict[str, Any]) -> str:
+    return "\n".join(
+        str(m.get("content")) for m in body["messages"] if m.get("role") in ("system", "developer")
+    )
+
+
+def tool_names(body: dict[str, Any]) -> list[str]:
+    return sorted(t["function"]["name"] for t in body.get("tools") or [])
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_skills_leave_the_prompt_and_load_on_demand(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    home = tmp_path / "home"
+    make_skills(home)
+    script = [
+        {
+            "tool_calls": [
+                {"name": "find_capability", "arguments": {"query": "extract text from PDF files"}}
+            ]
+        },
+        {"text": "done"},
+    ]
+    make_skills(tmp_path / "p" / "home")
+    plain = run_ctxwrap_pi(
+        pi, tmp_path / "p", xdg, script[1:], plain=True, home=tmp_path / "p" / "home"
+    )
+    assert "pdf-tools" in system_text(plain.main_bodies()[0])  # pi lists skills by default
+
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, script, home=home)
+    assert run.proc.returncode == 0, run.proc.stderr
+    bodies = run.main_bodies()
+    for body in bodies:
+        sys_text = system_text(body)
+        assert "<available_skills>" not in sys_text and "pdf-tools" not in sys_text
+    assert system_text(bodies[0]) == system_text(bodies[1])  # stable: byte-identical every call
+    assert "find_capability" in tool_names(bodies[0])
+    (result,) = tool_contents(bodies[1])
+    assert "PDF-SKILL-BODY-MARKER" in result
+    assert "name: pdf-tools" not in result  # frontmatter stripped
+    skill_dir = home / ".pi" / "agent" / "skills" / "pdf-tools"
+    assert str(skill_dir / "scripts" / "extract.py") in result  # relative path resolved
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_user_skill_command_still_works(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    home = tmp_path / "home"
+    make_skills(home)
+    run = run_ctxwrap_pi(
+        pi, tmp_path, xdg, [{"text": "ok"}], home=home, prompt="/skill:changelog summarise"
+    )
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert "CHANGELOG-SKILL-BODY" in json.dumps(run.main_bodies()[0]["messages"])
+
+
+def test_grep_becomes_callable_within_the_prompt_on_pi_1x(tmp_path: Path, xdg: Xdg) -> None:
+    (tmp_path / "home").mkdir()
+    script = [
+        {
+            "tool_calls": [
+                {
+                    "name": "find_capability",
+                    "arguments": {"query": "search file contents for a regex pattern"},
+                }
+            ]
+        },
+        {"tool_calls": [{"name": "grep", "arguments": {"pattern": "needle-[0-9]+", "path": "."}}]},
+        {"text": "done"},
+    ]
+    run = run_ctxwrap_pi("pi", tmp_path, xdg, script, files={"hay.txt": "x\nneedle-42\ny\n"})
+    assert run.proc.returncode == 0, run.proc.stderr
+    bodies = run.main_bodies()
+    assert "grep" not in tool_names(bodies[0])
+    assert "grep" in tool_names(bodies[1])  # activated within the same user prompt
+    grep_out = tool_contents(bodies[2])[-1]
+    assert "needle-42" in grep_out
+    # One head change for the activation at most: pi 1.x appends a tool delta, the earlier
+    # messages stay byte for byte.
+    first = [json.dumps(m, sort_keys=True) for m in bodies[1]["messages"]]
+    second = [json.dumps(m, sort_keys=True) for m in bodies[2]["messages"]]
+    assert second[: len(first)] == first or second[1 : len(first)] == first[1:]
+
+
+def test_grep_becomes_callable_from_the_next_prompt_on_pi_073(tmp_path: Path, xdg: Xdg) -> None:
+    """0.73 applies setActiveTools at the next prompt: one head change, paid once."""
+    (tmp_path / "home").mkdir()
+    script = [
+        {
+            "tool_calls": [
+                {
+                    "name": "find_capability",
+                    "arguments": {"query": "search file contents for a regex pattern"},
+                }
+            ]
+        },
+        {"text": "grep is ready"},
+        {"tool_calls": [{"name": "grep", "arguments": {"pattern": "needle-[0-9]+", "path": "."}}]},
+        {"text": "done"},
+    ]
+    run = run_ctxwrap_pi(
+        "pi-0.73",
+        tmp_path,
+        xdg,
+        script,
+        files={"hay.txt": "x\nneedle-42\ny\n"},
+        args=("now use it",),
+        prompt="find a grep tool",
+    )
+    assert run.proc.returncode == 0, run.proc.stderr
+    bodies = run.main_bodies()
+    assert len(bodies) == 4
+    names = [tool_names(b) for b in bodies]
+    assert "grep" not in names[0] and "grep" not in names[1]
+    assert "grep" in names[2] and "grep" in names[3]
+    assert "needle-42" in tool_contents(bodies[3])[-1]
+    heads = [(system_text(b), names[i]) for i, b in enumerate(bodies)]
+    changes = sum(1 for a, b in zip(heads, heads[1:], strict=False) if a != b)
+    assert changes == 1, "activation must cost exactly one head change"
