@@ -108,9 +108,7 @@ def daemon_run(log_file: Path | None) -> None:
     """Run the daemon in the foreground until SIGTERM or Ctrl+C."""
     from ctxwrap.daemon.lifecycle import run_daemon
 
-    if log_file is not None:
-        os.environ.setdefault("CTXWRAP_DAEMON_LOG", str(log_file))
-    raise ExitCode(run_daemon(log_to_stderr=log_file is None))
+    raise ExitCode(run_daemon(log_file=log_file))
 
 
 @daemon.command("start")

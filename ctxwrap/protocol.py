@@ -106,6 +106,15 @@ class SessionTotals(Reply):
     net_tokens: int = 0
 
 
+class StatsText(Reply):
+    text: str
+    totals: SessionTotals | None = None
+
+
+class TurnEndReply(Reply):
+    totals: SessionTotals
+
+
 class SessionStartReply(Reply):
     config: dict[str, Any]
     totals: SessionTotals
@@ -353,6 +362,7 @@ __all__ = [
     "SessionTotals",
     "SizeBreakdown",
     "SkillSpec",
+    "StatsText",
     "Tail",
     "TailMessage",
     "TailToolCall",
@@ -360,4 +370,5 @@ __all__ = [
     "ToolResultReply",
     "ToolSpec",
     "TurnEnd",
+    "TurnEndReply",
 ]

@@ -14,6 +14,7 @@
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import * as http from "node:http";
 import { spawn } from "node:child_process";
+import { appendFileSync } from "node:fs";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
 
 // -- configuration ---------------------------------------------------------------------------
@@ -69,6 +70,14 @@ function envConfig(): BridgeConfig {
 
 // -- daemon transport ------------------------------------------------------------------------
 
+/** Opt-in trace for debugging the bridge itself: CTXWRAP_BRIDGE_LOG=/path/to/file. */
+function trace(msg: string): void {
+	if (!env.CTXWRAP_BRIDGE_LOG) return;
+	try {
+		appendFileSync(env.CTXWRAP_BRIDGE_LOG, `${new Date().toISOString()} ${process.pid} ${msg}\n`);
+	} catch {}
+}
+
 const SOCKET = env.CTXWRAP_SOCKET || `${env.XDG_RUNTIME_DIR || `/tmp/ctxwrap-${process.getuid?.() ?? 0}`}/ctxwrap/daemon.sock`;
 const PROTOCOL = 1;
 // After a timeout, decision calls are skipped for this long, so a hung daemon costs one
@@ -96,6 +105,7 @@ class Daemon {
 			await new Promise((r) => setTimeout(r, 100));
 			const health = await this.get<Json>("/v1/health", 300);
 			if (health && health.protocol === PROTOCOL) {
+				this.suspendedUntil = 0;
 				this.onInstanceChange?.(); // the new daemon has not heard of this session
 				return this.call<T>(path, body, deadlineMs);
 			}
@@ -103,16 +113,17 @@ class Daemon {
 		return null;
 	}
 
+	/** A probe: never suspended, never suspends (a restarting daemon is slow, not hung). */
 	get<T>(path: string, deadlineMs: number): Promise<T | null> {
-		return this.request<T>("GET", path, undefined, deadlineMs);
+		return this.request<T>("GET", path, undefined, deadlineMs, false);
 	}
 
 	call<T>(path: string, body: unknown, deadlineMs: number): Promise<T | null> {
-		return this.request<T>("POST", path, body, deadlineMs);
+		return this.request<T>("POST", path, body, deadlineMs, true);
 	}
 
-	private request<T>(method: string, path: string, body: unknown, deadlineMs: number): Promise<T | null> {
-		if (Date.now() < this.suspendedUntil) return Promise.resolve(null);
+	private request<T>(method: string, path: string, body: unknown, deadlineMs: number, suspends: boolean): Promise<T | null> {
+		if (suspends && Date.now() < this.suspendedUntil) return Promise.resolve(null);
 		return new Promise<T | null>((resolve) => {
 			let done = false;
 			const finish = (v: T | null) => {
@@ -153,11 +164,13 @@ class Daemon {
 				},
 			);
 			const timer = setTimeout(() => {
-				this.suspendedUntil = Date.now() + SUSPEND_AFTER_TIMEOUT_MS;
+				trace(`${method} ${path}: deadline ${deadlineMs} ms`);
+				if (suspends) this.suspendedUntil = Date.now() + SUSPEND_AFTER_TIMEOUT_MS;
 				req.destroy();
 				finish(null);
 			}, deadlineMs);
 			req.on("error", (err: NodeJS.ErrnoException) => {
+				trace(`${method} ${path}: ${err.code ?? ""} ${err.message}`);
 				// Refused/missing: nobody listens. Reset/hang-up: a keep-alive socket to a daemon
 				// that died. Either way it is gone, not slow.
 				if (!done && ["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE"].includes(err.code ?? "")) this.restart();
@@ -191,6 +204,7 @@ class Daemon {
 	private restart(): void {
 		this.gone = true;
 		const now = Date.now();
+		trace(`daemon gone; restart ${now - this.lastRestart < RESTART_EVERY_MS ? "rate-limited" : "requested"}`);
 		if (now - this.lastRestart < RESTART_EVERY_MS || !env.CTXWRAP_DAEMON_START) return;
 		this.lastRestart = now;
 		try {
@@ -377,6 +391,7 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest): Promise<Aux
 // -- the extension ---------------------------------------------------------------------------
 
 const STATE_ENTRY = "ctxwrap-state";
+const OWN_TOOLS = new Set(["ctx_recall", "find_capability"]);
 const FACT_TYPE = "ctxwm-fact";
 
 export default function ctxwrapBridge(pi: ExtensionAPI): void {
@@ -405,6 +420,7 @@ function install(pi: any): void {
 	let firstKey: string | null = null;
 	let skillsRemoved = 0;
 	let toolsChars = 0;
+	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
 	let pendingTags = new Map<string, Promise<void>>();
 	let lastStart: Json | null = null;
 	let catalogSignature = "";
@@ -442,7 +458,7 @@ function install(pi: any): void {
 		}
 	};
 
-	const toolSpecs = (): { specs: Json[]; activeChars: number } => {
+	const toolSpecs = (): { specs: Json[]; activeChars: number; ownChars: number } => {
 		let all: any[] = [];
 		let active: string[] = [];
 		try {
@@ -451,11 +467,11 @@ function install(pi: any): void {
 		} catch {}
 		const activeSet = new Set(active);
 		let activeChars = 0;
-		// Our own tools are not capabilities to find.
-		all = all.filter((t: any) => t?.name !== "find_capability" && t?.name !== "ctx_recall");
+		let ownChars = 0;
 		const specs = all.map((t: any) => {
 			const chars = (t.name?.length ?? 0) + (t.description?.length ?? 0) + JSON.stringify(t.parameters ?? {}).length;
-			if (activeSet.has(t.name)) activeChars += chars;
+			if (activeSet.has(t.name)) activeChars += chars; // our own tools cost too: count them
+			if (activeSet.has(t.name) && OWN_TOOLS.has(t.name)) ownChars += chars;
 			return {
 				name: String(t.name),
 				description: String(t.description ?? ""),
@@ -463,13 +479,15 @@ function install(pi: any): void {
 				chars,
 			};
 		});
-		return { specs, activeChars };
+		// Our own tools are not capabilities to find.
+		return { specs: specs.filter((t) => !OWN_TOOLS.has(t.name)), activeChars, ownChars };
 	};
 
 	const register = async (ctx: any, reason: string) => {
 		const sm = ctx.sessionManager;
-		const { specs, activeChars } = toolSpecs();
+		const { specs, activeChars, ownChars } = toolSpecs();
 		toolsChars = activeChars;
+		ownToolsChars = ownChars;
 		const skills: Json[] = []; // pi shows skills only at before_agent_start; sent from there
 		const pkg = piPackage();
 		lastStart = {
@@ -513,6 +531,7 @@ function install(pi: any): void {
 			callIndex = 0;
 			firstKey = null;
 			sizeCache.clear();
+			savingCache.clear();
 			pendingTags = new Map();
 			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
@@ -542,8 +561,9 @@ function install(pi: any): void {
 		try {
 			if (!sessionId) return;
 			// Read the catalog before stripping: pi exposes skills only here.
-			const { specs, activeChars } = toolSpecs();
+			const { specs, activeChars, ownChars } = toolSpecs();
 			toolsChars = activeChars;
+			ownToolsChars = ownChars;
 			const skills = (event?.systemPromptOptions?.skills ?? []).map((s: any) => ({
 				name: String(s.name),
 				description: String(s.description ?? ""),
@@ -616,7 +636,7 @@ function install(pi: any): void {
 			// Once per large output, right after a command the user already waited for: a loaded
 			// machine must not turn a digest into a raw tail.
 			Math.max(cfg.bridge_timeout_ms, 15000),
-			3000, // a killed daemon is restarted by us; worth a short wait to avoid a raw tail
+			5000, // a killed daemon is restarted by us; worth a short wait to avoid a raw tail
 		);
 		let out: string;
 		if (reply && reply.action === "replace" && typeof reply.text === "string") {
@@ -714,6 +734,19 @@ function install(pi: any): void {
 		return n;
 	};
 
+	/** Chars an edited message no longer costs, by the same measure as `sent` (cached: frozen). */
+	const savingCache = new Map<string, number>();
+	const editSaving = (m: Json, i: number): number => {
+		const k = keyOf(m, i);
+		let n = savingCache.get(k);
+		if (n === undefined) {
+			const after = applyEdits([m], edits);
+			n = messageChars(m) - (after.length ? messageChars(after[0] as Json) : 0);
+			savingCache.set(k, n);
+		}
+		return n;
+	};
+
 	/** What this request sends and what plain pi would have sent on top, per mechanism. */
 	const measure = (raw: any[], sent: any[], ctx: any) => {
 		let system = 0;
@@ -729,17 +762,22 @@ function install(pi: any): void {
 				system = String(ctx.getSystemPrompt?.() ?? "").length;
 			} catch {}
 		}
-		const saved = { bash: 0, amnesia: 0, writes: 0, skills: skillsRemoved, tools: 0 };
-		for (const m of raw) {
+		const saved = { bash: 0, amnesia: 0, writes: 0, skills: skillsRemoved, tools: -ownToolsChars };
+		for (let i = 0; i < raw.length; i++) {
+			const m = raw[i];
 			if (m?.role === "toolResult") {
 				const id = String(m.toolCallId);
 				saved.bash += digests.get(id) ?? 0;
-				for (const e of editsById.get(id) ?? []) if (e.kind !== "strip_write") saved.amnesia += e.savedChars ?? 0;
+				if (editsById.has(id)) saved.amnesia += editSaving(m, i);
 			} else if (m?.role === "assistant" && Array.isArray(m.content)) {
-				for (const b of m.content) {
-					if (b?.type !== "toolCall") continue;
-					for (const e of editsById.get(String(b.id)) ?? []) if (e.kind === "strip_write") saved.writes += e.savedChars ?? 0;
-				}
+				const ids = m.content.filter((b: any) => b?.type === "toolCall").map((b: any) => String(b.id));
+				const eds = ids.flatMap((id: string) => editsById.get(id) ?? []);
+				if (eds.length === 0) continue;
+				// A write strip counts for writes; a silent removal of the call counts for amnesia.
+				const bucket = eds.some((e) => e.kind === "strip_write") ? "writes" : "amnesia";
+				saved[bucket] += editSaving(m, i);
+			} else if (m?.role === "custom" && m.customType === FACT_TYPE) {
+				saved.writes -= sizeOf(m, i); // the fact is ctxwrap's own cost: plain pi has none
 			}
 		}
 		return { sent: { system, messages: msgs, tools: toolsChars }, saved };
@@ -756,7 +794,10 @@ function install(pi: any): void {
 		const head = messages.find((m) => m?.role !== "system");
 		const headKey = head ? keyOf(head, 0) : "";
 		const headChanged = firstKey !== null && headKey !== firstKey;
-		if (headChanged) sizeCache.clear(); // compaction: indexes and messages changed
+		if (headChanged) {
+			sizeCache.clear(); // compaction: indexes and messages changed
+			savingCache.clear();
+		}
 		firstKey = headKey;
 
 		const tail: Tail = describeTail(messages, seen);
@@ -829,7 +870,7 @@ function install(pi: any): void {
 			if (!sessionId) return;
 			const u = event?.message?.usage ?? {};
 			const m = event?.message;
-			daemon.notify("/v1/turn_end", {
+			void daemon.call<Json>("/v1/turn_end", {
 				session_id: sessionId,
 				turn_index: Number(event?.turnIndex ?? 0),
 				input_tokens: u.input ?? 0,
@@ -837,11 +878,27 @@ function install(pi: any): void {
 				cache_read_tokens: u.cacheRead ?? 0,
 				cache_write_tokens: u.cacheWrite ?? 0,
 				model: m?.provider && m?.model ? `${m.provider}/${m.model}` : null,
-			});
+			}, 3000).then((reply) => updateStatus(ctx, reply?.totals));
 		} catch {}
 	});
 
 	registerTools(pi, daemon, () => sessionId, () => cfg);
+
+	try {
+		pi.registerCommand("ctx-stats", {
+			description: "ctxwrap: what this session saved, per mechanism, net of ctxwrap's own model calls",
+			handler: async (_args: string, ctx: any) => {
+				const reply = sessionId
+					? await daemon.get<Json>(`/v1/stats?session=${encodeURIComponent(sessionId)}&width=90`, 3000)
+					: null;
+				const text = reply?.text ?? "ctxwrap: no statistics (the daemon is unavailable or nothing was recorded yet)";
+				updateStatus(ctx, reply?.totals);
+				try {
+					ctx.ui?.notify?.(text, "info");
+				} catch {}
+			},
+		});
+	} catch {}
 }
 
 function registerTools(pi: any, daemon: Daemon, sid: () => string | null, conf: () => BridgeConfig): void {

@@ -116,6 +116,20 @@ def build_app(daemon: Daemon) -> Any:
     async def facts(request: Request) -> Response:
         return _json(daemon.facts(request.query_params.get("session")))
 
+    async def stats(request: Request) -> Response:
+        """One session's breakdown as text, for /ctx-stats inside pi."""
+        from ctxwrap.stats import compute_stats, render_text
+
+        session = request.query_params.get("session")
+        try:
+            report = compute_stats(daemon.store.conn, session=session)
+        except Exception as exc:  # unknown session id and the like
+            return _json(P.ErrorReply(error="no statistics", detail=str(exc)[:200]), 404)
+        text = render_text(report, color=False, width=int(request.query_params.get("width", "100")))
+        return _json(
+            P.StatsText(text=text, totals=daemon.session_totals(session) if session else None)
+        )
+
     async def shutdown(request: Request) -> Response:
         stop = getattr(request.app.state, "request_stop", None)
         if stop is not None:
@@ -129,6 +143,7 @@ def build_app(daemon: Daemon) -> Any:
         Route("/v1/health", health, methods=["GET"]),
         Route("/v1/sessions", sessions, methods=["GET"]),
         Route("/v1/facts", facts, methods=["GET"]),
+        Route("/v1/stats", stats, methods=["GET"]),
         Route("/v1/shutdown", shutdown, methods=["POST"]),
         Route("/v1/sessions/start", post(P.SessionStart, daemon.session_start), methods=["POST"]),
         Route(

@@ -169,14 +169,12 @@ async def _housekeeping(daemon: Daemon, server: uvicorn.Server) -> None:
             server.should_exit = True
 
 
-def run_daemon(*, log_to_stderr: bool = True) -> int:
+def run_daemon(*, log_file: Path | None = None) -> int:
     """`ctxwrap daemon run`: serve until SIGTERM/SIGINT. Returns the exit status."""
     state = paths.state_dir()
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     handler: logging.Handler = (
-        logging.StreamHandler(sys.stderr)
-        if log_to_stderr
-        else logging.FileHandler(paths.daemon_log_path())
+        logging.StreamHandler(sys.stderr) if log_file is None else logging.FileHandler(log_file)
     )
     logging.basicConfig(
         level=logging.INFO, handlers=[handler], format="%(asctime)s %(levelname)s %(message)s"

@@ -728,7 +728,7 @@ class Daemon:
         recall = f'; recall with ctx_recall(handle="{handle}", pattern=...)' if handle else ""
         return f"[ctxwrap: {label} ({chars:,} chars) was judged not needed for the current task and hidden{recall}]"
 
-    def turn_end(self, req: P.TurnEnd) -> P.Ack:
+    def turn_end(self, req: P.TurnEnd) -> P.TurnEndReply:
         self._rt(req.session_id)
         self.store.insert(
             "turns",
@@ -743,7 +743,7 @@ class Daemon:
                 "model": req.model,
             },
         )
-        return self._ack()
+        return P.TurnEndReply(totals=self.session_totals(req.session_id))
 
     # -- recall, capabilities, facts --------------------------------------------------------
 

@@ -72,7 +72,17 @@ def _package_of(exe: Path) -> tuple[str, str | None]:
 
 
 def _daemon_start_argv() -> list[str]:
-    return [sys.executable, "-m", "ctxwrap", "daemon", "start"]
+    # `daemon run` directly, not `daemon start`: one Python start-up instead of two when the
+    # bridge revives a killed daemon; the pidfile lock already makes concurrent starts safe.
+    return [
+        sys.executable,
+        "-m",
+        "ctxwrap",
+        "daemon",
+        "run",
+        "--log-file",
+        str(paths.daemon_log_path()),
+    ]
 
 
 def bridge_env(pi: PiInstall) -> dict[str, str]:

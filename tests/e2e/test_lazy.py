@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -150,5 +151,5 @@ def test_grep_becomes_callable_from_the_next_prompt_on_pi_073(tmp_path: Path, xd
     assert "grep" in names[2] and "grep" in names[3]
     assert "needle-42" in tool_contents(bodies[3])[-1]
     heads = [(system_text(b), names[i]) for i, b in enumerate(bodies)]
-    changes = sum(1 for a, b in zip(heads, heads[1:], strict=False) if a != b)
+    changes = sum(1 for a, b in itertools.pairwise(heads) if a != b)
     assert changes == 1, "activation must cost exactly one head change"
