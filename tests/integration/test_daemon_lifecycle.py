@@ -401,12 +401,8 @@ def test_instance_header_changes_on_restart(no_stray_daemons: Xdg) -> None:
         assert c.get("/v1/health").headers["x-ctxwrap-instance"] != first
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `daemon run --log-file X` only sets CTXWRAP_DAEMON_LOG (cli.py daemon_run), "
-    "which paths.daemon_log_path() never reads; the log goes to $XDG_STATE_HOME/ctxwrap/daemon.log",
-)
 def test_log_file_option_is_honoured(xdg: Xdg, tmp_path: Path) -> None:
+    """`daemon run --log-file X` logs to X (it once went to the state dir regardless)."""
     log = tmp_path / "elsewhere.log"
     proc = subprocess.Popen(
         [*CTXWRAP, "daemon", "run", "--log-file", str(log)],
