@@ -197,13 +197,8 @@ def bench_version(name: str, runs: int) -> dict[str, Any] | None:
     if pi is None:
         print(f"\n== {name}: not installed, skipped")
         return None
-    version = (
-        subprocess.run([str(pi), "--version"], capture_output=True, text=True).stdout.strip() or "?"
-    )
-    version = (
-        version
-        or subprocess.run([str(pi), "--version"], capture_output=True, text=True).stderr.strip()
-    )
+    got = subprocess.run([str(pi), "--version"], capture_output=True, text=True)
+    version = (got.stdout + got.stderr).strip() or "?"  # 0.73 prints it on stderr
     print(
         f"\n== {name} {version}: {N_CALLS} tool calls in {len(STEPS)} steps, {runs} runs each side"
     )
