@@ -152,6 +152,8 @@ class Daemon:
         if self._catalog is not None:
             self._catalog.drop(session_id)
         self.events.write("session_end", session=session_id, reason=reason)
+        if not self.sessions:
+            self._prompt_segment(None)  # no live session left: the prompt shows nothing
 
     def _rt(self, session_id: str) -> SessionRuntime:
         rt = self.sessions.get(session_id)
@@ -743,7 +745,18 @@ class Daemon:
                 "model": req.model,
             },
         )
-        return P.TurnEndReply(totals=self.session_totals(req.session_id))
+        totals = self.session_totals(req.session_id)
+        self._prompt_segment(totals)
+        return P.TurnEndReply(totals=totals)
+
+    def _prompt_segment(self, totals: P.SessionTotals | None) -> None:
+        """The shell prompt's savings line (`ctxwrap_prompt_segment` reads it): one small write."""
+        from ctxwrap.shell import write_prompt_segment
+
+        try:
+            write_prompt_segment(prompt_segment_text(totals) if totals else "")
+        except OSError as exc:  # a prompt nicety must never fail a turn
+            log.debug("prompt segment not written: %s", exc)
 
     # -- recall, capabilities, facts --------------------------------------------------------
 
@@ -805,6 +818,16 @@ class Daemon:
         if self._skill_watcher is not None:
             self._skill_watcher.stop()
         self.store.close()
+
+
+def prompt_segment_text(totals: P.SessionTotals) -> str:
+    """`ctxwrap ↓12.3k`: tokens kept out net of aux cost; `↑` when ctxwrap cost more."""
+    if totals.llm_calls == 0:
+        return ""
+    net = totals.net_tokens
+    n = abs(net)
+    amount = f"{n / 1e6:.1f}M" if n >= 999_950 else f"{n / 1e3:.1f}k" if n >= 1000 else str(n)
+    return f"ctxwrap {'↓' if net >= 0 else '↑'}{amount}"
 
 
 def _strip_marker(call: TailToolCall) -> str:
