@@ -1,5 +1,7 @@
 """ctxwrap: keep a terminal coding agent's context small without breaking its prompt cache."""
 
 __version__ = "0.1.0"
+# Bumped on any incompatible change of the bridge/CLI <-> daemon messages (see protocol.py).
+PROTOCOL_VERSION = 1
 
-__all__ = ["__version__"]
+__all__ = ["PROTOCOL_VERSION", "__version__"]

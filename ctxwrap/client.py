@@ -3,6 +3,9 @@
 `probe()` never raises; it says Ready, NeedsRestart (another version answers) or Unreachable.
 `ensure_running()` starts a daemon when needed, under a file lock so that concurrent
 `ctxwrap` invocations end up with exactly one daemon.
+
+This module is on `ctxwrap pi`'s start-up path, so the probe uses the standard library only:
+httpx (and what it imports) and the pydantic protocol models cost about a second under load.
 """
 
 from __future__ import annotations
@@ -12,21 +15,49 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from ctxwrap import __version__, paths
+from ctxwrap import PROTOCOL_VERSION, __version__, paths
 from ctxwrap.daemon.pidfile import pidfile_locked, read_pidfile
 from ctxwrap.errors import DaemonStartError, DaemonUnreachable
-from ctxwrap.protocol import PROTOCOL_VERSION, Health
+
+if TYPE_CHECKING:
+    import httpx
 
 START_DEADLINE_S = 15.0
+
+
+@dataclass(frozen=True)
+class Health:
+    """What GET /v1/health says (protocol.Health on the daemon side)."""
+
+    version: str
+    protocol: int
+    pid: int
+    uptime_s: float
+    sessions: int
+    socket: str
+    config_error: str | None = None
+    systemd: bool = False
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Health:
+        return cls(
+            version=str(data["version"]),
+            protocol=int(data["protocol"]),
+            pid=int(data["pid"]),
+            uptime_s=float(data.get("uptime_s", 0.0)),
+            sessions=int(data.get("sessions", 0)),
+            socket=str(data.get("socket", "")),
+            config_error=data.get("config_error"),
+            systemd=bool(data.get("systemd", False)),
+        )
 
 
 @dataclass(frozen=True)
@@ -48,35 +79,52 @@ class Unreachable:
 ProbeResult = Ready | NeedsRestart | Unreachable
 
 
-def make_client(socket: Path | None = None, timeout: float = 5.0) -> httpx.Client:
-    transport = httpx.HTTPTransport(uds=str(socket or paths.socket_path()))
+def make_client(socket_path: Path | None = None, timeout: float = 5.0) -> httpx.Client:
+    import httpx
+
+    transport = httpx.HTTPTransport(uds=str(socket_path or paths.socket_path()))
     return httpx.Client(transport=transport, base_url="http://ctxwrap", timeout=timeout)
 
 
-def probe(socket: Path | None = None, timeout: float = 1.0) -> ProbeResult:
-    sock = socket or paths.socket_path()
+def _get_health(sock: Path, timeout: float) -> dict[str, Any]:
+    """GET /v1/health over the Unix socket with the standard library only."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(sock))
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: ctxwrap\r\nConnection: close\r\n\r\n")
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b" ", 2)
+    if len(status) < 2 or status[1] != b"200":
+        raise ValueError(f"health answered {head[:40]!r}")
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("health is not a JSON object")
+    return data
+
+
+def probe(socket_path: Path | None = None, timeout: float = 1.0) -> ProbeResult:
+    sock = socket_path or paths.socket_path()
     if not sock.exists():
         return Unreachable(f"no socket at {sock}")
     try:
-        with make_client(sock, timeout) as c:
-            r = c.get("/v1/health")
-        health = Health.model_validate(r.json())
-    except (httpx.HTTPError, ValueError) as exc:
+        health = Health.from_json(_get_health(sock, timeout))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         return Unreachable(f"{type(exc).__name__}: {exc}")
     if health.protocol != PROTOCOL_VERSION or health.version != __version__:
         return NeedsRestart(
             health,
-            f"daemon {health.version} (protocol {health.protocol}), client {__version__} (protocol {PROTOCOL_VERSION})",
+            f"daemon {health.version} (protocol {health.protocol}), "
+            f"client {__version__} (protocol {PROTOCOL_VERSION})",
         )
     return Ready(health)
 
 
 def systemd_unit_enabled() -> bool:
     """When the user installed the systemd units, socket activation owns start-up."""
-    unit = (
-        Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-        / "systemd/user/ctxwrap.socket"
-    )
+    unit = paths.config_dir().parent / "systemd/user/ctxwrap.socket"
     return unit.exists() and os.environ.get("CTXWRAP_NO_SYSTEMD") != "1"
 
 
@@ -122,27 +170,26 @@ def ensure_running(deadline_s: float = START_DEADLINE_S) -> Health:
     first = probe()
     if isinstance(first, Ready):
         return first.health
-    if (
-        isinstance(first, Unreachable)
-        and pidfile_locked(paths.pidfile_path())
-        and paths.socket_path().exists()
-    ):
-        # A daemon holds the lock but does not answer (stopped, hung): starting another is
-        # impossible and waiting is pointless; the caller decides how to degrade.
-        info = read_pidfile(paths.pidfile_path())
-        raise DaemonUnreachable(
-            f"the daemon (pid {info[0] if info else '?'}) holds its lock but does not answer ({first.reason})",
-            hint="`ctxwrap daemon restart`, or kill it",
-        )
     runtime = paths.ensure_private_dir(paths.runtime_dir())
     lock_fd = os.open(runtime / "start.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(
-            lock_fd, fcntl.LOCK_EX
-        )  # whoever waited here finds the daemon the winner started
-        result = probe()
+        # Whoever waited here finds the daemon the winner started.
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        result = probe(timeout=2.0)
         if isinstance(result, Ready):
             return result.health
+        if (
+            isinstance(result, Unreachable)
+            and pidfile_locked(paths.pidfile_path())
+            and paths.socket_path().exists()
+        ):
+            # We hold the start lock, so nobody is mid-start: a daemon holds its lock but does
+            # not answer (stopped, hung). Starting another is impossible and waiting pointless.
+            info = read_pidfile(paths.pidfile_path())
+            raise DaemonUnreachable(
+                f"the daemon (pid {info[0] if info else '?'}) holds its lock but does not answer ({result.reason})",
+                hint="`ctxwrap daemon restart`, or kill it",
+            )
         if isinstance(result, NeedsRestart):
             stop_daemon()
         if not systemd_unit_enabled():
@@ -168,6 +215,8 @@ def request(
     method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float = 5.0
 ) -> Any:
     """One call to a running daemon; raises DaemonUnreachable when nothing answers."""
+    import httpx
+
     try:
         with make_client(timeout=timeout) as c:
             r = c.request(method, path, json=body)

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxwrap import PROTOCOL_VERSION
 from ctxwrap.engine.edits import Tail, TailMessage, TailToolCall
 
-PROTOCOL_VERSION = 1
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a tool_result may carry pi's 50 KB text; 64 MB bounds abuse
 
 AuxTask = Literal["digest", "tag", "fact"]

@@ -78,7 +78,12 @@ function trace(msg: string): void {
 	} catch {}
 }
 
-const SOCKET = env.CTXWRAP_SOCKET || `${env.XDG_RUNTIME_DIR || `/tmp/ctxwrap-${process.getuid?.() ?? 0}`}/ctxwrap/daemon.sock`;
+// Same rule as ctxwrap/paths.py: a relative XDG_RUNTIME_DIR counts as unset.
+const SOCKET =
+	env.CTXWRAP_SOCKET ||
+	(env.XDG_RUNTIME_DIR?.startsWith("/")
+		? `${env.XDG_RUNTIME_DIR}/ctxwrap/daemon.sock`
+		: `/tmp/ctxwrap-${process.getuid?.() ?? 0}/daemon.sock`);
 const PROTOCOL = 1;
 // After a timeout, decision calls are skipped for this long, so a hung daemon costs one
 // deadline, not one per event.

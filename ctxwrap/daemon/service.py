@@ -15,20 +15,22 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwrap import __version__
 from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
-from ctxwrap.aux.http import HttpAuxBackend
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.daemon.eventlog import EventLog
 from ctxwrap.daemon.rawstore import RawStore
 from ctxwrap.daemon.store import Store
-from ctxwrap.digest import StreamingDigester
 from ctxwrap.engine.bashout import scrub_temp_paths, split_bash_text
 from ctxwrap.engine.edits import TailToolCall, decide_edits, dropped_signatures, edit_to_json
 from ctxwrap.engine.facts import aux_fact, heuristic_fact
+
+if TYPE_CHECKING:  # imported where used: keeps httpx and the digester out of start-up
+    from ctxwrap.aux.http import HttpAuxBackend
+    from ctxwrap.digest import StreamingDigester
 
 log = logging.getLogger("ctxwrap.daemon")
 
@@ -112,6 +114,8 @@ class Daemon:
         if self.cfg.aux_backend != "http" or not self.cfg.aux_base_url:
             return None
         if self._http_aux is None:
+            from ctxwrap.aux.http import HttpAuxBackend
+
             self._http_aux = HttpAuxBackend(
                 base_url=self.cfg.aux_base_url,
                 api=self.cfg.aux_api,
@@ -423,6 +427,8 @@ class Daemon:
             "tool_name": "bash",
             "command": command,
         }
+        from ctxwrap.digest import StreamingDigester
+
         digester = StreamingDigester(
             command=command,
             exit_code=exit_code,
