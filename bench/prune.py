@@ -133,12 +133,13 @@ def main() -> int:
             sys.stderr.write(out.stderr)
             return 1
     res: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    load = os.getloadavg()[0]
     ms = res["ms"]
     print(
         f"bridge `context` edit step — up to {res['messages']:,} messages, "
         f"{fmt_bytes(res['conversation_bytes'])} conversation, {res['frozen_edits']} frozen edits "
         f"({res['removed_messages']} messages removed by them), "
-        f"{res['iterations']:,} calls, node {res['node']}"
+        f"{res['iterations']:,} calls, node {res['node']}, load {load:.1f} on {os.cpu_count()} CPUs"
     )
     print(f"  {'part':34} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
     for key, label in PARTS:

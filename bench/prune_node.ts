@@ -178,7 +178,7 @@ function measure(raw: any[], sent: any[]) {
 // -- the daemon, over the same kind of agent the bridge uses ---------------------------------
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
-function post(path: string, body: unknown, wait: boolean): Promise<{ status: number; body: string; sentBytes: number }> {
+function post(path: string, body: unknown): Promise<{ status: number; body: string; sentBytes: number }> {
 	const payload = JSON.stringify(body);
 	return new Promise((resolve, reject) => {
 		const req = http.request(
@@ -198,7 +198,6 @@ function post(path: string, body: unknown, wait: boolean): Promise<{ status: num
 		);
 		req.on("error", reject);
 		req.end(payload);
-		if (!wait) resolve({ status: 0, body: "", sentBytes: Buffer.byteLength(payload) });
 	});
 }
 
@@ -218,7 +217,12 @@ let sentMessages = 0;
 let callIndex = 0;
 let daemonEdits = 0;
 
+// Between two `context` events pi waits for the model, so the previous llm_call has long been
+// stored; wait for it (untimed) instead of queueing it in front of the next /v1/context.
+let lastNotify: Promise<void> = Promise.resolve();
+
 async function oneCall(record: boolean): Promise<void> {
+	await lastNotify;
 	// A new tool round arrives: the unseen tail of this call.
 	if (history.length >= BASE + 2 * BLOCK) history.length = BASE;
 	history.push(...round(next++));
@@ -231,7 +235,7 @@ async function oneCall(record: boolean): Promise<void> {
 	let t2 = t1;
 	if (tail.messages.length > 0) {
 		const body = { session_id: SESSION, call_index: callIndex, message_count: messages.length, head_changed: false, tail };
-		const reply = await post("/v1/context", body, true);
+		const reply = await post("/v1/context", body);
 		if (reply.status !== 200) throw new Error(`POST /v1/context: ${reply.status} ${reply.body}`);
 		for (const raw of (JSON.parse(reply.body) as Json).edits ?? []) if (asEdit(raw)) daemonEdits++;
 		if (record) sentBytes.push(reply.sentBytes);
@@ -242,11 +246,10 @@ async function oneCall(record: boolean): Promise<void> {
 	const t3 = performance.now();
 	const { sent: sentChars, saved } = measure(messages, sent);
 	const t4 = performance.now();
-	void post(
+	lastNotify = post(
 		"/v1/llm_call",
 		{ session_id: SESSION, call_index: callIndex, message_count: sent.length, head_changed: false, sent_chars: sentChars, saved_chars: saved },
-		false,
-	);
+	).then(() => undefined);
 	const t5 = performance.now();
 	callIndex++;
 	if (record) {
@@ -272,7 +275,6 @@ async function main(): Promise<void> {
 	for (let i = 0; i < WARMUP; i++) await oneCall(false);
 	for (let i = 0; i < ITER; i++) {
 		await oneCall(true);
-		if (i % 50 === 49) await new Promise((r) => setTimeout(r, 5)); // let llm_call notifies drain
 	}
 	await new Promise((r) => setTimeout(r, 200));
 	const stats: Json = {};
