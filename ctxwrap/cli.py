@@ -210,6 +210,8 @@ def _readonly_db() -> Any:
 @click.option("--all", "show_all", is_flag=True, help="Include ended sessions.")
 def sessions(as_json: bool, show_all: bool) -> None:
     """List pi sessions the daemon knows (live ones by default)."""
+    from ctxwrap.daemon.pidfile import pid_alive
+
     conn = _readonly_db()
     rows = (
         []
@@ -217,7 +219,7 @@ def sessions(as_json: bool, show_all: bool) -> None:
         else [dict(r) for r in conn.execute("SELECT * FROM sessions ORDER BY started_at DESC")]
     )
     for r in rows:
-        r["live"] = r["ended_at"] is None and _alive(r["pid"])
+        r["live"] = r["ended_at"] is None and pid_alive(r["pid"])
     if not show_all:
         rows = [r for r in rows if r["live"]]
     if as_json:
@@ -232,16 +234,6 @@ def sessions(as_json: bool, show_all: bool) -> None:
         click.echo(
             f"{r['session_id']}  {state:5}  {started}  pid {r['pid']:<7} {r['model'] or '-':24} {r['cwd']}"
         )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @cli.command("facts")

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import click
 
 from ctxwrap import paths
+from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.errors import NotFoundError
 
 SCHEMA = 1
@@ -186,18 +187,6 @@ def figures_from(raw: _Raw) -> Figures:
         provider=ProviderFigures(*raw.turns),
         mechanisms=tuple(mechs),
     )
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except (OverflowError, ValueError):
-        return False
-    return True
 
 
 def resolve_session(conn: sqlite3.Connection, wanted: str) -> str:

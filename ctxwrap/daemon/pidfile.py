@@ -50,3 +50,16 @@ def pidfile_locked(path: Path) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+def pid_alive(pid: int) -> bool:
+    """Does process `pid` exist? (Someone else's process counts as alive.)"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return True

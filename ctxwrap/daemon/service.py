@@ -22,6 +22,7 @@ from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.daemon.eventlog import EventLog
+from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.daemon.rawstore import RawStore
 from ctxwrap.daemon.store import Store
 from ctxwrap.engine.bashout import scrub_temp_paths, split_bash_text
@@ -144,7 +145,8 @@ class Daemon:
     def reap_dead_sessions(self) -> None:
         """End sessions whose pi process is gone (killed, crashed, closed terminal)."""
         for sid, rt in list(self.sessions.items()):
-            if not _pid_alive(rt.pid):
+            # pid 0: a session recreated after a daemon restart without a record; keep it.
+            if rt.pid > 0 and not pid_alive(rt.pid):
                 self._end(sid, "process-gone")
 
     def _end(self, session_id: str, reason: str) -> None:
@@ -326,6 +328,28 @@ class Daemon:
             },
         )
 
+    async def _http_complete(
+        self, rt: SessionRuntime, task: str, system: str, prompt: str, max_tokens: int
+    ) -> str | None:
+        """Run one aux call on the http backend and record its cost; None when there is none."""
+        backend = self.http_aux()
+        if backend is None:
+            return None
+        ans = await backend.complete(
+            system=system, prompt=prompt, max_tokens=max_tokens, timeout_ms=self.cfg.aux_timeout_ms
+        )
+        self._record_aux(
+            rt.session_id,
+            task,
+            "http",
+            ans.input_tokens,
+            ans.output_tokens,
+            ans.error is None,
+            ans.elapsed_ms,
+            ans.error,
+        )
+        return ans.text
+
     def aux_result(self, req: P.AuxResult) -> P.AuxResultReply:
         rt = self._rt(req.session_id)
         pending = rt.pending.pop(req.aux_id, None)
@@ -495,27 +519,11 @@ class Daemon:
                 ctx,
             )
             return P.ToolResultReply(action="replace", text=text, handle=stored.handle, aux=aux)
-        backend = self.http_aux()
-        if backend is not None:
-            ans = await backend.complete(
-                system=prompts.DIGEST_SYSTEM,
-                prompt=aux_prompt,
-                max_tokens=cfg.bash_max_summary_tokens,
-                timeout_ms=cfg.aux_timeout_ms,
+        if self.http_aux() is not None:
+            answer = await self._http_complete(
+                rt, "digest", prompts.DIGEST_SYSTEM, aux_prompt, cfg.bash_max_summary_tokens
             )
-            self._record_aux(
-                rt.session_id,
-                "digest",
-                "http",
-                ans.input_tokens,
-                ans.output_tokens,
-                ans.error is None,
-                ans.elapsed_ms,
-                ans.error,
-            )
-            better = self._accept_digest(
-                rt, PendingAux("digest", req.tool_call_id, 0, ctx), ans.text
-            )
+            better = self._accept_digest(rt, PendingAux("digest", req.tool_call_id, 0, ctx), answer)
             if better is not None:
                 text = better
         return P.ToolResultReply(action="replace", text=text, handle=stored.handle)
@@ -561,30 +569,16 @@ class Daemon:
                 rt, "tag", req.tool_call_id, prompts.TAG_SYSTEM, prompt, cfg.tag_max_tokens, ctx
             )
             return P.ToolResultReply(handle=stored.handle, aux=aux)
-        backend = self.http_aux()
-        if backend is None:
+        if self.http_aux() is None:
             rt.tags[req.tool_call_id] = "RETAIN"
             return P.ToolResultReply(handle=stored.handle)
         pending = PendingAux("tag", req.tool_call_id, time.monotonic(), ctx)
 
         async def run_tag() -> None:
-            ans = await backend.complete(
-                system=prompts.TAG_SYSTEM,
-                prompt=prompt,
-                max_tokens=cfg.tag_max_tokens,
-                timeout_ms=cfg.aux_timeout_ms,
+            answer = await self._http_complete(
+                rt, "tag", prompts.TAG_SYSTEM, prompt, cfg.tag_max_tokens
             )
-            self._record_aux(
-                rt.session_id,
-                "tag",
-                "http",
-                ans.input_tokens,
-                ans.output_tokens,
-                ans.error is None,
-                ans.elapsed_ms,
-                ans.error,
-            )
-            self._finish_aux(rt, pending, ans.text)
+            self._finish_aux(rt, pending, answer)
 
         rt.tasks[req.tool_call_id] = asyncio.create_task(run_tag())
         return P.ToolResultReply(handle=stored.handle)
@@ -616,25 +610,11 @@ class Daemon:
                 ctx,
             )
             return P.ToolResultReply(text=fact, aux=aux)
-        backend = self.http_aux()
-        if backend is not None:
-            ans = await backend.complete(
-                system=prompts.FACT_SYSTEM,
-                prompt=prompt,
-                max_tokens=cfg.write_fact_max_tokens,
-                timeout_ms=cfg.aux_timeout_ms,
+        if self.http_aux() is not None:
+            answer = await self._http_complete(
+                rt, "fact", prompts.FACT_SYSTEM, prompt, cfg.write_fact_max_tokens
             )
-            self._record_aux(
-                rt.session_id,
-                "fact",
-                "http",
-                ans.input_tokens,
-                ans.output_tokens,
-                ans.error is None,
-                ans.elapsed_ms,
-                ans.error,
-            )
-            better = self._finish_aux(rt, PendingAux("fact", req.tool_call_id, 0, ctx), ans.text)
+            better = self._finish_aux(rt, PendingAux("fact", req.tool_call_id, 0, ctx), answer)
             fact = better or fact
         return P.ToolResultReply(text=fact)
 
@@ -849,15 +829,3 @@ def _label(tool: str, args: dict[str, Any]) -> str:
         if key in args:
             return f"{tool} {str(args[key])[:120]}"
     return tool
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return True  # unknown pid (restarted daemon without a record): assume alive
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

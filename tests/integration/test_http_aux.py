@@ -1,0 +1,155 @@
+"""The `http` aux backend: the daemon itself calls an OpenAI-compatible endpoint (no pi)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from support import Xdg, client, daemon_process
+
+from ctxwrap.testing.model_server import ScriptedModelServer
+
+SEQ = "\n".join(str(i) for i in range(1, 20001))
+LICENSE = "".join(f"clause {i}: irrelevant legal text\n" for i in range(300))
+BODY = "".join(f"x_{i} = {i}\n" for i in range(200))
+RULES = [
+    {"task": "digest", "answer": "20,000 numbers, nothing failed"},
+    {"task": "tag", "match": "irrelevant legal text", "answer": '{"decision": "DROP"}'},
+    {"task": "fact", "answer": "two hundred assignments"},
+]
+
+
+def post(c: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = c.post(path, json=body)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def test_digest_tag_and_fact_through_the_http_backend(tmp_path: Path, xdg: Xdg) -> None:
+    with ScriptedModelServer([], aux_rules=RULES) as srv:
+        env = {
+            "PI_CTX_AUX_BACKEND": "http",
+            "PI_CTX_AUX_BASE_URL": srv.base_url,
+            "PI_CTX_AUX_MODEL": "scripted/scripted-model",
+        }
+        with daemon_process(xdg, env), client(xdg, 30) as c:
+            sid = "s-http"
+            post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+            post(c, "/v1/prompt", {"session_id": sid, "prompt": "count things"})
+            bash = post(
+                c,
+                "/v1/tool_result",
+                {
+                    "session_id": sid,
+                    "tool_call_id": "b1",
+                    "tool_name": "bash",
+                    "input": {"command": "seq 1 20000"},
+                    "text": SEQ,
+                },
+            )
+            assert (
+                bash["action"] == "replace" and bash["aux"] is None
+            )  # no round trip through the bridge
+            assert "20,000 numbers, nothing failed" in bash["text"]
+            read = post(
+                c,
+                "/v1/tool_result",
+                {
+                    "session_id": sid,
+                    "tool_call_id": "r1",
+                    "tool_name": "read",
+                    "input": {"path": "LICENSE"},
+                    "text": LICENSE,
+                },
+            )
+            assert read["aux"] is None and read["handle"]
+            tail = {
+                "start": 0,
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "toolCalls": [{"id": "r1", "name": "read", "argsSig": "abc"}],
+                    },
+                    {
+                        "role": "toolResult",
+                        "toolCallId": "r1",
+                        "toolName": "read",
+                        "chars": len(LICENSE),
+                        "isError": False,
+                    },
+                ],
+            }
+            ctx = post(
+                c,
+                "/v1/context",
+                {"session_id": sid, "call_index": 1, "message_count": 3, "tail": tail},
+            )
+            assert [e["kind"] for e in ctx["edits"]] == ["tombstone"]  # the http tag said DROP
+            write = post(
+                c,
+                "/v1/tool_result",
+                {
+                    "session_id": sid,
+                    "tool_call_id": "w1",
+                    "tool_name": "write",
+                    "input": {"path": "v.py", "content": BODY},
+                    "text": "ok",
+                },
+            )
+            assert write["text"].startswith("[Wrote v.py — two hundred assignments")
+        assert sorted(r.aux_task for r in srv.aux_requests) == ["digest", "fact", "tag"]
+    rows = (
+        sqlite3.connect(xdg.db)
+        .execute("SELECT task, backend, ok, input_tokens FROM aux_calls ORDER BY task")
+        .fetchall()
+    )
+    assert [(t, b, ok) for t, b, ok, _ in rows] == [
+        ("digest", "http", 1),
+        ("fact", "http", 1),
+        ("tag", "http", 1),
+    ]
+    assert all(n > 0 for *_, n in rows)  # the endpoint's usage is what gets recorded
+
+
+def test_http_backend_down_falls_back(tmp_path: Path, xdg: Xdg) -> None:
+    env = {
+        "PI_CTX_AUX_BACKEND": "http",
+        "PI_CTX_AUX_BASE_URL": "http://127.0.0.1:9/v1",
+        "PI_CTX_AUX_TIMEOUT_MS": "500",
+    }
+    with daemon_process(xdg, env), client(xdg, 30) as c:
+        sid = "s-down"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+        bash = post(
+            c,
+            "/v1/tool_result",
+            {
+                "session_id": sid,
+                "tool_call_id": "b1",
+                "tool_name": "bash",
+                "input": {"command": "seq 1 20000"},
+                "text": SEQ,
+            },
+        )
+        assert bash["action"] == "replace" and bash["text"].startswith(
+            "[ctxwrap digest of bash output"
+        )
+        write = post(
+            c,
+            "/v1/tool_result",
+            {
+                "session_id": sid,
+                "tool_call_id": "w1",
+                "tool_name": "write",
+                "input": {"path": "v.py", "content": BODY},
+                "text": "ok",
+            },
+        )
+        assert (
+            write["text"].startswith("[Wrote v.py") and "~200 lines" in write["text"]
+        )  # heuristic
+    failed = (
+        sqlite3.connect(xdg.db).execute("SELECT COUNT(*) FROM aux_calls WHERE ok = 0").fetchone()[0]
+    )
+    assert failed == 2  # failures are counted as spent, not hidden
