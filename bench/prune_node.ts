@@ -17,6 +17,7 @@
 // Prints one JSON object on stdout.
 import http from "node:http";
 import { performance } from "node:perf_hooks";
+import { ContextMeter } from "../ctxwrap/_bridge/ctxwrap-bridge.ts";
 import { applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "../ctxwrap/_bridge/edits.ts";
 
 type Json = Record<string, any>;
@@ -104,75 +105,17 @@ for (const e of frozen) editsById.set(e.toolCallId, [...(editsById.get(e.toolCal
 const digests = new Map<string, number>();
 for (const m of history) if (m.role === "toolResult" && m.toolName === "bash") digests.set(m.toolCallId, 20_000);
 
-// -- the bridge's measure, copied from ctxwrap-bridge.ts (messageChars, keyOf, sizeOf, editSaving, measure)
+// -- the bridge's own meter (imported, not copied) ---------------------------------------------
 
-function messageChars(m: Json): number {
-	const c = m.content;
-	if (typeof c === "string") return c.length;
-	if (!Array.isArray(c)) return typeof m.summary === "string" ? m.summary.length : (m.output?.length ?? 0);
-	let n = 0;
-	for (const b of c) {
-		if (!b) continue;
-		if (b.type === "text" && typeof b.text === "string") n += b.text.length;
-		else if (b.type === "toolCall") n += (b.name?.length ?? 0) + JSON.stringify(b.arguments ?? {}).length;
-		else if (b.type === "thinking" && typeof b.thinking === "string") n += b.thinking.length;
-	}
-	return n;
-}
-const FACT_TYPE = "ctxwrap-fact";
-const sizeCache = new Map<string, number>();
-const savingCache = new Map<string, number>();
-const keyOf = (m: Json, i: number): string => `${m.role}:${m.timestamp ?? ""}:${m.toolCallId ?? m.responseId ?? ""}:${i}`;
-const sizeOf = (m: Json, i: number): number => {
-	const k = keyOf(m, i);
-	let n = sizeCache.get(k);
-	if (n === undefined) {
-		n = messageChars(m);
-		sizeCache.set(k, n);
-	}
-	return n;
-};
-const editSaving = (m: Json, i: number): number => {
-	const k = keyOf(m, i);
-	let n = savingCache.get(k);
-	if (n === undefined) {
-		const after = applyEdits([m], frozen);
-		n = messageChars(m) - (after.length ? messageChars(after[0] as Json) : 0);
-		savingCache.set(k, n);
-	}
-	return n;
-};
+const meter = new ContextMeter();
 const skillsRemoved = 12_000;
 const ownToolsChars = 900;
 const toolsChars = 9_000;
-function measure(raw: any[], sent: any[]) {
-	let system = 0;
-	let msgs = 0;
-	for (let i = 0; i < sent.length; i++) {
-		const m = sent[i];
-		if (!m) continue;
-		if (m.role === "system") system += sizeOf(m, i);
-		else msgs += sizeOf(m, i);
-	}
-	if (system === 0) system = 30_000; // ctx.getSystemPrompt().length in the bridge
-	const saved = { bash: 0, amnesia: 0, writes: 0, skills: skillsRemoved, tools: -ownToolsChars };
-	for (let i = 0; i < raw.length; i++) {
-		const m = raw[i];
-		if (m?.role === "toolResult") {
-			const id = String(m.toolCallId);
-			saved.bash += digests.get(id) ?? 0;
-			if (editsById.has(id)) saved.amnesia += editSaving(m, i);
-		} else if (m?.role === "assistant" && Array.isArray(m.content)) {
-			const ids = m.content.filter((b: any) => b?.type === "toolCall").map((b: any) => String(b.id));
-			const eds = ids.flatMap((id: string) => editsById.get(id) ?? []);
-			if (eds.length === 0) continue;
-			const bucket = eds.some((e: Edit) => e.kind === "strip_write") ? "writes" : "amnesia";
-			saved[bucket] += editSaving(m, i);
-		} else if (m?.role === "custom" && m.customType === FACT_TYPE) {
-			saved.writes -= sizeOf(m, i);
-		}
-	}
-	return { sent: { system, messages: msgs, tools: toolsChars }, saved };
+function measure(raw: any[]) {
+	const m = meter.measure(raw, editsById, digests);
+	const system = m.system || 30_000; // ctx.getSystemPrompt().length in the bridge (0.73)
+	const saved = { bash: m.bash, amnesia: m.amnesia, writes: m.writes, skills: skillsRemoved, tools: -ownToolsChars };
+	return { sent: { system, messages: m.messages, tools: toolsChars }, saved };
 }
 
 // -- the daemon, over the same kind of agent the bridge uses ---------------------------------
@@ -244,7 +187,7 @@ async function oneCall(record: boolean): Promise<void> {
 	for (const id of inTail) seen.add(id);
 	const sent = frozen.length ? applyEdits(messages, frozen) : messages;
 	const t3 = performance.now();
-	const { sent: sentChars, saved } = measure(messages, sent);
+	const { sent: sentChars, saved } = measure(messages);
 	const t4 = performance.now();
 	lastNotify = post(
 		"/v1/llm_call",

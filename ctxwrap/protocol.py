@@ -113,6 +113,7 @@ class StatsText(Reply):
 
 class TurnEndReply(Reply):
     totals: SessionTotals
+    config: dict[str, Any] | None = None  # set once config.toml has been reloaded
 
 
 class SessionStartReply(Reply):
@@ -158,7 +159,7 @@ class PromptStart(Request):
 
 class Ack(Reply):
     ok: bool = True
-    config: dict[str, Any] | None = None  # set when the config changed since the last reply
+    config: dict[str, Any] | None = None  # set once config.toml has been reloaded
 
 
 # -- aux calls carried by the bridge (aux_backend = "pi") ----------------------------------

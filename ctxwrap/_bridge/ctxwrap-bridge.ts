@@ -242,7 +242,7 @@ function textOf(content: unknown): string {
 }
 
 /** Chars of a message as the provider receives it (text + tool-call arguments), chars/4 basis. */
-function messageChars(m: Json): number {
+export function messageChars(m: Json): number {
 	const c = m.content;
 	if (typeof c === "string") return c.length;
 	if (!Array.isArray(c)) return typeof m.summary === "string" ? m.summary.length : (m.output?.length ?? 0);
@@ -254,6 +254,71 @@ function messageChars(m: Json): number {
 		else if (b.type === "thinking" && typeof b.thinking === "string") n += b.thinking.length;
 	}
 	return n;
+}
+
+/** A message's identity within one list: stable while the list only grows. */
+export const keyOf = (m: Json, i: number): string =>
+	`${m?.role}:${m?.timestamp ?? ""}:${m?.toolCallId ?? m?.responseId ?? ""}:${i}`;
+
+/**
+ * Running size totals over the unedited message list, for the statistics.
+ *
+ * Within a prompt each call's list extends the last one and edits touch only new messages
+ * (frozen, tail only), so only new messages are measured; anything else (compaction, resume,
+ * a branch) starts over. System messages are measured every call: pi 1.x may rewrite them.
+ * `messages` is what is sent (edited); the savings are size unedited - size edited, by the
+ * same function, so the figures add up to what plain pi would have sent.
+ */
+export class ContextMeter {
+	private n = 0;
+	private lastKey = "";
+	private msgs = 0;
+	private bash = 0;
+	private amnesia = 0;
+	private writes = 0;
+
+	measure(
+		raw: readonly any[],
+		editsById: ReadonlyMap<string, readonly Edit[]>,
+		digests: ReadonlyMap<string, number>,
+	): { system: number; messages: number; bash: number; amnesia: number; writes: number } {
+		const last = this.n - 1;
+		if (this.n > raw.length || (this.n > 0 && keyOf(raw[last], last) !== this.lastKey)) {
+			this.n = this.msgs = this.bash = this.amnesia = this.writes = 0;
+		}
+		let system = 0;
+		for (let i = 0; i < raw.length; i++) {
+			const m = raw[i];
+			if (!m) continue;
+			if (m.role === "system") {
+				system += messageChars(m);
+				continue;
+			}
+			if (i < this.n) continue;
+			const size = messageChars(m);
+			let sent = size;
+			const ids =
+				m.role === "toolResult"
+					? [String(m.toolCallId)]
+					: m.role === "assistant" && Array.isArray(m.content)
+						? m.content.filter((b: any) => b?.type === "toolCall").map((b: any) => String(b.id))
+						: [];
+			const eds = ids.flatMap((id: string) => editsById.get(id) ?? []);
+			if (eds.length) {
+				const after = applyEdits([m], eds);
+				sent = after.length ? messageChars(after[0] as Json) : 0;
+				// A write strip counts for writes; tombstones and silent removals for amnesia.
+				if (eds.some((e) => e.kind === "strip_write")) this.writes += size - sent;
+				else this.amnesia += size - sent;
+			}
+			if (m.role === "toolResult") this.bash += digests.get(String(m.toolCallId)) ?? 0;
+			if (m.role === "custom" && m.customType === FACT_TYPE) this.writes -= size; // ctxwrap's own cost
+			this.msgs += sent;
+		}
+		this.n = raw.length;
+		this.lastKey = raw.length ? keyOf(raw[raw.length - 1], raw.length - 1) : "";
+		return { system, messages: this.msgs, bash: this.bash, amnesia: this.amnesia, writes: this.writes };
+	}
 }
 
 const PI_NOTE = /\n*\[(?:Showing [^\]]*?)Full output: [^\]]*\]\s*/g;
@@ -430,9 +495,7 @@ function install(pi: any): void {
 	let lastStart: Json | null = null;
 	let catalogSignature = "";
 
-	const sizeCache = new Map<string, number>();
-	const keyOf = (m: Json, i: number): string =>
-		`${m.role}:${m.timestamp ?? ""}:${m.toolCallId ?? m.responseId ?? ""}:${i}`;
+	let meter = new ContextMeter();
 
 	const applyConfig = (c: Json | null | undefined) => {
 		if (c && typeof c === "object") cfg = { ...cfg, ...(c as Partial<BridgeConfig>) };
@@ -535,8 +598,7 @@ function install(pi: any): void {
 			seen = new Set();
 			callIndex = 0;
 			firstKey = null;
-			sizeCache.clear();
-			savingCache.clear();
+			meter = new ContextMeter();
 			pendingTags = new Map();
 			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
@@ -643,6 +705,9 @@ function install(pi: any): void {
 			Math.max(cfg.bridge_timeout_ms, 15000),
 			5000, // a killed daemon is restarted by us; worth a short wait to avoid a raw tail
 		);
+		// The daemon may decide to pass (bash digests off, a higher threshold after a config
+		// reload): only *no answer* falls back to the bridge's own tail.
+		if (reply?.action === "pass") return undefined;
 		let out: string;
 		if (reply && reply.action === "replace" && typeof reply.text === "string") {
 			out = reply.text;
@@ -729,63 +794,17 @@ function install(pi: any): void {
 	};
 
 	/** Chars of one message, cached: a sent message never changes (edits are frozen). */
-	const sizeOf = (m: Json, i: number): number => {
-		const k = keyOf(m, i);
-		let n = sizeCache.get(k);
-		if (n === undefined) {
-			n = messageChars(m);
-			sizeCache.set(k, n);
-		}
-		return n;
-	};
-
-	/** Chars an edited message no longer costs, by the same measure as `sent` (cached: frozen). */
-	const savingCache = new Map<string, number>();
-	const editSaving = (m: Json, i: number): number => {
-		const k = keyOf(m, i);
-		let n = savingCache.get(k);
-		if (n === undefined) {
-			const after = applyEdits([m], edits);
-			n = messageChars(m) - (after.length ? messageChars(after[0] as Json) : 0);
-			savingCache.set(k, n);
-		}
-		return n;
-	};
-
 	/** What this request sends and what plain pi would have sent on top, per mechanism. */
-	const measure = (raw: any[], sent: any[], ctx: any) => {
-		let system = 0;
-		let msgs = 0;
-		for (let i = 0; i < sent.length; i++) {
-			const m = sent[i];
-			if (!m) continue;
-			if (m.role === "system") system += sizeOf(m, i);
-			else msgs += sizeOf(m, i);
-		}
+	const measure = (raw: any[], ctx: any) => {
+		const m = meter.measure(raw, editsById, digests);
+		let system = m.system;
 		if (system === 0) {
 			try {
-				system = String(ctx.getSystemPrompt?.() ?? "").length;
+				system = String(ctx.getSystemPrompt?.() ?? "").length; // 0.73: the prompt is not in the list
 			} catch {}
 		}
-		const saved = { bash: 0, amnesia: 0, writes: 0, skills: skillsRemoved, tools: -ownToolsChars };
-		for (let i = 0; i < raw.length; i++) {
-			const m = raw[i];
-			if (m?.role === "toolResult") {
-				const id = String(m.toolCallId);
-				saved.bash += digests.get(id) ?? 0;
-				if (editsById.has(id)) saved.amnesia += editSaving(m, i);
-			} else if (m?.role === "assistant" && Array.isArray(m.content)) {
-				const ids = m.content.filter((b: any) => b?.type === "toolCall").map((b: any) => String(b.id));
-				const eds = ids.flatMap((id: string) => editsById.get(id) ?? []);
-				if (eds.length === 0) continue;
-				// A write strip counts for writes; a silent removal of the call counts for amnesia.
-				const bucket = eds.some((e) => e.kind === "strip_write") ? "writes" : "amnesia";
-				saved[bucket] += editSaving(m, i);
-			} else if (m?.role === "custom" && m.customType === FACT_TYPE) {
-				saved.writes -= sizeOf(m, i); // the fact is ctxwrap's own cost: plain pi has none
-			}
-		}
-		return { sent: { system, messages: msgs, tools: toolsChars }, saved };
+		const saved = { bash: m.bash, amnesia: m.amnesia, writes: m.writes, skills: skillsRemoved, tools: -ownToolsChars };
+		return { sent: { system, messages: m.messages, tools: toolsChars }, saved };
 	};
 
 	/** The edit step, shared by `context` (0.73) and `context_with_system` (1.x). */
@@ -799,10 +818,6 @@ function install(pi: any): void {
 		const head = messages.find((m) => m?.role !== "system");
 		const headKey = head ? keyOf(head, 0) : "";
 		const headChanged = firstKey !== null && headKey !== firstKey;
-		if (headChanged) {
-			sizeCache.clear(); // compaction: indexes and messages changed
-			savingCache.clear();
-		}
 		firstKey = headKey;
 
 		const tail: Tail = describeTail(messages, seen);
@@ -832,7 +847,7 @@ function install(pi: any): void {
 		for (const id of inTail) seen.add(id);
 		for (const id of inTail) pendingTags.delete(id);
 		const sent = edits.length ? applyEdits(messages, edits) : messages;
-		const { sent: sentChars, saved } = measure(messages, sent, ctx);
+		const { sent: sentChars, saved } = measure(messages, ctx);
 		daemon.notify("/v1/llm_call", {
 			session_id: sessionId,
 			call_index: callIndex,
@@ -883,7 +898,10 @@ function install(pi: any): void {
 				cache_read_tokens: u.cacheRead ?? 0,
 				cache_write_tokens: u.cacheWrite ?? 0,
 				model: m?.provider && m?.model ? `${m.provider}/${m.model}` : null,
-			}, 3000).then((reply) => updateStatus(ctx, reply?.totals));
+			}, 3000).then((reply) => {
+				applyConfig(reply?.config); // a reloaded config.toml reaches running sessions here
+				updateStatus(ctx, reply?.totals);
+			});
 		} catch {}
 	});
 

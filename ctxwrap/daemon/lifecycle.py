@@ -131,6 +131,10 @@ class ConfigWatcher:
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event: FileSystemEvent) -> None:
+                # watchdog reports reads too (opened, closed_no_write): our own reload reads
+                # the file, so reacting to those would reload forever.
+                if event.event_type in ("opened", "closed_no_write"):
+                    return
                 names = {
                     os.fsdecode(event.src_path),
                     os.fsdecode(getattr(event, "dest_path", "") or ""),

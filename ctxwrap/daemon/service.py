@@ -275,8 +275,12 @@ class Daemon:
         rt.user_prompt = req.prompt
         return self._ack()
 
+    def _config_view(self) -> dict[str, Any] | None:
+        """After a reload every reply carries the new bridge config (idempotent on the bridge)."""
+        return bridge_view(self.cfg) if self.config_generation else None
+
     def _ack(self) -> P.Ack:
-        return P.Ack(config=bridge_view(self.cfg) if self.config_generation else None)
+        return P.Ack(config=self._config_view())
 
     # -- aux plumbing -----------------------------------------------------------------------
 
@@ -733,7 +737,7 @@ class Daemon:
         )
         totals = self.session_totals(req.session_id)
         self._prompt_segment(totals)
-        return P.TurnEndReply(totals=totals)
+        return P.TurnEndReply(totals=totals, config=self._config_view())
 
     def _prompt_segment(self, totals: P.SessionTotals | None) -> None:
         """The shell prompt's savings line (`ctxwrap_prompt_segment` reads it): one small write."""
