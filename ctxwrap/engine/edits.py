@@ -546,6 +546,12 @@ def decide_edits(
     hide: dict[int, Edit] = {}  # tail index of a toolResult → its edit
     removed_calls: set[str] = set()
     if mode == "silent":
+        # Note: with both guards in _silent_may_remove, a removal never happens for tails pi
+        # produces. The suffix always holds the last assistant message (one per LLM call) and
+        # all after it, so removing it repeats the previous request unless that message keeps
+        # text, which would end the request on an assistant turn. Silent mode therefore acts as
+        # "tombstone the DROP suffix only". The removal path stays for the spec's rule and for
+        # apply_edits' RemoveEdit, which frozen sets from elsewhere may hold.
         results, emptied, kept_owner = _silent_plan(items, droppable, owner)
         if _silent_may_remove(items, results, emptied, kept_owner):
             for i in results:
