@@ -24,7 +24,7 @@ demo: setup
 
 # pytest's exit 5 ("no tests collected") is a failure here, not a pass.
 test: setup
-	$(TOOLS_BIN)/node --test tests/node/
+	$(TOOLS_BIN)/node --test tests/node/*.test.ts
 	rc=0; $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

@@ -200,6 +200,10 @@ class ToolResult(Request):
     full_output_path: str | None = None  # bash: pi's spill file with the complete raw output
     exit_code: int | None = None
     timed_out: bool = False
+    # write: the bridge sends at most 64 KB of `input.content` (enough for a fact) and the
+    # true size here, so a 50 MB write costs the socket nothing.
+    content_bytes: int | None = None
+    content_lines: int | None = None
 
 
 class ToolResultReply(Reply):

@@ -178,8 +178,11 @@ class Daemon {
 				trace(`${method} ${path}: ${err.code ?? ""} ${err.message}`);
 				// Refused/missing: nobody listens. Reset/hang-up: a keep-alive socket to a daemon
 				// that died. Either way it is gone, not slow.
-				if (!done && ["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE"].includes(err.code ?? "")) this.restart();
-				else if (!done && /socket hang up/.test(String(err.message))) this.restart();
+				if (done) return;
+				if (err.code === "ECONNREFUSED" || err.code === "ENOENT") this.restart();
+				else if (["ECONNRESET", "EPIPE"].includes(err.code ?? "") || /socket hang up/.test(String(err.message))) {
+					this.gone = true; // maybe just a stale keep-alive socket: callOrRevive probes before restarting
+				}
 				finish(null);
 			});
 			req.on("socket", (s) => s.unref()); // never keep `pi -p` alive
@@ -463,6 +466,7 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest): Promise<Aux
 const STATE_ENTRY = "ctxwrap-state";
 const OWN_TOOLS = new Set(["ctx_recall", "find_capability"]);
 const FACT_TYPE = "ctxwm-fact";
+const FACT_CONTENT_CHARS = 65536;
 
 export default function ctxwrapBridge(pi: ExtensionAPI): void {
 	try {
@@ -760,16 +764,24 @@ function install(pi: any): void {
 	const onWrite = async (event: any, ctx: any) => {
 		const input = event.input ?? {};
 		if (event.isError || typeof input.content !== "string") return undefined;
-		if (Buffer.byteLength(input.content, "utf8") < cfg.write_min_bytes) return undefined;
+		const bytes = Buffer.byteLength(input.content, "utf8");
+		if (bytes < cfg.write_min_bytes) return undefined;
+		// The fact needs the head of the file and its size, not a 50 MB body on the socket.
+		const content = input.content.length > FACT_CONTENT_CHARS ? input.content.slice(0, FACT_CONTENT_CHARS) : input.content;
+		let lines = 0;
+		for (let i = input.content.indexOf("\n"); i !== -1; i = input.content.indexOf("\n", i + 1)) lines++;
+		if (input.content.length && !input.content.endsWith("\n")) lines++;
 		const reply = await daemon.call<Json>(
 			"/v1/tool_result",
 			{
 				session_id: sessionId,
 				tool_call_id: String(event.toolCallId),
 				tool_name: "write",
-				input,
+				input: { ...input, content },
 				text: textOf(event.content),
 				is_error: false,
+				content_bytes: bytes,
+				content_lines: lines,
 			},
 			cfg.bridge_timeout_ms,
 		);

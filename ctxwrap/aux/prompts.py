@@ -67,10 +67,15 @@ def parse_tag(answer: str | None) -> str:
     return "DROP" if answer is not None and _DROP.match(answer) else "RETAIN"
 
 
-def clean_fact(answer: str | None, *, max_chars: int) -> str | None:
+def clean_fact(answer: str | None, *, max_chars: int, path: str | None = None) -> str | None:
     if not answer:
         return None
     line = answer.strip().splitlines()[0].strip().strip("[]").strip() if answer.strip() else ""
+    if path:
+        # Models often echo the frame we add ourselves: "Wrote src/x.py — …".
+        for prefix in (f"Wrote {path} — ", f"Wrote {path} - ", f"Wrote {path}: "):
+            if line.startswith(prefix):
+                line = line[len(prefix) :].strip()
     if not line or len(line) > max_chars:
         return None
     return line

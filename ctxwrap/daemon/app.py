@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -48,12 +49,29 @@ async def _read_body(request: Request) -> bytes:
     return b"".join(chunks)
 
 
+# JSON may carry lone UTF-16 surrogates (a model's write content, say): legal in JS strings,
+# unencodable in UTF-8, so a reply or a row holding one would fail. Replaced at the door.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _replace_lone_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
+    return value
+
+
 async def _parse(request: Request, model: type[M]) -> M:
     body = await _read_body(request)
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequest(400, "malformed JSON", str(exc)[:200]) from exc
+    if _SURROGATE_ESCAPE.search(body):
+        data = _replace_lone_surrogates(data)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

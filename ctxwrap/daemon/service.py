@@ -27,7 +27,7 @@ from ctxwrap.daemon.rawstore import RawStore
 from ctxwrap.daemon.store import Store
 from ctxwrap.engine.bashout import scrub_temp_paths, split_bash_text
 from ctxwrap.engine.edits import TailToolCall, decide_edits, dropped_signatures, edit_to_json
-from ctxwrap.engine.facts import aux_fact, heuristic_fact
+from ctxwrap.engine.facts import aux_fact, heuristic_fact, line_count
 
 if TYPE_CHECKING:  # imported where used: keeps httpx and the digester out of start-up
     from ctxwrap.aux.http import HttpAuxBackend
@@ -396,10 +396,12 @@ class Daemon:
         if pending.task == "digest":
             return self._accept_digest(rt, pending, answer)
         if pending.task == "fact":
-            summary = prompts.clean_fact(answer, max_chars=self.cfg.write_fact_max_tokens * 6)
+            summary = prompts.clean_fact(
+                answer, max_chars=self.cfg.write_fact_max_tokens * 6, path=pending.context["path"]
+            )
             if summary is None:
                 return None
-            fact = aux_fact(pending.context["path"], summary, pending.context["content"])
+            fact = aux_fact(pending.context["path"], summary, pending.context["lines"])
             self._store_fact(
                 rt.session_id, pending.tool_call_id, pending.context["path"], fact, "aux"
             )
@@ -591,15 +593,19 @@ class Daemon:
         cfg = self.cfg
         content = req.input.get("content")
         path = str(req.input.get("path", req.input.get("file_path", "?")))
-        if (
-            req.is_error
-            or not isinstance(content, str)
-            or len(content.encode("utf-8", "replace")) < cfg.write_min_bytes
-        ):
+        if req.is_error or not isinstance(content, str):
             return P.ToolResultReply()
-        fact = heuristic_fact(path, content)
+        size = (
+            req.content_bytes
+            if req.content_bytes is not None
+            else len(content.encode("utf-8", "replace"))
+        )
+        if size < cfg.write_min_bytes:
+            return P.ToolResultReply()
+        fact = heuristic_fact(path, content, total_bytes=size, total_lines=req.content_lines)
         self._store_fact(rt.session_id, req.tool_call_id, path, fact, "heuristic")
-        ctx = {"path": path, "content": content}
+        lines = req.content_lines if req.content_lines is not None else line_count(content)
+        ctx = {"path": path, "lines": lines}
         prompt = prompts.fact_prompt(
             path=path, content=content, max_chars=cfg.write_max_content_chars
         )

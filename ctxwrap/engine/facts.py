@@ -18,10 +18,19 @@ _COMMENT = re.compile(
 )
 
 
-def heuristic_fact(path: str, content: str, *, max_chars: int = 240) -> str:
+def heuristic_fact(
+    path: str,
+    content: str,
+    *,
+    max_chars: int = 240,
+    total_bytes: int | None = None,
+    total_lines: int | None = None,
+) -> str:
+    """`content` may be the head of a larger file; `total_*` then give its real size."""
     if "\x00" in content[:4096]:
-        return f"[Wrote {path} — binary content, {len(content.encode('utf-8', 'replace')):,} bytes]"
-    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+        size = total_bytes if total_bytes is not None else len(content.encode("utf-8", "replace"))
+        return f"[Wrote {path} — binary content, {size:,} bytes]"
+    lines = total_lines if total_lines is not None else line_count(content)
     parts = [f"Wrote {path}"]
     m = _COMMENT.match(content)
     if m:
@@ -39,6 +48,9 @@ def heuristic_fact(path: str, content: str, *, max_chars: int = 240) -> str:
     return f"[{text}]"
 
 
-def aux_fact(path: str, summary: str, content: str) -> str:
-    lines = content.count("\n") + (1 if content and not content.endswith("\n") else 0)
-    return f"[Wrote {path} — {summary}, ~{lines} lines]"
+def line_count(content: str) -> int:
+    return content.count("\n") + (1 if content and not content.endswith("\n") else 0)
+
+
+def aux_fact(path: str, summary: str, lines: int) -> str:
+    return f"[Wrote {path} — {summary}, ~{lines:,} lines]"

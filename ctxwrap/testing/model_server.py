@@ -273,8 +273,11 @@ def default_aux_answer(task: str, body: Mapping[str, Any]) -> str:
 
 
 def _iter_text_chunks(text: str) -> Iterator[str]:
-    for i in range(0, len(text), _STREAM_TEXT_CHUNK):
-        yield text[i : i + _STREAM_TEXT_CHUNK]
+    # Small deltas like a real model, but at most ~64 of them: pi re-parses partial tool-call
+    # JSON on every delta, so 32-char deltas of a 50 MB argument would take minutes.
+    size = max(_STREAM_TEXT_CHUNK, -(-len(text) // 64))
+    for i in range(0, len(text), size):
+        yield text[i : i + size]
 
 
 class _QuietHTTPServer(ThreadingHTTPServer):

@@ -149,3 +149,37 @@ def test_write_fact_falls_back_to_heuristic_and_small_writes_pass(
         '"content\\": \\"small\\"' in text or '\\"small\\"' in text
     )  # under the threshold: untouched
     assert "layer_219" not in json.dumps(bodies[-1]["messages"], ensure_ascii=False)
+
+
+ODD = {
+    "bin.dat": "\x00\x01\x02\x7f header \x1b[31m" + "é漢" * 300,  # control bytes, ANSI, non-ASCII
+    "surrogate.txt": "lone \ud800 surrogate "
+    * 40,  # not encodable as UTF-8: pi decides what lands on disk
+    "empty.txt": "",
+}
+
+
+@pytest.mark.parametrize("pi", ["pi"])
+def test_odd_writes_land_on_disk_exactly_as_with_plain_pi(
+    pi: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    big = "".join(f"row {i:08d} {'x' * 80}\n" for i in range(550_000))  # ~50 MB
+    writes = {**ODD, "big.txt": big}
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "write", "arguments": {"path": p, "content": c}}]}
+        for p, c in writes.items()
+    ] + [{"text": "done"}]
+    plain = run_ctxwrap_pi(pi, tmp_path / "plain", xdg, script, plain=True, timeout=300)
+    run = run_ctxwrap_pi(pi, tmp_path / "wrapped", xdg, script, timeout=300)
+    assert plain.proc.returncode == 0 and run.proc.returncode == 0, run.proc.stderr[-2000:]
+    for name in writes:
+        assert (run.work / name).read_bytes() == (plain.work / name).read_bytes(), name
+    assert (run.work / "big.txt").stat().st_size == len(big)
+    bodies = [json.dumps(b["messages"], ensure_ascii=False) for b in run.main_bodies()]
+    last = bodies[-1]
+    assert "row 00549999" not in last  # the 50 MB body is not sent again
+    assert "[Wrote big.txt" in last and "550,000 lines" in last  # the fact knows the real size
+    assert len(last) < 60_000
+    # pi's own estimate counts the unpruned 50 MB and it compacts; the earlier facts were in
+    # every request before that.
+    assert any("[Wrote bin.dat" in b and "[Wrote surrogate.txt" in b for b in bodies)
