@@ -173,15 +173,12 @@ def test_context_reply_edits_target_the_tail() -> None:
             assert edit["toolCallId"] in ids
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (engine/edits.py _silent_may_remove): silent mode can never remove; "
-    "the suffix it removes always contains the last assistant message, which the "
-    "invariant-5 guard forbids, so every DROP falls back to a tombstone",
-)
-def test_silent_mode_can_remove() -> None:
+def test_silent_mode_never_resends_the_previous_request() -> None:
     """Every small tail shape (1-4 rounds of 1-2 calls, text or not, user turns between, any
-    DROP pattern): not one yields a RemoveEdit, so `context_reply_remove.json` is hand-made."""
+    DROP pattern): silent mode never removes — with pi's one assistant message per call that
+    would repeat the previous request or end on an assistant message (docs/architecture.md) —
+    and a tail of nothing but DROPs still leaves the context, as tombstones. Hence
+    `context_reply_remove.json` is hand-made."""
 
     def assistant(ids: list[str], text: bool) -> TailMessage:
         calls = [TailToolCall(id=i, name="read", argsSig=f"sig-{i}", argsChars=20) for i in ids]
@@ -207,6 +204,6 @@ def test_silent_mode_can_remove() -> None:
             for drops in itertools.product((False, True), repeat=len(ids)):
                 tags = {i: "DROP" for i, d in zip(ids, drops, strict=True) if d}
                 edits = decide_edits(Tail(start=0, messages=messages), tags, mode="silent")
-                if any(isinstance(e, RemoveEdit) for e in edits):
-                    return
-    pytest.fail("no tail shape produced a remove edit in silent mode")
+                assert not any(isinstance(e, RemoveEdit) for e in edits), combo
+                if all(drops):  # everything dropped: all hidden, as tombstones
+                    assert {e.toolCallId for e in edits if e.kind == "tombstone"} == set(ids), combo
