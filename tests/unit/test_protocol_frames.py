@@ -177,7 +177,7 @@ def test_silent_mode_never_resends_the_previous_request() -> None:
     """Every small tail shape (1-4 rounds of 1-2 calls, text or not, user turns between, any
     DROP pattern): silent mode never removes — with pi's one assistant message per call that
     would repeat the previous request or end on an assistant message (docs/architecture.md) —
-    and a tail of nothing but DROPs still leaves the context, as tombstones. Hence
+    and when everything is dropped the trailing round still leaves, as tombstones. Hence
     `context_reply_remove.json` is hand-made."""
 
     def assistant(ids: list[str], text: bool) -> TailMessage:
@@ -205,5 +205,9 @@ def test_silent_mode_never_resends_the_previous_request() -> None:
                 tags = {i: "DROP" for i, d in zip(ids, drops, strict=True) if d}
                 edits = decide_edits(Tail(start=0, messages=messages), tags, mode="silent")
                 assert not any(isinstance(e, RemoveEdit) for e in edits), combo
-                if all(drops):  # everything dropped: all hidden, as tombstones
-                    assert {e.toolCallId for e in edits if e.kind == "tombstone"} == set(ids), combo
+                if (
+                    ids and all(drops) and messages[-1].role == "toolResult"
+                ):  # trailing round hidden
+                    assert any(e.kind == "tombstone" and e.toolCallId == ids[-1] for e in edits), (
+                        combo
+                    )
