@@ -85,7 +85,8 @@ class Settings(BaseSettings):
     )
     # -- ctxwrap's own --
     amnesia_mode: Literal["tombstone", "silent"] = Field(
-        "tombstone", description="tombstone leaves a one-line note; silent removes a dropped round only where that cannot repeat the previous request (with pi: tombstones, see docs/architecture.md)."
+        "tombstone",
+        description="tombstone leaves a one-line note; silent removes a dropped round only where that cannot repeat the previous request (with pi: tombstones, see docs/architecture.md).",
     )
     aux_backend: Literal["pi", "http", "none"] = Field(
         "pi", description="Who runs aux calls: pi's own provider code, an HTTP endpoint, or nobody."
