@@ -413,7 +413,9 @@ def test_log_file_option_is_honoured(xdg: Xdg, tmp_path: Path) -> None:
     try:
         wait_ready(xdg)
         end = time.monotonic() + 5
-        while not log.exists() and time.monotonic() < end:
+        # The handler creates the file at start-up; the "ready" line follows the first health
+        # answer by a moment, so wait for the line, not the file.
+        while not (log.exists() and "ready on" in log.read_text()) and time.monotonic() < end:
             time.sleep(0.05)
         assert log.exists() and "ready on" in log.read_text()
     finally:
