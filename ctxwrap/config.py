@@ -46,6 +46,11 @@ class Settings(BaseSettings):
         2000, ge=0, description="Digest bash output above this many tokens (chars/4)."
     )
     bash_max_summary_tokens: int = Field(1024, ge=16, description="Output cap of the digest.")
+    bash_aux_min_chars: int = Field(
+        2000,
+        ge=0,
+        description="Ask the aux model to condense the extractive digest only when it is at least this long (a short extract is already what the model needs; condensing it costs more than it saves).",
+    )
     bash_fallback_bytes: int = Field(
         3000, ge=256, description="Tail the bridge keeps itself when the daemon is unreachable."
     )

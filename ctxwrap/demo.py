@@ -24,7 +24,7 @@ from typing import Any
 import click
 
 from ctxwrap.errors import PiNotFound
-from ctxwrap.testing.model_server import ScriptedModelServer
+from ctxwrap.testing.model_server import ScriptedModelServer, aux_task_of
 from ctxwrap.testing.pi_home import make_pi_agent_dir, pi_command, pi_env, tools_bin_dir
 
 BUILD_SH = r"""#!/bin/sh
@@ -75,13 +75,6 @@ SCRIPT: list[dict[str, Any]] = [
     {"text": "Fixed: src/parser.c:142 was missing a semicolon after `return node`."},
 ]
 AUX_RULES: list[dict[str, Any]] = [
-    {
-        "task": "digest",
-        "answer": "Build failed (exit 2) after compiling ~20,000 objects.\n"
-        "error: src/parser.c:142:17: expected ';' before '}' token — line 142 is `return node`\n"
-        "make: *** [Makefile:31: build/obj/parser.o] Error 1\n"
-        "warnings: src/util.c:88:5 unused variable 'tmp'; src/io.c:12:1 'legacy_read' is deprecated",
-    },
     {"task": "tag", "match": "THIRD-PARTY SOFTWARE NOTICES", "answer": {"decision": "DROP"}},
     {
         "task": "fact",
@@ -157,6 +150,15 @@ def _run(pi: Path, root: Path, *, wrapped: bool, xdg_env: dict[str, str]) -> Dem
             proc.stdout,
             proc.stderr,
         )
+
+
+def _aux_kinds(bodies: list[dict[str, Any]]) -> str:
+    """e.g. '3: 2 tag, 1 fact' — what ctxwrap actually asked its aux model."""
+    counts: dict[str, int] = {}
+    for body in bodies:
+        task = aux_task_of(body) or "other"
+        counts[task] = counts.get(task, 0) + 1
+    return f"{len(bodies)}: " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
 
 
 def _tokens(chars: int) -> int:
@@ -293,7 +295,7 @@ def run_demo(*, color: bool) -> int:
         + f"({100 * (total_wrapped - total_plain) / total_plain:+.0f}%)."
     )
     click.echo(
-        f"ctxwrap's own aux-model calls ({len(wrapped.aux)}: digest, tags, fact) cost about {aux_tokens:,} "
+        f"ctxwrap's own aux-model calls ({_aux_kinds(wrapped.aux)}) cost about {aux_tokens:,} "
         f"input tokens; net saved ≈ {_tokens(total_plain - total_wrapped) - aux_tokens:,} tokens."
     )
     click.echo(f"Both runs ended with the same answer: {wrapped.stdout.strip()!r}")

@@ -611,15 +611,12 @@ function install(pi: any): void {
 
 	pi.on("session_shutdown", async (event: any) => {
 		try {
+			// Pending tags are for a context that will not be built again: abort, don't wait.
+			for (const c of inflightAux) c.abort();
 			if (sessionId) {
-				await Promise.race([
-					Promise.allSettled([...pendingTags.values()]),
-					new Promise((r) => setTimeout(r, 300)),
-				]);
 				await daemon.call("/v1/sessions/shutdown", { session_id: sessionId, reason: String(event?.reason ?? "quit") }, 500);
 			}
 		} catch {}
-		for (const c of inflightAux) c.abort(); // a tag nobody will read any more
 		daemon.close(); // destroy, not end(): a half-open socket keeps `pi -p` from exiting
 	});
 

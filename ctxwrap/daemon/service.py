@@ -47,7 +47,6 @@ def _chars_to_tokens(chars: int) -> int:
 class PendingAux:
     task: str
     tool_call_id: str
-    started: float
     # what the daemon needs to finish the job when the answer comes back
     context: dict[str, Any] = field(default_factory=dict)
 
@@ -104,7 +103,9 @@ class Daemon:
         self.loaded = loaded
         self.config_error = None
         self.config_generation += 1
-        self._http_aux = None
+        old, self._http_aux = self._http_aux, None  # rebuilt from the new settings on next use
+        if old is not None:
+            asyncio.get_running_loop().create_task(old.aclose())
         self.events.write("config_reloaded", file=str(loaded.file))
 
     def report_config_error(self, message: str) -> None:
@@ -295,7 +296,7 @@ class Daemon:
         ctx: dict[str, Any],
     ) -> P.AuxRequest:
         aux_id = f"{task}-{secrets.token_hex(4)}"
-        rt.pending[aux_id] = PendingAux(task, tool_call_id, time.monotonic(), ctx)
+        rt.pending[aux_id] = PendingAux(task, tool_call_id, ctx)
         return P.AuxRequest(
             aux_id=aux_id,
             task=task,
@@ -514,6 +515,8 @@ class Daemon:
         aux_prompt = prompts.digest_prompt(
             command=command, exit_code=exit_code, user_prompt=rt.user_prompt, extract=extract
         )
+        if len(extract) < cfg.bash_aux_min_chars:
+            return P.ToolResultReply(action="replace", text=text, handle=stored.handle)
         if self.cfg.aux_backend == "pi":
             aux = self._aux_request(
                 rt,
@@ -529,7 +532,7 @@ class Daemon:
             answer = await self._http_complete(
                 rt, "digest", prompts.DIGEST_SYSTEM, aux_prompt, cfg.bash_max_summary_tokens
             )
-            better = self._accept_digest(rt, PendingAux("digest", req.tool_call_id, 0, ctx), answer)
+            better = self._accept_digest(rt, PendingAux("digest", req.tool_call_id, ctx), answer)
             if better is not None:
                 text = better
         return P.ToolResultReply(action="replace", text=text, handle=stored.handle)
@@ -578,7 +581,7 @@ class Daemon:
         if self.http_aux() is None:
             rt.tags[req.tool_call_id] = "RETAIN"
             return P.ToolResultReply(handle=stored.handle)
-        pending = PendingAux("tag", req.tool_call_id, time.monotonic(), ctx)
+        pending = PendingAux("tag", req.tool_call_id, ctx)
 
         async def run_tag() -> None:
             answer = await self._http_complete(
@@ -624,7 +627,7 @@ class Daemon:
             answer = await self._http_complete(
                 rt, "fact", prompts.FACT_SYSTEM, prompt, cfg.write_fact_max_tokens
             )
-            better = self._finish_aux(rt, PendingAux("fact", req.tool_call_id, 0, ctx), answer)
+            better = self._finish_aux(rt, PendingAux("fact", req.tool_call_id, ctx), answer)
             fact = better or fact
         return P.ToolResultReply(text=fact)
 

@@ -66,7 +66,16 @@ def test_reported_figures_match_what_the_model_server_received(
     plain = run_ctxwrap_pi(
         pi, tmp_path / "plain", xdg, SCRIPT, aux_rules=RULES, files=files, plain=True
     )
-    run = run_ctxwrap_pi(pi, tmp_path / "wrapped", xdg, SCRIPT, aux_rules=RULES, files=files)
+    # every aux kind runs (the digest too, short extract or not), so all three are accounted
+    run = run_ctxwrap_pi(
+        pi,
+        tmp_path / "wrapped",
+        xdg,
+        SCRIPT,
+        aux_rules=RULES,
+        files=files,
+        extra_env={"PI_CTX_BASH_AUX_MIN_CHARS": "0"},
+    )
     assert run.proc.returncode == 0 and plain.proc.returncode == 0, run.proc.stderr
     totals = session_stats(xdg)["totals"]
     assert totals["llm_calls"] == len(run.main_bodies()) == 5
