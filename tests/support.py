@@ -79,6 +79,33 @@ def make_xdg(tmp_path: Path) -> Xdg:
     return Xdg(tmp_path, runtime, tmp_path / "state", tmp_path / "config")
 
 
+@contextlib.contextmanager
+def isolated_env(tmp_path: Path, **extra: str) -> Iterator[dict[str, str]]:
+    """This process's environment minus ctxwrap/XDG/systemd variables, with private XDG dirs.
+
+    The runtime dir is short (AF_UNIX paths max 108 bytes) and removed afterwards.
+    """
+    runtime = Path(tempfile.mkdtemp(prefix="cw-rt-"))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PI_CTX_", "CTXWRAP_", "XDG_", "LISTEN_", "NOTIFY_"))
+    }
+    env.update(
+        HOME=str(tmp_path / "home"),
+        XDG_RUNTIME_DIR=str(runtime),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        **extra,
+    )
+    try:
+        yield env
+    finally:
+        import shutil
+
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
 def client(xdg: Xdg, timeout: float = 5.0) -> httpx.Client:
     return httpx.Client(
         transport=httpx.HTTPTransport(uds=str(xdg.socket)),

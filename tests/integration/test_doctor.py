@@ -14,36 +14,21 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import isolated_env
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    runtime = Path(tempfile.mkdtemp(prefix="cw-rt-"))  # short: AF_UNIX paths max 108 bytes
-    e = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PI_CTX_", "CTXWRAP_", "XDG_", "LISTEN_", "NOTIFY_"))
-    }
-    e.update(
-        HOME=str(tmp_path / "home"),
-        XDG_RUNTIME_DIR=str(runtime),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        PATH="/usr/bin:/bin",
-    )
-    try:
+    with isolated_env(tmp_path, PATH="/usr/bin:/bin") as e:
         yield e
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def fake_node(bindir: Path, version: str) -> None:

@@ -10,11 +10,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import isolated_env
 
 from ctxwrap.shell import render_init_script
 
@@ -35,25 +35,9 @@ def ctxwrap_argv() -> list[str]:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    runtime = Path(tempfile.mkdtemp(prefix="cw-rt-"))  # short: AF_UNIX paths max 108 bytes
-    e = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PI_CTX_", "CTXWRAP_", "XDG_", "LISTEN_", "NOTIFY_"))
-    }
-    e.update(
-        HOME=str(tmp_path / "home"),
-        XDG_RUNTIME_DIR=str(runtime),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        TERM="dumb",
-    )
     (tmp_path / "home").mkdir()
-    try:
+    with isolated_env(tmp_path, XDG_DATA_HOME=str(tmp_path / "data"), TERM="dumb") as e:
         yield e
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def need(shell: str) -> None:

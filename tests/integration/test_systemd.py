@@ -11,7 +11,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support import isolated_env
 
 from ctxwrap.service import render_unit
 
@@ -31,22 +31,8 @@ def ctxwrap_argv() -> list[str]:
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    runtime = Path(tempfile.mkdtemp(prefix="cw-rt-"))  # short: AF_UNIX paths max 108 bytes
-    e = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("PI_CTX_", "CTXWRAP_", "XDG_", "LISTEN_", "NOTIFY_"))
-    }
-    e.update(
-        HOME=str(tmp_path / "home"),
-        XDG_RUNTIME_DIR=str(runtime),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-    )
-    try:
+    with isolated_env(tmp_path) as e:
         yield e
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
