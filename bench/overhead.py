@@ -122,7 +122,7 @@ def run_once(pi: Path, root: Path, xdg_env: dict[str, str] | None, label: str) -
             cmd = pi_command(pi, "run the scripted session")
         else:
             env.update(xdg_env, CTXWRAP_PI=str(pi))
-            cmd = [*CTXWRAP, "pi", *pi_command(pi, "run the scripted session")[1:]]
+            cmd = pi_command(pi, "run the scripted session", wrapped=True)
         start_wall = time.time()
         t0 = time.monotonic()
         proc = subprocess.run(

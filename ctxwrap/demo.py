@@ -131,9 +131,7 @@ def _run(pi: Path, root: Path, *, wrapped: bool, xdg_env: dict[str, str]) -> Dem
         env = pi_env(agent, home)
         env.update(xdg_env)
         env["CTXWRAP_PI"] = str(pi)
-        argv = pi_command(pi, PROMPT)
-        if wrapped:
-            argv = [sys.executable, "-m", "ctxwrap", "pi", *argv[1:]]
+        argv = pi_command(pi, PROMPT, wrapped=wrapped)
         proc = subprocess.run(
             argv,
             env=env,

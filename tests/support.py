@@ -233,11 +233,7 @@ def run_ctxwrap_pi(
         env = xdg.env(pi_env(agent_dir, home))
         env["CTXWRAP_PI"] = str(pi)
         env.update(extra_env or {})
-        cmd = (
-            pi_command(pi, prompt, *args)
-            if plain
-            else [*CTXWRAP, "pi", *pi_command(pi, prompt, *args)[1:]]
-        )
+        cmd = pi_command(pi, prompt, *args, wrapped=not plain)
         start = time.monotonic()
         proc = subprocess.run(
             cmd,

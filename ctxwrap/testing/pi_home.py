@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,13 @@ def find_pi(name: str = "pi") -> Path | None:
     return Path(found) if found else None
 
 
-def pi_command(pi: Path | str, prompt: str, *args: str) -> list[str]:
-    """argv for one non-interactive run against the scripted model."""
-    return [str(pi), "--offline", "--provider", PROVIDER, "--model", MODEL, *args, "-p", prompt]
+def pi_command(pi: Path | str, prompt: str, *args: str, wrapped: bool = False) -> list[str]:
+    """argv for one non-interactive run against the scripted model.
+
+    wrapped=True runs it through `ctxwrap pi` (this interpreter), which finds pi through the
+    CTXWRAP_PI variable the caller sets to `pi`.
+    """
+    pi_args = ["--offline", "--provider", PROVIDER, "--model", MODEL, *args, "-p", prompt]
+    if wrapped:
+        return [sys.executable, "-m", "ctxwrap", "pi", *pi_args]
+    return [str(pi), *pi_args]
