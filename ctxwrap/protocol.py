@@ -87,6 +87,8 @@ class SessionStart(Request):
     tools: list[ToolSpec] = Field(default_factory=list)
     skills: list[SkillSpec] = Field(default_factory=list)
     active_tools: list[str] = Field(default_factory=list)
+    # Which agent adapter speaks: decides agent-specific wording (how the model recalls output).
+    agent: Literal["pi", "claude"] = "pi"
 
 
 class CatalogUpdate(Request):

@@ -1,0 +1,55 @@
+"""What the daemon keeps in memory per live agent session.
+
+Everything here can be lost safely (a daemon restart): a lost tag means RETAIN, a lost pending
+aux call means the extractive digest or the heuristic fact. What must survive lives in SQLite or
+in the agent's own session (the adapter persists the frozen edit set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def chars_to_tokens(chars: int) -> int:
+    """The token estimate pi itself uses: chars/4, rounded up."""
+    return (chars + 3) // 4
+
+
+@dataclass
+class PendingAux:
+    task: str
+    tool_call_id: str
+    # what the mechanism needs to finish the job when the answer comes back
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SessionRuntime:
+    session_id: str
+    pid: int
+    agent: str = "pi"
+    user_prompt: str = ""
+    tags: dict[str, str] = field(default_factory=dict)  # toolCallId → DROP | RETAIN | PENDING
+    handles: dict[str, str] = field(default_factory=dict)  # toolCallId → raw-output handle
+    sizes: dict[str, int] = field(default_factory=dict)  # toolCallId → result chars
+    call_args: dict[str, str] = field(default_factory=dict)  # toolCallId → short "tool args" label
+    dropped_sigs: set[str] = field(default_factory=set)
+    pending: dict[str, PendingAux] = field(default_factory=dict)
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
+
+
+def call_label(tool: str, args: dict[str, Any]) -> str:
+    """`read src/x.py`: what a tombstone or a stored output says the call was."""
+    for key in ("path", "file_path", "pattern", "query", "command"):
+        if key in args:
+            return f"{tool} {str(args[key])[:120]}"
+    return tool
+
+
+def recall_call(agent: str, handle: str) -> str:
+    """How the model gets at a stored raw output: pi has our tool, other agents run the CLI."""
+    if agent == "pi":
+        return f'ctx_recall(handle="{handle}", pattern=...)'
+    return f"the shell command `ctxwrap recall {handle} PATTERN`"

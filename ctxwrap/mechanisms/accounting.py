@@ -1,0 +1,84 @@
+"""Mechanism 5, statistics: per-call sizes of what was sent and what each mechanism kept out,
+the provider's own usage per turn, and the session totals the status line shows.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ctxwrap import protocol as P
+from ctxwrap.daemon.session import chars_to_tokens
+
+if TYPE_CHECKING:
+    from ctxwrap.daemon.store import Store
+
+
+def record_llm_call(store: Store, req: P.LlmCall) -> None:
+    s, v = req.sent_chars, req.saved_chars
+    store.insert(
+        "llm_calls",
+        {
+            "session_id": req.session_id,
+            "call_index": req.call_index,
+            "ts": time.time(),
+            "sent_system": s.system,
+            "sent_messages": s.messages,
+            "sent_tools": s.tools,
+            "saved_bash": v.bash,
+            "saved_amnesia": v.amnesia,
+            "saved_writes": v.writes,
+            "saved_skills": v.skills,
+            "saved_tools": v.tools,
+            "head_changed": int(req.head_changed),
+            "message_count": req.message_count,
+        },
+    )
+
+
+def record_turn(store: Store, req: P.TurnEnd) -> None:
+    store.insert(
+        "turns",
+        {
+            "session_id": req.session_id,
+            "ts": time.time(),
+            "turn_index": req.turn_index,
+            "input_tokens": req.input_tokens,
+            "output_tokens": req.output_tokens,
+            "cache_read_tokens": req.cache_read_tokens,
+            "cache_write_tokens": req.cache_write_tokens,
+            "model": req.model,
+        },
+    )
+
+
+def session_totals(store: Store, session_id: str) -> P.SessionTotals:
+    row = store.query(
+        """SELECT COUNT(*) n, COALESCE(SUM(sent_system+sent_messages+sent_tools),0) sent,
+                  COALESCE(SUM(saved_bash+saved_amnesia+saved_writes+saved_skills+saved_tools),0) saved
+           FROM llm_calls WHERE session_id=?""",
+        (session_id,),
+    )[0]
+    aux = store.query(
+        "SELECT COALESCE(SUM(input_tokens+output_tokens),0) t FROM aux_calls WHERE session_id=?",
+        (session_id,),
+    )[0]["t"]
+    sent, saved = chars_to_tokens(row["sent"]), chars_to_tokens(row["saved"])
+    return P.SessionTotals(
+        llm_calls=row["n"],
+        sent_tokens=sent,
+        plain_tokens=sent + saved,
+        saved_tokens=saved,
+        aux_tokens=aux,
+        net_tokens=saved - aux,
+    )
+
+
+def prompt_segment_text(totals: P.SessionTotals) -> str:
+    """`ctxwrap ↓12.3k`: tokens kept out net of aux cost; `↑` when ctxwrap cost more."""
+    if totals.llm_calls == 0:
+        return ""
+    net = totals.net_tokens
+    n = abs(net)
+    amount = f"{n / 1e6:.1f}M" if n >= 999_950 else f"{n / 1e3:.1f}k" if n >= 1000 else str(n)
+    return f"ctxwrap {'↓' if net >= 0 else '↑'}{amount}"

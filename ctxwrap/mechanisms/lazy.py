@@ -1,0 +1,83 @@
+"""Mechanism 3, lazy skills and tools: the catalog the adapter strips from the system prompt
+lives here, searched by `find_capability`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from ctxwrap import protocol as P
+
+log = logging.getLogger("ctxwrap.daemon")
+
+
+class Capabilities:
+    """Per-session catalogs of tools and skills; SKILL.md files re-read when they change."""
+
+    def __init__(self) -> None:
+        self._catalog: Any = None  # CapabilityCatalog, created on first use (keeps start-up light)
+        self._watcher: Any = None
+        self._watched_dirs: set[str] = set()
+
+    def update(self, req: P.SessionStart | P.CatalogUpdate) -> None:
+        try:
+            from ctxwrap.capabilities import CapabilityCatalog, SkillInfo, ToolInfo
+
+            if self._catalog is None:
+                self._catalog = CapabilityCatalog()
+            self._catalog.replace(
+                req.session_id,
+                [ToolInfo(t.name, t.description, list(t.parameters)) for t in req.tools],
+                [
+                    SkillInfo(
+                        s.name, s.description, s.file_path, s.base_dir, s.disable_model_invocation
+                    )
+                    for s in req.skills
+                ],
+            )
+            self._watch_skill_dirs({str(Path(s.file_path).parent.parent) for s in req.skills})
+        except Exception as exc:  # a broken catalog must not break the session
+            log.warning("catalog update failed: %s", exc)
+
+    def _watch_skill_dirs(self, dirs: set[str]) -> None:
+        if not dirs or dirs <= self._watched_dirs:
+            return
+        from ctxwrap.capabilities import SkillDirWatcher
+
+        self._watched_dirs |= dirs
+        if self._watcher is not None:
+            self._watcher.stop()
+        self._watcher = SkillDirWatcher(sorted(self._watched_dirs), self._catalog.refresh_skill)
+        self._watcher.start()
+
+    def forget(self, session_id: str) -> None:
+        if self._catalog is not None:
+            self._catalog.drop(session_id)
+
+    def search(self, req: P.CapabilitySearch, skill_max_chars: int) -> P.CapabilityReply:
+        if self._catalog is None:
+            return P.CapabilityReply(matches=[])
+        from ctxwrap.capabilities import read_skill_body
+
+        found = self._catalog.search(req.session_id, req.query, limit=4)
+        matches = [
+            P.CapabilityMatchOut(
+                kind=m.kind, name=m.name, score=round(m.score, 3), description=m.description[:300]
+            )
+            for m in found
+        ]
+        reply = P.CapabilityReply(matches=matches)
+        if found:
+            best = found[0]
+            if best.kind == "skill" and best.file_path:
+                reply.skill_body = read_skill_body(best.file_path, skill_max_chars)
+                reply.skill_path = best.file_path
+            elif best.kind == "tool":
+                reply.activate_tool = best.name
+        return reply
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()

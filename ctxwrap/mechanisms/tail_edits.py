@@ -1,0 +1,59 @@
+"""Frozen tail edits (invariant 3): the one decision point shared by amnesia and writes.
+
+Edits are decided only for the tail the model has not seen; the adapter persists and replays
+them on every later request, so the prefix stays byte-stable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ctxwrap import protocol as P
+from ctxwrap.engine.edits import decide_edits, dropped_signatures, edit_to_json
+from ctxwrap.mechanisms import amnesia, writes
+
+if TYPE_CHECKING:
+    from ctxwrap.daemon.service import Daemon
+    from ctxwrap.daemon.session import SessionRuntime
+
+
+async def decide(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> P.ContextReply:
+    cfg = d.cfg
+    await amnesia.wait_for_tail_tags(
+        d, rt, {m.toolCallId for m in req.tail.messages if m.toolCallId}
+    )
+    if cfg.off:
+        return P.ContextReply()
+    edits = decide_edits(
+        req.tail,
+        amnesia.drop_tags(d, rt),
+        mode=cfg.amnesia_mode,
+        dropped_sigs=rt.dropped_sigs,
+        write_min_bytes=cfg.write_min_bytes if cfg.write else 1 << 62,
+        tombstone_for=lambda result, call: amnesia.tombstone(
+            rt, result.toolCallId or call.id, result.chars or 0
+        ),
+        strip_marker_for=writes.strip_marker,
+    )
+    rt.dropped_sigs |= dropped_signatures(req.tail, edits)
+    out = [P.Edit.model_validate(edit_to_json(e)) for e in edits]
+    for edit in out:
+        d.store.insert(
+            "edits",
+            {
+                "session_id": req.session_id,
+                "tool_call_id": edit.toolCallId,
+                "kind": edit.kind,
+                "saved_chars": edit.savedChars,
+                "ts": time.time(),
+            },
+            replace=True,
+        )
+    if out:
+        d.events.write(
+            "edits",
+            session=req.session_id,
+            edits=[(e.kind, e.toolCallId, e.savedChars) for e in out],
+        )
+    return P.ContextReply(edits=out)

@@ -1,0 +1,97 @@
+"""Mechanism 4, writes → facts: the body of a large write leaves later requests (a marker stays
+in the model's own call, frozen like any tail edit) and a one-line fact follows the tool round.
+
+The heuristic fact is there at once; an aux fact replaces it when it comes in time and passes
+validation. The file on disk is never touched.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ctxwrap import protocol as P
+from ctxwrap.aux import prompts
+from ctxwrap.daemon.session import PendingAux, SessionRuntime
+from ctxwrap.engine.edits import TailToolCall
+from ctxwrap.engine.facts import aux_fact, heuristic_fact, line_count
+
+if TYPE_CHECKING:
+    from ctxwrap.daemon.service import Daemon
+
+
+async def write_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+    cfg = d.cfg
+    content = req.input.get("content")
+    path = str(req.input.get("path", req.input.get("file_path", "?")))
+    if req.is_error or not isinstance(content, str):
+        return P.ToolResultReply()
+    size = (
+        req.content_bytes
+        if req.content_bytes is not None
+        else len(content.encode("utf-8", "replace"))
+    )
+    if size < cfg.write_min_bytes:
+        return P.ToolResultReply()
+    fact = heuristic_fact(path, content, total_bytes=size, total_lines=req.content_lines)
+    store_fact(d, rt.session_id, req.tool_call_id, path, fact, "heuristic")
+    lines = req.content_lines if req.content_lines is not None else line_count(content)
+    ctx = {"path": path, "lines": lines}
+    prompt = prompts.fact_prompt(path=path, content=content, max_chars=cfg.write_max_content_chars)
+    if d.aux.delegated():
+        aux = d.aux.request(
+            rt,
+            "fact",
+            req.tool_call_id,
+            prompts.FACT_SYSTEM,
+            prompt,
+            cfg.write_fact_max_tokens,
+            ctx,
+        )
+        return P.ToolResultReply(text=fact, aux=aux)
+    if d.aux.http_backend() is not None:
+        answer = await d.aux.http_complete(
+            rt, "fact", prompts.FACT_SYSTEM, prompt, cfg.write_fact_max_tokens
+        )
+        better = finish_fact(d, rt, PendingAux("fact", req.tool_call_id, ctx), answer)
+        fact = better or fact
+    return P.ToolResultReply(text=fact)
+
+
+def finish_fact(
+    d: Daemon, rt: SessionRuntime, pending: PendingAux, answer: str | None
+) -> str | None:
+    """An aux fact that passes validation replaces the heuristic one; None keeps it."""
+    summary = prompts.clean_fact(
+        answer, max_chars=d.cfg.write_fact_max_tokens * 6, path=pending.context["path"]
+    )
+    if summary is None:
+        return None
+    fact = aux_fact(pending.context["path"], summary, pending.context["lines"])
+    store_fact(d, rt.session_id, pending.tool_call_id, pending.context["path"], fact, "aux")
+    return fact
+
+
+def store_fact(
+    d: Daemon, session_id: str, tool_call_id: str, path: str, text: str, source: str
+) -> None:
+    d.store.insert(
+        "facts",
+        {
+            "session_id": session_id,
+            "tool_call_id": tool_call_id,
+            "path": path,
+            "text": text,
+            "source": source,
+            "created_at": time.time(),
+        },
+        replace=True,
+    )
+
+
+def strip_marker(call: TailToolCall) -> str:
+    size = call.writeContentBytes if call.writeContentBytes is not None else call.writeContentChars
+    return (
+        f"[content stripped by ctxwrap: {size or 0:,} bytes, {call.writeContentLines or 0:,} lines "
+        f"of {call.writePath or 'the file'}; the file on disk is complete]"
+    )
