@@ -441,22 +441,22 @@ def test_watch_without_tty_prints_each_interval(state: Path) -> None:
         [str(CTXWRAP), "stats", "--watch", "0.2"],
         env=env,
         stdout=subprocess.PIPE,
-        text=True,
         preexec_fn=_default_sigint,
     )
     assert proc.stdout
+    fd = proc.stdout.fileno()
     # Wait for the frames themselves rather than a fixed sleep: start-up time varies with load.
-    seen, deadline = [], time.monotonic() + 60
-    while sum("ctxwrap stats —" in line for line in seen) < 3 and time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], deadline - time.monotonic())
-        if not ready or not (line := proc.stdout.readline()):
+    out, deadline = b"", time.monotonic() + 60
+    while out.count("ctxwrap stats —".encode()) < 3 and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready or not (chunk := os.read(fd, 65536)):
             break
-        seen.append(line)
+        out += chunk
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=10)
-    out = "".join(seen) + rest
-    assert proc.returncode == 0, out
-    assert out.count("ctxwrap stats —") >= 3
+    text = (out + rest).decode()
+    assert proc.returncode == 0, text
+    assert text.count("ctxwrap stats —") >= 3
 
 
 # -- property: totals are the sum of their parts -----------------------------------------------
