@@ -327,18 +327,16 @@ def config_show(as_json: bool) -> None:
 
 
 @config.command("init")
-@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.option(
+    "--force", is_flag=True, help="Replace an existing file (a copy is kept as config.toml.bak)."
+)
 def config_init(force: bool) -> None:
     """Write a commented config.toml with every setting at its default."""
-    from ctxwrap.config import render_config_template
-    from ctxwrap.errors import ConfigError
+    from ctxwrap.config import write_config_template
 
     path = paths.config_file()
-    if path.exists() and not force:
-        raise ConfigError(f"{path} already exists", hint="use --force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_config_template())
-    click.echo(f"wrote {path}")
+    backup = write_config_template(path, force=force)
+    click.echo(f"wrote {path}" + (f" (your previous file is kept as {backup})" if backup else ""))
 
 
 @config.command("path")

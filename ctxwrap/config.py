@@ -7,7 +7,9 @@ file a setting is written without the prefix, in lower case: `bash_min_tokens = 
 
 from __future__ import annotations
 
+import difflib
 import os
+import shutil
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ctxwrap import paths
-from ctxwrap.errors import ConfigError
+from ctxwrap.errors import ConfigError, ConfigExists
 
 ENV_PREFIX = "PI_CTX_"
 
@@ -149,15 +151,58 @@ def _read_file(path: Path) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(
             f"{path}: not valid TOML: {exc}",
-            hint="run `ctxwrap config init --force` for a fresh file",
+            hint=f"fix it there, or run `ctxwrap config init --force` for a fresh file "
+            f"(your file is kept as {next_backup_path(path)})",
         ) from exc
     unknown = sorted(k for k in data if k not in Settings.model_fields)
     if unknown:
+        # The hint must not send the user to `config show`: it reads this same file and fails.
+        close = difflib.get_close_matches(unknown[0], list(Settings.model_fields), n=1)
+        guess = f"did you mean {close[0]!r}? " if close else ""
         raise ConfigError(
             f"{path}: unknown setting {unknown[0]!r}",
-            hint="`ctxwrap config show` lists every setting",
-        )
+            hint=f"{guess}rename or remove it in {path}; `ctxwrap help --man` lists every "
+            "setting (ENVIRONMENT: PI_CTX_<NAME> is <name> in the file)",
+        ) from None
     return data
+
+
+def next_backup_path(path: Path) -> Path:
+    """Where `config init --force` keeps the file it replaces: PATH.bak, else PATH.bak.N."""
+    candidate = path.with_name(path.name + ".bak")
+    n = 1
+    while candidate.exists() or candidate.is_symlink():
+        candidate = path.with_name(f"{path.name}.bak.{n}")
+        n += 1
+    return candidate
+
+
+def write_config_template(path: Path, *, force: bool) -> Path | None:
+    """Write the commented template to ``path``; return where the replaced file was kept.
+
+    An existing file is never lost: without ``force`` it is left alone (ConfigExists), with it
+    a copy is kept at next_backup_path() before the template is written.
+    """
+    backup: Path | None = None
+    if path.exists():
+        if not force:
+            raise ConfigExists(
+                f"{path} already exists",
+                hint="`ctxwrap config init --force` replaces it and keeps your file as "
+                f"{next_backup_path(path)}",
+            )
+        backup = next_backup_path(path)
+        try:
+            with path.open("rb") as src, backup.open("xb") as dst:
+                shutil.copyfileobj(src, dst)
+            shutil.copymode(path, backup)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot keep a backup of {path} at {backup}: {exc.strerror}; nothing was changed"
+            ) from exc
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_config_template())
+    return backup
 
 
 def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> LoadedConfig:

@@ -23,6 +23,12 @@ class ConfigError(CtxwrapError):
     exit_code = 78  # EX_CONFIG
 
 
+class ConfigExists(CtxwrapError):
+    """`config init` found a config file and was not told to replace it."""
+
+    exit_code = 73  # EX_CANTCREAT: the file is fine, it just is not ours to overwrite
+
+
 class DaemonError(CtxwrapError):
     """The daemon could not be reached, started or understood."""
 
@@ -61,6 +67,7 @@ class NotFoundError(CtxwrapError):
 
 __all__ = [
     "ConfigError",
+    "ConfigExists",
     "CtxwrapError",
     "DaemonAlreadyRunning",
     "DaemonError",

@@ -62,6 +62,7 @@ EXIT_STATUS = [
     ("66", "A requested session, handle or record does not exist."),
     ("69", "The daemon could not be reached or started."),
     ("70", "An internal error (a bug; --debug shows the traceback)."),
+    ("73", "`config init`: the config file exists (--force replaces it and keeps a .bak copy)."),
     ("77", "The socket directory or socket is not private to this user."),
     ("78", "The configuration is invalid."),
     ("127", "pi was not found (CTXWRAP_PI or PATH)."),

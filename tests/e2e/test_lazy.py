@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support import PI_VERSIONS, Xdg, run_ctxwrap_pi, tool_contents
+
+from ctxwrap.testing.pi_home import tools_bin_dir
 
 pytestmark = pytest.mark.e2e
 
@@ -44,6 +49,17 @@ def system_text(body: dict[str, Any]) -> str:
 
 def tool_names(body: dict[str, Any]) -> list[str]:
     return sorted(t["function"]["name"] for t in body.get("tools") or [])
+
+
+def rg_path_env() -> dict[str, str]:
+    """PATH for pi with this venv's bin first: pi's grep tool runs `rg`, which the `ripgrep`
+    dev dependency installs there (pi would otherwise try to download it, which fails offline).
+    `make test` puts the venv on PATH too; this keeps a bare `pytest` run the same."""
+    path = os.pathsep.join(
+        [str(Path(sys.executable).parent), str(tools_bin_dir() or ""), os.environ.get("PATH", "")]
+    )
+    assert shutil.which("rg", path=path), "rg missing: pip install -e '.[dev]' (ripgrep wheel)"
+    return {"PATH": path}
 
 
 @pytest.mark.parametrize("pi", PI_VERSIONS)
@@ -104,7 +120,14 @@ def test_grep_becomes_callable_within_the_prompt_on_pi_1x(tmp_path: Path, xdg: X
         {"tool_calls": [{"name": "grep", "arguments": {"pattern": "needle-[0-9]+", "path": "."}}]},
         {"text": "done"},
     ]
-    run = run_ctxwrap_pi("pi", tmp_path, xdg, script, files={"hay.txt": "x\nneedle-42\ny\n"})
+    run = run_ctxwrap_pi(
+        "pi",
+        tmp_path,
+        xdg,
+        script,
+        files={"hay.txt": "x\nneedle-42\ny\n"},
+        extra_env=rg_path_env(),
+    )
     assert run.proc.returncode == 0, run.proc.stderr
     bodies = run.main_bodies()
     assert "grep" not in tool_names(bodies[0])
@@ -142,6 +165,7 @@ def test_grep_becomes_callable_from_the_next_prompt_on_pi_073(tmp_path: Path, xd
         files={"hay.txt": "x\nneedle-42\ny\n"},
         args=("now use it",),
         prompt="find a grep tool",
+        extra_env=rg_path_env(),
     )
     assert run.proc.returncode == 0, run.proc.stderr
     bodies = run.main_bodies()

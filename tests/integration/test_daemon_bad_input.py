@@ -251,9 +251,38 @@ REPLY_OF_ROUTE = {
 ORDER = ["session_start", "prompt", "tool_result", "aux_result", "context", "llm_call"]
 
 
-def test_golden_request_frames_are_accepted(daemon: Daemon) -> None:
+# The frames were captured with the skills under this root; the test lays the skill out anew
+# under its own temp dir and rewrites the root, so a fresh machine needs no file in /tmp.
+FRAMES_SKILL_ROOT = "/tmp/ctxwrap-frames"
+
+
+def _golden_frames(skill_root: Path) -> list[dict[str, Any]]:
+    docs = []
+    for p in sorted(FRAMES.glob("*.json")):
+        text = p.read_text().replace(FRAMES_SKILL_ROOT, str(skill_root))
+        docs.append(json.loads(text) | {"name": p.stem})
+    return docs
+
+
+def _lay_out_frame_skills(skill_root: Path, docs: list[dict[str, Any]]) -> None:
+    """Write each skill the catalog frame names, with the body the golden reply expects."""
+    (catalog,) = (d for d in docs if d["name"] == "catalog")
+    (reply,) = (d for d in docs if d["name"] == "capabilities_reply")
+    for skill in catalog["frame"]["skills"]:
+        path = Path(skill["file_path"])
+        assert path.is_relative_to(skill_root), path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = reply["frame"]["skill_body"] if path == Path(reply["frame"]["skill_path"]) else "x"
+        path.write_text(
+            f"---\nname: {skill['name']}\ndescription: {skill['description']}\n---\n{body}\n"
+        )
+
+
+def test_golden_request_frames_are_accepted(daemon: Daemon, tmp_path: Path) -> None:
     """Every bridge->daemon golden frame passes the real daemon's validation (no 400/422)."""
-    docs = [json.loads(p.read_text()) | {"name": p.stem} for p in sorted(FRAMES.glob("*.json"))]
+    docs = _golden_frames(tmp_path)
+    _lay_out_frame_skills(tmp_path, docs)
+    (golden_skill_reply,) = (d["frame"] for d in docs if d["name"] == "capabilities_reply")
     requests = [d for d in docs if d["direction"] == "bridge->daemon"]
     rank = {n: i for i, n in enumerate(ORDER)}
     requests.sort(key=lambda d: next((rank[k] for k in ORDER if d["name"].startswith(k)), 99))
@@ -267,6 +296,10 @@ def test_golden_request_frames_are_accepted(daemon: Daemon) -> None:
             assert r.status_code == 200, (d["name"], r.text)
             reply = REPLY_OF_ROUTE.get(d["route"], P.Ack)
             reply.model_validate(r.json())
+            if d["name"] == "capabilities_search":
+                got = r.json()
+                assert got["skill_path"] == golden_skill_reply["skill_path"], got
+                assert got["skill_body"].strip() == golden_skill_reply["skill_body"].strip()
     daemon.assert_up()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -347,7 +348,7 @@ def test_fixture_is_big_enough() -> None:
         assert {q["expect"], *q.get("also", [])} <= names, q
 
 
-def test_search_quality(capsys: pytest.CaptureFixture[str]) -> None:
+def test_search_quality(summary_report: Callable[[str, str], None]) -> None:
     tools, skills = _fixture_catalog()
     main = json.loads((FIXTURES / "queries.json").read_text())["queries"]
     held = json.loads((FIXTURES / "queries_heldout.json").read_text())["queries"]
@@ -364,9 +365,10 @@ def test_search_quality(capsys: pytest.CaptureFixture[str]) -> None:
             report.append(f"{label:8} n={len(qs):3} {tag} top1={t1:.3f} top3={t3:.3f}")
             if expand:
                 report.extend(f"    miss@1 {m}" for m in misses)
-    with capsys.disabled():
-        print("\ncapability search quality (" + str(len(SYNONYMS)) + " synonym keys):")
-        print("\n".join("  " + r for r in report))
+    summary_report(
+        f"capability search quality ({len(SYNONYMS)} synonym keys)",
+        "\n".join("  " + r for r in report),
+    )
     assert results[("main", True)][1] >= 0.90
     assert results[("main", False)][1] >= 0.90  # the table must not be what makes it pass
     assert results[("held-out", True)][1] >= 0.85  # small set: a looser bound, still a guard

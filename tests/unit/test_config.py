@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -94,3 +97,70 @@ def test_template_lists_every_setting_and_parses_when_uncommented(tmp_path: Path
         == load_config(tmp_path / "none.toml", environ={}).settings
     )
     assert tomllib.loads(uncommented)
+
+
+# -- hints that must not hurt: each one is followed as a user would, through the real CLI --------
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_CTX_", "XDG_"))}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "cfg")
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwrap", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _config_file(tmp_path: Path, text: str) -> Path:
+    f = tmp_path / "cfg" / "ctxwrap" / "config.toml"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    return f
+
+
+def test_invalid_toml_hint_keeps_a_backup_where_it_says(tmp_path: Path) -> None:
+    mine = "# my tuned settings\nbash_min_tokens = \nwrite_min_bytes = 900\n"
+    f = _config_file(tmp_path, mine)
+    p = _cli(tmp_path, "config", "show")
+    assert p.returncode == 78 and "not valid TOML" in p.stderr
+    hint = next(line for line in p.stderr.splitlines() if line.startswith("hint:"))
+    assert "config init --force" in hint and f"{f}.bak" in hint
+    p = _cli(tmp_path, "config", "init", "--force")  # the hint, followed
+    assert p.returncode == 0, p.stderr
+    assert f"kept as {f}.bak" in p.stdout
+    assert Path(f"{f}.bak").read_text() == mine  # the user's file survives byte for byte
+    assert _cli(tmp_path, "config", "show").returncode == 0
+    # A second --force keeps the first backup and names a new one.
+    p = _cli(tmp_path, "config", "init", "--force")
+    assert p.returncode == 0 and f"kept as {f}.bak.1" in p.stdout
+    assert Path(f"{f}.bak").read_text() == mine
+
+
+def test_unknown_key_hint_points_at_something_that_works_on_the_same_file(
+    tmp_path: Path,
+) -> None:
+    _config_file(tmp_path, "bash_min_token = 500\n")
+    p = _cli(tmp_path, "config", "show")
+    assert p.returncode == 78 and "unknown setting 'bash_min_token'" in p.stderr
+    hint = next(line for line in p.stderr.splitlines() if line.startswith("hint:"))
+    assert "did you mean 'bash_min_tokens'" in hint
+    assert "config show" not in hint  # it fails on this very file
+    cmd = re.search(r"`ctxwrap ([^`]+)`", hint)
+    assert cmd, hint
+    followed = _cli(tmp_path, *cmd.group(1).split())
+    assert followed.returncode == 0, followed.stderr
+    assert "PI_CTX_BASH_MIN_TOKENS" in followed.stdout
+
+
+def test_config_init_on_an_existing_valid_file_is_not_a_config_error(tmp_path: Path) -> None:
+    f = _config_file(tmp_path, "bash_min_tokens = 500\n")
+    p = _cli(tmp_path, "config", "init")
+    assert p.returncode == 73, p.stderr  # EX_CANTCREAT, not 78 "configuration invalid"
+    assert f"{f} already exists" in p.stderr
+    assert "--force" in p.stderr and f"{f}.bak" in p.stderr
+    assert f.read_text() == "bash_min_tokens = 500\n"
+    assert not Path(f"{f}.bak").exists()

@@ -429,16 +429,34 @@ def test_empty_db_says_so(tmp_path: Path) -> None:
     assert p.returncode == 0 and p.stdout.startswith("no statistics recorded yet since")
 
 
+def _default_sigint() -> None:
+    # A runner started in the background of a script inherits SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: the watch would never see the Ctrl+C this test sends.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_watch_without_tty_prints_each_interval(state: Path) -> None:
     env = {**os.environ, "XDG_STATE_HOME": str(state)}
     proc = subprocess.Popen(
-        [str(CTXWRAP), "stats", "--watch", "0.2"], env=env, stdout=subprocess.PIPE, text=True
+        [str(CTXWRAP), "stats", "--watch", "0.2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        preexec_fn=_default_sigint,
     )
-    time.sleep(1.5)
+    assert proc.stdout
+    fd = proc.stdout.fileno()
+    # Wait for the frames themselves rather than a fixed sleep: start-up time varies with load.
+    out, deadline = b"", time.monotonic() + 60
+    while out.count("ctxwrap stats —".encode()) < 3 and time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready or not (chunk := os.read(fd, 65536)):
+            break
+        out += chunk
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=10)
-    assert proc.returncode == 0
-    assert out.count("ctxwrap stats —") >= 2
+    rest, _ = proc.communicate(timeout=10)
+    text = (out + rest).decode()
+    assert proc.returncode == 0, text
+    assert text.count("ctxwrap stats —") >= 3
 
 
 # -- property: totals are the sum of their parts -----------------------------------------------
