@@ -15,6 +15,7 @@ import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import * as http from "node:http";
 import { spawn } from "node:child_process";
 import { appendFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
 
 // -- configuration ---------------------------------------------------------------------------
@@ -231,6 +232,15 @@ class Daemon {
 }
 
 // -- helpers ---------------------------------------------------------------------------------
+
+/** pi spills bash output to join(os.tmpdir(), "pi-bash-<hex>.log"); this process is pi. */
+function piTmpdir(): string | null {
+	try {
+		return tmpdir();
+	} catch {
+		return null;
+	}
+}
 
 type Json = Record<string, any>;
 
@@ -675,6 +685,18 @@ function install(pi: any): void {
 		}
 	});
 
+	// When each bash call started: the daemon trusts a spill file only if pi wrote it during
+	// this call (a path named in the output itself is data, not an instruction).
+	const bashStarted = new Map<string, number>();
+	pi.on("tool_call", (event: any) => {
+		try {
+			if (event?.toolName !== "bash") return undefined;
+			if (bashStarted.size > 256) bashStarted.clear(); // results that never came back
+			bashStarted.set(String(event.toolCallId), Date.now());
+		} catch {}
+		return undefined;
+	});
+
 	pi.on("tool_result", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
@@ -687,6 +709,8 @@ function install(pi: any): void {
 	});
 
 	const onBash = async (event: any, ctx: any) => {
+		const started = bashStarted.get(String(event.toolCallId));
+		bashStarted.delete(String(event.toolCallId));
 		const text = textOf(event.content);
 		if (tokens(text.length) < cfg.bash_min_tokens) return undefined;
 		const details = (event.details && typeof event.details === "object" ? event.details : {}) as Json;
@@ -700,6 +724,8 @@ function install(pi: any): void {
 				text,
 				is_error: !!event.isError,
 				full_output_path: typeof details.fullOutputPath === "string" ? details.fullOutputPath : null,
+				pi_tmpdir: piTmpdir(),
+				call_started_ms: started ?? null,
 			},
 			// Once per large output, right after a command the user already waited for: a loaded
 			// machine must not turn a digest into a raw tail.

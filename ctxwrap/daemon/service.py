@@ -25,7 +25,7 @@ from ctxwrap.daemon.eventlog import EventLog
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.daemon.rawstore import RawStore
 from ctxwrap.daemon.store import Store
-from ctxwrap.engine.bashout import scrub_temp_paths, split_bash_text
+from ctxwrap.engine.bashout import open_trusted_spill, scrub_temp_paths, split_bash_text
 from ctxwrap.engine.edits import TailToolCall, decide_edits, dropped_signatures, edit_to_json
 from ctxwrap.engine.facts import aux_fact, heuristic_fact, line_count
 
@@ -447,7 +447,6 @@ class Daemon:
         if _chars_to_tokens(len(req.text)) < cfg.bash_min_tokens:
             return P.ToolResultReply()
         parsed = split_bash_text(req.text)
-        path = req.full_output_path or parsed.full_output_path
         exit_code = req.exit_code if req.exit_code is not None else parsed.exit_code
         if exit_code is None and not req.is_error:
             exit_code = 0
@@ -465,12 +464,27 @@ class Daemon:
             exit_code=exit_code,
             max_chars=min(cfg.bash_max_summary_tokens * 4 * 2, 16000),
         )
-        source = Path(path) if path and Path(path).is_file() else None
-        if source is not None:
-            stored = await asyncio.to_thread(self._store_and_digest_file, source, digester, meta)
-        else:
-            digester.feed(parsed.body)
-            stored = self.raw.put_text(parsed.body, **meta)
+        # Only pi's own report names a spill file, and only a checked one is read (invariant 7).
+        with open_trusted_spill(
+            req.full_output_path,
+            parsed.full_output_path,
+            pi_tmpdir=req.pi_tmpdir,
+            call_started_ms=req.call_started_ms,
+        ) as spill:
+            if spill.refused:
+                self.events.write(
+                    "spill_refused",
+                    session=rt.session_id,
+                    call=req.tool_call_id,
+                    reason=spill.refused,
+                )
+            if spill.source is not None:
+                stored = await asyncio.to_thread(
+                    self._store_and_digest_file, spill.source, digester, meta
+                )
+            else:
+                digester.feed(parsed.body)
+                stored = self.raw.put_text(parsed.body, **meta)
         digest = digester.finish()
         status = (
             "timed out"
