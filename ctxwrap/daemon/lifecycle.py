@@ -69,7 +69,9 @@ def bind_socket(path: Path) -> socket.socket:
             f"{path} is a symlink; refusing to replace it", hint="remove it by hand"
         )
     if path.exists():
-        if _socket_answers(path):
+        # Ours and answering: a live daemon. Another user's socket in our (now private) dir is
+        # removed unasked: connecting to it would tell its owner we are here.
+        if path.lstat().st_uid == os.getuid() and _socket_answers(path):
             raise DaemonAlreadyRunning(
                 f"something already answers on {path}", hint="`ctxwrap daemon stop`"
             )
