@@ -60,6 +60,39 @@ def daemon_log_path() -> Path:
     return state_dir() / "daemon.log"
 
 
+def ensure_state_dir(path: Path | None = None) -> Path:
+    """The state directory, 0700 and ours, with every file directly in it 0600.
+
+    It holds the raw-output store, the database and the logs: readable by other local users
+    it would leak what passed through the daemon. An existing directory of ours is tightened
+    (older versions left 0755 and 0644); one owned by someone else is refused.
+    """
+    path = path or state_dir()
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()  # a symlinked state dir of ours (another disk) is fine; its target counts
+    if not stat.S_ISDIR(st.st_mode):
+        raise SocketSecurityError(
+            f"{path} is not a directory", hint="remove it or set XDG_STATE_HOME"
+        )
+    if st.st_uid != os.getuid():
+        raise SocketSecurityError(
+            f"the state directory {path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()})",
+            hint=f"have root or its owner remove {path}, or set XDG_STATE_HOME to a directory you own",
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    with os.scandir(path) as entries:
+        for entry in entries:
+            est = entry.stat(follow_symlinks=False)
+            if est.st_uid != os.getuid() or not stat.S_IMODE(est.st_mode) & 0o077:
+                continue
+            if stat.S_ISREG(est.st_mode):
+                os.chmod(entry.path, 0o600)
+            elif stat.S_ISDIR(est.st_mode):
+                os.chmod(entry.path, 0o700)
+    return path
+
+
 def _dir_refusal(path: Path, st: os.stat_result) -> SocketSecurityError | None:
     """Why a runtime directory is not ours alone (mode aside), or None."""
     if stat.S_ISLNK(st.st_mode):
