@@ -83,6 +83,7 @@ def scrub_temp_paths(text: str) -> str:
 _SPILL_NAME = re.compile(r"pi-bash-[0-9a-f]{16}\.log")
 # File timestamps come from the kernel's coarse clock; the bridge's start time from Date.now().
 CLOCK_SLACK_S = 1.0
+_FD_DIR = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
 
 
 class TrustedSpill:
@@ -99,7 +100,10 @@ class TrustedSpill:
 
     @property
     def source(self) -> Path | None:
-        return None if self.fd is None else Path(f"/proc/self/fd/{self.fd}")
+        if self.fd is None:
+            return None
+        # Opening this re-opens the checked inode itself, not whatever the path names now.
+        return Path(f"{_FD_DIR}/{self.fd}")
 
     def close(self) -> None:
         if self.fd is not None:
