@@ -8,9 +8,11 @@ connection, or a symlink to it. ctxwrap (CLI and bridge) must send nothing and s
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -218,22 +220,54 @@ def test_own_directory_opened_to_others_is_not_trusted(tmp_path: Path, shared_tm
         shutil.rmtree(rt, ignore_errors=True)
 
 
-def test_planted_fallback_directory_without_xdg_runtime_dir(tmp_path: Path) -> None:
-    """The real fallback path, /tmp/ctxwrap-<uid>, pre-created by the other user."""
+def fallback_scenario(home: str) -> None:
+    """Run inside a private mount namespace with its own empty /tmp (the test below)."""
+    subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp"], check=True)
     planted = Path(f"/tmp/ctxwrap-{os.getuid()}")
-    if planted.exists() or planted.is_symlink():
-        pytest.skip(f"{planted} exists (someone's daemon); not ours to replace")
-    logs = Path(tempfile.mkdtemp(prefix="cwf", dir="/tmp"))
-    os.chmod(logs, 0o777)
-    try:
-        plant_dir(planted)
-        with victim_env(tmp_path, None) as env, fake_daemon(planted, logs) as fake:
-            proc = ctxwrap_run(env, "status")
-            assert_refused(proc, planted)
-            assert fake.received() == b""
-    finally:
-        shutil.rmtree(planted, ignore_errors=True)
-        shutil.rmtree(logs, ignore_errors=True)
+    logs = Path("/tmp/attacker")
+    subprocess.run(as_other("mkdir", "-m", "0777", str(logs)), check=True)
+    plant_dir(planted)
+    with victim_env(Path(home), None) as env, fake_daemon(planted, logs) as fake:
+        proc = ctxwrap_run(env, "status")
+        result = {
+            "planted": str(planted),
+            "returncode": proc.returncode,
+            "stdout": proc.stdout,
+            "stderr": proc.stderr,
+            "received": fake.received().decode("utf-8", "replace"),
+        }
+    print(json.dumps(result))
+
+
+def test_planted_fallback_directory_without_xdg_runtime_dir(tmp_path: Path) -> None:
+    """The real fallback path, /tmp/ctxwrap-<uid>, pre-created by the other user.
+
+    In a private mount namespace with a fresh /tmp: the host's /tmp/ctxwrap-<uid> may be a
+    real daemon's, and is left alone.
+    """
+    here = Path(__file__).parent
+    code = (
+        f"import sys; sys.path[:0] = [{str(here)!r}, {str(here.parent)!r}]; "
+        f"import test_socket_security as t; t.fallback_scenario({str(tmp_path)!r})"
+    )
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    proc = subprocess.run(
+        ["unshare", "--mount", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if proc.returncode != 0 and "unshare failed" in proc.stderr:
+        pytest.skip(f"no mount namespace here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = result["stdout"] + result["stderr"]
+    assert result["returncode"] == 77, out
+    assert result["planted"] in out and "hint:" in out, out
+    assert f"owned by uid {OTHER_UID}" in out, out
+    assert result["received"] == "", "ctxwrap talked to the impostor"
 
 
 BASH_FLOOD = {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 40000"}}]}
