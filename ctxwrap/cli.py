@@ -16,7 +16,7 @@ from typing import Any, ClassVar, NoReturn
 import click
 
 from ctxwrap import __version__, paths
-from ctxwrap.errors import CtxwrapError, NotFoundError
+from ctxwrap.errors import CtxwrapError, NotFoundError, SocketSecurityError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -139,7 +139,7 @@ def daemon_restart() -> None:
 
 
 def _status(as_json: bool) -> None:
-    from ctxwrap.client import NeedsRestart, Ready, probe
+    from ctxwrap.client import NeedsRestart, Ready, Unsafe, probe
 
     result = probe()
     out: dict[str, Any] = {
@@ -163,6 +163,9 @@ def _status(as_json: bool) -> None:
         )
     else:
         out["reason"] = result.reason
+        if isinstance(result, Unsafe):
+            out["state"] = "unsafe"  # nothing was sent to that socket
+            out["hint"] = result.error.hint if result.error else None
     if as_json:
         _echo_json(out)
     else:
@@ -173,8 +176,12 @@ def _status(as_json: bool) -> None:
         click.echo(f"socket: {out['socket']}")
         if out.get("reason"):
             click.echo(f"reason: {out['reason']}")
+        if out.get("hint"):
+            click.echo(f"hint: {out['hint']}")
         if out["config_error"]:
             click.echo(f"config error (last good config in force): {out['config_error']}")
+    if out["state"] == "unsafe":
+        raise ExitCode(SocketSecurityError.exit_code)
     if out["state"] != "ready":
         raise ExitCode(3)  # like `systemctl status`: scripts can test for "not running"
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwrap import PROTOCOL_VERSION, __version__, paths
 from ctxwrap.daemon.pidfile import pidfile_locked, read_pidfile
-from ctxwrap.errors import DaemonStartError, DaemonUnreachable
+from ctxwrap.errors import DaemonStartError, DaemonUnreachable, SocketSecurityError
 
 if TYPE_CHECKING:
     import httpx
@@ -76,13 +76,34 @@ class Unreachable:
     reason: str
 
 
+@dataclass(frozen=True)
+class Unsafe(Unreachable):
+    """The socket or its directory is not ours alone: nothing was sent to it."""
+
+    error: SocketSecurityError | None = None
+
+
 ProbeResult = Ready | NeedsRestart | Unreachable
 
 
 def make_client(socket_path: Path | None = None, timeout: float = 5.0) -> httpx.Client:
+    """An httpx client that checks the socket (paths.check_socket) before every request.
+
+    Raises SocketSecurityError from the request when another user could own the other end.
+    """
     import httpx
 
-    transport = httpx.HTTPTransport(uds=str(socket_path or paths.socket_path()))
+    sock = socket_path or paths.socket_path()
+
+    class CheckedTransport(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            try:
+                paths.check_socket(sock)
+            except FileNotFoundError as exc:
+                raise httpx.ConnectError(f"no socket at {sock}", request=request) from exc
+            return super().handle_request(request)
+
+    transport = CheckedTransport(uds=str(sock))
     return httpx.Client(transport=transport, base_url="http://ctxwrap", timeout=timeout)
 
 
@@ -107,8 +128,12 @@ def _get_health(sock: Path, timeout: float) -> dict[str, Any]:
 
 def probe(socket_path: Path | None = None, timeout: float = 1.0) -> ProbeResult:
     sock = socket_path or paths.socket_path()
-    if not sock.exists():
+    try:
+        paths.check_socket(sock)  # before a single byte: another user may have planted it
+    except FileNotFoundError:
         return Unreachable(f"no socket at {sock}")
+    except SocketSecurityError as exc:
+        return Unsafe(exc.message, exc)
     try:
         health = Health.from_json(_get_health(sock, timeout))
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -143,6 +168,11 @@ def _spawn_daemon() -> None:
 
 def stop_daemon(timeout: float = 10.0) -> bool:
     """Ask the running daemon to stop (SIGTERM by pidfile); True if one was stopped."""
+    try:
+        # A pidfile in a directory another user controls could name any process of ours.
+        paths.check_runtime_dir(paths.runtime_dir())
+    except FileNotFoundError:
+        return False
     info = read_pidfile(paths.pidfile_path())
     if info is None:
         return False
@@ -214,7 +244,8 @@ def ensure_running(deadline_s: float = START_DEADLINE_S) -> Health:
 def request(
     method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float = 5.0
 ) -> Any:
-    """One call to a running daemon; raises DaemonUnreachable when nothing answers."""
+    """One call to a running daemon; raises DaemonUnreachable when nothing answers and
+    SocketSecurityError (nothing sent) when the socket is not ours alone."""
     import httpx
 
     try:

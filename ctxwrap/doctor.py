@@ -267,9 +267,11 @@ def check_pi_and_node() -> list[Check]:
 
 
 def check_daemon() -> Check:
-    from ctxwrap.client import NeedsRestart, Ready, probe, systemd_unit_enabled
+    from ctxwrap.client import NeedsRestart, Ready, Unsafe, probe, systemd_unit_enabled
 
     result = probe()
+    if isinstance(result, Unsafe):
+        return Check("daemon", "fail", result.reason, result.error.hint if result.error else None)
     if isinstance(result, Ready):
         h = result.health
         if h.config_error:

@@ -48,7 +48,7 @@ class DaemonAlreadyRunning(DaemonError):
 
 
 class SocketSecurityError(CtxwrapError):
-    """The runtime directory or socket is not private to this user."""
+    """The runtime or state directory, or the socket, is not private to this user."""
 
     exit_code = 77  # EX_NOPERM
 

@@ -60,6 +60,60 @@ def daemon_log_path() -> Path:
     return state_dir() / "daemon.log"
 
 
+def ensure_state_dir(path: Path | None = None) -> Path:
+    """The state directory, 0700 and ours, with every file directly in it 0600.
+
+    It holds the raw-output store, the database and the logs: readable by other local users
+    it would leak what passed through the daemon. An existing directory of ours is tightened
+    (older versions left 0755 and 0644); one owned by someone else is refused.
+    """
+    path = path or state_dir()
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.stat()  # a symlinked state dir of ours (another disk) is fine; its target counts
+    if not stat.S_ISDIR(st.st_mode):
+        raise SocketSecurityError(
+            f"{path} is not a directory", hint="remove it or set XDG_STATE_HOME"
+        )
+    if st.st_uid != os.getuid():
+        raise SocketSecurityError(
+            f"the state directory {path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()})",
+            hint=f"have root or its owner remove {path}, or set XDG_STATE_HOME to a directory you own",
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    with os.scandir(path) as entries:
+        for entry in entries:
+            est = entry.stat(follow_symlinks=False)
+            if est.st_uid != os.getuid() or not stat.S_IMODE(est.st_mode) & 0o077:
+                continue
+            if stat.S_ISREG(est.st_mode):
+                os.chmod(entry.path, 0o600)
+            elif stat.S_ISDIR(est.st_mode):
+                os.chmod(entry.path, 0o700)
+    return path
+
+
+def _dir_refusal(path: Path, st: os.stat_result) -> SocketSecurityError | None:
+    """Why a runtime directory is not ours alone (mode aside), or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return SocketSecurityError(
+            f"{path} is a symlink; refusing to use it for the daemon socket",
+            hint=f"remove the link (`rm {path}`); ctxwrap creates the directory itself",
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        return SocketSecurityError(
+            f"{path} exists and is not a directory",
+            hint="remove it, or point XDG_RUNTIME_DIR elsewhere",
+        )
+    if st.st_uid != os.getuid():
+        return SocketSecurityError(
+            f"{path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}); "
+            "another user could impersonate the daemon there",
+            hint=f"have root or its owner remove {path}, or set XDG_RUNTIME_DIR to a directory you own",
+        )
+    return None
+
+
 def ensure_private_dir(path: Path) -> Path:
     """Create `path` as a 0700 directory owned by us, or refuse one that isn't.
 
@@ -74,16 +128,48 @@ def ensure_private_dir(path: Path) -> Path:
             hint="remove it, or point XDG_RUNTIME_DIR elsewhere",
         ) from exc
     st = path.lstat()
-    if stat.S_ISLNK(st.st_mode):
-        raise SocketSecurityError(
-            f"{path} is a symlink; refusing to use it for the daemon socket",
-            hint="remove the link; ctxwrap creates the directory itself",
-        )
-    if st.st_uid != os.getuid():
-        raise SocketSecurityError(
-            f"{path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()})",
-            hint="remove it, or set XDG_RUNTIME_DIR to a directory you own",
-        )
+    if refusal := _dir_refusal(path, st):
+        raise refusal
     if stat.S_IMODE(st.st_mode) != 0o700:
         os.chmod(path, 0o700)
     return path
+
+
+def check_runtime_dir(directory: Path) -> None:
+    """Refuse a runtime directory that is not ours alone, without repairing anything.
+
+    Ours, not a symlink, no group/other bits: then nobody else can put a socket or a pidfile
+    in it. Raises SocketSecurityError, or FileNotFoundError when it does not exist.
+    """
+    st = directory.lstat()
+    if refusal := _dir_refusal(directory, st):
+        raise refusal
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise SocketSecurityError(
+            f"{directory} has mode {stat.S_IMODE(st.st_mode):04o}; other users could plant a "
+            "socket there, so ctxwrap will not talk to it",
+            hint=f"`chmod 700 {directory}` after checking what is inside, then `ctxwrap daemon restart`",
+        )
+
+
+def check_socket(sock: Path) -> None:
+    """Refuse a daemon socket another user could have planted or could reach, before any byte.
+
+    The CLI and the bridge (its own TypeScript copy) call this before connecting: the
+    directory must be ours, not a symlink and closed to group and others (then nobody else can
+    swap what is inside it), and the socket must be a socket of ours. Raises
+    SocketSecurityError, or FileNotFoundError when there is no socket (nothing to talk to).
+    """
+    check_runtime_dir(sock.parent)
+    sst = sock.lstat()
+    if stat.S_ISLNK(sst.st_mode) or not stat.S_ISSOCK(sst.st_mode):
+        raise SocketSecurityError(
+            f"{sock} is not a socket; refusing to connect",
+            hint=f"remove it (`rm {sock}`) and run `ctxwrap daemon start`",
+        )
+    if sst.st_uid != os.getuid():
+        raise SocketSecurityError(
+            f"{sock} is owned by uid {sst.st_uid}, not by you (uid {os.getuid()}); "
+            "another user could impersonate the daemon there",
+            hint=f"remove it (`rm {sock}`) and run `ctxwrap daemon start`",
+        )

@@ -199,7 +199,11 @@ class ToolResult(Request):
     input: dict[str, Any] = Field(default_factory=dict)
     text: str  # the text content pi produced (images are not sent)
     is_error: bool = False
-    full_output_path: str | None = None  # bash: pi's spill file with the complete raw output
+    full_output_path: str | None = None  # bash: details.fullOutputPath, pi's spill file
+    # bash: what the daemon needs to tell pi's spill file from a path named in the output:
+    # pi's os.tmpdir() and when the tool call started (epoch ms, taken at tool_call).
+    pi_tmpdir: str | None = None
+    call_started_ms: float | None = None
     exit_code: int | None = None
     timed_out: bool = False
     # write: the bridge sends at most 64 KB of `input.content` (enough for a fact) and the

@@ -14,7 +14,9 @@
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import * as http from "node:http";
 import { spawn } from "node:child_process";
-import { appendFileSync } from "node:fs";
+import { appendFileSync, lstatSync } from "node:fs";
+import { dirname } from "node:path";
+import { tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
 
 // -- configuration ---------------------------------------------------------------------------
@@ -85,6 +87,36 @@ const SOCKET =
 		? `${env.XDG_RUNTIME_DIR}/ctxwrap/daemon.sock`
 		: `/tmp/ctxwrap-${process.getuid?.() ?? 0}/daemon.sock`);
 const PROTOCOL = 1;
+
+/**
+ * Why the socket must not be used, checked before every connection (same rules as
+ * check_socket in ctxwrap/paths.py): "missing" when nothing is there, a reason when the
+ * directory or the socket could be another user's (a planted /tmp/ctxwrap-<uid>), or null.
+ */
+export function socketRefusal(sock: string): string | null {
+	const uid = process.getuid?.();
+	if (uid === undefined) return null; // no uids (Windows): nothing to compare
+	const dir = dirname(sock);
+	let d;
+	try {
+		d = lstatSync(dir);
+	} catch {
+		return "missing";
+	}
+	if (d.isSymbolicLink()) return `${dir} is a symlink`;
+	if (!d.isDirectory()) return `${dir} is not a directory`;
+	if (d.uid !== uid) return `${dir} is owned by uid ${d.uid}, not ${uid}`;
+	if (d.mode & 0o077) return `${dir} has mode ${(d.mode & 0o777).toString(8)}, open to other users`;
+	let s;
+	try {
+		s = lstatSync(sock);
+	} catch {
+		return "missing";
+	}
+	if (!s.isSocket()) return `${sock} is not a socket`;
+	if (s.uid !== uid) return `${sock} is owned by uid ${s.uid}, not ${uid}`;
+	return null;
+}
 // After a timeout, decision calls are skipped for this long, so a hung daemon costs one
 // deadline, not one per event.
 const SUSPEND_AFTER_TIMEOUT_MS = 5000;
@@ -127,8 +159,23 @@ class Daemon {
 		return this.request<T>("POST", path, body, deadlineMs, true);
 	}
 
+	private refusedWhy: string | null = null;
+
 	private request<T>(method: string, path: string, body: unknown, deadlineMs: number, suspends: boolean): Promise<T | null> {
 		if (suspends && Date.now() < this.suspendedUntil) return Promise.resolve(null);
+		// Not a byte to a socket another user may own; pi goes on as plain pi (fail open).
+		const refusal = socketRefusal(SOCKET);
+		if (refusal === "missing") {
+			trace(`${method} ${path}: no socket at ${SOCKET}`);
+			this.restart();
+			return Promise.resolve(null);
+		}
+		if (refusal !== null) {
+			if (refusal !== this.refusedWhy) trace(`refusing the daemon socket: ${refusal}`);
+			this.refusedWhy = refusal;
+			return Promise.resolve(null);
+		}
+		this.refusedWhy = null;
 		return new Promise<T | null>((resolve) => {
 			let done = false;
 			const finish = (v: T | null) => {
@@ -231,6 +278,15 @@ class Daemon {
 }
 
 // -- helpers ---------------------------------------------------------------------------------
+
+/** pi spills bash output to join(os.tmpdir(), "pi-bash-<hex>.log"); this process is pi. */
+function piTmpdir(): string | null {
+	try {
+		return tmpdir();
+	} catch {
+		return null;
+	}
+}
 
 type Json = Record<string, any>;
 
@@ -675,6 +731,18 @@ function install(pi: any): void {
 		}
 	});
 
+	// When each bash call started: the daemon trusts a spill file only if pi wrote it during
+	// this call (a path named in the output itself is data, not an instruction).
+	const bashStarted = new Map<string, number>();
+	pi.on("tool_call", (event: any) => {
+		try {
+			if (event?.toolName !== "bash") return undefined;
+			if (bashStarted.size > 256) bashStarted.clear(); // results that never came back
+			bashStarted.set(String(event.toolCallId), Date.now());
+		} catch {}
+		return undefined;
+	});
+
 	pi.on("tool_result", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
@@ -687,6 +755,8 @@ function install(pi: any): void {
 	});
 
 	const onBash = async (event: any, ctx: any) => {
+		const started = bashStarted.get(String(event.toolCallId));
+		bashStarted.delete(String(event.toolCallId));
 		const text = textOf(event.content);
 		if (tokens(text.length) < cfg.bash_min_tokens) return undefined;
 		const details = (event.details && typeof event.details === "object" ? event.details : {}) as Json;
@@ -700,6 +770,8 @@ function install(pi: any): void {
 				text,
 				is_error: !!event.isError,
 				full_output_path: typeof details.fullOutputPath === "string" ? details.fullOutputPath : null,
+				pi_tmpdir: piTmpdir(),
+				call_started_ms: started ?? null,
 			},
 			// Once per large output, right after a command the user already waited for: a loaded
 			// machine must not turn a digest into a raw tail.

@@ -26,7 +26,9 @@ class EventLog:
         try:
             if self.path.exists() and self.path.stat().st_size + len(line) > self.max_bytes:
                 os.replace(self.path, self.path.with_name(self.path.name + ".1"))
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            if os.fstat(fd).st_mode & 0o077:  # left readable by an older version
+                os.fchmod(fd, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8") as fh:
                 fh.write(line)
         except OSError:

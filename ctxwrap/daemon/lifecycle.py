@@ -69,7 +69,9 @@ def bind_socket(path: Path) -> socket.socket:
             f"{path} is a symlink; refusing to replace it", hint="remove it by hand"
         )
     if path.exists():
-        if _socket_answers(path):
+        # Ours and answering: a live daemon. Another user's socket in our (now private) dir is
+        # removed unasked: connecting to it would tell its owner we are here.
+        if path.lstat().st_uid == os.getuid() and _socket_answers(path):
             raise DaemonAlreadyRunning(
                 f"something already answers on {path}", hint="`ctxwrap daemon stop`"
             )
@@ -175,8 +177,10 @@ async def _housekeeping(daemon: Daemon, server: uvicorn.Server) -> None:
 
 def run_daemon(*, log_file: Path | None = None) -> int:
     """`ctxwrap daemon run`: serve until SIGTERM/SIGINT. Returns the exit status."""
-    state = paths.state_dir()
-    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # Whatever umask started us (000 included): the DB, its -wal/-shm, logs and raw outputs
+    # hold what passed through the daemon and are the user's alone.
+    os.umask(0o077)
+    state = paths.ensure_state_dir()
     handler: logging.Handler = (
         logging.StreamHandler(sys.stderr) if log_file is None else logging.FileHandler(log_file)
     )

@@ -7,6 +7,7 @@ prompts are not stored, and raw outputs are redacted before they are written.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -138,6 +139,13 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
     else:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Created 0600 whatever the umask; SQLite gives -wal/-shm the database file's mode.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            if os.fstat(fd).st_mode & 0o077:  # left readable by an older version
+                os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
         # check_same_thread=False: large spill files are digested in a worker thread; SQLite is
         # compiled serialized (threadsafety 3) and every write is one autocommit statement.
         conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from ctxwrap import __version__, paths
-from ctxwrap.errors import CtxwrapError, PiNotFound
+from ctxwrap.errors import CtxwrapError, PiNotFound, SocketSecurityError
 from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
 
 OFF_FLAG = "--ctxwrap-off"
@@ -99,25 +99,28 @@ def bridge_env(pi: PiInstall) -> dict[str, str]:
     return env
 
 
-def _ensure_daemon() -> None:
+def _ensure_daemon() -> bool:
+    """False when the bridge must not load: the socket could be another user's."""
     from ctxwrap.client import ensure_running
 
     try:
         ensure_running(deadline_s=10.0)
     except CtxwrapError as exc:
         # Fail open: pi runs as plain pi would; say why once, on stderr (never on stdout).
-        sys.stderr.write(f"ctxwrap: warning: {exc.message}; running pi without savings\n")
+        hint = f" (hint: {exc.hint})" if isinstance(exc, SocketSecurityError) and exc.hint else ""
+        sys.stderr.write(f"ctxwrap: warning: {exc.message}; running pi without savings{hint}\n")
+        return not isinstance(exc, SocketSecurityError)
+    return True
 
 
 def run_pi(args: list[str]) -> int:
     off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
     args = [a for a in args if a != OFF_FLAG]
     pi = find_pi()
-    if off:
+    if off or not _ensure_daemon():
         argv = [*pi.argv, *args]
         env = dict(os.environ)
     else:
-        _ensure_daemon()
         argv = [*pi.argv, "-e", str(bridge_path()), *args]
         env = bridge_env(pi)
     if os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno()):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
 from ctxwrap.daemon.session import PendingAux, SessionRuntime, chars_to_tokens, recall_call
-from ctxwrap.engine.bashout import scrub_temp_paths, split_bash_text
+from ctxwrap.engine.bashout import open_trusted_spill, scrub_temp_paths, split_bash_text
 
 if TYPE_CHECKING:
     from ctxwrap.daemon.service import Daemon
@@ -29,7 +29,6 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
     if chars_to_tokens(len(req.text)) < cfg.bash_min_tokens:
         return P.ToolResultReply()
     parsed = split_bash_text(req.text)
-    path = req.full_output_path or parsed.full_output_path
     exit_code = req.exit_code if req.exit_code is not None else parsed.exit_code
     if exit_code is None and not req.is_error:
         exit_code = 0
@@ -47,12 +46,24 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
         exit_code=exit_code,
         max_chars=min(cfg.bash_max_summary_tokens * 4 * 2, 16000),
     )
-    source = Path(path) if path and Path(path).is_file() else None
-    if source is not None:
-        stored = await asyncio.to_thread(_store_and_digest_file, d, source, digester, meta)
-    else:
-        digester.feed(parsed.body)
-        stored = d.raw.put_text(parsed.body, **meta)
+    # Only the agent's own report names a spill file, and only a checked one is read (invariant 7).
+    with open_trusted_spill(
+        req.full_output_path,
+        parsed.full_output_path,
+        pi_tmpdir=req.pi_tmpdir,
+        call_started_ms=req.call_started_ms,
+    ) as spill:
+        if spill.refused:
+            d.events.write(
+                "spill_refused", session=rt.session_id, call=req.tool_call_id, reason=spill.refused
+            )
+        if spill.source is not None:
+            stored = await asyncio.to_thread(
+                _store_and_digest_file, d, spill.source, digester, meta
+            )
+        else:
+            digester.feed(parsed.body)
+            stored = d.raw.put_text(parsed.body, **meta)
     digest = digester.finish()
     status = (
         "timed out"
