@@ -27,13 +27,22 @@ ctxwrap adds what a scanner of committed code does not need but tool output does
 - unquoted ``NAME=value`` / ``name: value`` where the name says secret (env files, ``env``
   output): detect-secrets' config-file rule takes the rest of the line, ours stops at the
   value and leaves ``None``, ``$VAR`` and friends alone;
-- **bare high-entropy tokens** (an AWS secret access key printed on its own). The rule: a
-  run of at least 32 characters of ``[A-Za-z0-9+/_-]`` (``=`` padding allowed) that is not
-  all hex digits, mixes upper case, lower case and digits, and whose Shannon entropy (the
-  Base64 plugin's measure) exceeds 4.5 bits per character. Hex runs are never touched, so
-  40-character git SHAs and sha256 digests survive; words, paths and identifiers stay
-  under the entropy bar. Integrity hashes of public artifacts (``sha512-…``, ``h1:…``) are
-  kept.
+- **bare high-entropy tokens** (an AWS secret access key printed on its own, no name before
+  it). The rule, for a run of standard base64 characters ``[A-Za-z0-9+/]`` (``=`` padding
+  allowed) of at least 32 characters, not preceded by ``.`` (a host name's path):
+
+  - not all hex digits: 40-character git SHAs, sha256 digests and the like always survive;
+  - mixes upper case, lower case and digits;
+  - not a path: fewer than two ``/``-separated segments that are lower-case words;
+  - not an identifier: less than 70 % of it in words (``[A-Z]?[a-z]{3,}``), which keeps
+    ``findVisualStudio2019OrNewerFromSpecifiedLocation``;
+  - Shannon entropy (the Base64 plugin's measure) above 3.5 bits per character.
+
+  Over 20,000 random 40-character base64 strings 0.4 % escape it (the word and path tests);
+  over 35 MB of Python and JavaScript sources and the captured outputs it fires three times,
+  each on a string that is random (a test fixture, a wasm blob). URL-safe tokens (``-_``)
+  are left to the named formats, assignments and quoted-entropy rules. Integrity hashes of
+  public artifacts (``sha512-…``, ``h1:…``) are kept.
 
 Speed: redaction runs over whole 64 KB blocks of 40,000-line outputs, and Python's regex
 engine is slow on patterns that start with a character class. So no detect-secrets regex
@@ -75,7 +84,7 @@ _SECRET_WORDS = re.compile(rb"key|pass|pwd|token|secret|contrase|credential")
 _ASSIGNMENT = re.compile(
     r"""(?P<name>\b[A-Za-z0-9_.\-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIALS?)\b"""
     r"""|\b[A-Za-z0-9_.\-]*(?:api[_\-]?key|access[_\-]?key|secret|token|password|passwd))"""
-    r"""(?P<sep>["']?\s*[=:]\s*)(?P<quote>["']?)(?P<value>(?!\$|\[REDACTED|(?:None|null|nil|true|false|undefined|True|False)\b)[^\s"',;&|(){}<>]{3,})""",
+    r"""(?P<sep>["']?\s*[=:]\s*)(?P<quote>["']?)(?P<value>(?!\$|\[REDACTED|(?:None|null|nil|true|false|undefined|True|False)\b)[^\s"',;]{2,}[^\s"',;(){}<>|&])""",
 )
 
 _BASE64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-="
@@ -86,7 +95,11 @@ _RUN_MAP = bytes(0x61 if b in _BASE64_CHARS else 0x20 for b in range(256))
 _RUN_MIN = 23
 _RUN = b"a" * _RUN_MIN
 _DIGITS = b"0123456789"
-_BARE_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{32,}={0,2}(?![A-Za-z0-9+/=_\-])")
+_BARE_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=.])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/=])")
+_PATH_WORD = re.compile(r"(?:^|/)[a-z]{3,}(?=/|$)")
+_WORD = re.compile(r"[A-Z]?[a-z]{3,}")
+BARE_ENTROPY_LIMIT = 3.5
+BARE_WORDINESS_LIMIT = 0.7
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _PUBLIC_HASH_PREFIXES = ("sha1-", "sha256-", "sha384-", "sha512-", "h1:")
 ENTROPY_LIMIT = 4.5
@@ -320,7 +333,9 @@ def _spans(match: re.Match[str]) -> list[tuple[int, int]]:
     return merged
 
 
-_EDGE = " \t\"'=:,;"
+# Delimiters a group-less match may take on either side (Artifactory's ``(?:\s|=|:|"|^)``).
+_LEAD = " \t\"'=:"
+_TRAIL = " \t\"'"
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.+/=")
 
 
@@ -345,9 +360,9 @@ def _apply_rule(line: str, rule: _Rule) -> str:
                 continue
             for a, b in _spans(match) if rule.groups_are_secret else [match.span()]:
                 # A group-less match may include the delimiters around the secret.
-                while a < b and line[a] in _EDGE:
+                while a < b and line[a] in _LEAD:
                     a += 1
-                while b > a and line[b - 1] in _EDGE:
+                while b > a and line[b - 1] in _TRAIL:
                     b -= 1
                 if rule.whole_token:
                     while b < len(line) and line[b] in _TOKEN_CHARS:
@@ -390,8 +405,12 @@ def is_high_entropy_token(token: str) -> bool:
     core = token.rstrip("=")
     if len(core) < 32 or _HEX.fullmatch(core) or not _mixed(core.encode()):
         return False
+    if "/" in core and len(_PATH_WORD.findall(core)) >= 2:
+        return False
+    if sum(len(w) for w in _WORD.findall(core)) >= BARE_WORDINESS_LIMIT * len(core):
+        return False
     entropy: float = _entropy_plugin().calculate_shannon_entropy(core)
-    return entropy > ENTROPY_LIMIT
+    return entropy > BARE_ENTROPY_LIMIT
 
 
 def _redact_high_entropy(line: str) -> str:
