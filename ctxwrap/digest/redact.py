@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,14 +176,14 @@ _LINE_PLUGINS = {
 }
 
 # Ours: provider keys detect-secrets 1.5 does not cover (see the module docstring).
-_OWN_TOKENS: tuple[tuple[str, str, str], ...] = (
-    ("sk-", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}", "api-key"),
-    ("github_pat_", r"\bgithub_pat_[A-Za-z0-9_]{30,}", "github-token"),
-    ("gh", r"\bgh[pousr]_[A-Za-z0-9]{30,}", "github-token"),
-    ("xox", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", "slack-token"),
-    ("glpat-", r"\bglpat-[A-Za-z0-9_\-]{20,}", "gitlab-token"),
-    ("AIza", r"\bAIza[0-9A-Za-z_\-]{35}\b", "google-api-key"),
-    ("earer ", r"(?<=[Bb]earer )[A-Za-z0-9._~+/\-]{12,}=*", "bearer-token"),
+_OWN_TOKENS: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (("sk-",), r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}", "api-key"),
+    (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{30,}", "github-token"),
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{30,}", "github-token"),
+    (("xox",), r"\bxox[abposr]-[A-Za-z0-9\-]{10,}", "slack-token"),
+    (("glpat-",), r"\bglpat-[A-Za-z0-9_\-]{20,}", "gitlab-token"),
+    (("AIza",), r"\bAIza[0-9A-Za-z_\-]{35}\b", "google-api-key"),
+    (("earer ",), r"(?<=[Bb]earer )[A-Za-z0-9._~+/\-]{12,}=*", "bearer-token"),
 )
 
 
@@ -268,8 +269,8 @@ def _token_rules() -> tuple[_Rule, ...]:
                     whole_token=name == "JwtTokenDetector",
                 )
             )
-    for gate, pattern, kind in _OWN_TOKENS:
-        rules.append(_Rule(kind, (re.compile(pattern),), (gate,)))
+    for gates, pattern, kind in _OWN_TOKENS:
+        rules.append(_Rule(kind, (re.compile(pattern),), gates))
     return tuple(rules)
 
 
@@ -352,10 +353,25 @@ def _replace(text: str, spans: list[tuple[int, int, str]]) -> str:
     return "".join(out)
 
 
+# A JWT starts a token. Trying detect-secrets' JWT regex only there keeps it linear: run
+# anywhere, "eyJeyJeyJ…" (no dot) costs a scan to the run's end from every "eyJ".
+_JWT_START = re.compile(r"(?<![A-Za-z0-9_\-])eyJ")
+
+
+def _matches(line: str, rule: _Rule, pattern: re.Pattern[str]) -> Iterator[re.Match[str]]:
+    if not rule.whole_token:
+        yield from pattern.finditer(line)
+        return
+    for start in _JWT_START.finditer(line):
+        match = pattern.match(line, start.start())
+        if match is not None:
+            yield match
+
+
 def _apply_rule(line: str, rule: _Rule) -> str:
     found: list[tuple[int, int, str]] = []
     for pattern in rule.patterns:
-        for match in pattern.finditer(line):
+        for match in _matches(line, rule, pattern):
             if rule.valid is not None and not rule.valid(match.group()):
                 continue
             for a, b in _spans(match) if rule.groups_are_secret else [match.span()]:
@@ -435,14 +451,50 @@ def _redact_high_entropy(line: str) -> str:
     return _replace(line, found) if found else line
 
 
+# Longer lines are handled in pieces cut at a space: several detect-secrets regexes (and
+# the keyword rules) backtrack over the rest of a line from every start, which is quadratic
+# in its length. No secret they look for is this long.
+_MAX_PIECE = 2048
+
+
 def _redact_line(line: str, mask: int) -> str:
-    folded = line.lower()
-    for rule in _token_rules():
-        if any(
-            (mask & _RUN_BIT) if gate == RUN_GATE else gate in (folded if rule.fold else line)
-            for gate in rule.gates
-        ):
-            line = _apply_rule(line, rule)
+    if len(line) <= _MAX_PIECE:
+        return _redact_piece(line, mask)
+    pieces: list[str] = []
+    start = 0
+    while start < len(line):
+        end = min(len(line), start + _MAX_PIECE)
+        if end < len(line):
+            space = line.rfind(" ", start + _MAX_PIECE // 2, end)
+            end = space + 1 if space > 0 else end
+        pieces.append(_redact_piece(line[start:end], mask))
+        start = end
+    return "".join(pieces)
+
+
+@functools.cache
+def _gate_index() -> tuple[re.Pattern[str], dict[str, tuple[int, ...]], tuple[int, ...]]:
+    """One regex over a lower-cased line for every literal gate → the rules each opens."""
+    table: dict[str, list[int]] = {}
+    run_rules: list[int] = []
+    for index, rule in enumerate(_token_rules()):
+        for gate in rule.gates:
+            if gate == RUN_GATE:
+                run_rules.append(index)
+            else:
+                table.setdefault(gate.lower(), []).append(index)
+    regex = re.compile("|".join(re.escape(g) for g in sorted(table, key=len, reverse=True)))
+    return regex, {g: tuple(i) for g, i in table.items()}, tuple(run_rules)
+
+
+def _redact_piece(line: str, mask: int) -> str:
+    regex, table, run_rules = _gate_index()
+    opened = {index for gate in set(regex.findall(line.lower())) for index in table[gate]}
+    if mask & _RUN_BIT:
+        opened.update(run_rules)
+    rules = _token_rules()
+    for index in sorted(opened):
+        line = _apply_rule(line, rules[index])
     if mask & _WORDS_BIT:
         line = _redact_assignments(line)
     if mask & _RUN_BIT:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import string
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,23 @@ def test_secrets_among_arbitrary_text(texts: list[str], filler: str) -> None:
     for entry in CORPUS:
         if entry["text"] in texts:
             assert not [s for s in leaked(entry, out) if len(s) > 12], entry["kind"]
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "eyJ" * 22_000,  # detect-secrets' JWT regex from every "eyJ": ~7 s before the fix
+        "password " * 7_000,
+        'password="' + "a" * 64_000,
+        "api_key=" * 8_000,
+        "\n".join(["token=abc"] * 6_000),
+        "A1b2+/" * 11_000,
+    ],
+    ids=["jwt-starts", "keywords", "unclosed-quote", "assignments", "keyword-lines", "b64-run"],
+)
+def test_hostile_blocks_cost_bounded_time(hostile: str) -> None:
+    """Tool output is hostile: one 64 KB block must not stall the daemon (regex backtracking)."""
+    redact_module.load_patterns()
+    started = time.process_time()
+    redact_secrets(hostile)
+    assert time.process_time() - started < 2.0
