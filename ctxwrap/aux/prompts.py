@@ -2,12 +2,29 @@
 
 Each system prompt starts with `[ctxwrap-aux:<task>]` so a scripted test model (and a person
 reading provider logs) can tell these out-of-band calls from the agent's own.
+
+The aux model may be another provider than the agent's, so every body a prompt builder puts
+in a prompt (user request, command, extract, tool arguments and result, written content) is
+redacted here, in the one place all aux backends get their prompts from.
 """
 
 from __future__ import annotations
 
 import json
 import re
+
+from ctxwrap.digest.redact import redact_secrets
+
+# Redact a little past a cut, so a secret straddling it is still recognised whole.
+_CUT_MARGIN = 512
+
+
+def _redacted_head(text: str, max_chars: int) -> tuple[str, bool]:
+    """The first max_chars of text, redacted; and whether anything was cut."""
+    head = redact_secrets(text[: max_chars + _CUT_MARGIN])
+    cut = len(text) > max_chars + _CUT_MARGIN or len(head) > max_chars
+    return (head[:max_chars] if cut else head), cut
+
 
 DIGEST_SYSTEM = (
     "[ctxwrap-aux:digest] You condense command output for a coding agent. The agent will see "
@@ -33,30 +50,31 @@ FACT_SYSTEM = (
 def digest_prompt(*, command: str, exit_code: int | None, user_prompt: str, extract: str) -> str:
     status = "unknown" if exit_code is None else str(exit_code)
     return (
-        f"User's current request:\n{user_prompt[:2000]}\n\n"
-        f"Command: {command[:2000]}\nExit code: {status}\n\n"
-        f"Output (already condensed by an extractive filter):\n{extract}"
+        f"User's current request:\n{_redacted_head(user_prompt, 2000)[0]}\n\n"
+        f"Command: {_redacted_head(command, 2000)[0]}\nExit code: {status}\n\n"
+        f"Output (already condensed by an extractive filter):\n{redact_secrets(extract)}"
     )
 
 
 def tag_prompt(
     *, tool: str, args: dict[str, object], result: str, user_prompt: str, max_chars: int
 ) -> str:
-    shown = (
-        result
-        if len(result) <= max_chars
-        else result[:max_chars] + "\n[… truncated for the tagger]"
-    )
+    shown, cut = _redacted_head(result, max_chars)
+    if cut:
+        shown += "\n[… truncated for the tagger]"
+    arguments = _redacted_head(json.dumps(args, ensure_ascii=False), 1000)[0]
     return (
-        f"User's current request:\n{user_prompt[:2000]}\n\n"
-        f"Tool: {tool}\nArguments: {json.dumps(args, ensure_ascii=False)[:1000]}\n\n"
+        f"User's current request:\n{_redacted_head(user_prompt, 2000)[0]}\n\n"
+        f"Tool: {tool}\nArguments: {arguments}\n\n"
         f"Result:\n{shown}"
     )
 
 
 def fact_prompt(*, path: str, content: str, max_chars: int) -> str:
-    shown = content if len(content) <= max_chars else content[:max_chars] + "\n[… truncated]"
-    return f"Path: {path}\n\nContent:\n{shown}"
+    shown, cut = _redacted_head(content, max_chars)
+    if cut:
+        shown += "\n[… truncated]"
+    return f"Path: {redact_secrets(path)}\n\nContent:\n{shown}"
 
 
 _DROP = re.compile(r'^\s*\{\s*"decision"\s*:\s*"DROP"\s*\}\s*$')
@@ -78,4 +96,4 @@ def clean_fact(answer: str | None, *, max_chars: int, path: str | None = None) -
                 line = line[len(prefix) :].strip()
     if not line or len(line) > max_chars:
         return None
-    return line
+    return redact_secrets(line)

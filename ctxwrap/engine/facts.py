@@ -2,19 +2,26 @@
 
 Path, what the file says about itself (docstring or first comment), size, and its top-level
 definitions: enough for the agent to remember what it wrote without the body.
+
+The fact is stored and shown to the model for the rest of the session, so it is redacted,
+and a first comment that held a secret (``# key: sk-…``) is left out rather than kept as a
+marker: it would describe nothing. The comment is one line, never the lines after it.
 """
 
 from __future__ import annotations
 
 import re
 
+from ctxwrap.digest.redact import redact_secrets
+
 _DEF = re.compile(
     r"^(?:export\s+)?(?:async\s+)?(?:def|class|function|interface|type|struct|enum|fn|func|const|let)\s+([A-Za-z_][\w]*)",
     re.MULTILINE,
 )
+# The first line of a docstring or the first comment; [^\n] keeps it to that one line.
 _COMMENT = re.compile(
-    r'^\s*(?:#!.*\n)?\s*(?:"""(.+?)(?:"""|\n)|\'\'\'(.+?)(?:\'\'\'|\n)|(?://|#|--|/\*+|\*)\s*(\S.+))',
-    re.DOTALL,
+    r'^\s*(?:#![^\n]*\n)?\s*(?:"""([^\n]+?)(?:"""|\n|\Z)|\'\'\'([^\n]+?)(?:\'\'\'|\n|\Z)'
+    r"|(?://|#|--|/\*+|\*)[ \t]*(\S[^\n]*))"
 )
 
 
@@ -35,14 +42,14 @@ def heuristic_fact(
     m = _COMMENT.match(content)
     if m:
         summary = next(g for g in m.groups() if g).strip().rstrip("*/").strip()
-        if summary:
+        if summary and redact_secrets(summary) == summary:
             parts.append(summary[:100])
     names = list(dict.fromkeys(_DEF.findall(content)))
     if names:
         shown = ", ".join(names[:6]) + (f" +{len(names) - 6} more" if len(names) > 6 else "")
         parts.append(f"defines {shown}")
     parts.append("empty file" if not content else f"~{lines} lines")
-    text = " — ".join(parts)
+    text = redact_secrets(" — ".join(parts))
     if len(text) > max_chars - 2:
         text = text[: max_chars - 3] + "…"
     return f"[{text}]"
