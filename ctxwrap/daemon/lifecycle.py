@@ -165,6 +165,15 @@ class ConfigWatcher:
             self.observer.stop()
 
 
+class _RedactingFormatter(logging.Formatter):
+    """Log lines and tracebacks can quote request content or a bad config value: redact them."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from ctxwrap.digest.redact import redact_secrets
+
+        return redact_secrets(super().format(record))
+
+
 async def _housekeeping(daemon: Daemon, server: uvicorn.Server) -> None:
     while not server.should_exit:
         await asyncio.sleep(2.0)
@@ -184,9 +193,8 @@ def run_daemon(*, log_file: Path | None = None) -> int:
     handler: logging.Handler = (
         logging.StreamHandler(sys.stderr) if log_file is None else logging.FileHandler(log_file)
     )
-    logging.basicConfig(
-        level=logging.INFO, handlers=[handler], format="%(asctime)s %(levelname)s %(message)s"
-    )
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     runtime = paths.ensure_private_dir(paths.runtime_dir())
     sock_path = paths.socket_path()
     try:

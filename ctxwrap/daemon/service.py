@@ -21,6 +21,7 @@ from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.daemon.rawstore import RawStore
 from ctxwrap.daemon.session import PendingAux, SessionRuntime
 from ctxwrap.daemon.store import Store
+from ctxwrap.digest.redact import load_patterns, redact_secrets
 from ctxwrap.mechanisms import accounting, amnesia, digest, tail_edits, tool_kind, writes
 from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.mechanisms.aux import AuxCalls
@@ -52,6 +53,7 @@ class Daemon:
             loaded.settings.log_file or state_dir / "events.jsonl",
             max_bytes=loaded.settings.event_log_max_mb << 20,
         )
+        load_patterns()  # detect-secrets costs ~0.3 s to import: pay it at start, not mid-call
         self.aux = AuxCalls(self.store, loaded.settings)
         self.capabilities_catalog = Capabilities()
         self.sessions: dict[str, SessionRuntime] = {}
@@ -72,7 +74,7 @@ class Daemon:
 
     def report_config_error(self, message: str) -> None:
         self.config_error = message
-        self.events.write("config_invalid", error=message)
+        self.events.write("config_invalid", error=redact_secrets(message))
 
     def _config_view(self) -> dict[str, object] | None:
         """After a reload every reply carries the new bridge config (idempotent on the bridge)."""

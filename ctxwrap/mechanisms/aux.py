@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwrap import protocol as P
 from ctxwrap.daemon.session import PendingAux, SessionRuntime
+from ctxwrap.digest.redact import redact_secrets
 
 if TYPE_CHECKING:
     from ctxwrap.aux.http import HttpAuxBackend
@@ -100,7 +101,7 @@ class AuxCalls:
                 "output_tokens": tout,
                 "ok": int(ok),
                 "elapsed_ms": elapsed_ms,
-                "error": error[:300] if error else None,
+                "error": redact_secrets(error)[:300] if error else None,
             },
         )
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
 from ctxwrap.daemon.session import PendingAux, SessionRuntime, chars_to_tokens, recall_call
+from ctxwrap.digest.redact import redact_secrets
 from ctxwrap.engine.bashout import open_trusted_spill, scrub_temp_paths, split_bash_text
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def accept_digest(
     extract: str = pending.context["extract"]
     if not answer or not answer.strip():
         return None
-    answer = scrub_temp_paths(answer.strip())
+    answer = redact_secrets(scrub_temp_paths(answer.strip()))
     cap = d.cfg.bash_max_summary_tokens * 4
     # An answer longer than what it condenses (or than the cap) is worse than the extract.
     if len(answer) >= len(extract) or len(answer) > cap:
