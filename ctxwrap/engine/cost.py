@@ -19,7 +19,7 @@ The shared contract other modules code against is docs/accounting.md and
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -319,3 +319,206 @@ def registry_prices(cost: Mapping[str, object] | None, api: str | None = None) -
         return None
     caching = caching_for_api(api)
     return Prices(vals[0], vals[1], vals[2], vals[3], caching)
+
+
+# -- sessions: what was sent vs. the compaction-aware plain counterfactual -------------------
+
+# Summary size assumed for a plain-pi compaction when the session never compacted for real
+# (tokens; pi's structured summaries of coding sessions are typically one to two thousand).
+DEFAULT_SUMMARY_TOKENS = 1200
+
+
+@dataclass(frozen=True)
+class CallSizes:
+    """One LLM request as the bridge measured it, in tokens (chars/4)."""
+
+    ts: float
+    sent_tokens: int
+    plain_tokens: int  # what plain pi would have sent for the same conversation
+    sent_prefix_tokens: int | None  # leading part identical to the previous request; None = unknown
+    plain_prefix_tokens: int | None
+    plain_base_tokens: int = 0  # system prompt + tool specs of the plain request
+    compacted_before: bool = False  # the session compacted between the previous call and this
+    new_prompt: bool = False  # first request of a user prompt
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When pi compacts: context > context_window - reserve_tokens (pi's `shouldCompact`)."""
+
+    context_window: int | None  # None = unknown: no compaction is simulated
+    reserve_tokens: int = 16384
+    keep_recent_tokens: int = 20000
+    enabled: bool = True
+    # pi 1.x checks between turns (after tool results, before the next request); pi 0.73
+    # only when an agent run ends, i.e. before the next user prompt.
+    check: Literal["turn", "prompt"] = "turn"
+    summary_tokens: int = DEFAULT_SUMMARY_TOKENS
+
+    @property
+    def threshold(self) -> int | None:
+        if not self.enabled or not self.context_window:
+            return None
+        return self.context_window - self.reserve_tokens
+
+
+@dataclass
+class SeriesCost:
+    """A session's main-model input cost (output excluded) and its compactions."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    uncached_input_tokens: int = 0
+    weighted_tokens: float = 0.0
+    usd: float | None = 0.0
+    compactions: int = 0
+    compaction_weighted_tokens: float = 0.0
+    compaction_usd: float | None = 0.0
+
+    def add_call(self, c: CallCost) -> None:
+        self.calls += 1
+        self.input_tokens += c.input_tokens
+        self.cache_read_tokens += c.cache_read_tokens
+        self.cache_write_tokens += c.cache_write_tokens
+        self.uncached_input_tokens += c.uncached_input_tokens
+        self.weighted_tokens += c.weighted_tokens
+        self.usd = _sum([self.usd, c.input_usd])
+
+    def add_compaction(self, c: CompactionCost) -> None:
+        self.compactions += 1
+        self.compaction_weighted_tokens += c.weighted_tokens
+        self.compaction_usd = _sum([self.compaction_usd, c.usd])
+
+
+def output_weight(prices: Prices) -> float:
+    """An output token in input-equivalent tokens: the price ratio where known, else 1
+    (as the aux-share measurements in docs/accounting.md count it)."""
+    if prices.input and prices.output is not None and prices.input > 0:
+        return prices.output / prices.input
+    return 1.0
+
+
+@dataclass(frozen=True)
+class CompactionCost:
+    """One one-off request (a compaction's summarisation, an aux call): input all fresh."""
+
+    input_tokens: int
+    output_tokens: int
+    weighted_tokens: float  # input + output × output_weight, in input-equivalent tokens
+    usd: float | None
+
+
+def one_off_cost(input_tokens: int, output_tokens: int, prices: Prices) -> CompactionCost:
+    """A request with no reusable prefix (aux calls; pi's summarisation runs with caching
+    off): input at the fresh price, output at the output price."""
+    c = price_tokens(prices, uncached=input_tokens, output=output_tokens)
+    weighted = c.weighted_tokens + output_weight(prices) * output_tokens
+    return CompactionCost(input_tokens, output_tokens, weighted, c.usd)
+
+
+def compaction_call_cost(
+    tokens_before: int, keep_recent_tokens: int, summary_tokens: int, prices: Prices
+) -> CompactionCost:
+    """The summarisation request of one compaction: the summarised part (the context less
+    what is kept) as input, the summary as output."""
+    return one_off_cost(max(0, tokens_before - keep_recent_tokens), summary_tokens, prices)
+
+
+def _prefixed_cost(total: int, read: int, prices: Prices, warm: bool) -> CallCost:
+    r, w, u = split_input(total, read if warm else 0, prices.caching)
+    return price_tokens(prices, cache_read=r, cache_write=w, uncached=u)
+
+
+@dataclass(frozen=True)
+class SessionPricing:
+    """Per call of a session: what was sent, what plain pi would have sent, and the plain
+    compaction (its summarisation request) simulated just before that call, if any."""
+
+    actual: tuple[CallCost, ...]
+    plain: tuple[CallCost, ...]
+    plain_compactions: tuple[CompactionCost | None, ...]
+    plain_tokens: tuple[int, ...]  # simulated plain request sizes
+
+    def totals(self) -> tuple[SeriesCost, SeriesCost]:
+        """(actual, plain) summed over every call. Compactions of the actual session are the
+        caller's to add: they are pi's events, not requests the bridge saw."""
+        a, p = SeriesCost(), SeriesCost()
+        for ca, cp, comp in zip(self.actual, self.plain, self.plain_compactions, strict=True):
+            a.add_call(ca)
+            p.add_call(cp)
+            if comp is not None:
+                p.add_compaction(comp)
+        return a, p
+
+
+def price_session(
+    calls: Sequence[CallSizes],
+    prices_of: Callable[[str | None], Prices],
+    policy: CompactionPolicy,
+    *,
+    ttl_s: float = 300.0,
+) -> SessionPricing:
+    """Price one session's main-model requests as sent and as plain pi would have sent them.
+
+    actual: each request as sent, its prefix shared with the previous request read from the
+    cache while warm (same model, gap ≤ ttl_s), the rest written.
+
+    plain: the conversation as plain pi would have sent it, grown by the same new content
+    call by call, and compacted where plain pi would have compacted on its own (`policy`):
+    after a simulated compaction it carries base + summary + the kept recent tokens, so no
+    saving is claimed past that point. Where the real session compacted, the plain one only
+    compacts if its own threshold says so.
+    """
+    actual: list[CallCost] = []
+    plain: list[CallCost] = []
+    comps: list[CompactionCost | None] = []
+    sizes: list[int] = []
+    threshold = policy.threshold
+    summary = policy.summary_tokens
+    prev: CallSizes | None = None
+    plain_size = 0  # simulated plain request size of the previous call
+    for call in calls:
+        prices = prices_of(call.model)
+        warm = prev is not None and call.ts - prev.ts <= ttl_s and call.model == prev.model
+        # -- actual
+        if call.sent_prefix_tokens is not None:
+            sent_read = call.sent_prefix_tokens
+        elif prev is not None and not call.compacted_before:
+            sent_read = prev.sent_tokens  # older bridge: assume an append-only list
+        else:
+            sent_read = 0
+        actual.append(_prefixed_cost(call.sent_tokens, sent_read, prices, warm))
+        # -- plain counterfactual
+        comp: CompactionCost | None = None
+        if prev is None:
+            size = call.plain_tokens
+            rewritten = size
+        else:
+            if call.compacted_before:
+                growth = 0  # the real session's sizes restart here; plain pi's did not
+                rewritten = 0
+            else:
+                growth = call.plain_tokens - prev.plain_tokens
+                if call.plain_prefix_tokens is not None:
+                    rewritten = call.plain_tokens - call.plain_prefix_tokens
+                else:
+                    rewritten = max(0, growth)
+            size = max(0, plain_size + growth)
+            check_now = policy.check == "turn" or call.new_prompt
+            pre = size if policy.check == "turn" else plain_size
+            if threshold is not None and check_now and pre > threshold:
+                base = min(call.plain_base_tokens, pre)
+                kept = min(policy.keep_recent_tokens, pre - base)
+                comp = compaction_call_cost(pre - base, policy.keep_recent_tokens, summary, prices)
+                size = base + summary + kept + (size - pre)
+                rewritten = size - base
+        rewritten = max(0, min(rewritten, size))
+        plain.append(_prefixed_cost(size, size - rewritten, prices, warm))
+        comps.append(comp)
+        sizes.append(size)
+        plain_size = size
+        prev = call
+    return SessionPricing(tuple(actual), tuple(plain), tuple(comps), tuple(sizes))

@@ -9,12 +9,17 @@ from hypothesis import strategies as st
 
 from ctxwrap.engine.cost import (
     DEFAULT_WEIGHTS,
+    CallSizes,
+    CompactionPolicy,
     Prices,
     RequestShape,
     common_prefix_tokens,
+    compaction_call_cost,
     default_prices,
+    one_off_cost,
     parse_price_overrides,
     price_requests,
+    price_session,
     price_tokens,
     registry_prices,
     weights,
@@ -193,3 +198,105 @@ def test_common_prefix_tokens() -> None:
     assert common_prefix_tokens([("a", 1), ("b", 2)], [("a", 1), ("b", 2), ("c", 3)]) == 3
     assert common_prefix_tokens([], [("a", 1)]) == 0
     assert common_prefix_tokens([("a", 1), ("b", 2)], [("a", 1)]) == 1
+
+
+# -- sessions: the compaction-aware plain counterfactual -------------------------------------
+
+
+def _calls(new_prompt_at: int | None = None) -> list[CallSizes]:
+    # sent grows 50 per call (ctxwrap keeps most out), plain grows 300; base (system+tools) 100
+    rows = [
+        (300, 300, None, None),
+        (350, 600, 300, 300),
+        (400, 900, 350, 600),
+        (450, 1200, 400, 900),
+    ]
+    return [
+        CallSizes(
+            ts=float(i),
+            sent_tokens=s,
+            plain_tokens=p,
+            sent_prefix_tokens=sp,
+            plain_prefix_tokens=pp,
+            plain_base_tokens=100,
+            new_prompt=i == new_prompt_at,
+            model="m",
+        )
+        for i, (s, p, sp, pp) in enumerate(rows)
+    ]
+
+
+POLICY = CompactionPolicy(
+    context_window=1000, reserve_tokens=200, keep_recent_tokens=200, summary_tokens=50
+)
+
+
+def test_session_without_compaction_prices_both_series_by_their_prefixes() -> None:
+    priced = price_session(_calls(), lambda _m: SONNET, CompactionPolicy(context_window=None))
+    actual, plain = priced.totals()
+    assert actual.weighted_tokens == pytest.approx(375 + (30 + 62.5) + (35 + 62.5) + (40 + 62.5))
+    assert plain.weighted_tokens == pytest.approx(375 + (30 + 375) + (60 + 375) + (90 + 375))
+    assert plain.compactions == 0 and priced.plain_tokens == (300, 600, 900, 1200)
+    assert actual.cache_read_tokens == 1050 and actual.cache_write_tokens == 450
+    assert actual.usd == pytest.approx((1050 * 0.3 + 450 * 3.75) / 1e6)
+
+
+def test_plain_pi_compacts_at_its_own_threshold_and_the_saving_is_capped_there() -> None:
+    priced = price_session(_calls(), lambda _m: SONNET, POLICY)
+    # call 2: plain would send 900 > 1000-200: compacts to base 100 + summary 50 + kept 200
+    assert priced.plain_tokens == (300, 600, 350, 650)
+    _, plain = priced.totals()
+    assert plain.compactions == 1
+    assert plain.weighted_tokens == pytest.approx(375 + 405 + (10 + 312.5) + (35 + 375))
+    comp = priced.plain_compactions[2]
+    assert comp is not None and (comp.input_tokens, comp.output_tokens) == (600, 50)
+    # summarisation: 600 fresh input + 50 output at 5x (15/3)
+    assert plain.compaction_weighted_tokens == pytest.approx(600 + 250)
+    assert plain.compaction_usd == pytest.approx(600 * 3e-6 + 50 * 15e-6)
+
+
+def test_pi_073_compacts_only_before_a_new_prompt() -> None:
+    policy = CompactionPolicy(
+        context_window=1000,
+        reserve_tokens=200,
+        keep_recent_tokens=200,
+        summary_tokens=50,
+        check="prompt",
+    )
+    priced = price_session(_calls(new_prompt_at=3), lambda _m: SONNET, policy)
+    # no check inside the run: 900 stays; before prompt 2 the last request (900) is over
+    assert priced.plain_tokens == (300, 600, 900, 100 + 50 + 200 + 300)
+    assert [c is not None for c in priced.plain_compactions] == [False, False, False, True]
+
+
+def test_idle_gap_and_model_switch_make_both_series_cold() -> None:
+    calls = _calls()
+    calls[2] = CallSizes(1000.0, 400, 900, 350, 600, 100, model="m")
+    calls[3] = CallSizes(1001.0, 450, 1200, 400, 900, 100, model="other")
+    priced = price_session(calls, lambda _m: SONNET, CompactionPolicy(None), ttl_s=300)
+    assert priced.actual[2].cache_read_tokens == 0 and priced.plain[2].cache_read_tokens == 0
+    assert priced.actual[3].cache_read_tokens == 0 and priced.plain[3].cache_write_tokens == 1200
+
+
+def test_a_real_compaction_does_not_shrink_the_plain_counterfactual() -> None:
+    calls = _calls()
+    # ctxwrap's session compacted before call 3: its own sizes restart (sent 200, plain 250)
+    calls[3] = CallSizes(3.0, 200, 250, 100, 100, 100, compacted_before=True, model="m")
+    priced = price_session(calls, lambda _m: SONNET, CompactionPolicy(None))
+    assert priced.plain_tokens[3] == 900  # plain pi carried on with what it had
+    assert priced.plain[3].cache_read_tokens == 900
+    # an older bridge sent no prefixes: append-only assumed, nothing read after a compaction
+    legacy = [CallSizes(0, 100, 100, None, None), CallSizes(1, 150, 150, None, None)]
+    assert (
+        price_session(legacy, lambda _m: SONNET, CompactionPolicy(None)).actual[1].cache_read_tokens
+        == 100
+    )
+
+
+def test_compaction_and_aux_one_off_costs() -> None:
+    c = compaction_call_cost(30_000, 20_000, 1000, SONNET)
+    assert (c.input_tokens, c.output_tokens) == (10_000, 1000)
+    assert c.weighted_tokens == pytest.approx(10_000 + 5 * 1000)
+    assert compaction_call_cost(5_000, 20_000, 10, SONNET).input_tokens == 0
+    unknown = one_off_cost(100, 10, Prices(None, None, None, None))
+    assert unknown.usd is None and unknown.weighted_tokens == pytest.approx(110)
