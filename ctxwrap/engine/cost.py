@@ -264,7 +264,8 @@ def parse_price_overrides(text: str) -> dict[str, Prices]:
     return table
 
 
-def _lookup(model: str, table: Sequence[tuple[str, Prices]]) -> Prices | None:
+def match_prices(model: str, table: Sequence[tuple[str, Prices]]) -> Prices | None:
+    """The first entry of `table` whose glob matches `model` (with or without provider/)."""
     name = model.strip().lower()
     bare = name.rsplit("/", 1)[-1]
     for pattern, prices in table:
@@ -283,10 +284,10 @@ def default_prices(model: str | None, *, overrides: Mapping[str, Prices] | None 
     if not model:
         return UNKNOWN_PRICES
     if overrides:
-        found = _lookup(model, list(overrides.items()))
+        found = match_prices(model, list(overrides.items()))
         if found is not None:
             return found
-    return _lookup(model, DEFAULT_PRICE_TABLE) or UNKNOWN_PRICES
+    return match_prices(model, DEFAULT_PRICE_TABLE) or UNKNOWN_PRICES
 
 
 def caching_for_api(api: str | None) -> Caching:
