@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ctxwrap import protocol as P
 from ctxwrap.engine.cost import (
     DEFAULT_SUMMARY_TOKENS,
     UNKNOWN_PRICES,
@@ -35,6 +34,7 @@ from ctxwrap.engine.cost import (
 )
 
 if TYPE_CHECKING:
+    from ctxwrap import protocol as P
     from ctxwrap.config import Settings
     from ctxwrap.daemon.store import Store
 
