@@ -161,6 +161,8 @@ class Compaction(Request):
     reason: str = "threshold"  # manual | threshold | overflow
     tokens_before: int = Field(0, ge=0)  # pi's context estimate before compacting
     summary_chars: int = Field(0, ge=0)
+    # what pi's summarisation request carried (tool results cut as pi cuts them); None: unknown
+    summarized_chars: int | None = Field(None, ge=0)
     from_extension: bool = False
 
 
@@ -294,6 +296,8 @@ class LlmCall(Request):
     # sent it. None from an older bridge: the daemon then assumes an append-only list.
     sent_prefix_chars: int | None = Field(None, ge=0)
     plain_prefix_chars: int | None = Field(None, ge=0)
+    # plain pi's messages as its summariser would see them (tool results cut to 2000 chars)
+    plain_summary_chars: int | None = Field(None, ge=0)
     prompt_index: int | None = Field(None, ge=0)  # user prompts so far in this process
     model: str | None = None  # provider/id the request goes to
 

@@ -321,6 +321,9 @@ def compute_stats(
         for ts, one in costs.compactions:
             if since is None or ts >= since:
                 cell(sid, bucket_of(ts)).cost.add_compaction(one)
+        if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
+            ts, one = costs.plain_trailing
+            cell(sid, bucket_of(ts)).cost.add_plain_compaction(one)
         for ts, _mech, one in costs.aux:
             if since is None or ts >= since:
                 cell(sid, bucket_of(ts)).cost.add_aux(one)

@@ -385,10 +385,14 @@ function readJson(path: string): Json {
  * agent dir's settings.json under the project's .pi/settings.json, merged; 1.x per-model
  * overrides first. Only numbers are taken from these files; they steer nothing but figures.
  */
-export function compactionSettings(cwd: string, model: Json | null): Json {
+export function compactionSettings(cwd: string, model: Json | null, trustGated = !piPackage().name.startsWith("@mariozechner")): Json {
 	const dir = env.PI_CODING_AGENT_DIR ? env.PI_CODING_AGENT_DIR.replace(/^~(?=$|\/)/, homedir()) : join(homedir(), ".pi", "agent");
-	const global = readJson(join(dir, "settings.json")).compaction ?? {};
-	const project = readJson(join(cwd, ".pi", "settings.json")).compaction ?? {};
+	const globalDoc = readJson(join(dir, "settings.json"));
+	const global = globalDoc.compaction ?? {};
+	// pi 1.x loads project settings only in a trusted project; a trust given interactively is
+	// not visible here, so only "always" counts (pi's compaction event corrects the rest).
+	const projectLoaded = !trustGated || globalDoc.defaultProjectTrust === "always";
+	const project = projectLoaded ? (readJson(join(cwd, ".pi", "settings.json")).compaction ?? {}) : {};
 	const merged: Json = { ...global, ...project };
 	const overrides: Json = { ...(global.modelOverrides ?? {}) };
 	for (const [k, v] of Object.entries(project.modelOverrides ?? {})) overrides[k] = { ...(overrides[k] ?? {}), ...(v as Json) };
@@ -426,6 +430,10 @@ function fnv(s: string): string {
 }
 
 type Block = [string, number];
+
+/** A message's size in pi's summarisation request: tool results are cut to 2000 chars
+ * (TOOL_RESULT_MAX_CHARS in pi's compaction/utils.js, 1.x and 0.73). */
+export const summaryChars = (role: string, chars: number): number => (role === "toolResult" ? Math.min(chars, 2000) : chars);
 
 /** Chars at the start of `cur` equal (identity and size) to the start of `prev`. */
 export function prefixChars(prev: readonly Block[], cur: readonly Block[]): number {
@@ -714,6 +722,25 @@ function install(pi: any): void {
 		} catch {}
 	});
 
+	// pi's own resolved settings, where it shows them: they replace the files' reading.
+	let summarizedChars: number | null = null;
+	pi.on("session_before_compact", (event: any, ctx: any) => {
+		try {
+			const prep = event?.preparation ?? {};
+			let n = typeof prep.previousSummary === "string" ? prep.previousSummary.length : 0;
+			for (const m of [...(prep.messagesToSummarize ?? []), ...(prep.turnPrefixMessages ?? [])]) n += summaryChars(m?.role, messageChars(m ?? {}));
+			summarizedChars = n;
+			const st = prep.settings;
+			const m = modelRef(ctx?.model);
+			const int = (v: unknown, d: number) => (Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : d);
+			if (sessionId && m && st && typeof st === "object") {
+				const compaction = { enabled: st.enabled !== false, reserve_tokens: int(st.reserveTokens, 16384), keep_recent_tokens: int(st.keepRecentTokens, 20000) };
+				daemon.notify("/v1/sessions/model", { session_id: sessionId, model: m, compaction });
+			}
+		} catch {}
+		return undefined;
+	});
+
 	pi.on("session_compact", (event: any) => {
 		try {
 			const e = event?.compactionEntry ?? {};
@@ -723,8 +750,10 @@ function install(pi: any): void {
 				reason: String(event?.reason ?? "threshold").slice(0, 40),
 				tokens_before: Number.isSafeInteger(e.tokensBefore) && e.tokensBefore >= 0 ? e.tokensBefore : 0,
 				summary_chars: typeof e.summary === "string" ? e.summary.length : 0,
+				summarized_chars: summarizedChars,
 				from_extension: !!event?.fromExtension,
 			});
+			summarizedChars = null;
 		} catch {}
 	});
 
@@ -926,29 +955,24 @@ function install(pi: any): void {
 	 * a prefix cache can read. A message's identity is its key plus the edits applied to it,
 	 * so sizes are measured once per message (or once more when an edit reaches it).
 	 */
-	const costBlocks = (raw: any[], ctx: any): Json => {
+	const costBlocks = (raw: any[], ctx: any, systemChars: number): Json => {
 		const sentBlocks: Block[] = [["tools:" + toolsChars, toolsChars]];
 		const plainBlocks: Block[] = [["tools:" + (toolsChars - ownToolsChars), toolsChars - ownToolsChars]];
-		let systemSeen = false;
-		const system = (text: string) => {
-			const id = fnv(text);
-			sentBlocks.push([id, text.length]);
-			const extra = systemSeen ? 0 : skillsRemoved; // plain pi's prompt carries the skills block
-			plainBlocks.push([id + ":" + extra, text.length + extra]);
-			systemSeen = true;
-		};
-		if (!raw.some((m) => m?.role === "system")) {
+		// The system prompt as one block, sized as `measure` sizes it (pi 1.x puts it in the
+		// list in a shape of its own; 0.73 keeps it out of the list).
+		let systemId = "";
+		for (const m of raw) if (m?.role === "system") systemId += JSON.stringify(m);
+		if (!systemId) {
 			try {
-				system(String(ctx.getSystemPrompt?.() ?? "")); // 0.73: the prompt is not in the list
+				systemId = String(ctx.getSystemPrompt?.() ?? "");
 			} catch {}
 		}
+		sentBlocks.push([fnv(systemId), systemChars]);
+		plainBlocks.push([fnv(systemId) + ":" + skillsRemoved, systemChars + skillsRemoved]); // plain pi keeps its skills block
+		let plainSummary = 0;
 		for (let i = 0; i < raw.length; i++) {
 			const m = raw[i];
-			if (!m) continue;
-			if (m.role === "system") {
-				system(textOf(m.content) || (typeof m.content === "string" ? m.content : ""));
-				continue;
-			}
+			if (!m || m.role === "system") continue;
 			const key = keyOf(m, i);
 			const ids =
 				m.role === "toolResult"
@@ -973,10 +997,12 @@ function install(pi: any): void {
 			if (m.role === "custom" && m.customType === FACT_TYPE) continue; // plain pi has no facts
 			const digest = m.role === "toolResult" ? (digests.get(String(m.toolCallId)) ?? 0) : 0;
 			plainBlocks.push([key, raw_n + digest]);
+			plainSummary += summaryChars(m.role, raw_n + digest);
 		}
 		const out = {
 			sent_prefix_chars: prefixChars(prevSentBlocks, sentBlocks),
 			plain_prefix_chars: prefixChars(prevPlainBlocks, plainBlocks),
+			plain_summary_chars: plainSummary,
 		};
 		prevSentBlocks = sentBlocks;
 		prevPlainBlocks = plainBlocks;
@@ -1026,7 +1052,7 @@ function install(pi: any): void {
 		const { sent: sentChars, saved } = measure(messages, ctx);
 		let prefixes: Json = {};
 		try {
-			prefixes = costBlocks(messages, ctx);
+			prefixes = costBlocks(messages, ctx, sentChars.system);
 		} catch {}
 		const m = modelRef(ctx?.model);
 		daemon.notify("/v1/llm_call", {

@@ -129,6 +129,7 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE llm_calls ADD COLUMN sent_prefix_chars INTEGER;
     ALTER TABLE llm_calls ADD COLUMN plain_prefix_chars INTEGER;
+    ALTER TABLE llm_calls ADD COLUMN plain_summary_chars INTEGER;
     ALTER TABLE llm_calls ADD COLUMN prompt_index INTEGER;
     ALTER TABLE llm_calls ADD COLUMN model TEXT;
     ALTER TABLE aux_calls ADD COLUMN model TEXT;
@@ -155,6 +156,7 @@ MIGRATIONS: list[str] = [
         reason TEXT NOT NULL,
         tokens_before INTEGER NOT NULL,
         summary_chars INTEGER NOT NULL,
+        summarized_chars INTEGER,
         from_extension INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX compactions_session ON compactions(session_id, ts);

@@ -327,6 +327,9 @@ def registry_prices(cost: Mapping[str, object] | None, api: str | None = None) -
 # Summary size assumed for a plain-pi compaction when the session never compacted for real
 # (tokens; pi's structured summaries of coding sessions are typically one to two thousand).
 DEFAULT_SUMMARY_TOKENS = 1200
+# pi's summarisation instructions and system prompt around the conversation (pi 1.6/0.73
+# compaction.js: about 1,200 chars of prompt + 300 of system), in tokens.
+SUMMARY_PROMPT_TOKENS = 400
 
 
 @dataclass(frozen=True)
@@ -339,6 +342,9 @@ class CallSizes:
     sent_prefix_tokens: int | None  # leading part identical to the previous request; None = unknown
     plain_prefix_tokens: int | None
     plain_base_tokens: int = 0  # system prompt + tool specs of the plain request
+    # plain messages as pi's summariser sees them (tool results cut) over their full size;
+    # None = unknown (1.0: nothing cut)
+    plain_summary_ratio: float | None = None
     compacted_before: bool = False  # the session compacted between the previous call and this
     new_prompt: bool = False  # first request of a user prompt
     model: str | None = None
@@ -356,6 +362,15 @@ class CompactionPolicy:
     # only when an agent run ends, i.e. before the next user prompt.
     check: Literal["turn", "prompt"] = "turn"
     summary_tokens: int = DEFAULT_SUMMARY_TOKENS
+    # pi compares the provider's own token count (the last request's input + its output) to
+    # the threshold; our sizes are chars/4. `scale` converts (provider input per estimated
+    # token, measured on the session) and `output_tokens` is the typical reply added on top.
+    scale: float = 1.0
+    output_tokens: int = 0
+
+    def crosses(self, tokens: int) -> bool:
+        t = self.threshold
+        return t is not None and tokens * self.scale + self.output_tokens > t
 
     @property
     def threshold(self) -> int | None:
@@ -421,11 +436,12 @@ def one_off_cost(input_tokens: int, output_tokens: int, prices: Prices) -> Compa
 
 
 def compaction_call_cost(
-    tokens_before: int, keep_recent_tokens: int, summary_tokens: int, prices: Prices
+    summarised_tokens: int, summary_tokens: int, prices: Prices, *, previous_summary: int = 0
 ) -> CompactionCost:
-    """The summarisation request of one compaction: the summarised part (the context less
-    what is kept) as input, the summary as output."""
-    return one_off_cost(max(0, tokens_before - keep_recent_tokens), summary_tokens, prices)
+    """The summarisation request of one compaction: what is summarised (and the previous
+    summary it updates) plus pi's instructions as input, the new summary as output."""
+    input_tokens = max(0, summarised_tokens) + previous_summary + SUMMARY_PROMPT_TOKENS
+    return one_off_cost(input_tokens, summary_tokens, prices)
 
 
 def _prefixed_cost(total: int, read: int, prices: Prices, warm: bool) -> CallCost:
@@ -442,6 +458,8 @@ class SessionPricing:
     plain: tuple[CallCost, ...]
     plain_compactions: tuple[CompactionCost | None, ...]
     plain_tokens: tuple[int, ...]  # simulated plain request sizes
+    # pi 0.73 also checks when the last run ends: a compaction after the last request
+    plain_trailing_compaction: CompactionCost | None = None
 
     def totals(self) -> tuple[SeriesCost, SeriesCost]:
         """(actual, plain) summed over every call. Compactions of the actual session are the
@@ -452,6 +470,8 @@ class SessionPricing:
             p.add_call(cp)
             if comp is not None:
                 p.add_compaction(comp)
+        if self.plain_trailing_compaction is not None:
+            p.add_compaction(self.plain_trailing_compaction)
         return a, p
 
 
@@ -477,8 +497,8 @@ def price_session(
     plain: list[CallCost] = []
     comps: list[CompactionCost | None] = []
     sizes: list[int] = []
-    threshold = policy.threshold
     summary = policy.summary_tokens
+    compacted = False  # plain pi has a summary to update
     prev: CallSizes | None = None
     plain_size = 0  # simulated plain request size of the previous call
     for call in calls:
@@ -510,10 +530,17 @@ def price_session(
             size = max(0, plain_size + growth)
             check_now = policy.check == "turn" or call.new_prompt
             pre = size if policy.check == "turn" else plain_size
-            if threshold is not None and check_now and pre > threshold:
+            if check_now and policy.crosses(pre):
                 base = min(call.plain_base_tokens, pre)
                 kept = min(policy.keep_recent_tokens, pre - base)
-                comp = compaction_call_cost(pre - base, policy.keep_recent_tokens, summary, prices)
+                ratio = call.plain_summary_ratio if call.plain_summary_ratio is not None else 1.0
+                comp = compaction_call_cost(
+                    round((pre - base - kept) * ratio),
+                    summary,
+                    prices,
+                    previous_summary=summary if compacted else 0,
+                )
+                compacted = True
                 size = base + summary + kept + (size - pre)
                 rewritten = size - base
         rewritten = max(0, min(rewritten, size))
@@ -522,4 +549,16 @@ def price_session(
         sizes.append(size)
         plain_size = size
         prev = call
-    return SessionPricing(tuple(actual), tuple(plain), tuple(comps), tuple(sizes))
+    trailing: CompactionCost | None = None
+    if prev is not None and policy.check == "prompt" and policy.crosses(plain_size):
+        prices = prices_of(prev.model)
+        base = min(prev.plain_base_tokens, plain_size)
+        kept = min(policy.keep_recent_tokens, plain_size - base)
+        ratio = prev.plain_summary_ratio if prev.plain_summary_ratio is not None else 1.0
+        trailing = compaction_call_cost(
+            round((plain_size - base - kept) * ratio),
+            summary,
+            prices,
+            previous_summary=summary if compacted else 0,
+        )
+    return SessionPricing(tuple(actual), tuple(plain), tuple(comps), tuple(sizes), trailing)

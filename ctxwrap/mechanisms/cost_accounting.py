@@ -78,11 +78,13 @@ def record_session_model(
 def record_call_costs(store: Store, req: P.LlmCall) -> None:
     """The cost-model fields of an llm_call, on the row `Daemon.llm_call` just inserted."""
     store.conn.execute(
-        """UPDATE llm_calls SET sent_prefix_chars=?, plain_prefix_chars=?, prompt_index=?, model=?
+        """UPDATE llm_calls SET sent_prefix_chars=?, plain_prefix_chars=?, plain_summary_chars=?,
+                  prompt_index=?, model=?
            WHERE id = (SELECT MAX(id) FROM llm_calls WHERE session_id=? AND call_index=?)""",
         (
             req.sent_prefix_chars,
             req.plain_prefix_chars,
+            req.plain_summary_chars,
             req.prompt_index,
             req.model,
             req.session_id,
@@ -100,6 +102,7 @@ def record_compaction(store: Store, req: P.Compaction) -> None:
             "reason": req.reason[:40],
             "tokens_before": req.tokens_before,
             "summary_chars": req.summary_chars,
+            "summarized_chars": req.summarized_chars,
             "from_extension": int(req.from_extension),
         },
     )
@@ -141,6 +144,7 @@ class SessionCosts:
     aux: list[tuple[float, str, CompactionCost]] = field(default_factory=list)  # ts, mechanism
     models: dict[str, ModelPrices] = field(default_factory=dict)
     policy: CompactionPolicy | None = None
+    plain_trailing: tuple[float, CompactionCost] | None = None  # plain pi's after the last call
 
 
 class PriceBook:
@@ -195,6 +199,12 @@ def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     return row is not None
 
 
+def _summary_ratio(summary_chars: int | None, message_chars: int) -> float | None:
+    if summary_chars is None or message_chars <= 0:
+        return None
+    return min(1.0, summary_chars / message_chars)
+
+
 def _session_costs(
     conn: sqlite3.Connection, sid: str, ttl_s: float, overrides: Mapping[str, Prices] | None
 ) -> SessionCosts:
@@ -227,18 +237,39 @@ def _session_costs(
                 reserve = int(r[8])
             if r[9] is not None:
                 keep = int(r[9])
-    comps: list[tuple[float, int, int]] = []
+    comps: list[tuple[float, int, int, int | None]] = []
     if new_schema:
         comps = [
-            (float(r[0]), int(r[1]), int(r[2]))
+            (float(r[0]), int(r[1]), int(r[2]), r[3])
             for r in conn.execute(
-                "SELECT ts, tokens_before, summary_chars FROM compactions WHERE session_id=? ORDER BY ts, id",
+                """SELECT ts, tokens_before, summary_chars, summarized_chars FROM compactions
+                   WHERE session_id=? ORDER BY ts, id""",
                 (sid,),
             )
         ]
     summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
     summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
+    # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
+    # reported for this session's turns (input incl. cache reads/writes, and output).
+    turns = conn.execute(
+        """SELECT COUNT(*), SUM(input_tokens + cache_read_tokens + cache_write_tokens),
+                  SUM(output_tokens) FROM turns WHERE session_id=?""",
+        (sid,),
+    ).fetchone()
+    sent_row = conn.execute(
+        "SELECT COUNT(*), SUM(sent_system + sent_messages + sent_tools) FROM llm_calls WHERE session_id=?",
+        (sid,),
+    ).fetchone()
+    scale, out_tokens = 1.0, 0
+    if turns[0] and sent_row[0] and turns[1] and sent_row[1]:
+        per_turn = turns[1] / turns[0]
+        per_call = tokens_of(sent_row[1]) / sent_row[0]
+        if per_call > 0:
+            scale = min(4.0, max(0.5, per_turn / per_call))
+        out_tokens = round((turns[2] or 0) / turns[0])
     policy = CompactionPolicy(
+        scale=scale,
+        output_tokens=out_tokens,
         context_window=window,
         reserve_tokens=reserve,
         keep_recent_tokens=keep,
@@ -247,9 +278,9 @@ def _session_costs(
         summary_tokens=summary,
     )
     extra = (
-        "sent_prefix_chars, plain_prefix_chars, prompt_index, model"
+        "sent_prefix_chars, plain_prefix_chars, prompt_index, model, plain_summary_chars"
         if new_schema
-        else "NULL, NULL, NULL, NULL"
+        else "NULL, NULL, NULL, NULL, NULL"
     )
     rows = conn.execute(
         f"""SELECT ts, sent_system, sent_messages, sent_tools, saved_bash, saved_amnesia,
@@ -282,6 +313,7 @@ def _session_costs(
                 sent_prefix_tokens=None if r[11] is None else tokens_of(r[11]),
                 plain_prefix_tokens=None if r[12] is None else tokens_of(r[12]),
                 plain_base_tokens=tokens_of(r[1] + r[3] + r[7] + r[8]),
+                plain_summary_ratio=_summary_ratio(r[15], plain - (r[1] + r[3] + r[7] + r[8])),
                 compacted_before=compacted and bool(calls),
                 new_prompt=prompt_index is not None and prompt_index != prev_prompt,
                 model=r[14] or session_model,
@@ -301,11 +333,21 @@ def _session_costs(
         calls, priced.actual, priced.plain, priced.plain_compactions, strict=True
     ):
         costs.calls.append((call.ts, a, p, comp))
+    if priced.plain_trailing_compaction is not None:
+        costs.plain_trailing = (calls[-1].ts, priced.plain_trailing_compaction)
     main = prices_of(calls[-1].model if calls else session_model)
-    for ts, before, summary_chars in comps:
-        costs.compactions.append(
-            (ts, compaction_call_cost(before, keep, tokens_of(summary_chars), main))
+    previous = 0
+    for ts, before, summary_chars, summarized_chars in comps:
+        # pi's own measure when the bridge saw it; else the context less what pi keeps
+        summarised = (
+            tokens_of(summarized_chars)
+            if summarized_chars is not None
+            else max(0, before - keep) + previous
         )
+        costs.compactions.append(
+            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main))
+        )
+        previous = tokens_of(summary_chars)
     aux_model = "model" if new_schema else "NULL"
     for r in conn.execute(
         f"""SELECT ts, mechanism, input_tokens, output_tokens, {aux_model}
@@ -373,9 +415,12 @@ class CostFigures:
         self.plain_cache_write_tokens += p.cache_write_tokens
         self.plain_uncached_input_tokens += p.uncached_input_tokens
         if plain_comp is not None:
-            self.plain_compactions += 1
-            self.plain_compaction_weighted += plain_comp.weighted_tokens
-            self.plain_compaction_usd = _add_usd(self.plain_compaction_usd, plain_comp.usd)
+            self.add_plain_compaction(plain_comp)
+
+    def add_plain_compaction(self, c: CompactionCost) -> None:
+        self.plain_compactions += 1
+        self.plain_compaction_weighted += c.weighted_tokens
+        self.plain_compaction_usd = _add_usd(self.plain_compaction_usd, c.usd)
 
     def add_compaction(self, c: CompactionCost) -> None:
         self.compactions += 1
@@ -448,6 +493,8 @@ def figures_of(costs: SessionCosts, since: float | None = None) -> CostFigures:
     for ts, c in costs.compactions:
         if since is None or ts >= since:
             f.add_compaction(c)
+    if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
+        f.add_plain_compaction(costs.plain_trailing[1])
     for ts, _mech, c in costs.aux:
         if since is None or ts >= since:
             f.add_aux(c)

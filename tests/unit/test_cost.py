@@ -249,10 +249,10 @@ def test_plain_pi_compacts_at_its_own_threshold_and_the_saving_is_capped_there()
     assert plain.compactions == 1
     assert plain.weighted_tokens == pytest.approx(375 + 405 + (10 + 312.5) + (35 + 375))
     comp = priced.plain_compactions[2]
-    assert comp is not None and (comp.input_tokens, comp.output_tokens) == (600, 50)
-    # summarisation: 600 fresh input + 50 output at 5x (15/3)
-    assert plain.compaction_weighted_tokens == pytest.approx(600 + 250)
-    assert plain.compaction_usd == pytest.approx(600 * 3e-6 + 50 * 15e-6)
+    # summarisation: 900-100-200 summarised + 400 of pi's prompt fresh, 50 output at 5x (15/3)
+    assert comp is not None and (comp.input_tokens, comp.output_tokens) == (1000, 50)
+    assert plain.compaction_weighted_tokens == pytest.approx(1000 + 250)
+    assert plain.compaction_usd == pytest.approx(1000 * 3e-6 + 50 * 15e-6)
 
 
 def test_pi_073_compacts_only_before_a_new_prompt() -> None:
@@ -294,9 +294,27 @@ def test_a_real_compaction_does_not_shrink_the_plain_counterfactual() -> None:
 
 
 def test_compaction_and_aux_one_off_costs() -> None:
-    c = compaction_call_cost(30_000, 20_000, 1000, SONNET)
-    assert (c.input_tokens, c.output_tokens) == (10_000, 1000)
-    assert c.weighted_tokens == pytest.approx(10_000 + 5 * 1000)
-    assert compaction_call_cost(5_000, 20_000, 10, SONNET).input_tokens == 0
+    c = compaction_call_cost(10_000, 1000, SONNET, previous_summary=600)
+    assert (c.input_tokens, c.output_tokens) == (10_000 + 600 + 400, 1000)
+    assert c.weighted_tokens == pytest.approx(11_000 + 5 * 1000)
+    assert compaction_call_cost(-5, 10, SONNET).input_tokens == 400
     unknown = one_off_cost(100, 10, Prices(None, None, None, None))
     assert unknown.usd is None and unknown.weighted_tokens == pytest.approx(110)
+
+
+def test_plain_summarisation_input_follows_pis_tool_result_cut() -> None:
+    calls = [
+        CallSizes(
+            c.ts,
+            c.sent_tokens,
+            c.plain_tokens,
+            c.sent_prefix_tokens,
+            c.plain_prefix_tokens,
+            100,
+            plain_summary_ratio=0.5,
+            model="m",
+        )
+        for c in _calls()
+    ]
+    comp = price_session(calls, lambda _m: SONNET, POLICY).plain_compactions[2]
+    assert comp is not None and comp.input_tokens == 300 + 400  # half of 600 survives the cut

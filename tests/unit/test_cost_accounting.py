@@ -109,15 +109,16 @@ def test_priced_figures_by_hand(tmp_path: Path) -> None:
     # plain pi compacts before call 2 (900 > 1000-200) down to 100 + summary 50 + kept 200
     assert c.plain_weighted == pytest.approx(375 + 405 + 322.5 + 410)
     assert c.plain_compactions == 1 and c.compactions == 1 and c.compactions_avoided == 0
-    # plain's summarisation: 600 in + 50 out × 5; the real one: 900-200 in + 50 out × 5
-    assert c.plain_compaction_weighted == pytest.approx(850)
-    assert c.compaction_weighted == pytest.approx(950)
+    # plain's summarisation: 600 + pi's prompt 400 in, 50 out × 5; the real one (no measure
+    # from the bridge): 900-200 + 400 in, 50 out × 5
+    assert c.plain_compaction_weighted == pytest.approx(1250)
+    assert c.compaction_weighted == pytest.approx(1350)
     # aux priced by its own model (haiku 1/5): 100 in + 10 out × 5
     assert c.aux_weighted == pytest.approx(150)
     assert c.aux_usd == pytest.approx(100e-6 + 50e-6)
     assert c.saved_weighted == pytest.approx(1512.5 - 667.5 - 150)
     assert c.saved_pct == pytest.approx(round(100 * 695 / 1512.5, 2))
-    assert c.total_saved_pct == pytest.approx(round(100 * (2362.5 - 1767.5) / 2362.5, 2))
+    assert c.total_saved_pct == pytest.approx(round(100 * (2762.5 - 2167.5) / 2762.5, 2))
     assert c.sent_usd == pytest.approx((1050 * 0.3 + 450 * 3.75) / 1e6)
     assert c.saved_usd is not None and c.saved_usd > 0
     text = render_text(compute_stats(conn, session=SID), color=False, width=120)
@@ -151,7 +152,10 @@ def test_unknown_window_simulates_no_compaction_and_unknown_price_stays_unknown(
 def test_pi_073_compacts_before_prompts_only(tmp_path: Path) -> None:
     conn = connect(build(tmp_path, pi_version="0.73.1"), readonly=True)
     c = compute_stats(conn, session=SID).totals.cost
-    assert c.plain_compactions == 0  # one prompt: pi 0.73 checks only when the run ends
+    # one prompt: pi 0.73 checks only when the run ends, so no request is capped, but it
+    # compacts once after the last one
+    assert c.plain_weighted == pytest.approx(375 + 405 + 435 + 465)
+    assert c.plain_compactions == 1
     conn.close()
 
 
