@@ -12,28 +12,19 @@ pi) must be the ones that happened.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support import PI_VERSIONS, PiRun, Xdg, ctxwrap, run_ctxwrap_pi
 
-from ctxwrap.engine.cost import (
-    Prices,
-    RequestShape,
-    one_off_cost,
-    price_requests,
-)
-from ctxwrap.testing.model_server import RecordedRequest, estimate_prompt_tokens
+from ctxwrap.testing.recount import Recount, recount, reduction_pct
 
 pytestmark = pytest.mark.e2e
 
-# The scripted model has no price in pi's registry and pi speaks openai-completions to it:
-# automatic caching at the default weights (read 0.1, fresh 1), as ctxwrap prices it.
-PRICES = Prices(None, None, None, None, "automatic")
-
-LICENSE = "".join(f"irrelevant line {i} of a vendored license, nothing to see\n" for i in range(300))
+LICENSE = "".join(
+    f"irrelevant line {i} of a vendored license, nothing to see\n" for i in range(300)
+)
 NOTES = "".join(f"design note {i}: keep the parser total and the cache stable\n" for i in range(90))
 RULES = [{"task": "tag", "match": "vendored license", "answer": '{"decision": "DROP"}'}]
 
@@ -57,58 +48,11 @@ def files(n: int) -> dict[str, str]:
     return out
 
 
-# -- recount from what the server received --------------------------------------------------
+# -- recount from what the server received (ctxwrap/testing/recount.py) ----------------------
 
 
-def _message_chars(m: dict[str, Any]) -> int:
-    c = m.get("content")
-    n = len(c) if isinstance(c, str) else sum(len(p.get("text", "")) for p in c or [])
-    for call in m.get("tool_calls") or []:
-        n += len(call["function"]["name"]) + len(call["function"]["arguments"])
-    return n
-
-
-def _tools_chars(body: dict[str, Any]) -> int:
-    return sum(
-        len(t["function"]["name"])
-        + len(t["function"].get("description", ""))
-        + len(
-            json.dumps(
-                t["function"].get("parameters", {}), separators=(",", ":"), ensure_ascii=False
-            )
-        )
-        for t in body.get("tools") or []
-    )
-
-
-def shape(r: RecordedRequest) -> RequestShape:
-    """A request as the cost model's blocks: tools, then each message, chars/4."""
-    blocks = [(json.dumps(r.body.get("tools"), sort_keys=True), math.ceil(_tools_chars(r.body) / 4))]
-    for m in r.body["messages"]:
-        blocks.append((json.dumps(m, sort_keys=True), math.ceil(_message_chars(m) / 4)))
-    return RequestShape(ts=r.timestamp, blocks=tuple(blocks))
-
-
-def recount(run: PiRun) -> dict[str, float]:
-    main = price_requests([shape(r) for r in run.server.main_requests], PRICES)
-    summary_text = run.server.summary_text
-    summaries = [
-        one_off_cost(
-            math.ceil(sum(_message_chars(m) for m in r.body["messages"]) / 4),
-            math.ceil(len(summary_text) / 4),
-            PRICES,
-        ).weighted_tokens
-        for r in run.server.summary_requests
-    ]
-    aux = [
-        one_off_cost(estimate_prompt_tokens(r.body), 0, PRICES).weighted_tokens
-        for r in run.server.aux_requests
-    ]
-    return {
-        "main": sum(c.weighted_tokens for c in main),
-        "summaries": sum(summaries),
-        "aux": sum(aux),
-    }
+def recount_run(run: PiRun) -> Recount:
+    return recount(run.server.requests, summary_text=run.server.summary_text)
 
 
 def compaction_entries(run: PiRun) -> int:
@@ -151,16 +95,15 @@ def run_pair(
 
 
 def check(plain: PiRun, wrapped: PiRun, cost: dict[str, Any]) -> tuple[float, float]:
-    p, w = recount(plain), recount(wrapped)
-    plain_total = p["main"] + p["summaries"]
-    wrapped_total = w["main"] + w["summaries"] + w["aux"]
-    recounted = 100 * (plain_total - wrapped_total) / plain_total
+    p, w = recount_run(plain), recount_run(wrapped)
+    assert p.aux == 0  # plain pi makes no aux call
+    recounted = reduction_pct(p, w)
     reported = cost["total_saved_pct"]
     print(f"recount plain={p} wrapped={w} → {recounted:.1f}%; reported {reported}%; {cost}")
     assert reported is not None
     assert abs(reported - recounted) <= 10, (reported, recounted)
     # the requests as sent are priced like the server saw them (same model, same weights)
-    assert abs(cost["sent_weighted"] - w["main"]) <= 0.05 * w["main"], (cost, w)
+    assert abs(cost["sent_weighted"] - w.main) <= 0.05 * w.main, (cost, w)
     return reported, recounted
 
 
