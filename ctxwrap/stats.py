@@ -723,11 +723,12 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
                     (_pct(f.saved_pct), ""),
                     _num(f.aux_tokens),
                     _num(f.net_tokens),
+                    (_pct(f.cost.total_saved_pct), ""),
                     *bar(f.net_tokens, scale),
                 ]
             )
         heads = ["session", "state", "started"] if report.by == "session" else ["day"]
-        headers = [*heads, "calls", "sent", "plain", "saved", "%", "aux", "net"]
+        headers = [*heads, "calls", "sent", "plain", "saved", "%", "aux", "net", "cost %"]
         out += _table(
             [*headers, *([""] if charts else [])],
             rows,
