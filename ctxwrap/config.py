@@ -124,6 +124,14 @@ class Settings(BaseSettings):
         0, ge=0, description="Daemon exits after this long without live sessions (0 = never)."
     )
     event_log_max_mb: int = Field(20, ge=1, description="Rotate the event log past this size.")
+    # -- accounting (docs/accounting.md) --
+    cache_ttl_s: float = Field(
+        300.0, ge=0, description="Prompt-cache lifetime the cost model assumes (seconds)."
+    )
+    prices: str | None = Field(
+        None,
+        description="Price overrides, USD per million tokens: 'glob=input,output,cache_read,cache_write[,explicit|automatic|none]; ...'.",
+    )
 
 
 @dataclass(frozen=True)

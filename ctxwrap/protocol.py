@@ -55,6 +55,19 @@ class ModelRef(BaseModel):
     model_config = ConfigDict(extra="ignore")
     provider: str
     id: str
+    # From pi's model registry, for the cost model (docs/accounting.md); all optional.
+    api: str | None = None  # pi's API family: decides explicit vs automatic caching
+    cost: dict[str, float] | None = None  # USD per million: input, output, cacheRead, cacheWrite
+    context_window: int | None = None
+
+
+class CompactionSettings(BaseModel):
+    """pi's compaction settings as pi would resolve them for the session's model."""
+
+    model_config = ConfigDict(extra="ignore")
+    enabled: bool = True
+    reserve_tokens: int = Field(16384, ge=0)
+    keep_recent_tokens: int = Field(20000, ge=0)
 
 
 class ToolSpec(BaseModel):
@@ -89,6 +102,7 @@ class SessionStart(Request):
     active_tools: list[str] = Field(default_factory=list)
     # Which agent adapter speaks: decides agent-specific wording (how the model recalls output).
     agent: Literal["pi", "claude"] = "pi"
+    compaction: CompactionSettings | None = None
 
 
 class CatalogUpdate(Request):
@@ -106,6 +120,14 @@ class SessionTotals(Reply):
     saved_tokens: int = 0
     aux_tokens: int = 0
     net_tokens: int = 0
+    # cache-priced (docs/accounting.md): input-equivalent tokens, and money where priced
+    cost_weighted: float = 0.0
+    plain_cost_weighted: float = 0.0
+    cost_saved_pct: float | None = None
+    cost_usd: float | None = None
+    saved_usd: float | None = None
+    compactions: int = 0
+    plain_compactions: int = 0
 
 
 class StatsText(Reply):
@@ -131,6 +153,19 @@ class SessionShutdown(Request):
 class ModelSelect(Request):
     session_id: str
     model: ModelRef
+    compaction: CompactionSettings | None = None
+
+
+class Compaction(Request):
+    """pi compacted the session (its `session_compact` event)."""
+
+    session_id: str
+    reason: str = "threshold"  # manual | threshold | overflow
+    tokens_before: int = Field(0, ge=0)  # pi's context estimate before compacting
+    summary_chars: int = Field(0, ge=0)
+    # what pi's summarisation request carried (tool results cut as pi cuts them); None: unknown
+    summarized_chars: int | None = Field(None, ge=0)
+    from_extension: bool = False
 
 
 class SessionInfo(Reply):
@@ -262,6 +297,15 @@ class LlmCall(Request):
     head_changed: bool = False
     sent_chars: SizeBreakdown
     saved_chars: SavedBreakdown
+    # For the cost model: chars at the start of this request identical to the previous
+    # request's (tools, system, then whole messages), as sent and as plain pi would have
+    # sent it. None from an older bridge: the daemon then assumes an append-only list.
+    sent_prefix_chars: int | None = Field(None, ge=0)
+    plain_prefix_chars: int | None = Field(None, ge=0)
+    # plain pi's messages as its summariser would see them (tool results cut to 2000 chars)
+    plain_summary_chars: int | None = Field(None, ge=0)
+    prompt_index: int | None = Field(None, ge=0)  # user prompts so far in this process
+    model: str | None = None  # provider/id the request goes to
 
 
 class Edit(BaseModel):
@@ -351,6 +395,8 @@ __all__ = [
     "CapabilityReply",
     "CapabilitySearch",
     "CatalogUpdate",
+    "Compaction",
+    "CompactionSettings",
     "ContextReply",
     "ContextRequest",
     "Edit",

@@ -18,13 +18,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from ctxwrap import paths
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.errors import NotFoundError
+from ctxwrap.mechanisms.cost_accounting import CostFigures, load_session_costs
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ctxwrap.engine.cost import Prices
 
 SCHEMA = 1
 MECHANISMS = ("bash", "amnesia", "writes", "skills", "tools")
@@ -83,6 +89,7 @@ class Figures:
     net_tokens: int
     provider: ProviderFigures
     mechanisms: tuple[MechanismFigures, ...]
+    cost: CostFigures = field(default_factory=CostFigures)
 
 
 @dataclass(frozen=True)
@@ -134,8 +141,10 @@ class _Raw:
     saved: dict[str, int] = field(default_factory=dict)
     aux: dict[str, list[int]] = field(default_factory=dict)  # mechanism -> [n, failed, in, out]
     turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    cost: CostFigures = field(default_factory=CostFigures)
 
     def add(self, other: _Raw) -> None:
+        self.cost.add(other.cost)
         self.calls += other.calls
         self.heads += other.heads
         self.heads_compaction += other.heads_compaction
@@ -186,6 +195,7 @@ def figures_from(raw: _Raw) -> Figures:
         net_tokens=saved_tokens - aux_in - aux_out,
         provider=ProviderFigures(*raw.turns),
         mechanisms=tuple(mechs),
+        cost=raw.cost,
     )
 
 
@@ -227,6 +237,8 @@ def compute_stats(
     by: GroupBy = "mechanism",
     now: float | None = None,
     is_alive: Callable[[int], bool] = pid_alive,
+    ttl_s: float = 300.0,
+    prices: Mapping[str, Prices] | None = None,
 ) -> StatsReport:
     """Aggregate the store into a report. Reads only; `session` may be a unique id prefix."""
     if session is not None:
@@ -295,6 +307,26 @@ def compute_stats(
         turns = cell(r[0], r[1]).turns
         for i, v in enumerate(r[2:7]):
             turns[i] += v
+
+    # Cache-priced figures: each session is priced whole (a call's price depends on the calls
+    # before it), then each priced event lands in its cell like the rows above.
+    def bucket_of(ts: float) -> int:
+        return int(ts / _BUCKET_S) if by == "day" else 0
+
+    priced = load_session_costs(conn, {sid for sid, _ in cells}, ttl_s=ttl_s, overrides=prices)
+    for sid, costs in priced.items():
+        for ts, ca, cp, comp in costs.calls:
+            if since is None or ts >= since:
+                cell(sid, bucket_of(ts)).cost.add_call(ca, cp, comp)
+        for ts, one in costs.compactions:
+            if since is None or ts >= since:
+                cell(sid, bucket_of(ts)).cost.add_compaction(one)
+        if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
+            ts, one = costs.plain_trailing
+            cell(sid, bucket_of(ts)).cost.add_plain_compaction(one)
+        for ts, _mech, one in costs.aux:
+            if since is None or ts >= since:
+                cell(sid, bucket_of(ts)).cost.add_aux(one)
 
     infos = _session_infos(conn, session, {sid for sid, _ in cells}, is_alive)
     live = tuple(sorted(s.session_id for s in infos.values() if s.live))
@@ -396,6 +428,7 @@ def _figures_json(f: Figures) -> dict[str, Any]:
             "cache_read_tokens": f.provider.cache_read_tokens,
             "cache_write_tokens": f.provider.cache_write_tokens,
         },
+        "cost": _cost_json(f.cost),
         "mechanisms": [
             {
                 "mechanism": m.mechanism,
@@ -410,6 +443,45 @@ def _figures_json(f: Figures) -> dict[str, Any]:
             }
             for m in f.mechanisms
         ],
+    }
+
+
+def _r(v: float | None, digits: int = 1) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+def _cost_json(c: CostFigures) -> dict[str, Any]:
+    """Cache-priced figures (docs/accounting.md, "Cost"): weighted = input-equivalent tokens."""
+    return {
+        "sent_weighted": _r(c.sent_weighted),
+        "plain_weighted": _r(c.plain_weighted),
+        "aux_weighted": _r(c.aux_weighted),
+        "saved_weighted": _r(c.saved_weighted),
+        "saved_pct": c.saved_pct,
+        "sent_usd": _r(c.sent_usd, 6),
+        "plain_usd": _r(c.plain_usd, 6),
+        "aux_usd": _r(c.aux_usd, 6),
+        "saved_usd": _r(c.saved_usd, 6),
+        "cache_read_tokens": c.cache_read_tokens,
+        "cache_write_tokens": c.cache_write_tokens,
+        "uncached_input_tokens": c.uncached_input_tokens,
+        "plain_input_tokens": c.plain_input_tokens,
+        "plain_cache_read_tokens": c.plain_cache_read_tokens,
+        "plain_cache_write_tokens": c.plain_cache_write_tokens,
+        "plain_uncached_input_tokens": c.plain_uncached_input_tokens,
+        "compactions": c.compactions,
+        "plain_compactions": c.plain_compactions,
+        "compactions_avoided": c.compactions_avoided,
+        "compaction_weighted": _r(c.compaction_weighted),
+        "plain_compaction_weighted": _r(c.plain_compaction_weighted),
+        "compaction_usd": _r(c.compaction_usd, 6),
+        "plain_compaction_usd": _r(c.plain_compaction_usd, 6),
+        "total_weighted": _r(c.total_weighted),
+        "total_plain_weighted": _r(c.total_plain_weighted),
+        "total_saved_weighted": _r(c.total_saved_weighted),
+        "total_saved_pct": c.total_saved_pct,
+        "total_saved_usd": _r(c.total_saved_usd, 6),
+        "aux_share_pct": c.aux_share_pct,
     }
 
 
@@ -559,6 +631,29 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
         f" {_n(t.aux_calls)} calls, {_n(t.aux_failed)} failed)",
         f"net saved {net} tokens",
     ]
+    c = t.cost
+    if c.calls:
+        money = ""
+        if c.saved_usd is not None and c.plain_usd:
+            money = f" (${c.saved_usd:,.2f} of ${c.plain_usd:,.2f})"
+        out.append(
+            f"cache-priced input: sent {_n(round(c.sent_weighted))}, plain pi"
+            f" {_n(round(c.plain_weighted))}, aux {_n(round(c.aux_weighted))}"
+            f" → saved {_pct(c.saved_pct)}{money}"
+        )
+        out.append(
+            f"  est. cache read {_n(c.cache_read_tokens)}, write {_n(c.cache_write_tokens)},"
+            f" fresh {_n(c.uncached_input_tokens)} tokens"
+            f" (plain pi: read {_n(c.plain_cache_read_tokens)},"
+            f" write {_n(c.plain_cache_write_tokens)}, fresh {_n(c.plain_uncached_input_tokens)})"
+        )
+        if c.compactions or c.plain_compactions:
+            out.append(
+                f"compactions {_n(c.compactions)}, plain pi {_n(c.plain_compactions)}"
+                f" ({_n(c.compactions_avoided)} avoided; summaries"
+                f" {_n(round(c.compaction_weighted))} vs {_n(round(c.plain_compaction_weighted))})"
+                f" → with compactions saved {_pct(c.total_saved_pct)}"
+            )
     if t.head_changes:
         out.append(
             f"cache prefix changed {_n(t.head_changes)}× ({_n(t.head_changes_compaction)}"
@@ -628,11 +723,12 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
                     (_pct(f.saved_pct), ""),
                     _num(f.aux_tokens),
                     _num(f.net_tokens),
+                    (_pct(f.cost.total_saved_pct), ""),
                     *bar(f.net_tokens, scale),
                 ]
             )
         heads = ["session", "state", "started"] if report.by == "session" else ["day"]
-        headers = [*heads, "calls", "sent", "plain", "saved", "%", "aux", "net"]
+        headers = [*heads, "calls", "sent", "plain", "saved", "%", "aux", "net", "cost %"]
         out += _table(
             [*headers, *([""] if charts else [])],
             rows,
@@ -660,15 +756,30 @@ def load_report(*, session: str | None, since: float | None, by: GroupBy) -> Sta
     db = paths.db_path()
     if not db.exists():
         return None
+    ttl_s, prices = _cost_settings()
     conn = connect(db, readonly=True)
     try:
-        return compute_stats(conn, session=session, since=since, by=by)
+        return compute_stats(conn, session=session, since=since, by=by, ttl_s=ttl_s, prices=prices)
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):  # created by a daemon that never migrated it
             return None
         raise
     finally:
         conn.close()
+
+
+def _cost_settings() -> tuple[float, dict[str, Prices]]:
+    """cache_ttl_s and the price overrides from the effective config; defaults when the
+    config cannot be read (stats must still work; `ctxwrap config show` reports the error)."""
+    from ctxwrap.config import load_config
+    from ctxwrap.errors import CtxwrapError
+    from ctxwrap.mechanisms.cost_accounting import settings_overrides
+
+    try:
+        cfg = load_config().settings
+    except CtxwrapError:
+        return 300.0, {}
+    return cfg.cache_ttl_s, settings_overrides(cfg.prices)
 
 
 def _since_param(value: str | None) -> float | None:

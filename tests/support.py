@@ -214,6 +214,7 @@ def run_ctxwrap_pi(
     plain: bool = False,
     timeout: float = 120,
     files: Mapping[str, str] | None = None,
+    pi_settings: Mapping[str, Any] | None = None,
     **server_kw: Any,
 ) -> PiRun:
     """Run `ctxwrap pi … -p PROMPT` (or plain pi with plain=True) against a scripted model."""
@@ -229,7 +230,7 @@ def run_ctxwrap_pi(
     if own:
         srv.start()
     try:
-        agent_dir = make_pi_agent_dir(home, srv.base_url)
+        agent_dir = make_pi_agent_dir(home, srv.base_url, settings=pi_settings)
         env = xdg.env(pi_env(agent_dir, home))
         env["CTXWRAP_PI"] = str(pi)
         env.update(extra_env or {})

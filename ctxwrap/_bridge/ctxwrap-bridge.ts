@@ -14,9 +14,9 @@
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import * as http from "node:http";
 import { spawn } from "node:child_process";
-import { appendFileSync, lstatSync } from "node:fs";
-import { dirname } from "node:path";
-import { tmpdir } from "node:os";
+import { appendFileSync, lstatSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { homedir, tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
 
 // -- configuration ---------------------------------------------------------------------------
@@ -410,10 +410,93 @@ function stripSkills(prompt: string): { prompt: string; removed: number } {
 	return { prompt: out, removed: prompt.length - out.length };
 }
 
-function modelRef(model: any): { provider: string; id: string } | null {
-	return model && typeof model.provider === "string" && typeof model.id === "string"
-		? { provider: model.provider, id: model.id }
-		: null;
+function modelRef(model: any): Json | null {
+	if (!model || typeof model.provider !== "string" || typeof model.id !== "string") return null;
+	// Registry prices and window for the cost model (docs/accounting.md); numbers only.
+	const c = model.cost && typeof model.cost === "object" ? model.cost : {};
+	const cost: Json = {};
+	for (const k of ["input", "output", "cacheRead", "cacheWrite"]) if (Number.isFinite(c[k]) && c[k] >= 0) cost[k] = c[k];
+	return {
+		provider: model.provider,
+		id: model.id,
+		api: typeof model.api === "string" ? model.api : null,
+		cost: Object.keys(cost).length ? cost : null,
+		context_window: Number.isSafeInteger(model.contextWindow) && model.contextWindow > 0 ? model.contextWindow : null,
+	};
+}
+
+function readJson(path: string): Json {
+	try {
+		const v = JSON.parse(readFileSync(path, "utf8"));
+		return v && typeof v === "object" && !Array.isArray(v) ? v : {};
+	} catch {
+		return {};
+	}
+}
+
+/**
+ * pi's compaction settings as pi resolves them (docs/compaction.md, both 1.x and 0.73): the
+ * agent dir's settings.json under the project's .pi/settings.json, merged; 1.x per-model
+ * overrides first. Only numbers are taken from these files; they steer nothing but figures.
+ */
+export function compactionSettings(cwd: string, model: Json | null, trustGated = !piPackage().name.startsWith("@mariozechner")): Json {
+	const dir = env.PI_CODING_AGENT_DIR ? env.PI_CODING_AGENT_DIR.replace(/^~(?=$|\/)/, homedir()) : join(homedir(), ".pi", "agent");
+	const globalDoc = readJson(join(dir, "settings.json"));
+	const global = globalDoc.compaction ?? {};
+	// pi 1.x loads project settings only in a trusted project; a trust given interactively is
+	// not visible here, so only "always" counts (pi's compaction event corrects the rest).
+	const projectLoaded = !trustGated || globalDoc.defaultProjectTrust === "always";
+	const project = projectLoaded ? (readJson(join(cwd, ".pi", "settings.json")).compaction ?? {}) : {};
+	const merged: Json = { ...global, ...project };
+	const overrides: Json = { ...(global.modelOverrides ?? {}) };
+	for (const [k, v] of Object.entries(project.modelOverrides ?? {})) overrides[k] = { ...(overrides[k] ?? {}), ...(v as Json) };
+	const own: Json = (model && overrides[`${model.provider}/${model.id}`]) || {};
+	const int = (v: unknown) => (Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : undefined);
+	return {
+		enabled: merged.enabled !== false,
+		reserve_tokens: int(own.reserveTokens) ?? int(merged.reserveTokens) ?? 16384,
+		keep_recent_tokens: int(own.keepRecentTokens) ?? int(merged.keepRecentTokens) ?? 20000,
+	};
+}
+
+/** The status line: tokens kept out, then the cache-priced saving and compactions. */
+export function statusText(totals: Json): string {
+	const saved = Number(totals.saved_tokens) || 0;
+	const net = Number(totals.net_tokens) || 0;
+	let text = `ctxwrap: saved ${saved.toLocaleString()} tok · net ${net.toLocaleString()}`;
+	const pct = totals.cost_saved_pct;
+	if (typeof pct === "number" && Number.isFinite(pct)) {
+		const usd = totals.saved_usd;
+		text += ` · cost ${pct >= 0 ? "−" : "+"}${Math.abs(pct).toFixed(0)}%`;
+		if (typeof usd === "number" && Number.isFinite(usd)) text += ` (${usd >= 0 ? "" : "−"}$${Math.abs(usd).toFixed(2)})`;
+	}
+	const plainC = Number(totals.plain_compactions) || 0;
+	const c = Number(totals.compactions) || 0;
+	if (plainC || c) text += ` · compactions ${c}/${plainC} plain`;
+	return text;
+}
+
+/** FNV-1a of a string: cheap identity for the cost model's prefix match, not security. */
+function fnv(s: string): string {
+	let h = 0x811c9dc5;
+	for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+	return (h >>> 0).toString(36) + ":" + s.length;
+}
+
+type Block = [string, number];
+
+/** A message's size in pi's summarisation request: tool results are cut to 2000 chars
+ * (TOOL_RESULT_MAX_CHARS in pi's compaction/utils.js, 1.x and 0.73). */
+export const summaryChars = (role: string, chars: number): number => (role === "toolResult" ? Math.min(chars, 2000) : chars);
+
+/** Chars at the start of `cur` equal (identity and size) to the start of `prev`. */
+export function prefixChars(prev: readonly Block[], cur: readonly Block[]): number {
+	let n = 0;
+	for (let i = 0; i < prev.length && i < cur.length; i++) {
+		if (prev[i][0] !== cur[i][0] || prev[i][1] !== cur[i][1]) break;
+		n += cur[i][1];
+	}
+	return n;
 }
 
 function piPackage(): { name: string; version: string | null } {
@@ -552,6 +635,12 @@ function install(pi: any): void {
 	let toolsChars = 0;
 	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
 	let pendingTags = new Map<string, Promise<void>>();
+	// Cost model (docs/accounting.md): last request's blocks as sent and as plain pi's, and
+	// per-message sizes by identity, so each call measures only what is new or edited.
+	let prevSentBlocks: Block[] = [];
+	let prevPlainBlocks: Block[] = [];
+	let blockChars = new Map<string, number>();
+	let promptIndex = 0;
 	let lastStart: Json | null = null;
 	let catalogSignature = "";
 
@@ -630,6 +719,7 @@ function install(pi: any): void {
 			tools: specs,
 			skills,
 			active_tools: pi.getActiveTools?.() ?? [],
+			compaction: compactionSettings(sm?.getCwd?.() ?? ctx.cwd ?? process.cwd(), modelRef(ctx.model)),
 		};
 		const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
 		applyConfig(reply?.config);
@@ -644,9 +734,7 @@ function install(pi: any): void {
 	const updateStatus = (ctx: any, totals: Json | null | undefined) => {
 		if (!cfg.stats_widget || !totals || !ctx?.hasUI) return;
 		try {
-			const saved = Number(totals.saved_tokens) || 0;
-			const net = Number(totals.net_tokens) || 0;
-			ctx.ui?.setStatus?.("ctxwrap", `ctxwrap: saved ${saved.toLocaleString()} tok · net ${net.toLocaleString()}`);
+			ctx.ui?.setStatus?.("ctxwrap", statusText(totals));
 		} catch {}
 	};
 
@@ -659,6 +747,10 @@ function install(pi: any): void {
 			callIndex = 0;
 			firstKey = null;
 			meter = new ContextMeter();
+			prevSentBlocks = [];
+			prevPlainBlocks = [];
+			blockChars = new Map();
+			promptIndex = 0;
 			pendingTags = new Map();
 			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
@@ -676,14 +768,53 @@ function install(pi: any): void {
 		daemon.close(); // destroy, not end(): a half-open socket keeps `pi -p` from exiting
 	});
 
-	pi.on("model_select", (event: any) => {
-		const m = modelRef(event?.model);
-		if (sessionId && m) daemon.notify("/v1/sessions/model", { session_id: sessionId, model: m });
+	pi.on("model_select", (event: any, ctx: any) => {
+		try {
+			const m = modelRef(event?.model);
+			const cwd = ctx?.sessionManager?.getCwd?.() ?? ctx?.cwd ?? process.cwd();
+			if (sessionId && m) daemon.notify("/v1/sessions/model", { session_id: sessionId, model: m, compaction: compactionSettings(cwd, m) });
+		} catch {}
+	});
+
+	// pi's own resolved settings, where it shows them: they replace the files' reading.
+	let summarizedChars: number | null = null;
+	pi.on("session_before_compact", (event: any, ctx: any) => {
+		try {
+			const prep = event?.preparation ?? {};
+			let n = typeof prep.previousSummary === "string" ? prep.previousSummary.length : 0;
+			for (const m of [...(prep.messagesToSummarize ?? []), ...(prep.turnPrefixMessages ?? [])]) n += summaryChars(m?.role, messageChars(m ?? {}));
+			summarizedChars = n;
+			const st = prep.settings;
+			const m = modelRef(ctx?.model);
+			const int = (v: unknown, d: number) => (Number.isSafeInteger(v) && (v as number) >= 0 ? (v as number) : d);
+			if (sessionId && m && st && typeof st === "object") {
+				const compaction = { enabled: st.enabled !== false, reserve_tokens: int(st.reserveTokens, 16384), keep_recent_tokens: int(st.keepRecentTokens, 20000) };
+				daemon.notify("/v1/sessions/model", { session_id: sessionId, model: m, compaction });
+			}
+		} catch {}
+		return undefined;
+	});
+
+	pi.on("session_compact", (event: any) => {
+		try {
+			const e = event?.compactionEntry ?? {};
+			if (!sessionId) return;
+			daemon.notify("/v1/compaction", {
+				session_id: sessionId,
+				reason: String(event?.reason ?? "threshold").slice(0, 40),
+				tokens_before: Number.isSafeInteger(e.tokensBefore) && e.tokensBefore >= 0 ? e.tokensBefore : 0,
+				summary_chars: typeof e.summary === "string" ? e.summary.length : 0,
+				summarized_chars: summarizedChars,
+				from_extension: !!event?.fromExtension,
+			});
+			summarizedChars = null;
+		} catch {}
 	});
 
 	pi.on("before_agent_start", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
+			promptIndex++;
 			// Read the catalog before stripping: pi exposes skills only here.
 			const { specs, activeChars, ownChars } = toolSpecs();
 			toolsChars = activeChars;
@@ -888,6 +1019,66 @@ function install(pi: any): void {
 		return { sent: { system, messages: m.messages, tools: toolsChars }, saved };
 	};
 
+	/**
+	 * This request as blocks (tools, system, then each message in wire order) as sent and as
+	 * plain pi would have sent it, and the chars each shares with the previous request: what
+	 * a prefix cache can read. A message's identity is its key plus the edits applied to it,
+	 * so sizes are measured once per message (or once more when an edit reaches it).
+	 */
+	const costBlocks = (raw: any[], ctx: any, systemChars: number): Json => {
+		const sentBlocks: Block[] = [["tools:" + toolsChars, toolsChars]];
+		const plainBlocks: Block[] = [["tools:" + (toolsChars - ownToolsChars), toolsChars - ownToolsChars]];
+		// The system prompt as one block, sized as `measure` sizes it (pi 1.x puts it in the
+		// list in a shape of its own; 0.73 keeps it out of the list).
+		let systemId = "";
+		for (const m of raw) if (m?.role === "system") systemId += JSON.stringify(m);
+		if (!systemId) {
+			try {
+				systemId = String(ctx.getSystemPrompt?.() ?? "");
+			} catch {}
+		}
+		sentBlocks.push([fnv(systemId), systemChars]);
+		plainBlocks.push([fnv(systemId) + ":" + skillsRemoved, systemChars + skillsRemoved]); // plain pi keeps its skills block
+		let plainSummary = 0;
+		for (let i = 0; i < raw.length; i++) {
+			const m = raw[i];
+			if (!m || m.role === "system") continue;
+			const key = keyOf(m, i);
+			const ids =
+				m.role === "toolResult"
+					? [String(m.toolCallId)]
+					: m.role === "assistant" && Array.isArray(m.content)
+						? m.content.filter((b: any) => b?.type === "toolCall").map((b: any) => String(b.id))
+						: [];
+			const eds = ids.flatMap((id: string) => editsById.get(id) ?? []);
+			let raw_n = blockChars.get(key);
+			if (raw_n === undefined) blockChars.set(key, (raw_n = messageChars(m)));
+			let sent_n = raw_n;
+			const sentKey = eds.length ? key + "|" + eds.map((e) => `${e.kind}:${e.toolCallId}:${(e as any).text?.length ?? 0}`).join(",") : key;
+			if (eds.length) {
+				let n = blockChars.get(sentKey);
+				if (n === undefined) {
+					const after = applyEdits([m], eds);
+					blockChars.set(sentKey, (n = after.length ? messageChars(after[0] as Json) : -1));
+				}
+				sent_n = n;
+			}
+			if (sent_n >= 0) sentBlocks.push([sentKey, sent_n]);
+			if (m.role === "custom" && m.customType === FACT_TYPE) continue; // plain pi has no facts
+			const digest = m.role === "toolResult" ? (digests.get(String(m.toolCallId)) ?? 0) : 0;
+			plainBlocks.push([key, raw_n + digest]);
+			plainSummary += summaryChars(m.role, raw_n + digest);
+		}
+		const out = {
+			sent_prefix_chars: prefixChars(prevSentBlocks, sentBlocks),
+			plain_prefix_chars: prefixChars(prevPlainBlocks, plainBlocks),
+			plain_summary_chars: plainSummary,
+		};
+		prevSentBlocks = sentBlocks;
+		prevPlainBlocks = plainBlocks;
+		return out;
+	};
+
 	/** The edit step, shared by `context` (0.73) and `context_with_system` (1.x). */
 	const onContext = async (messages: any[], ctx: any): Promise<any[] | undefined> => {
 		if (!sessionId || !Array.isArray(messages)) return undefined;
@@ -929,6 +1120,11 @@ function install(pi: any): void {
 		for (const id of inTail) pendingTags.delete(id);
 		const sent = edits.length ? applyEdits(messages, edits) : messages;
 		const { sent: sentChars, saved } = measure(messages, ctx);
+		let prefixes: Json = {};
+		try {
+			prefixes = costBlocks(messages, ctx, sentChars.system);
+		} catch {}
+		const m = modelRef(ctx?.model);
 		daemon.notify("/v1/llm_call", {
 			session_id: sessionId,
 			call_index: callIndex,
@@ -936,6 +1132,9 @@ function install(pi: any): void {
 			head_changed: headChanged,
 			sent_chars: sentChars,
 			saved_chars: saved,
+			...prefixes,
+			prompt_index: Math.max(0, promptIndex - 1),
+			model: m ? `${m.provider}/${m.id}` : null,
 		});
 		callIndex++;
 		return edits.length ? sent : undefined; // unchanged list: pi keeps its own bytes

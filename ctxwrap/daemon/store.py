@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -127,6 +127,43 @@ MIGRATIONS: list[str] = [
     """,
     # 2: which agent ran the session (pi, claude)
     "ALTER TABLE sessions ADD COLUMN agent TEXT NOT NULL DEFAULT 'pi';",
+    # 3: cache-priced, compaction-aware accounting (docs/accounting.md). NULL in the new
+    # llm_calls columns = recorded by an older bridge (priced as an append-only list).
+    """
+    ALTER TABLE llm_calls ADD COLUMN sent_prefix_chars INTEGER;
+    ALTER TABLE llm_calls ADD COLUMN plain_prefix_chars INTEGER;
+    ALTER TABLE llm_calls ADD COLUMN plain_summary_chars INTEGER;
+    ALTER TABLE llm_calls ADD COLUMN prompt_index INTEGER;
+    ALTER TABLE llm_calls ADD COLUMN model TEXT;
+    ALTER TABLE aux_calls ADD COLUMN model TEXT;
+    CREATE TABLE session_models (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        ts REAL NOT NULL,
+        model TEXT NOT NULL,
+        api TEXT,
+        context_window INTEGER,
+        price_input REAL,
+        price_output REAL,
+        price_cache_read REAL,
+        price_cache_write REAL,
+        compaction_enabled INTEGER,
+        reserve_tokens INTEGER,
+        keep_recent_tokens INTEGER
+    );
+    CREATE INDEX session_models_session ON session_models(session_id, ts);
+    CREATE TABLE compactions (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        ts REAL NOT NULL,
+        reason TEXT NOT NULL,
+        tokens_before INTEGER NOT NULL,
+        summary_chars INTEGER NOT NULL,
+        summarized_chars INTEGER,
+        from_extension INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX compactions_session ON compactions(session_id, ts);
+    """,
 ]
 
 

@@ -104,7 +104,11 @@ AUX_MARKER_RE = re.compile(r"^\s*\[ctxwrap-aux:([A-Za-z0-9_-]+)\]")
 _STREAM_TEXT_CHUNK = 32
 
 JsonObj = dict[str, Any]
-RequestKind = Literal["main", "aux"]
+RequestKind = Literal["main", "aux", "summary"]
+# pi's compaction summariser (1.6 and 0.73 core/compaction/utils.js): answered with
+# `summary_text`, never from the script, so a session that compacts keeps its steps.
+SUMMARY_PROMPT_PREFIX = "You are a context summarization assistant"
+DEFAULT_SUMMARY_TEXT = "## Goal\nScripted session summary.\n\n## Progress\n" + "- step done\n" * 40
 
 
 class ScriptError(ValueError):
@@ -197,6 +201,7 @@ class _Reply:
     tool_calls: list[JsonObj] = field(default_factory=list)
     status: int | None = None
     delay_s: float = 0.0
+    cached_tokens: int | None = None  # simulated automatic prompt cache (cache_simulation)
 
 
 def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
@@ -313,7 +318,12 @@ class ScriptedModelServer:
         requests_log: Path | None = None,
         port: int = 0,
         model_id: str = MODEL_ID,
+        cache_simulation: bool = False,
+        summary_text: str = DEFAULT_SUMMARY_TEXT,
     ) -> None:
+        """cache_simulation: report ``usage.prompt_tokens_details.cached_tokens`` like an
+        OpenAI-style automatic prefix cache: the leading messages (and tools) identical to
+        the previous main request's, as prompt tokens (no minimum size, no expiry)."""
         self.steps = tuple(ScriptStep.from_json(s, i) for i, s in enumerate(script))
         self.aux_rules = tuple(AuxRule.from_json(r, i) for i, r in enumerate(aux_rules))
         self.aux_delay_s = aux_delay_s
@@ -321,6 +331,9 @@ class ScriptedModelServer:
         self.main_delay_s = main_delay_s
         self.requests_log = requests_log
         self.model_id = model_id
+        self.cache_simulation = cache_simulation
+        self.summary_text = summary_text
+        self._cached_prefix: list[str] = []
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._next_step = 0
@@ -391,6 +404,11 @@ class ScriptedModelServer:
         return [r for r in self.requests if r.kind == "aux"]
 
     @property
+    def summary_requests(self) -> list[RecordedRequest]:
+        """pi's compaction summarisation requests."""
+        return [r for r in self.requests if r.kind == "summary"]
+
+    @property
     def steps_consumed(self) -> int:
         with self._lock:
             return self._next_step
@@ -430,6 +448,10 @@ class ScriptedModelServer:
         if task is not None:
             self._record(RecordedRequest("aux", body, now, task, None, path, headers))
             return self._aux_reply(task, body)
+        if _system_text(body).lstrip().startswith(SUMMARY_PROMPT_PREFIX):
+            self._record(RecordedRequest("summary", body, now, None, None, path, headers))
+            return _Reply(self.summary_text, delay_s=self.main_delay_s)
+        cached = self._simulate_cache(body) if self.cache_simulation else None
         with self._changed:
             index = self._next_step
             step = self.steps[index] if index < len(self.steps) else None
@@ -447,7 +469,20 @@ class ScriptedModelServer:
             }
             for i, c in enumerate(step.tool_calls)
         ]
-        return _Reply(step.text, calls, step.status, self.main_delay_s + step.delay_s)
+        return _Reply(step.text, calls, step.status, self.main_delay_s + step.delay_s, cached)
+
+    def _simulate_cache(self, body: JsonObj) -> int:
+        blocks = [json.dumps(body.get("tools") or [])]
+        blocks += [json.dumps(m) for m in body.get("messages") or []]
+        with self._lock:
+            prev, self._cached_prefix = self._cached_prefix, blocks
+        chars = 0
+        for a, b in zip(prev, blocks, strict=False):
+            if a != b:
+                break
+            chars += len(b)
+        # the tools block only counts toward the prefix, as estimate_prompt_tokens counts it
+        return min(estimate_prompt_tokens(body), math.floor(chars / 4))
 
     def _aux_reply(self, task: str, body: JsonObj) -> _Reply:
         if self.aux_status is not None:
@@ -465,11 +500,14 @@ def _usage(body: Mapping[str, Any], reply: _Reply) -> JsonObj:
     calls = [ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls]
     prompt = estimate_prompt_tokens(body)
     completion = estimate_completion_tokens(reply.text, calls)
-    return {
+    usage: JsonObj = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
 
 
 def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:

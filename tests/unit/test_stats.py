@@ -295,6 +295,38 @@ FIGURE_KEYS = {
     "net_tokens",
     "provider",
     "mechanisms",
+    "cost",
+}
+COST_KEYS = {
+    "sent_weighted",
+    "plain_weighted",
+    "aux_weighted",
+    "saved_weighted",
+    "saved_pct",
+    "sent_usd",
+    "plain_usd",
+    "aux_usd",
+    "saved_usd",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "uncached_input_tokens",
+    "plain_input_tokens",
+    "plain_cache_read_tokens",
+    "plain_cache_write_tokens",
+    "plain_uncached_input_tokens",
+    "compactions",
+    "plain_compactions",
+    "compactions_avoided",
+    "compaction_weighted",
+    "plain_compaction_weighted",
+    "compaction_usd",
+    "plain_compaction_usd",
+    "total_weighted",
+    "total_plain_weighted",
+    "total_saved_weighted",
+    "total_saved_pct",
+    "total_saved_usd",
+    "aux_share_pct",
 }
 MECH_KEYS = {
     "mechanism",
@@ -333,6 +365,8 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "cache_write_tokens",
     }
     assert all(set(m) == MECH_KEYS for m in doc["totals"]["mechanisms"])
+    assert set(doc["totals"]["cost"]) == COST_KEYS
+    assert all(set(g["cost"]) == COST_KEYS for g in doc["groups"])
     for g in doc["groups"]:
         assert set(g) == FIGURE_KEYS | {"key", "session"}
         assert set(g["session"]) == {

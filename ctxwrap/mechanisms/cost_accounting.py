@@ -1,0 +1,531 @@
+"""Mechanism 5, cache-priced accounting: what the bridge reports for the cost model, and the
+priced figures `ctxwrap stats`, /ctx-stats and the status line show (docs/accounting.md).
+
+Writes take the daemon's Store and protocol models; reads take a plain sqlite3 connection, so
+`ctxwrap stats` prices from a read-only database while the daemon is down. The pricing itself
+is `ctxwrap.engine.cost` (pure).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ctxwrap.engine.cost import (
+    DEFAULT_SUMMARY_TOKENS,
+    UNKNOWN_PRICES,
+    CallCost,
+    CallSizes,
+    CompactionCost,
+    CompactionPolicy,
+    Prices,
+    caching_for_api,
+    compaction_call_cost,
+    default_prices,
+    match_prices,
+    one_off_cost,
+    parse_price_overrides,
+    price_session,
+    registry_prices,
+)
+
+if TYPE_CHECKING:
+    from ctxwrap import protocol as P
+    from ctxwrap.config import Settings
+    from ctxwrap.daemon.store import Store
+
+# -- writes (daemon) ---------------------------------------------------------------------------
+
+
+def _model_name(model: P.ModelRef) -> str:
+    return f"{model.provider}/{model.id}"
+
+
+def record_session_model(
+    store: Store,
+    session_id: str,
+    model: P.ModelRef | None,
+    compaction: P.CompactionSettings | None,
+) -> None:
+    """At session_start and model_select: the model's registry prices, window and pi's
+    compaction settings, so calls after this point are priced and simulated with them."""
+    if model is None:
+        return
+    cost = model.cost or {}
+    store.insert(
+        "session_models",
+        {
+            "session_id": session_id,
+            "ts": time.time(),
+            "model": _model_name(model),
+            "api": model.api,
+            "context_window": model.context_window,
+            "price_input": cost.get("input"),
+            "price_output": cost.get("output"),
+            "price_cache_read": cost.get("cacheRead"),
+            "price_cache_write": cost.get("cacheWrite"),
+            "compaction_enabled": None if compaction is None else int(compaction.enabled),
+            "reserve_tokens": None if compaction is None else compaction.reserve_tokens,
+            "keep_recent_tokens": None if compaction is None else compaction.keep_recent_tokens,
+        },
+    )
+
+
+def record_call_costs(store: Store, req: P.LlmCall) -> None:
+    """The cost-model fields of an llm_call, on the row `Daemon.llm_call` just inserted."""
+    store.conn.execute(
+        """UPDATE llm_calls SET sent_prefix_chars=?, plain_prefix_chars=?, plain_summary_chars=?,
+                  prompt_index=?, model=?
+           WHERE id = (SELECT MAX(id) FROM llm_calls WHERE session_id=? AND call_index=?)""",
+        (
+            req.sent_prefix_chars,
+            req.plain_prefix_chars,
+            req.plain_summary_chars,
+            req.prompt_index,
+            req.model,
+            req.session_id,
+            req.call_index,
+        ),
+    )
+
+
+def record_compaction(store: Store, req: P.Compaction) -> None:
+    store.insert(
+        "compactions",
+        {
+            "session_id": req.session_id,
+            "ts": time.time(),
+            "reason": req.reason[:40],
+            "tokens_before": req.tokens_before,
+            "summary_chars": req.summary_chars,
+            "summarized_chars": req.summarized_chars,
+            "from_extension": int(req.from_extension),
+        },
+    )
+
+
+def record_aux_model(store: Store, session_id: str, model: str | None) -> None:
+    """The model that ran the aux call `Daemon.aux_result` just recorded."""
+    if not model:
+        return
+    store.conn.execute(
+        "UPDATE aux_calls SET model=? WHERE id = (SELECT MAX(id) FROM aux_calls WHERE session_id=?)",
+        (model[:200], session_id),
+    )
+
+
+# -- reads (stats) ----------------------------------------------------------------------------
+
+
+def tokens_of(chars: int) -> int:
+    return math.ceil(chars / 4) if chars >= 0 else -math.ceil(-chars / 4)
+
+
+@dataclass(frozen=True)
+class ModelPrices:
+    model: str
+    prices: Prices
+    source: str  # config | registry | default | unknown
+
+
+@dataclass
+class SessionCosts:
+    """Priced events of one session; each carries its timestamp so reports can filter/group."""
+
+    session_id: str
+    calls: list[tuple[float, CallCost, CallCost, CompactionCost | None]] = field(
+        default_factory=list
+    )
+    compactions: list[tuple[float, CompactionCost]] = field(default_factory=list)
+    aux: list[tuple[float, str, CompactionCost]] = field(default_factory=list)  # ts, mechanism
+    models: dict[str, ModelPrices] = field(default_factory=dict)
+    policy: CompactionPolicy | None = None
+    plain_trailing: tuple[float, CompactionCost] | None = None  # plain pi's after the last call
+
+
+class PriceBook:
+    """Resolves a model's prices: config override, else pi's registry, else the default
+    table, else unknown (caching mode still taken from pi's API family when known)."""
+
+    def __init__(self, overrides: Mapping[str, Prices] | None = None) -> None:
+        self.overrides = dict(overrides or {})
+        self.registry: dict[str, Prices] = {}
+        self.apis: dict[str, str] = {}
+
+    def learn(self, model: str, api: str | None, cost: Mapping[str, object] | None) -> None:
+        if api:
+            self.apis[model] = api
+        found = registry_prices(cost, api)
+        if found is not None:
+            self.registry[model] = found
+
+    def resolve(self, model: str | None) -> ModelPrices:
+        name = model or "unknown"
+        over = match_prices(model, list(self.overrides.items())) if model else None
+        if over is not None:
+            return ModelPrices(name, over, "config")
+        if model and model in self.registry:
+            return ModelPrices(name, self.registry[model], "registry")
+        table = default_prices(model)
+        if table is not UNKNOWN_PRICES:
+            return ModelPrices(name, table, "default")
+        caching = caching_for_api(self.apis.get(model or ""))
+        return ModelPrices(name, Prices(None, None, None, None, caching), "unknown")
+
+
+def load_session_costs(
+    conn: sqlite3.Connection,
+    session_ids: Iterable[str],
+    *,
+    ttl_s: float = 300.0,
+    overrides: Mapping[str, Prices] | None = None,
+) -> dict[str, SessionCosts]:
+    """Price every recorded call, compaction and aux call of the given sessions (whole
+    sessions: a call's price depends on the calls before it, whatever filter shows it)."""
+    out: dict[str, SessionCosts] = {}
+    for sid in sorted(set(session_ids)):
+        out[sid] = _session_costs(conn, sid, ttl_s, overrides)
+    return out
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def _summary_ratio(summary_chars: int | None, message_chars: int) -> float | None:
+    if summary_chars is None or message_chars <= 0:
+        return None
+    return min(1.0, summary_chars / message_chars)
+
+
+def _session_costs(
+    conn: sqlite3.Connection, sid: str, ttl_s: float, overrides: Mapping[str, Prices] | None
+) -> SessionCosts:
+    book = PriceBook(overrides)
+    sess = conn.execute(
+        "SELECT model, pi_version FROM sessions WHERE session_id=?", (sid,)
+    ).fetchone()
+    session_model = sess[0] if sess else None
+    pi_version = (sess[1] if sess else None) or ""
+    new_schema = _has_table(conn, "session_models")
+    window: int | None = None
+    reserve, keep, enabled = 16384, 20000, True
+    if new_schema:
+        for r in conn.execute(
+            """SELECT model, api, context_window, price_input, price_output, price_cache_read,
+                      price_cache_write, compaction_enabled, reserve_tokens, keep_recent_tokens
+               FROM session_models WHERE session_id=? ORDER BY ts, id""",
+            (sid,),
+        ):
+            book.learn(
+                r[0],
+                r[1],
+                {"input": r[3], "output": r[4], "cacheRead": r[5], "cacheWrite": r[6]},
+            )
+            if r[2]:
+                window = int(r[2])
+            if r[7] is not None:
+                enabled = bool(r[7])
+            if r[8] is not None:
+                reserve = int(r[8])
+            if r[9] is not None:
+                keep = int(r[9])
+    comps: list[tuple[float, int, int, int | None]] = []
+    if new_schema:
+        comps = [
+            (float(r[0]), int(r[1]), int(r[2]), r[3])
+            for r in conn.execute(
+                """SELECT ts, tokens_before, summary_chars, summarized_chars FROM compactions
+                   WHERE session_id=? ORDER BY ts, id""",
+                (sid,),
+            )
+        ]
+    summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
+    summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
+    # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
+    # reported for this session's turns (input incl. cache reads/writes, and output).
+    turns = conn.execute(
+        """SELECT COUNT(*), SUM(input_tokens + cache_read_tokens + cache_write_tokens),
+                  SUM(output_tokens) FROM turns WHERE session_id=?""",
+        (sid,),
+    ).fetchone()
+    sent_row = conn.execute(
+        "SELECT COUNT(*), SUM(sent_system + sent_messages + sent_tools) FROM llm_calls WHERE session_id=?",
+        (sid,),
+    ).fetchone()
+    scale, out_tokens = 1.0, 0
+    if turns[0] and sent_row[0] and turns[1] and sent_row[1]:
+        per_turn = turns[1] / turns[0]
+        per_call = tokens_of(sent_row[1]) / sent_row[0]
+        if per_call > 0:
+            scale = min(4.0, max(0.5, per_turn / per_call))
+        out_tokens = round((turns[2] or 0) / turns[0])
+    policy = CompactionPolicy(
+        scale=scale,
+        output_tokens=out_tokens,
+        context_window=window,
+        reserve_tokens=reserve,
+        keep_recent_tokens=keep,
+        enabled=enabled,
+        check="prompt" if pi_version.startswith("0.") else "turn",
+        summary_tokens=summary,
+    )
+    extra = (
+        "sent_prefix_chars, plain_prefix_chars, prompt_index, model, plain_summary_chars"
+        if new_schema
+        else "NULL, NULL, NULL, NULL, NULL"
+    )
+    rows = conn.execute(
+        f"""SELECT ts, sent_system, sent_messages, sent_tools, saved_bash, saved_amnesia,
+                   saved_writes, saved_skills, saved_tools, head_changed, message_count, {extra}
+            FROM llm_calls WHERE session_id=? ORDER BY id""",
+        (sid,),
+    ).fetchall()
+    calls: list[CallSizes] = []
+    ci = 0
+    prev_ts = -math.inf
+    prev_count: int | None = None
+    prev_prompt: int | None = None
+    for r in rows:
+        ts = float(r[0])
+        sent = r[1] + r[2] + r[3]
+        plain = sent + r[4] + r[5] + r[6] + r[7] + r[8]
+        if new_schema and comps:
+            compacted = False
+            while ci < len(comps) and comps[ci][0] <= ts:
+                compacted = compacted or comps[ci][0] > prev_ts
+                ci += 1
+        else:  # no compaction events recorded: infer from a head change that dropped messages
+            compacted = bool(r[9]) and prev_count is not None and r[10] < prev_count
+        prompt_index = r[13]
+        calls.append(
+            CallSizes(
+                ts=ts,
+                sent_tokens=tokens_of(sent),
+                plain_tokens=tokens_of(plain),
+                sent_prefix_tokens=None if r[11] is None else tokens_of(r[11]),
+                plain_prefix_tokens=None if r[12] is None else tokens_of(r[12]),
+                plain_base_tokens=tokens_of(r[1] + r[3] + r[7] + r[8]),
+                plain_summary_ratio=_summary_ratio(r[15], plain - (r[1] + r[3] + r[7] + r[8])),
+                compacted_before=compacted and bool(calls),
+                new_prompt=prompt_index is not None and prompt_index != prev_prompt,
+                model=r[14] or session_model,
+            )
+        )
+        prev_ts, prev_count, prev_prompt = ts, r[10], prompt_index
+    costs = SessionCosts(sid, policy=policy)
+
+    def prices_of(model: str | None) -> Prices:
+        key = model or "unknown"
+        if key not in costs.models:
+            costs.models[key] = book.resolve(model)
+        return costs.models[key].prices
+
+    priced = price_session(calls, prices_of, policy, ttl_s=ttl_s)
+    for call, a, p, comp in zip(
+        calls, priced.actual, priced.plain, priced.plain_compactions, strict=True
+    ):
+        costs.calls.append((call.ts, a, p, comp))
+    if priced.plain_trailing_compaction is not None:
+        costs.plain_trailing = (calls[-1].ts, priced.plain_trailing_compaction)
+    main = prices_of(calls[-1].model if calls else session_model)
+    previous = 0
+    for ts, before, summary_chars, summarized_chars in comps:
+        # pi's own measure when the bridge saw it; else the context less what pi keeps
+        summarised = (
+            tokens_of(summarized_chars)
+            if summarized_chars is not None
+            else max(0, before - keep) + previous
+        )
+        costs.compactions.append(
+            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main))
+        )
+        previous = tokens_of(summary_chars)
+    aux_model = "model" if new_schema else "NULL"
+    for r in conn.execute(
+        f"""SELECT ts, mechanism, input_tokens, output_tokens, {aux_model}
+            FROM aux_calls WHERE session_id=? ORDER BY id""",
+        (sid,),
+    ):
+        prices = prices_of(r[4] or session_model)
+        costs.aux.append((float(r[0]), str(r[1]), one_off_cost(int(r[2]), int(r[3]), prices)))
+    return costs
+
+
+# -- figures ------------------------------------------------------------------------------------
+
+
+def _add_usd(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return round(100.0 * part / whole, 2) if whole > 0 else None
+
+
+@dataclass
+class CostFigures:
+    """Cache-priced figures of a set of calls; `weighted` = input-equivalent tokens, `usd` =
+    money (None as soon as one priced item has an unknown price). Sums of parts add up."""
+
+    calls: int = 0
+    sent_weighted: float = 0.0
+    plain_weighted: float = 0.0
+    aux_weighted: float = 0.0
+    sent_usd: float | None = 0.0
+    plain_usd: float | None = 0.0
+    aux_usd: float | None = 0.0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    uncached_input_tokens: int = 0
+    plain_input_tokens: int = 0
+    plain_cache_read_tokens: int = 0
+    plain_cache_write_tokens: int = 0
+    plain_uncached_input_tokens: int = 0
+    compactions: int = 0
+    plain_compactions: int = 0
+    compaction_weighted: float = 0.0
+    plain_compaction_weighted: float = 0.0
+    compaction_usd: float | None = 0.0
+    plain_compaction_usd: float | None = 0.0
+
+    def add(self, o: CostFigures) -> None:
+        for name in self.__dataclass_fields__:
+            a, b = getattr(self, name), getattr(o, name)
+            setattr(self, name, _add_usd(a, b) if name.endswith("_usd") else a + b)
+
+    def add_call(self, a: CallCost, p: CallCost, plain_comp: CompactionCost | None) -> None:
+        self.calls += 1
+        self.sent_weighted += a.weighted_tokens
+        self.plain_weighted += p.weighted_tokens
+        self.sent_usd = _add_usd(self.sent_usd, a.input_usd)
+        self.plain_usd = _add_usd(self.plain_usd, p.input_usd)
+        self.cache_read_tokens += a.cache_read_tokens
+        self.cache_write_tokens += a.cache_write_tokens
+        self.uncached_input_tokens += a.uncached_input_tokens
+        self.plain_input_tokens += p.input_tokens
+        self.plain_cache_read_tokens += p.cache_read_tokens
+        self.plain_cache_write_tokens += p.cache_write_tokens
+        self.plain_uncached_input_tokens += p.uncached_input_tokens
+        if plain_comp is not None:
+            self.add_plain_compaction(plain_comp)
+
+    def add_plain_compaction(self, c: CompactionCost) -> None:
+        self.plain_compactions += 1
+        self.plain_compaction_weighted += c.weighted_tokens
+        self.plain_compaction_usd = _add_usd(self.plain_compaction_usd, c.usd)
+
+    def add_compaction(self, c: CompactionCost) -> None:
+        self.compactions += 1
+        self.compaction_weighted += c.weighted_tokens
+        self.compaction_usd = _add_usd(self.compaction_usd, c.usd)
+
+    def add_aux(self, c: CompactionCost) -> None:
+        self.aux_weighted += c.weighted_tokens
+        self.aux_usd = _add_usd(self.aux_usd, c.usd)
+
+    # derived
+    @property
+    def saved_weighted(self) -> float:
+        """Main-model input cost kept out, net of aux calls (compactions apart)."""
+        return self.plain_weighted - self.sent_weighted - self.aux_weighted
+
+    @property
+    def saved_usd(self) -> float | None:
+        if self.plain_usd is None or self.sent_usd is None or self.aux_usd is None:
+            return None
+        return self.plain_usd - self.sent_usd - self.aux_usd
+
+    @property
+    def saved_pct(self) -> float | None:
+        return _pct(self.saved_weighted, self.plain_weighted)
+
+    @property
+    def total_plain_weighted(self) -> float:
+        return self.plain_weighted + self.plain_compaction_weighted
+
+    @property
+    def total_weighted(self) -> float:
+        return self.sent_weighted + self.aux_weighted + self.compaction_weighted
+
+    @property
+    def total_saved_weighted(self) -> float:
+        """Everything: requests, aux calls and the summarisation calls of compactions."""
+        return self.total_plain_weighted - self.total_weighted
+
+    @property
+    def total_saved_pct(self) -> float | None:
+        return _pct(self.total_saved_weighted, self.total_plain_weighted)
+
+    @property
+    def total_saved_usd(self) -> float | None:
+        parts = [self.saved_usd, self.plain_compaction_usd, self.compaction_usd]
+        if any(p is None for p in parts):
+            return None
+        return (
+            (self.saved_usd or 0.0)
+            + (self.plain_compaction_usd or 0.0)
+            - (self.compaction_usd or 0.0)
+        )
+
+    @property
+    def aux_share_pct(self) -> float | None:
+        """The aux calls' share of what ctxwrap's session cost (requests + aux + compactions)."""
+        return _pct(self.aux_weighted, self.total_weighted)
+
+    @property
+    def compactions_avoided(self) -> int:
+        return self.plain_compactions - self.compactions
+
+
+def figures_of(costs: SessionCosts, since: float | None = None) -> CostFigures:
+    f = CostFigures()
+    for ts, a, p, comp in costs.calls:
+        if since is None or ts >= since:
+            f.add_call(a, p, comp)
+    for ts, c in costs.compactions:
+        if since is None or ts >= since:
+            f.add_compaction(c)
+    if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
+        f.add_plain_compaction(costs.plain_trailing[1])
+    for ts, _mech, c in costs.aux:
+        if since is None or ts >= since:
+            f.add_aux(c)
+    return f
+
+
+def settings_overrides(prices: str | None) -> dict[str, Prices]:
+    """The `prices` setting parsed; a bad value prices nothing rather than failing a report
+    (`ctxwrap config show` reports it)."""
+    if not prices:
+        return {}
+    try:
+        return parse_price_overrides(prices)
+    except ValueError:
+        return {}
+
+
+def fill_cost_totals(
+    conn: sqlite3.Connection, totals: P.SessionTotals, session_id: str, cfg: Settings
+) -> None:
+    """Add the session's cache-priced figures to the totals the status line shows."""
+    costs = load_session_costs(
+        conn, [session_id], ttl_s=cfg.cache_ttl_s, overrides=settings_overrides(cfg.prices)
+    )[session_id]
+    f = figures_of(costs)
+    totals.cost_weighted = round(f.total_weighted, 1)
+    totals.plain_cost_weighted = round(f.total_plain_weighted, 1)
+    totals.cost_saved_pct = f.total_saved_pct
+    totals.cost_usd = (
+        None if f.sent_usd is None else _add_usd(_add_usd(f.sent_usd, f.aux_usd), f.compaction_usd)
+    )
+    totals.saved_usd = f.total_saved_usd
+    totals.compactions = f.compactions
+    totals.plain_compactions = f.plain_compactions

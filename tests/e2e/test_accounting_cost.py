@@ -1,0 +1,136 @@
+"""Cache-priced, compaction-aware accounting end to end (issue 14).
+
+The same scripted session runs under plain pi and under `ctxwrap pi`, against a model server
+that simulates an automatic prefix cache. The cost of each run is recounted from what the
+server received (prefix-cache pricing of the main requests, one-off pricing of pi's
+summarisation requests and of ctxwrap's aux calls), and the cost reduction `ctxwrap stats
+--json` reports must be within 10 percentage points of the recounted one. In a small context
+window pi compacts: the compactions ctxwrap reports (its own, and those it predicts for plain
+pi) must be the ones that happened.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import PI_VERSIONS, PiRun, Xdg, ctxwrap, run_ctxwrap_pi
+
+from ctxwrap.testing.recount import Recount, recount, reduction_pct
+
+pytestmark = pytest.mark.e2e
+
+LICENSE = "".join(
+    f"irrelevant line {i} of a vendored license, nothing to see\n" for i in range(300)
+)
+NOTES = "".join(f"design note {i}: keep the parser total and the cache stable\n" for i in range(90))
+RULES = [{"task": "tag", "match": "vendored license", "answer": '{"decision": "DROP"}'}]
+
+
+def task(i: int) -> list[dict[str, Any]]:
+    """One prompt's work: a big test run (digested), a big irrelevant read (dropped), a
+    relevant read (kept), an answer."""
+    return [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": f"seq 1 {3000 + i}"}}]},
+        {"tool_calls": [{"name": "read", "arguments": {"path": f"LICENSE{i}"}}]},
+        {"tool_calls": [{"name": "read", "arguments": {"path": f"notes{i}.md"}}]},
+        {"text": f"task {i} done"},
+    ]
+
+
+def files(n: int) -> dict[str, str]:
+    out = {}
+    for i in range(n):
+        out[f"LICENSE{i}"] = LICENSE.replace("line", f"line{i}")
+        out[f"notes{i}.md"] = NOTES.replace("note", f"note{i}")
+    return out
+
+
+# -- recount from what the server received (ctxwrap/testing/recount.py) ----------------------
+
+
+def recount_run(run: PiRun) -> Recount:
+    return recount(run.server.requests, summary_text=run.server.summary_text)
+
+
+def compaction_entries(run: PiRun) -> int:
+    n = 0
+    for line in run.session_text().splitlines():
+        try:
+            n += json.loads(line).get("type") == "compaction"
+        except ValueError:
+            continue
+    return n
+
+
+def stats_cost(xdg: Xdg) -> dict[str, Any]:
+    sessions = json.loads(ctxwrap(xdg, "sessions", "--all", "--json").stdout)["sessions"]
+    assert len(sessions) == 1
+    out = ctxwrap(xdg, "stats", "--session", sessions[0]["session_id"], "--json")
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout)["totals"]["cost"])
+
+
+def run_pair(
+    pi: str, tmp_path: Path, xdg: Xdg, tasks: int, pi_settings: dict[str, Any] | None
+) -> tuple[PiRun, PiRun]:
+    script = [step for i in range(tasks) for step in task(i)]
+    prompts = [f"task {i}" for i in range(tasks)]
+    common: dict[str, Any] = {
+        "aux_rules": RULES,
+        "files": files(tasks),
+        "pi_settings": pi_settings,
+        "prompt": prompts[-1],
+        "args": prompts[:-1],
+        "cache_simulation": True,
+        "timeout": 240,
+    }
+    plain = run_ctxwrap_pi(pi, tmp_path / "plain", xdg, script, plain=True, **common)
+    wrapped = run_ctxwrap_pi(pi, tmp_path / "wrapped", xdg, script, **common)
+    assert plain.proc.returncode == 0, plain.proc.stderr
+    assert wrapped.proc.returncode == 0, wrapped.proc.stderr
+    return plain, wrapped
+
+
+def check(plain: PiRun, wrapped: PiRun, cost: dict[str, Any]) -> tuple[float, float]:
+    p, w = recount_run(plain), recount_run(wrapped)
+    assert p.aux == 0  # plain pi makes no aux call
+    recounted = reduction_pct(p, w)
+    reported = cost["total_saved_pct"]
+    print(f"recount plain={p} wrapped={w} → {recounted:.1f}%; reported {reported}%; {cost}")
+    assert reported is not None
+    assert abs(reported - recounted) <= 10, (reported, recounted)
+    # the requests as sent are priced like the server saw them (same model, same weights)
+    assert abs(cost["sent_weighted"] - w.main) <= 0.05 * w.main, (cost, w)
+    return reported, recounted
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_ordinary_session_cost_reduction_matches_the_recount(
+    pi: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    plain, wrapped = run_pair(pi, tmp_path, xdg, 2, None)
+    cost = stats_cost(xdg)
+    assert compaction_entries(plain) == compaction_entries(wrapped) == 0
+    assert cost["compactions"] == cost["plain_compactions"] == 0
+    reported, _ = check(plain, wrapped, cost)
+    assert reported > 20  # the saving is real, in money terms too
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_small_window_session_counts_compactions_and_caps_the_saving(
+    pi: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    # threshold = 128000 - 116000 = 12000 tokens; pi keeps ~3000 recent tokens
+    settings = {"compaction": {"reserveTokens": 116000, "keepRecentTokens": 3000}}
+    plain, wrapped = run_pair(pi, tmp_path, xdg, 5, settings)
+    cost = stats_cost(xdg)
+    plain_n, wrapped_n = compaction_entries(plain), compaction_entries(wrapped)
+    print(f"compactions: plain pi {plain_n}, ctxwrap {wrapped_n}")
+    assert plain_n > wrapped_n  # the real benefit: fewer compactions
+    assert cost["compactions"] == wrapped_n
+    assert cost["plain_compactions"] == plain_n
+    assert cost["compactions_avoided"] == plain_n - wrapped_n
+    check(plain, wrapped, cost)

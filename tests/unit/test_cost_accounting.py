@@ -1,0 +1,180 @@
+"""Cache-priced figures from a real SQLite store: what the daemon records (protocol models in,
+rows out) and what `ctxwrap stats` computes from them, against hand-computed values."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ctxwrap import protocol as P
+from ctxwrap.daemon.store import Store, connect, migrate
+from ctxwrap.mechanisms import cost_accounting as CA
+from ctxwrap.stats import compute_stats, render_text
+
+SID = "cccc3333-cost-session"
+SONNET_COST = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
+# tokens per call: (sent, plain, sent prefix, plain prefix); system 60 + tools 40 = base 100
+CALLS = [(300, 300, None, None), (350, 600, 300, 300), (400, 900, 350, 600), (450, 1200, 400, 900)]
+
+
+def build(tmp_path: Path, *, window: int = 1000, pi_version: str = "1.6.0") -> Path:
+    db = tmp_path / "ctxwrap.db"
+    store = Store(db)
+    t0 = time.time() - 100
+    store.upsert_session(
+        {
+            "session_id": SID,
+            "session_file": None,
+            "cwd": "/w",
+            "pid": 1,
+            "pi_version": pi_version,
+            "pi_package": "pi",
+            "model": "anthropic/claude-sonnet-4-5",
+            "started_at": t0,
+        }
+    )
+    model = P.ModelRef(
+        provider="anthropic",
+        id="claude-sonnet-4-5",
+        api="anthropic-messages",
+        cost=SONNET_COST,
+        context_window=window,
+    )
+    CA.record_session_model(
+        store,
+        SID,
+        model,
+        P.CompactionSettings(enabled=True, reserve_tokens=200, keep_recent_tokens=200),
+    )
+    for i, (sent, plain, sp, pp) in enumerate(CALLS):
+        req = P.LlmCall(
+            session_id=SID,
+            call_index=i,
+            message_count=2 + i,
+            sent_chars=P.SizeBreakdown(system=240, messages=(sent - 100) * 4, tools=160),
+            saved_chars=P.SavedBreakdown(bash=(plain - sent) * 4),
+            sent_prefix_chars=None if sp is None else sp * 4,
+            plain_prefix_chars=None if pp is None else pp * 4,
+            prompt_index=0,
+            model="anthropic/claude-sonnet-4-5",
+        )
+        store.insert(
+            "llm_calls",
+            {
+                "session_id": SID,
+                "call_index": i,
+                "ts": t0 + i,
+                "sent_system": 240,
+                "sent_messages": (sent - 100) * 4,
+                "sent_tools": 160,
+                "saved_bash": (plain - sent) * 4,
+                "saved_amnesia": 0,
+                "saved_writes": 0,
+                "saved_skills": 0,
+                "saved_tools": 0,
+                "head_changed": 0,
+                "message_count": 2 + i,
+            },
+        )
+        CA.record_call_costs(store, req)  # as the daemon does right after its insert
+    store.insert(
+        "aux_calls",
+        {
+            "session_id": SID,
+            "ts": t0 + 1.5,
+            "task": "digest",
+            "mechanism": "bash",
+            "backend": "pi",
+            "input_tokens": 100,
+            "output_tokens": 10,
+            "ok": 1,
+            "elapsed_ms": 1.0,
+        },
+    )
+    CA.record_aux_model(store, SID, "anthropic/claude-haiku-4-5")
+    CA.record_compaction(
+        store, P.Compaction(session_id=SID, tokens_before=900, summary_chars=200)
+    )  # now: after the last call
+    store.close()
+    return db
+
+
+def test_priced_figures_by_hand(tmp_path: Path) -> None:
+    conn = connect(build(tmp_path), readonly=True)
+    c = compute_stats(conn, session=SID).totals.cost
+    # as sent: 375 + (30+62.5) + (35+62.5) + (40+62.5); see tests/unit/test_cost.py
+    assert c.sent_weighted == pytest.approx(667.5)
+    # plain pi compacts before call 2 (900 > 1000-200) down to 100 + summary 50 + kept 200
+    assert c.plain_weighted == pytest.approx(375 + 405 + 322.5 + 410)
+    assert c.plain_compactions == 1 and c.compactions == 1 and c.compactions_avoided == 0
+    # plain's summarisation: 600 + pi's prompt 400 in, 50 out × 5; the real one (no measure
+    # from the bridge): 900-200 + 400 in, 50 out × 5
+    assert c.plain_compaction_weighted == pytest.approx(1250)
+    assert c.compaction_weighted == pytest.approx(1350)
+    # aux priced by its own model (haiku 1/5): 100 in + 10 out × 5
+    assert c.aux_weighted == pytest.approx(150)
+    assert c.aux_usd == pytest.approx(100e-6 + 50e-6)
+    assert c.saved_weighted == pytest.approx(1512.5 - 667.5 - 150)
+    assert c.saved_pct == pytest.approx(round(100 * 695 / 1512.5, 2))
+    assert c.total_saved_pct == pytest.approx(round(100 * (2762.5 - 2167.5) / 2762.5, 2))
+    assert c.sent_usd == pytest.approx((1050 * 0.3 + 450 * 3.75) / 1e6)
+    assert c.saved_usd is not None and c.saved_usd > 0
+    text = render_text(compute_stats(conn, session=SID), color=False, width=120)
+    assert "cache-priced input: sent 668, plain pi 1,512, aux 150 → saved 46.0%" in text
+    assert "compactions 1, plain pi 1 (0 avoided" in text
+    conn.close()
+
+
+def test_unknown_window_simulates_no_compaction_and_unknown_price_stays_unknown(
+    tmp_path: Path,
+) -> None:
+    db = build(tmp_path, window=0)
+    conn = connect(db)
+    conn.execute(
+        "UPDATE session_models SET price_input=0, price_output=0, price_cache_read=0, price_cache_write=0, model='x/local'"
+    )
+    conn.execute("UPDATE llm_calls SET model='x/local'")
+    conn.execute("UPDATE aux_calls SET model=NULL")
+    conn.execute("UPDATE sessions SET model='x/local'")
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.plain_compactions == 0
+    assert c.plain_weighted == pytest.approx(375 + 405 + 435 + 465)  # explicit: from pi's api
+    assert c.sent_usd is None and c.saved_usd is None and c.total_saved_usd is None
+    # a config override prices it
+    over = CA.settings_overrides("x/*=1,2,0.1,1.25")
+    c2 = compute_stats(conn, session=SID, prices=over).totals.cost
+    assert c2.sent_usd == pytest.approx((1050 * 0.1 + 450 * 1.25) / 1e6)
+    conn.close()
+
+
+def test_pi_073_compacts_before_prompts_only(tmp_path: Path) -> None:
+    conn = connect(build(tmp_path, pi_version="0.73.1"), readonly=True)
+    c = compute_stats(conn, session=SID).totals.cost
+    # one prompt: pi 0.73 checks only when the run ends, so no request is capped, but it
+    # compacts once after the last one
+    assert c.plain_weighted == pytest.approx(375 + 405 + 435 + 465)
+    assert c.plain_compactions == 1
+    conn.close()
+
+
+def test_accounting_migration_keeps_old_rows_priced_as_append_only(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    conn = connect(db)
+    conn.execute("PRAGMA user_version = 0")
+    from ctxwrap.daemon import store as store_mod
+
+    for stmt in filter(None, (s.strip() for s in store_mod.MIGRATIONS[1].split(";"))):
+        conn.execute(stmt)
+    conn.execute("PRAGMA user_version = 1")
+    for i, chars in enumerate((400, 800)):
+        conn.execute(
+            "INSERT INTO llm_calls (session_id, call_index, ts, sent_system, sent_messages, sent_tools,"
+            " saved_bash, saved_amnesia, saved_writes, saved_skills, saved_tools) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (SID, i, 1000.0 + i, 0, chars, 0, 0, 0, 0, 0, 0),
+        )
+    assert migrate(conn) == store_mod.SCHEMA_VERSION
+    c = compute_stats(conn).totals.cost
+    assert c.cache_read_tokens == 100 and c.cache_write_tokens == 200  # 100, then 100 of 200
+    conn.close()
