@@ -41,7 +41,7 @@ META_TOOLS = frozenset({"read", "grep", "find", "ls", "glob"})
 # Name + description + JSON parameters of ctx_recall and find_capability as the bridge
 # registers them (pi). Measured from `ctxwrap stats` (saved_tools per call); the agreement
 # test against a real `ctxwrap pi` run fails if it drifts.
-OWN_TOOLS_CHARS = 1400
+OWN_TOOLS_CHARS = 1006
 PLACEHOLDER_HANDLE = "r00000000"
 # Output tokens an aux answer typically takes (caps: tag 24, fact 60, digest 1024).
 AUX_OUTPUT_ESTIMATE = {"tag": 8, "fact": 30, "digest": 200}
