@@ -1,0 +1,524 @@
+"""Cache-priced cost of LLM requests (DESIGN invariant 6). Pure functions, no I/O.
+
+Providers bill input under prompt caching: the part of a request that repeats a prefix the
+provider still holds is a *cache read* (about a tenth of a fresh token); the rest is a *cache
+write* (explicit caching, Anthropic-style: more than a fresh token) or fresh input (automatic
+caching, OpenAI-style). `price_requests` prices a sequence of requests of one conversation that
+way, under an ideal prefix cache: the longest common prefix of blocks with the previous request
+is read while the gap is within the TTL; everything else is written. A head change (compaction,
+model switch, an edit reaching old history) therefore prices as what it is: a rewrite.
+
+`weighted_tokens` is the same cost in input-equivalent tokens, so a figure exists where no price
+is known; `usd` is money, `None` when a price the call needs is unknown.
+
+The shared contract other modules code against is docs/accounting.md and
+/work/wt/tasks/cost-interface.md: `Prices`, `RequestShape`, `CallCost`, `price_requests`,
+`default_prices`, `DEFAULT_WEIGHTS`. Everything else here is additive.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Caching = Literal["explicit", "automatic", "none"]
+CACHINGS: tuple[Caching, ...] = ("explicit", "automatic", "none")
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million tokens; None = unknown."""
+
+    input: float | None
+    output: float | None
+    cache_read: float | None
+    cache_write: float | None
+    # explicit: the uncached part is written with cache_control (billed as a cache write);
+    # automatic: the uncached part is fresh input, the matched prefix is read at cache_read;
+    # none: no caching, every input token is fresh.
+    caching: Caching = "explicit"
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """One request as sent, as ordered (fingerprint, tokens) blocks in wire order.
+
+    Blocks: system, tools, then one entry per message; a fingerprint is a hash of the block's
+    exact serialisation, so equal fingerprints mean equal bytes.
+    """
+
+    ts: float  # seconds; only differences matter
+    blocks: tuple[tuple[str, int], ...]
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class CallCost:
+    cache_read_tokens: int
+    cache_write_tokens: int
+    uncached_input_tokens: int
+    output_tokens: int
+    weighted_tokens: float  # input-equivalent: read*r + write*w + uncached*1 (output excluded)
+    usd: float | None  # whole call incl. output; None when a needed price is unknown
+    input_usd: float | None = None  # input side only (what ctxwrap can change); None if unknown
+
+    @property
+    def input_tokens(self) -> int:
+        return self.cache_read_tokens + self.cache_write_tokens + self.uncached_input_tokens
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Cost of one token of each input kind, in fresh-input tokens."""
+
+    read: float
+    write: float
+    uncached: float = 1.0
+
+
+DEFAULT_WEIGHTS: dict[Caching, Weights] = {
+    "explicit": Weights(read=0.1, write=1.25),
+    "automatic": Weights(read=0.1, write=1.0),
+    "none": Weights(read=1.0, write=1.0),
+}
+
+UNKNOWN_PRICES = Prices(None, None, None, None, "explicit")
+
+# Published list prices (USD per million tokens) at the time of writing, matched against the
+# model id (with or without a `provider/` prefix) by glob, first match wins. A model not here
+# has unknown prices: figures stay in weighted tokens and money shows as unknown. pi's own model
+# registry (sent by the bridge) and the `prices` setting take precedence over this table.
+DEFAULT_PRICE_TABLE: tuple[tuple[str, Prices], ...] = (
+    ("claude-opus-4-5*", Prices(5.0, 25.0, 0.5, 6.25)),
+    ("claude-opus-4*", Prices(15.0, 75.0, 1.5, 18.75)),
+    ("claude-3-opus*", Prices(15.0, 75.0, 1.5, 18.75)),
+    ("claude-sonnet-4*", Prices(3.0, 15.0, 0.3, 3.75)),
+    ("claude-3-7-sonnet*", Prices(3.0, 15.0, 0.3, 3.75)),
+    ("claude-3-5-sonnet*", Prices(3.0, 15.0, 0.3, 3.75)),
+    ("claude-haiku-4*", Prices(1.0, 5.0, 0.1, 1.25)),
+    ("claude-3-5-haiku*", Prices(0.8, 4.0, 0.08, 1.0)),
+    ("claude-3-haiku*", Prices(0.25, 1.25, 0.03, 0.3)),
+    ("gpt-5-mini*", Prices(0.25, 2.0, 0.025, 0.25, "automatic")),
+    ("gpt-5-nano*", Prices(0.05, 0.4, 0.005, 0.05, "automatic")),
+    ("gpt-5*", Prices(1.25, 10.0, 0.125, 1.25, "automatic")),
+    ("gpt-4.1-mini*", Prices(0.4, 1.6, 0.1, 0.4, "automatic")),
+    ("gpt-4.1-nano*", Prices(0.1, 0.4, 0.025, 0.1, "automatic")),
+    ("gpt-4.1*", Prices(2.0, 8.0, 0.5, 2.0, "automatic")),
+    ("gpt-4o-mini*", Prices(0.15, 0.6, 0.075, 0.15, "automatic")),
+    ("gpt-4o*", Prices(2.5, 10.0, 1.25, 2.5, "automatic")),
+    ("o3-mini*", Prices(1.1, 4.4, 0.55, 1.1, "automatic")),
+    ("o4-mini*", Prices(1.1, 4.4, 0.275, 1.1, "automatic")),
+    ("o3*", Prices(2.0, 8.0, 0.5, 2.0, "automatic")),
+    ("gemini-2.5-pro*", Prices(1.25, 10.0, 0.31, 1.25, "automatic")),
+    ("gemini-2.5-flash*", Prices(0.3, 2.5, 0.075, 0.3, "automatic")),
+)
+
+
+def weights(prices: Prices) -> Weights:
+    """Relative weights from the prices where input and the rate are known, else the defaults."""
+    default = DEFAULT_WEIGHTS[prices.caching]
+    if prices.caching == "none":
+        return default
+    base = prices.input
+    if base is None or base <= 0:
+        return default
+    read = prices.cache_read / base if prices.cache_read is not None else default.read
+    if prices.caching == "automatic":
+        return Weights(read=read, write=1.0)
+    write = prices.cache_write / base if prices.cache_write is not None else default.write
+    return Weights(read=read, write=write)
+
+
+def _money(tokens: int, per_million: float | None) -> float | None:
+    if tokens == 0:
+        return 0.0
+    if per_million is None:
+        return None
+    return tokens * per_million / 1_000_000
+
+
+def _sum(parts: Sequence[float | None]) -> float | None:
+    if any(p is None for p in parts):
+        return None
+    return sum(p for p in parts if p is not None)
+
+
+def price_tokens(
+    prices: Prices,
+    *,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    uncached: int = 0,
+    output: int = 0,
+) -> CallCost:
+    """Price one call whose input split is already known (an aux call, a provider report)."""
+    w = weights(prices)
+    weighted = cache_read * w.read + cache_write * w.write + uncached * w.uncached
+    input_usd = _sum(
+        [
+            _money(cache_read, prices.cache_read),
+            _money(cache_write, prices.cache_write),
+            _money(uncached, prices.input),
+        ]
+    )
+    usd = _sum([input_usd, _money(output, prices.output)])
+    return CallCost(
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        uncached_input_tokens=uncached,
+        output_tokens=output,
+        weighted_tokens=weighted,
+        usd=usd,
+        input_usd=input_usd,
+    )
+
+
+def common_prefix_tokens(
+    previous: Sequence[tuple[str, int]], current: Sequence[tuple[str, int]]
+) -> int:
+    """Tokens of `current`'s leading blocks equal (fingerprint and size) to `previous`'s."""
+    total = 0
+    for (fp_a, n_a), (fp_b, n_b) in zip(previous, current, strict=False):
+        if fp_a != fp_b or n_a != n_b:
+            break
+        total += n_b
+    return total
+
+
+def split_input(total: int, read: int, caching: Caching) -> tuple[int, int, int]:
+    """(cache_read, cache_write, uncached) of a request of `total` tokens with `read` cached."""
+    if caching == "none":
+        return 0, 0, total
+    read = max(0, min(read, total))
+    rest = total - read
+    if caching == "explicit":
+        return read, rest, 0
+    return read, 0, rest
+
+
+def price_requests(
+    shapes: Sequence[RequestShape], prices: Prices, *, ttl_s: float = 300.0
+) -> list[CallCost]:
+    """Price each request of one conversation under an ideal prefix cache.
+
+    The longest common block prefix with the previous request is a cache read when the gap
+    since that request is at most `ttl_s`; the rest is a write (explicit caching) or uncached
+    input (automatic). The first request and any request after a longer gap read nothing.
+    """
+    out: list[CallCost] = []
+    prev: RequestShape | None = None
+    for shape in shapes:
+        total = sum(n for _, n in shape.blocks)
+        read = 0
+        if prev is not None and shape.ts - prev.ts <= ttl_s:
+            read = common_prefix_tokens(prev.blocks, shape.blocks)
+        r, w, u = split_input(total, read, prices.caching)
+        out.append(
+            price_tokens(
+                prices, cache_read=r, cache_write=w, uncached=u, output=shape.output_tokens
+            )
+        )
+        prev = shape
+    return out
+
+
+def parse_price_overrides(text: str) -> dict[str, Prices]:
+    """Parse the `prices` setting: `glob=input,output,cache_read,cache_write[,caching]; ...`.
+
+    Each number is USD per million tokens; `-` or empty means unknown. Raises ValueError with
+    the offending entry.
+    """
+    table: dict[str, Prices] = {}
+    for raw_entry in text.split(";"):
+        entry = raw_entry.strip()
+        if not entry:
+            continue
+        pattern, sep, values = entry.partition("=")
+        pattern = pattern.strip()
+        if not sep or not pattern:
+            raise ValueError(f"price entry {entry!r}: expected glob=input,output,read,write")
+        parts = [p.strip() for p in values.split(",")]
+        caching: Caching = "explicit"
+        if len(parts) == 5:
+            mode = parts.pop()
+            if mode not in CACHINGS:
+                raise ValueError(f"price entry {entry!r}: caching must be one of {CACHINGS}")
+            caching = mode
+        if len(parts) != 4:
+            raise ValueError(f"price entry {entry!r}: expected four prices")
+        nums: list[float | None] = []
+        for p in parts:
+            if p in ("", "-"):
+                nums.append(None)
+                continue
+            try:
+                value = float(p)
+            except ValueError:
+                raise ValueError(f"price entry {entry!r}: {p!r} is not a number") from None
+            if not value >= 0 or value == float("inf"):
+                raise ValueError(f"price entry {entry!r}: {p!r} must be a finite number >= 0")
+            nums.append(value)
+        table[pattern] = Prices(nums[0], nums[1], nums[2], nums[3], caching)
+    return table
+
+
+def _lookup(model: str, table: Sequence[tuple[str, Prices]]) -> Prices | None:
+    name = model.strip().lower()
+    bare = name.rsplit("/", 1)[-1]
+    for pattern, prices in table:
+        pat = pattern.lower()
+        if fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(bare, pat):
+            return prices
+    return None
+
+
+def default_prices(model: str | None, *, overrides: Mapping[str, Prices] | None = None) -> Prices:
+    """Prices of `model` from the config overrides, else the documented default table.
+
+    Unknown model (or None) → all prices None, explicit caching (weights fall back to
+    DEFAULT_WEIGHTS, so weighted tokens stay meaningful).
+    """
+    if not model:
+        return UNKNOWN_PRICES
+    if overrides:
+        found = _lookup(model, list(overrides.items()))
+        if found is not None:
+            return found
+    return _lookup(model, DEFAULT_PRICE_TABLE) or UNKNOWN_PRICES
+
+
+def caching_for_api(api: str | None) -> Caching:
+    """How a pi API family caches: Anthropic Messages and Bedrock write explicitly; OpenAI-
+    style and Google APIs cache automatically."""
+    if not api:
+        return "explicit"
+    a = api.lower()
+    if "anthropic" in a or "bedrock" in a:
+        return "explicit"
+    return "automatic"
+
+
+def registry_prices(cost: Mapping[str, object] | None, api: str | None = None) -> Prices | None:
+    """Prices from pi's model registry entry `model.cost` ({input, output, cacheRead,
+    cacheWrite} per million). None when the entry carries no usable price at all (pi puts
+    zeros on models it has no price for, so an all-zero table means unknown)."""
+    if not cost:
+        return None
+
+    def num(key: str) -> float | None:
+        v = cost.get(key)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return None
+        f = float(v)
+        return f if f >= 0 and f != float("inf") else None
+
+    vals = [num("input"), num("output"), num("cacheRead"), num("cacheWrite")]
+    if all(v is None or v == 0 for v in vals):
+        return None
+    caching = caching_for_api(api)
+    return Prices(vals[0], vals[1], vals[2], vals[3], caching)
+
+
+# -- sessions: what was sent vs. the compaction-aware plain counterfactual -------------------
+
+# Summary size assumed for a plain-pi compaction when the session never compacted for real
+# (tokens; pi's structured summaries of coding sessions are typically one to two thousand).
+DEFAULT_SUMMARY_TOKENS = 1200
+
+
+@dataclass(frozen=True)
+class CallSizes:
+    """One LLM request as the bridge measured it, in tokens (chars/4)."""
+
+    ts: float
+    sent_tokens: int
+    plain_tokens: int  # what plain pi would have sent for the same conversation
+    sent_prefix_tokens: int | None  # leading part identical to the previous request; None = unknown
+    plain_prefix_tokens: int | None
+    plain_base_tokens: int = 0  # system prompt + tool specs of the plain request
+    compacted_before: bool = False  # the session compacted between the previous call and this
+    new_prompt: bool = False  # first request of a user prompt
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """When pi compacts: context > context_window - reserve_tokens (pi's `shouldCompact`)."""
+
+    context_window: int | None  # None = unknown: no compaction is simulated
+    reserve_tokens: int = 16384
+    keep_recent_tokens: int = 20000
+    enabled: bool = True
+    # pi 1.x checks between turns (after tool results, before the next request); pi 0.73
+    # only when an agent run ends, i.e. before the next user prompt.
+    check: Literal["turn", "prompt"] = "turn"
+    summary_tokens: int = DEFAULT_SUMMARY_TOKENS
+
+    @property
+    def threshold(self) -> int | None:
+        if not self.enabled or not self.context_window:
+            return None
+        return self.context_window - self.reserve_tokens
+
+
+@dataclass
+class SeriesCost:
+    """A session's main-model input cost (output excluded) and its compactions."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    uncached_input_tokens: int = 0
+    weighted_tokens: float = 0.0
+    usd: float | None = 0.0
+    compactions: int = 0
+    compaction_weighted_tokens: float = 0.0
+    compaction_usd: float | None = 0.0
+
+    def add_call(self, c: CallCost) -> None:
+        self.calls += 1
+        self.input_tokens += c.input_tokens
+        self.cache_read_tokens += c.cache_read_tokens
+        self.cache_write_tokens += c.cache_write_tokens
+        self.uncached_input_tokens += c.uncached_input_tokens
+        self.weighted_tokens += c.weighted_tokens
+        self.usd = _sum([self.usd, c.input_usd])
+
+    def add_compaction(self, c: CompactionCost) -> None:
+        self.compactions += 1
+        self.compaction_weighted_tokens += c.weighted_tokens
+        self.compaction_usd = _sum([self.compaction_usd, c.usd])
+
+
+def output_weight(prices: Prices) -> float:
+    """An output token in input-equivalent tokens: the price ratio where known, else 1
+    (as the aux-share measurements in docs/accounting.md count it)."""
+    if prices.input and prices.output is not None and prices.input > 0:
+        return prices.output / prices.input
+    return 1.0
+
+
+@dataclass(frozen=True)
+class CompactionCost:
+    """One one-off request (a compaction's summarisation, an aux call): input all fresh."""
+
+    input_tokens: int
+    output_tokens: int
+    weighted_tokens: float  # input + output × output_weight, in input-equivalent tokens
+    usd: float | None
+
+
+def one_off_cost(input_tokens: int, output_tokens: int, prices: Prices) -> CompactionCost:
+    """A request with no reusable prefix (aux calls; pi's summarisation runs with caching
+    off): input at the fresh price, output at the output price."""
+    c = price_tokens(prices, uncached=input_tokens, output=output_tokens)
+    weighted = c.weighted_tokens + output_weight(prices) * output_tokens
+    return CompactionCost(input_tokens, output_tokens, weighted, c.usd)
+
+
+def compaction_call_cost(
+    tokens_before: int, keep_recent_tokens: int, summary_tokens: int, prices: Prices
+) -> CompactionCost:
+    """The summarisation request of one compaction: the summarised part (the context less
+    what is kept) as input, the summary as output."""
+    return one_off_cost(max(0, tokens_before - keep_recent_tokens), summary_tokens, prices)
+
+
+def _prefixed_cost(total: int, read: int, prices: Prices, warm: bool) -> CallCost:
+    r, w, u = split_input(total, read if warm else 0, prices.caching)
+    return price_tokens(prices, cache_read=r, cache_write=w, uncached=u)
+
+
+@dataclass(frozen=True)
+class SessionPricing:
+    """Per call of a session: what was sent, what plain pi would have sent, and the plain
+    compaction (its summarisation request) simulated just before that call, if any."""
+
+    actual: tuple[CallCost, ...]
+    plain: tuple[CallCost, ...]
+    plain_compactions: tuple[CompactionCost | None, ...]
+    plain_tokens: tuple[int, ...]  # simulated plain request sizes
+
+    def totals(self) -> tuple[SeriesCost, SeriesCost]:
+        """(actual, plain) summed over every call. Compactions of the actual session are the
+        caller's to add: they are pi's events, not requests the bridge saw."""
+        a, p = SeriesCost(), SeriesCost()
+        for ca, cp, comp in zip(self.actual, self.plain, self.plain_compactions, strict=True):
+            a.add_call(ca)
+            p.add_call(cp)
+            if comp is not None:
+                p.add_compaction(comp)
+        return a, p
+
+
+def price_session(
+    calls: Sequence[CallSizes],
+    prices_of: Callable[[str | None], Prices],
+    policy: CompactionPolicy,
+    *,
+    ttl_s: float = 300.0,
+) -> SessionPricing:
+    """Price one session's main-model requests as sent and as plain pi would have sent them.
+
+    actual: each request as sent, its prefix shared with the previous request read from the
+    cache while warm (same model, gap ≤ ttl_s), the rest written.
+
+    plain: the conversation as plain pi would have sent it, grown by the same new content
+    call by call, and compacted where plain pi would have compacted on its own (`policy`):
+    after a simulated compaction it carries base + summary + the kept recent tokens, so no
+    saving is claimed past that point. Where the real session compacted, the plain one only
+    compacts if its own threshold says so.
+    """
+    actual: list[CallCost] = []
+    plain: list[CallCost] = []
+    comps: list[CompactionCost | None] = []
+    sizes: list[int] = []
+    threshold = policy.threshold
+    summary = policy.summary_tokens
+    prev: CallSizes | None = None
+    plain_size = 0  # simulated plain request size of the previous call
+    for call in calls:
+        prices = prices_of(call.model)
+        warm = prev is not None and call.ts - prev.ts <= ttl_s and call.model == prev.model
+        # -- actual
+        if call.sent_prefix_tokens is not None:
+            sent_read = call.sent_prefix_tokens
+        elif prev is not None and not call.compacted_before:
+            sent_read = prev.sent_tokens  # older bridge: assume an append-only list
+        else:
+            sent_read = 0
+        actual.append(_prefixed_cost(call.sent_tokens, sent_read, prices, warm))
+        # -- plain counterfactual
+        comp: CompactionCost | None = None
+        if prev is None:
+            size = call.plain_tokens
+            rewritten = size
+        else:
+            if call.compacted_before:
+                growth = 0  # the real session's sizes restart here; plain pi's did not
+                rewritten = 0
+            else:
+                growth = call.plain_tokens - prev.plain_tokens
+                if call.plain_prefix_tokens is not None:
+                    rewritten = call.plain_tokens - call.plain_prefix_tokens
+                else:
+                    rewritten = max(0, growth)
+            size = max(0, plain_size + growth)
+            check_now = policy.check == "turn" or call.new_prompt
+            pre = size if policy.check == "turn" else plain_size
+            if threshold is not None and check_now and pre > threshold:
+                base = min(call.plain_base_tokens, pre)
+                kept = min(policy.keep_recent_tokens, pre - base)
+                comp = compaction_call_cost(pre - base, policy.keep_recent_tokens, summary, prices)
+                size = base + summary + kept + (size - pre)
+                rewritten = size - base
+        rewritten = max(0, min(rewritten, size))
+        plain.append(_prefixed_cost(size, size - rewritten, prices, warm))
+        comps.append(comp)
+        sizes.append(size)
+        plain_size = size
+        prev = call
+    return SessionPricing(tuple(actual), tuple(plain), tuple(comps), tuple(sizes))
