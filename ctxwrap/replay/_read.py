@@ -34,9 +34,9 @@ _PI_IGNORED = frozenset(
 )
 # Claude Code transcript entry types with no effect on the model's context.
 _CLAUDE_IGNORED = frozenset(
-    {"summary", "file-history-snapshot", "queue-operation", "progress", "attachment"}
+    {"summary", "file-history-snapshot", "queue-operation", "progress", "last-prompt"}
 )
-_CLAUDE_TYPES = frozenset({"user", "assistant", "system"}) | _CLAUDE_IGNORED
+_CLAUDE_TYPES = frozenset({"user", "assistant", "system", "attachment"}) | _CLAUDE_IGNORED
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +309,16 @@ def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
     if kind == "system":
         if entry.get("subtype") == "compact_boundary":
             yield Compaction(ts, 0, None)
+        return
+    if kind == "attachment":
+        # skill and agent listings, file changes …: sent to the model as reminder text
+        att = entry.get("attachment")
+        if isinstance(att, dict):
+            chars = len(att["content"]) if isinstance(att.get("content"), str) else 0
+            lines = att.get("addedLines")
+            if isinstance(lines, list):
+                chars += sum(len(x) + 1 for x in lines if isinstance(x, str))
+            yield Message(eid, None, "custom", ts, chars)
         return
     msg = entry.get("message")
     if not isinstance(msg, dict):

@@ -258,7 +258,9 @@ class SessionSimulator:
 
     def _branch(self, parent: str | None) -> None:
         """pi sessions are trees: a message whose parent is an earlier message starts a branch."""
-        if parent is None or not self.items or self.items[-1].entry_id == parent:
+        if self.r.fmt != "pi" or parent is None or not self.items or self.items[-1].entry_id == parent:
+            # Claude Code chains parallel tool results to their own tool_use entry, not to the
+            # previous entry, and forks into new files: its file order is the context order.
             return
         pos = self.index.get(parent)
         if pos is None:
