@@ -73,13 +73,19 @@ class ReportData:
     aux: list[AuxRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cost_model: str = ""
+    # Totals as the source reports them (`ctxwrap stats` / `ctxwrap replay`): tokens of summed
+    # characters, so they can differ from the sum of the per-call bars by rounding.
+    sent_total: int | None = None
+    plain_total: int | None = None
 
     @property
     def sent_tokens(self) -> int:
-        return sum(c.sent_total for c in self.calls)
+        return self.sent_total if self.sent_total is not None else sum(c.sent_total for c in self.calls)
 
     @property
     def plain_tokens(self) -> int:
+        if self.plain_total is not None:
+            return self.plain_total
         return sum(c.plain_total for c in self.calls)
 
     @property
@@ -93,10 +99,6 @@ class ReportData:
     @property
     def aux_tokens(self) -> int:
         return sum(a.input_tokens + a.output_tokens for a in self.aux)
-
-
-def _usd_sum(values: list[float | None]) -> float | None:
-    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
 
 
 # -- replay -------------------------------------------------------------------------------------
@@ -123,6 +125,8 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         model=s["model"],
         started_at=s["started_at"],
         cost_model=COST_MODEL,
+        sent_total=s["sent_tokens"],
+        plain_total=s["plain_tokens"],
     )
     for c in s["calls"]:
         saved = c["saved"]
@@ -241,6 +245,10 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         p_prev, o_prev = p_msgs, o_msgs
         plain_shapes.append(_pricing.request_shape(r["ts"], (*head_p, *p_blocks), 0))
         our_shapes.append(_pricing.request_shape(r["ts"], (*head_o, *o_blocks), 0))
+    from ctxwrap.stats import compute_stats
+
+    totals = compute_stats(conn, session=sid).totals
+    data.sent_total, data.plain_total = totals.sent_tokens, totals.plain_tokens
     prices = _pricing.default_prices(model)
     plain_cost = _pricing.price_requests(plain_shapes, prices)
     our_cost = _pricing.price_requests(our_shapes, prices)
@@ -348,4 +356,4 @@ def load_db_report(session: str | None) -> ReportData:
         conn.close()
 
 
-__all__ = ["ReportData", "from_db", "from_replay", "load_db_report", "_usd_sum"]
+__all__ = ["ReportData", "from_db", "from_replay", "load_db_report"]
