@@ -234,6 +234,48 @@ def replay_file(path: Path, th: Thresholds, stats: ReadStats) -> SessionReplay:
     return sim.finish()
 
 
+@dataclass
+class _FileResult:
+    size: int
+    stats: ReadStats
+    skip: str | None = None
+    session: dict[str, Any] | None = None
+    calls: list[CallFigures] = field(default_factory=list)
+    cost_plain: list[Any] = field(default_factory=list)
+    cost_ctxwrap: list[Any] = field(default_factory=list)
+    aux: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _replay_one(
+    job: tuple[Path, int, Thresholds, float | None, bool, str | None],
+) -> _FileResult:
+    path, size, th, since, per_call, model = job
+    stats = ReadStats()
+    res = _FileResult(size, stats)
+    try:
+        r = replay_file(path, th, stats)
+    except NotASession as exc:
+        res.skip = str(exc)
+        return res
+    except OSError as exc:
+        res.skip = f"unreadable: {exc.strerror or exc}"
+        return res
+    if since is not None:
+        r.calls = [c for c in r.calls if c.ts >= since]
+    if not r.calls:
+        res.skip = "no LLM call in the file" + (" since the given time" if since else "")
+        return res
+    costs = price_session(r, _pricing.default_prices(model or r.model), th.ttl_s)
+    res.session = session_json(r, costs, per_call=per_call)
+    res.calls, res.aux = r.calls, r.aux
+    res.cost_plain, res.cost_ctxwrap = costs.plain, costs.ctxwrap
+    return res
+
+
+# Below this much input the start-up of worker processes costs more than it saves.
+PARALLEL_MIN_BYTES = 64 << 20
+
+
 def replay_paths(
     paths: Iterable[Path],
     *,
@@ -242,9 +284,11 @@ def replay_paths(
     per_call: bool = False,
     progress: Callable[[int, int], None] | None = None,
     model: str | None = None,
+    workers: int | None = None,
 ) -> ReplayRun:
     """Replay every session file under `paths`. `progress(done_bytes, total_bytes)` is called
-    after each file."""
+    after each file. Large inputs are spread over worker processes (one file each at a time);
+    results are merged in file order, so the output does not depend on the worker count."""
     th = thresholds or Thresholds()
     run = ReplayRun()
     files = discover(paths, since, run.skipped_files)
@@ -255,41 +299,47 @@ def replay_paths(
         except OSError:
             sizes.append(0)
     total = sum(sizes)
+    jobs = [(f, size, th, since, per_call, model) for f, size in zip(files, sizes, strict=True)]
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8) if total >= PARALLEL_MIN_BYTES and len(files) > 1 else 1
     done = 0
-    for f, size in zip(files, sizes, strict=True):
-        stats = ReadStats()
-        try:
-            r = replay_file(f, th, stats)
-        except NotASession as exc:
-            run.skipped_files[str(exc)] += 1
-            r = None
-        except OSError as exc:
-            run.skipped_files[f"unreadable: {exc.strerror or exc}"] += 1
-            r = None
-        run.files += 1
-        run.bytes += stats.bytes
-        run.lines += stats.lines
-        run.skipped_entries.update(stats.skipped)
-        if r is not None:
-            if since is not None:
-                r.calls = [c for c in r.calls if c.ts >= since]
-            if not r.calls:
-                run.skipped_files["no LLM call in the file" + (" since the given time" if since else "")] += 1
-            else:
-                prices = _pricing.default_prices(model or r.model)
-                costs = price_session(r, prices, th.ttl_s)
-                run.sessions.append(session_json(r, costs, per_call=per_call))
-                run.calls.extend(r.calls)
-                run.cost_plain.extend(costs.plain)
-                run.cost_ctxwrap.extend(costs.ctxwrap)
-                for mech, a in r.aux.items():
-                    t = run.aux.setdefault(mech, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
-                    for k, v in a.items():
-                        t[k] += v
-        done += size
-        if progress is not None:
-            progress(done, total)
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results: Iterator[_FileResult] = pool.map(_replay_one, jobs, chunksize=4)
+            for res in results:
+                done += res.size
+                _merge(run, res)
+                if progress is not None:
+                    progress(done, total)
+    else:
+        for job in jobs:
+            res = _replay_one(job)
+            done += res.size
+            _merge(run, res)
+            if progress is not None:
+                progress(done, total)
     return run
+
+
+def _merge(run: ReplayRun, res: _FileResult) -> None:
+    run.files += 1
+    run.bytes += res.stats.bytes
+    run.lines += res.stats.lines
+    run.skipped_entries.update(res.stats.skipped)
+    if res.skip is not None:
+        run.skipped_files[res.skip] += 1
+    if res.session is None:
+        return
+    run.sessions.append(res.session)
+    run.calls.extend(res.calls)
+    run.cost_plain.extend(res.cost_plain)
+    run.cost_ctxwrap.extend(res.cost_ctxwrap)
+    for mech, a in res.aux.items():
+        t = run.aux.setdefault(mech, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        for k, v in a.items():
+            t[k] += v
 
 
 def run_json(run: ReplayRun) -> dict[str, Any]:

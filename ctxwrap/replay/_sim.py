@@ -28,11 +28,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from ctxwrap.aux import prompts
-from ctxwrap.engine.bashout import scrub_temp_paths, split_bash_text
+from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
 from ctxwrap.engine.facts import heuristic_fact, line_count
 from ctxwrap.replay._read import Compaction, Event, Header, Message, SystemPrompt, ToolCall
 
@@ -160,7 +160,12 @@ def _digest_text(text: str, command: str, max_chars: int) -> tuple[str, str]:
     """The daemon's replacement for a bash result (service.py's shape), and the bare extract."""
     from ctxwrap.digest import StreamingDigester
 
-    parsed = split_bash_text(text)
+    # pi's truncation note and status line are at the end: parse only the tail (the pattern
+    # search over a whole 50 KB output costs more than the digest of it)
+    cut = max(0, len(text) - 2000)
+    parsed = split_bash_text(text[cut:])
+    if cut:
+        parsed = BashText(text[:cut] + parsed.body, *astuple(parsed)[1:])
     exit_code = parsed.exit_code if parsed.exit_code is not None else 0
     digester = StreamingDigester(command=command, exit_code=exit_code, max_chars=max_chars)
     with contextlib.suppress(Exception):
