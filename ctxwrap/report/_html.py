@@ -261,10 +261,10 @@ def render_html(data: ReportData) -> str:
         f"<header><h1>ctxwrap report</h1><p class=muted>{_e(data.source)} · {_e(data.title)} · "
         f"model {_e(data.model or '–')} · started {_e(started)}</p></header>"
         f'<section class="cards">{card_html}</section>'
-        f"<section><h2>Per call: what was sent and what ctxwrap kept out (tokens)</h2>{legend_bars}<div class="chart">{_bars(data)}</div></section>"
+        f"<section><h2>Per call: what was sent and what ctxwrap kept out (tokens)</h2>{legend_bars}<div class='chart'>{_bars(data)}</div></section>"
         f"<section><h2>Cumulative cost, plain vs ctxwrap (input-equivalent tokens)</h2>{legend_cost}"
         "<p class=muted>Dashed lines: compactions and other head changes (masking passes in a replay); "
-        f"dots: calls that (re)wrote the cached prefix.</p><div class="chart">{_cost_chart(data)}</div></section>"
+        f"dots: calls that (re)wrote the cached prefix.</p><div class='chart'>{_cost_chart(data)}</div></section>"
         f"<section><h2>Interventions</h2>{interventions}</section>"
         f"<section><h2>Aux model calls</h2>{aux}</section>"
         f"<section><h2>Notes</h2>{notes}<p class=muted>Cost model: {_e(data.cost_model)}. "
