@@ -46,7 +46,9 @@ def _pytest_log(rng: random.Random, lines: int) -> str:
                 f"{mod}:{rng.randrange(500)}: AssertionError",
             ]
         else:
-            out.append(f"{mod}::test_case_{i} PASSED{' ' * rng.randrange(8)}[{i * 100 // lines:3d}%]")
+            out.append(
+                f"{mod}::test_case_{i} PASSED{' ' * rng.randrange(8)}[{i * 100 // lines:3d}%]"
+            )
     out.append(f"==== {lines // 50} failed, {lines} passed in {rng.random() * 90:.2f}s ====")
     return "\n".join(out) + "\n"
 
@@ -75,7 +77,10 @@ def _as_pi_saw_it(text: str, n: int) -> str:
     if len(tail) == len(lines):
         return text
     first = len(lines) - len(tail) + 1
-    return "".join(tail) + f"\n\n[Showing lines {first}-{len(lines)} of {len(lines)}. Full output: /tmp/pi-bash-{n:016x}.log]"
+    return (
+        "".join(tail)
+        + f"\n\n[Showing lines {first}-{len(lines)} of {len(lines)}. Full output: /tmp/pi-bash-{n:016x}.log]"
+    )
 
 
 class Pool:
@@ -105,7 +110,13 @@ def pi_session(rng: random.Random, pool: Pool, sid: str, rounds: int) -> list[di
         n += 1
         eid = f"{sid[:6]}{n:06d}"
         entries.append(
-            {"type": "message", "id": eid, "parentId": parent, "timestamp": _iso(t), "message": message}
+            {
+                "type": "message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": _iso(t),
+                "message": message,
+            }
         )
         parent = eid
 
@@ -115,7 +126,11 @@ def pi_session(rng: random.Random, pool: Pool, sid: str, rounds: int) -> list[di
             "content": "",
             "sections": {"preamble": "You are a coding assistant. " * 40, "cwd": "/work/p"},
             "toolsAdded": [
-                {"name": name, "description": f"The {name} tool. " * 10, "parameters": {"type": "object"}}
+                {
+                    "name": name,
+                    "description": f"The {name} tool. " * 10,
+                    "parameters": {"type": "object"},
+                }
                 for name in ("read", "bash", "edit", "write")
             ],
         },
@@ -123,7 +138,10 @@ def pi_session(rng: random.Random, pool: Pool, sid: str, rounds: int) -> list[di
     )
     for r in range(rounds):
         if r % 15 == 0:
-            add({"role": "user", "content": [{"type": "text", "text": f"task {r}: fix the tests"}]}, rng.choice([5, 30, 900]))
+            add(
+                {"role": "user", "content": [{"type": "text", "text": f"task {r}: fix the tests"}]},
+                rng.choice([5, 30, 900]),
+            )
         kind = rng.random()
         calls: list[tuple[str, str, dict[str, Any], str]] = []
         if kind < 0.35:
@@ -135,14 +153,26 @@ def pi_session(rng: random.Random, pool: Pool, sid: str, rounds: int) -> list[di
                 calls.append(("read", f"c{r}b", {"path": "README.md"}, rng.choice(pool.sources)))
         elif kind < 0.85:
             body = rng.choice(pool.writes)
-            calls.append(("write", f"c{r}", {"path": f"src/new{r}.py", "content": body}, f"Successfully wrote {len(body)} bytes"))
+            calls.append(
+                (
+                    "write",
+                    f"c{r}",
+                    {"path": f"src/new{r}.py", "content": body},
+                    f"Successfully wrote {len(body)} bytes",
+                )
+            )
         else:
-            calls.append(("bash", f"c{r}", {"command": "git status --short"}, " M src/a.py\n?? src/b.py\n"))
+            calls.append(
+                ("bash", f"c{r}", {"command": "git status --short"}, " M src/a.py\n?? src/b.py\n")
+            )
         add(
             {
                 "role": "assistant",
                 "content": [{"type": "text", "text": "Let me look."}]
-                + [{"type": "toolCall", "id": cid, "name": name, "arguments": args} for name, cid, args, _ in calls],
+                + [
+                    {"type": "toolCall", "id": cid, "name": name, "arguments": args}
+                    for name, cid, args, _ in calls
+                ],
                 "usage": {"input": 1000 * r, "output": 40, "cacheRead": 0, "cacheWrite": 0},
                 "model": "claude-sonnet-4-5",
                 "stopReason": "toolUse",
@@ -151,7 +181,13 @@ def pi_session(rng: random.Random, pool: Pool, sid: str, rounds: int) -> list[di
         )
         for name, cid, _, text in calls:
             add(
-                {"role": "toolResult", "toolCallId": cid, "toolName": name, "content": [{"type": "text", "text": text}], "isError": False},
+                {
+                    "role": "toolResult",
+                    "toolCallId": cid,
+                    "toolName": name,
+                    "content": [{"type": "text", "text": text}],
+                    "isError": False,
+                },
                 rng.random() * 5,
             )
     return entries
@@ -169,7 +205,16 @@ def claude_session(rng: random.Random, pool: Pool, sid: str, rounds: int) -> lis
         n += 1
         uid = f"{sid[:8]}-{n:08d}"
         entries.append(
-            {"type": kind, "uuid": uid, "parentUuid": parent, "timestamp": _iso(t), "sessionId": sid, "cwd": "/work/p", "isSidechain": False, "message": message}
+            {
+                "type": kind,
+                "uuid": uid,
+                "parentUuid": parent,
+                "timestamp": _iso(t),
+                "sessionId": sid,
+                "cwd": "/work/p",
+                "isSidechain": False,
+                "message": message,
+            }
         )
         parent = uid
 
@@ -178,13 +223,35 @@ def claude_session(rng: random.Random, pool: Pool, sid: str, rounds: int) -> lis
         if rng.random() < 0.5:
             name, args, text = "Bash", {"command": "pytest -q"}, rng.choice(pool.logs)[:30000]
         else:
-            name, args, text = "Read", {"file_path": f"/work/p/src/m{r}.py"}, rng.choice(pool.sources)
+            name, args, text = (
+                "Read",
+                {"file_path": f"/work/p/src/m{r}.py"},
+                rng.choice(pool.sources),
+            )
         add(
             "assistant",
-            {"id": f"msg_{sid[:6]}_{r}", "role": "assistant", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": f"tu{r}", "name": name, "input": args}], "usage": {"input_tokens": 3, "cache_read_input_tokens": 900 * r, "cache_creation_input_tokens": 500, "output_tokens": 30}},
+            {
+                "id": f"msg_{sid[:6]}_{r}",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "tool_use", "id": f"tu{r}", "name": name, "input": args}],
+                "usage": {
+                    "input_tokens": 3,
+                    "cache_read_input_tokens": 900 * r,
+                    "cache_creation_input_tokens": 500,
+                    "output_tokens": 30,
+                },
+            },
             rng.random() * 20,
         )
-        add("user", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"tu{r}", "content": text}]}, rng.random() * 5)
+        add(
+            "user",
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"tu{r}", "content": text}],
+            },
+            rng.random() * 5,
+        )
     return entries
 
 
@@ -210,7 +277,10 @@ def make_corpus(root: Path, mb: int, seed: int = 16) -> tuple[int, int]:
 
 
 def _cpu_s() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 

@@ -22,5 +22,7 @@ def price_requests(
     return list(_price_requests(shapes, prices, ttl_s=ttl_s))
 
 
-def request_shape(ts: float, blocks: tuple[tuple[str, int], ...], output_tokens: int) -> RequestShape:
+def request_shape(
+    ts: float, blocks: tuple[tuple[str, int], ...], output_tokens: int
+) -> RequestShape:
     return RequestShape(ts=ts, blocks=blocks, output_tokens=output_tokens)

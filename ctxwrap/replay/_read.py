@@ -207,7 +207,9 @@ def _pi_calls(content: object) -> list[ToolCall]:
                 args = args if isinstance(args, dict) else {}
                 name = str(block.get("name", ""))
                 calls.append(
-                    ToolCall(str(block.get("id", "")), name.lower(), args, len(name) + _json_len(args))
+                    ToolCall(
+                        str(block.get("id", "")), name.lower(), args, len(name) + _json_len(args)
+                    )
                 )
     return calls
 
@@ -226,11 +228,13 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
         role = msg.get("role")
         content = msg.get("content")
         if role == "system":
-            sections = msg.get("sections") if isinstance(msg.get("sections"), dict) else {}
+            raw_sections = msg.get("sections")
+            sections: dict[str, Any] = raw_sections if isinstance(raw_sections, dict) else {}
             text_chars = _content_chars(content) + sum(
                 len(v) for v in sections.values() if isinstance(v, str)
             )
-            skills = sections.get("skills") if isinstance(sections.get("skills"), str) else ""
+            raw_skills = sections.get("skills")
+            skills = raw_skills if isinstance(raw_skills, str) else ""
             tools = _pi_tools_chars(msg.get("toolsAdded"))
             if not seen_system:
                 return SystemPrompt(ts, text_chars, tools, len(skills))
@@ -243,9 +247,7 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
             usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
             prompt = None
             if usage:
-                prompt = sum(
-                    int(usage.get(k) or 0) for k in ("input", "cacheRead", "cacheWrite")
-                )
+                prompt = sum(int(usage.get(k) or 0) for k in ("input", "cacheRead", "cacheWrite"))
             chars = _content_chars(content) + sum(c.chars for c in calls)
             return Message(
                 eid,
@@ -274,7 +276,9 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
             )
         if role in ("bashExecution", "custom", "branchSummary", "compactionSummary"):
             # user-run `!cmd`, extension messages: in the context as user text
-            return Message(eid, parent, "custom", ts, _content_chars(content) + len(str(msg.get("output", ""))))
+            return Message(
+                eid, parent, "custom", ts, _content_chars(content) + len(str(msg.get("output", "")))
+            )
         stats.skip(f"pi message of unknown role {str(role)[:40]!r}")
         return None
     if kind == "compaction":
@@ -352,9 +356,12 @@ def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
     if isinstance(content, list):
         for b in content:
             if isinstance(b, dict) and b.get("type") == "tool_use":
-                args = b.get("input") if isinstance(b.get("input"), dict) else {}
+                raw_args = b.get("input")
+                args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
                 name = str(b.get("name", ""))
-                calls.append(ToolCall(str(b.get("id", "")), name.lower(), args, len(name) + _json_len(args)))
+                calls.append(
+                    ToolCall(str(b.get("id", "")), name.lower(), args, len(name) + _json_len(args))
+                )
     usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
     prompt = None
     if usage:

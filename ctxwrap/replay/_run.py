@@ -116,7 +116,7 @@ def _sum_costs(costs: list[Any]) -> dict[str, Any]:
 def _figures(calls: list[CallFigures], aux: dict[str, dict[str, int]]) -> dict[str, Any]:
     sent = sum(c.sent_chars for c in calls)
     plain = sum(c.plain_chars for c in calls)
-    mechs = []
+    mechs: list[dict[str, Any]] = []
     for m in MECHANISMS:
         chars = sum(c.saved.get(m, 0) for c in calls)
         a = aux.get(m, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
@@ -301,7 +301,9 @@ def replay_paths(
     total = sum(sizes)
     jobs = [(f, size, th, since, per_call, model) for f, size in zip(files, sizes, strict=True)]
     if workers is None:
-        workers = min(os.cpu_count() or 1, 8) if total >= PARALLEL_MIN_BYTES and len(files) > 1 else 1
+        workers = (
+            min(os.cpu_count() or 1, 8) if total >= PARALLEL_MIN_BYTES and len(files) > 1 else 1
+        )
     done = 0
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor

@@ -263,7 +263,12 @@ class SessionSimulator:
 
     def _branch(self, parent: str | None) -> None:
         """pi sessions are trees: a message whose parent is an earlier message starts a branch."""
-        if self.r.fmt != "pi" or parent is None or not self.items or self.items[-1].entry_id == parent:
+        if (
+            self.r.fmt != "pi"
+            or parent is None
+            or not self.items
+            or self.items[-1].entry_id == parent
+        ):
             # Claude Code chains parallel tool results to their own tool_use entry, not to the
             # previous entry, and forks into new files: its file order is the context order.
             return
@@ -301,12 +306,18 @@ class SessionSimulator:
                 self.r.started_at = ev.ts
 
     def _compaction(self, ev: Compaction) -> None:
-        keep = self.index.get(ev.first_kept_id, len(self.items)) if ev.first_kept_id else len(self.items)
+        keep = (
+            self.index.get(ev.first_kept_id, len(self.items))
+            if ev.first_kept_id
+            else len(self.items)
+        )
         self._reset(keep)
         self.r.compactions += 1
         self.pending_compaction = True
         if ev.summary_chars:
-            self._add(_Item(f"compaction-{self.r.compactions}", "custom", ev.summary_chars, {}, self.task))
+            self._add(
+                _Item(f"compaction-{self.r.compactions}", "custom", ev.summary_chars, {}, self.task)
+            )
 
     def _message(self, m: Message) -> None:
         if m.role != "assistant" or m.request_key != self.last_request:
@@ -348,13 +359,27 @@ class SessionSimulator:
             saved["writes"] = saved.get("writes", 0) + cut - len(fact)
             label = f"write {path}"
             self.r.interventions.append(
-                Intervention("strip", len(self.r.calls), "write", label, _json_str_len(content), _json_str_len(marker) + len(fact), fact)
+                Intervention(
+                    "strip",
+                    len(self.r.calls),
+                    "write",
+                    label,
+                    _json_str_len(content),
+                    _json_str_len(marker) + len(fact),
+                    fact,
+                )
             )
             self.r.add_aux(
                 "writes",
                 "fact",
                 len(prompts.FACT_SYSTEM)
-                + len(prompts.fact_prompt(path=path, content=content[: self.th.write_max_content_chars + 1], max_chars=self.th.write_max_content_chars)),
+                + len(
+                    prompts.fact_prompt(
+                        path=path,
+                        content=content[: self.th.write_max_content_chars + 1],
+                        max_chars=self.th.write_max_content_chars,
+                    )
+                ),
             )
         return _Item(m.entry_id, "assistant", m.chars, saved, self.task, label=label)
 
@@ -363,17 +388,29 @@ class SessionSimulator:
         tool = m.tool_name or (call.name if call else "")
         args = call.args if call else {}
         label = _label(tool, args)
-        item = _Item(m.entry_id, "tool_result", m.chars, {}, self.task, tool, label, is_error=m.is_error)
+        item = _Item(
+            m.entry_id, "tool_result", m.chars, {}, self.task, tool, label, is_error=m.is_error
+        )
         if tool == "bash" and tokens(len(m.text)) >= self.th.bash_min_tokens:
             command = str(args.get("command", ""))
             max_chars = min(self.th.bash_max_summary_tokens * 4 * 2, 16000)
             replacement, extract = _digest_text(m.text, command, max_chars)
             item.saved["bash"] = m.chars - len(replacement)
             self.r.interventions.append(
-                Intervention("digest", len(self.r.calls), "bash", label, m.chars, len(replacement), handle=PLACEHOLDER_HANDLE)
+                Intervention(
+                    "digest",
+                    len(self.r.calls),
+                    "bash",
+                    label,
+                    m.chars,
+                    len(replacement),
+                    handle=PLACEHOLDER_HANDLE,
+                )
             )
             if len(extract) >= self.th.bash_aux_min_chars:
-                p = prompts.digest_prompt(command=command, exit_code=None, user_prompt=self.user_prompt, extract=extract)
+                p = prompts.digest_prompt(
+                    command=command, exit_code=None, user_prompt=self.user_prompt, extract=extract
+                )
                 self.r.add_aux("bash", "digest", len(prompts.DIGEST_SYSTEM) + len(p))
         elif tool in META_TOOLS and not m.is_error:
             if tool == "read":
@@ -386,10 +423,24 @@ class SessionSimulator:
                 self.bound += bound
                 self.bound_by_id[m.entry_id] = bound
                 self.r.interventions.append(
-                    Intervention("tombstone-bound", len(self.r.calls), tool, label, m.chars, len(tomb), "the tagger could drop it (upper bound)")
+                    Intervention(
+                        "tombstone-bound",
+                        len(self.r.calls),
+                        tool,
+                        label,
+                        m.chars,
+                        len(tomb),
+                        "the tagger could drop it (upper bound)",
+                    )
                 )
                 shown = m.text[: self.th.amnesia_max_chars]
-                p = prompts.tag_prompt(tool=tool, args=args, result=shown, user_prompt=self.user_prompt, max_chars=self.th.amnesia_max_chars)
+                p = prompts.tag_prompt(
+                    tool=tool,
+                    args=args,
+                    result=shown,
+                    user_prompt=self.user_prompt,
+                    max_chars=self.th.amnesia_max_chars,
+                )
                 self.r.add_aux("amnesia", "tag", len(prompts.TAG_SYSTEM) + len(p))
         if item.read_key is not None:
             self.latest_read[item.read_key] = len(self.items)
@@ -420,7 +471,9 @@ class SessionSimulator:
             it.masked = True
             changed = True
             self.r.interventions.append(
-                Intervention("mask", call_index, it.tool or "", it.label, current, len(tomb), reason)
+                Intervention(
+                    "mask", call_index, it.tool or "", it.label, current, len(tomb), reason
+                )
             )
         return changed
 

@@ -65,7 +65,12 @@ def replay_cmd(
                 bar.update(task, completed=done, total=total)
 
             run = replay_paths(
-                roots, thresholds=th, since=since_ts, per_call=per_call, progress=progress, model=model
+                roots,
+                thresholds=th,
+                since=since_ts,
+                per_call=per_call,
+                progress=progress,
+                model=model,
             )
     else:
         run = replay_paths(roots, thresholds=th, since=since_ts, per_call=per_call, model=model)

@@ -45,10 +45,17 @@ class InterventionRow:
     kind: str
     call_index: int | None
     label: str
-    original_tokens: int
-    replacement_tokens: int
+    original_tokens: int | None  # None: the store records only the saving of an edit
+    replacement_tokens: int | None
     handle: str | None
     note: str = ""
+    saved: int | None = None  # tokens kept out per request; default before − after
+
+    @property
+    def kept_out(self) -> int:
+        if self.saved is not None:
+            return self.saved
+        return (self.original_tokens or 0) - (self.replacement_tokens or 0)
 
 
 @dataclass
@@ -80,7 +87,11 @@ class ReportData:
 
     @property
     def sent_tokens(self) -> int:
-        return self.sent_total if self.sent_total is not None else sum(c.sent_total for c in self.calls)
+        return (
+            self.sent_total
+            if self.sent_total is not None
+            else sum(c.sent_total for c in self.calls)
+        )
 
     @property
     def plain_tokens(self) -> int:
@@ -130,7 +141,9 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
     )
     for c in s["calls"]:
         saved = c["saved"]
-        sent_msgs = c["messages_chars"] - sum(saved.get(m, 0) for m in ("bash", "writes", "masking"))
+        sent_msgs = c["messages_chars"] - sum(
+            saved.get(m, 0) for m in ("bash", "writes", "masking")
+        )
         data.calls.append(
             CallRow(
                 index=c["index"],
@@ -194,7 +207,9 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     if session is None:
         row = conn.execute("SELECT session_id FROM llm_calls ORDER BY ts DESC LIMIT 1").fetchone()
         if row is None:
-            raise NotFoundError("no session recorded yet", hint="run `ctxwrap pi` first, or use --replay PATH")
+            raise NotFoundError(
+                "no session recorded yet", hint="run `ctxwrap pi` first, or use --replay PATH"
+            )
         sid = str(row[0])
     else:
         sid = resolve_session(conn, session)
@@ -313,22 +328,26 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
             )
         )
     facts = {
-        f["tool_call_id"]: f
-        for f in conn.execute("SELECT * FROM facts WHERE session_id=?", (sid,))
+        f["tool_call_id"]: f for f in conn.execute("SELECT * FROM facts WHERE session_id=?", (sid,))
     }
     for e in conn.execute("SELECT * FROM edits WHERE session_id=? ORDER BY ts", (sid,)):
         kind = {"strip": "strip", "strip_write": "strip"}.get(e["kind"], e["kind"])
         fact = facts.get(e["tool_call_id"])
-        label = f"write {fact['path']}" if fact is not None else commands.get(e["tool_call_id"], e["tool_call_id"])
+        label = (
+            f"write {fact['path']}"
+            if fact is not None
+            else commands.get(e["tool_call_id"], e["tool_call_id"])
+        )
         data.interventions.append(
             InterventionRow(
                 kind,
                 call_at(e["ts"]),
                 str(label)[:160],
-                tokens(e["saved_chars"]),
-                0,
+                None,
+                None,
                 handles.get(e["tool_call_id"]),
                 fact["text"] if fact is not None else "",
+                saved=tokens(e["saved_chars"]),
             )
         )
     for a in conn.execute("SELECT * FROM aux_calls WHERE session_id=? ORDER BY ts", (sid,)):
@@ -348,7 +367,9 @@ def load_db_report(session: str | None) -> ReportData:
 
     db = paths.db_path()
     if not db.exists():
-        raise NotFoundError(f"no ctxwrap database at {db}", hint="run `ctxwrap pi` first, or use --replay PATH")
+        raise NotFoundError(
+            f"no ctxwrap database at {db}", hint="run `ctxwrap pi` first, or use --replay PATH"
+        )
     conn = connect(db, readonly=True)
     try:
         return from_db(conn, session)

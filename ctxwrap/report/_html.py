@@ -76,6 +76,10 @@ def _n(v: float) -> str:
     return f"{v:,.0f}"
 
 
+def _opt(v: int | None) -> str:
+    return "–" if v is None else _n(v)
+
+
 def _usd(v: float | None) -> str:
     return "–" if v is None else f"${v:,.4f}" if v < 1 else f"${v:,.2f}"
 
@@ -95,7 +99,9 @@ def _bars(data: ReportData) -> str:
     for frac in (0, 0.25, 0.5, 0.75, 1):
         y = top + plot_h * (1 - frac)
         out.append(f'<line class="axis" x1="{left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_n(peak * frac)}</text>')
+        out.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_n(peak * frac)}</text>'
+        )
     for k, c in enumerate(calls):
         x = left + k * step + (step - bar_w) / 2
         y = top + plot_h
@@ -160,7 +166,9 @@ def _cost_chart(data: ReportData) -> str:
     for frac in (0, 0.5, 1):
         y = top + plot_h * (1 - frac)
         out.append(f'<line class="axis" x1="{left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_n(peak * frac)}</text>')
+        out.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{_n(peak * frac)}</text>'
+        )
     for k, c in enumerate(calls):
         if c.compaction or c.masked:
             x = left + plot_w * k / n
@@ -169,14 +177,18 @@ def _cost_chart(data: ReportData) -> str:
                 f'<line class="mark-compaction" data-mark="{kind}" x1="{x:.1f}" x2="{x:.1f}" y1="{top}" '
                 f'y2="{top + plot_h}"><title>call {c.index + 1}: {kind}</title></line>'
             )
-    out.append(f'<polyline class="line-plain" points="{" ".join(pt(k, v) for k, v in enumerate(cum_p))}"/>')
-    out.append(f'<polyline class="line-ours" points="{" ".join(pt(k, v) for k, v in enumerate(cum_o))}"/>')
+    out.append(
+        f'<polyline class="line-plain" points="{" ".join(pt(k, v) for k, v in enumerate(cum_p))}"/>'
+    )
+    out.append(
+        f'<polyline class="line-ours" points="{" ".join(pt(k, v) for k, v in enumerate(cum_o))}"/>'
+    )
     for k, c in enumerate(calls):
         # a cache write of most of the request: the prefix was (re)written
         if c.cache_write and c.cache_write >= c.cache_read:
-            x, y = pt(k, cum_o[k]).split(",")
+            cx, cy = pt(k, cum_o[k]).split(",")
             out.append(
-                f'<circle class="mark-write" cx="{x}" cy="{y}" r="3.5"><title>call {c.index + 1}: '
+                f'<circle class="mark-write" cx="{cx}" cy="{cy}" r="3.5"><title>call {c.index + 1}: '
                 f"cache write {_n(c.cache_write)}, read {_n(c.cache_read)}</title></circle>"
             )
     out.append("</svg>")
@@ -206,8 +218,18 @@ def render_html(data: ReportData) -> str:
         ("plain-tokens", "plain would send (tokens)", _n(data.plain_tokens), data.plain_tokens),
         ("sent-tokens", "sent with ctxwrap (tokens)", _n(data.sent_tokens), data.sent_tokens),
         ("saved-tokens", f"kept out ({pct})", _n(saved), saved),
-        ("aux-tokens", "aux model tokens" + (" (est.)" if any(a.estimated for a in data.aux) else ""), _n(data.aux_tokens), data.aux_tokens),
-        ("cost-plain", "cost plain (input-eq. tokens)", _n(data.cost_plain), round(data.cost_plain, 1)),
+        (
+            "aux-tokens",
+            "aux model tokens" + (" (est.)" if any(a.estimated for a in data.aux) else ""),
+            _n(data.aux_tokens),
+            data.aux_tokens,
+        ),
+        (
+            "cost-plain",
+            "cost plain (input-eq. tokens)",
+            _n(data.cost_plain),
+            round(data.cost_plain, 1),
+        ),
         ("cost-ctxwrap", "cost with ctxwrap", _n(data.cost_ctxwrap), round(data.cost_ctxwrap, 1)),
         ("usd", "USD plain → ctxwrap", f"{_usd(money_p)} → {_usd(money_o)}", ""),
     ]
@@ -222,12 +244,13 @@ def render_html(data: ReportData) -> str:
         rows.append(
             f'<tr class="intervention" data-kind="{_e(i.kind)}"><td>{_e(i.kind)}</td><td class="n">{call}</td>'
             f"<td><code>{_e(i.label)}</code>{'<br><span class=muted>' + _e(i.note) + '</span>' if i.note else ''}</td>"
-            f'<td class="n">{_n(i.original_tokens)}</td><td class="n">{_n(i.replacement_tokens)}</td>'
+            f'<td class="n">{_opt(i.original_tokens)}</td><td class="n">{_opt(i.replacement_tokens)}</td>'
+            f'<td class="n">{_n(i.kept_out)}</td>'
             f"<td>{handle}</td></tr>"
         )
     interventions = (
         '<div class="scroll"><table id="interventions"><thead><tr><th>kind</th><th class="n">call</th>'
-        '<th>what</th><th class="n">tokens before</th><th class="n">after</th><th>recall handle</th>'
+        '<th>what</th><th class="n">tokens before</th><th class="n">after</th><th class="n">kept out</th><th>recall handle</th>'
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
         if rows
         else '<p class="muted" id="interventions">No intervention.</p>'
@@ -248,9 +271,7 @@ def render_html(data: ReportData) -> str:
         [(p, _COLORS[p], False) for p in SENT_PARTS]
         + [(f"{m} kept out", _KEPT_COLORS[m], True) for m in KEPT_PARTS]
     )
-    legend_cost = _legend(
-        [("plain", "var(--plain)", False), ("ctxwrap", "var(--ours)", False)]
-    )
+    legend_cost = _legend([("plain", "var(--plain)", False), ("ctxwrap", "var(--ours)", False)])
     notes = "".join(f"<p class=muted>{_e(n)}</p>" for n in data.notes)
     return (
         "<!doctype html>\n"

@@ -8,13 +8,31 @@ from pathlib import Path
 import click
 
 
-
 @click.command("report")
-@click.option("--session", "session", metavar="ID", help="A session that ran under ctxwrap (id or prefix; default: the latest).")
-@click.option("--replay", "replay_path", type=click.Path(path_type=Path), metavar="PATH", help="Replay this session file instead.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), metavar="FILE.html", help="Where to write (default: ./ctxwrap-report-<id>.html).")
+@click.option(
+    "--session",
+    "session",
+    metavar="ID",
+    help="A session that ran under ctxwrap (id or prefix; default: the latest).",
+)
+@click.option(
+    "--replay",
+    "replay_path",
+    type=click.Path(path_type=Path),
+    metavar="PATH",
+    help="Replay this session file instead.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    metavar="FILE.html",
+    help="Where to write (default: ./ctxwrap-report-<id>.html).",
+)
 @click.option("--open", "open_it", is_flag=True, help="Open the file in a browser.")
-def report_cmd(session: str | None, replay_path: Path | None, output: Path | None, open_it: bool) -> None:
+def report_cmd(
+    session: str | None, replay_path: Path | None, output: Path | None, open_it: bool
+) -> None:
     """One self-contained HTML page of a session: per-call bars, cost, interventions."""
     from ctxwrap.report import build_report, render_html
 

@@ -54,7 +54,11 @@ def tools_chars(body: dict[str, Any]) -> int:
     return sum(
         len(t["function"]["name"])
         + len(t["function"].get("description", ""))
-        + len(json.dumps(t["function"].get("parameters", {}), separators=(",", ":"), ensure_ascii=False))
+        + len(
+            json.dumps(
+                t["function"].get("parameters", {}), separators=(",", ":"), ensure_ascii=False
+            )
+        )
         for t in body.get("tools") or []
     )
 

@@ -162,9 +162,7 @@ def test_report_refuses_a_file_that_is_no_session(tmp_path: Path) -> None:
 
 
 @needs_chromium
-def test_report_in_headless_chromium(
-    replayed: tuple[Path, dict[str, Any]], tmp_path: Path
-) -> None:
+def test_report_in_headless_chromium(replayed: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     html_path, session = replayed
     dom, stderr, net = chromium(tmp_path, html_path, "--dump-dom")
     # one bar per call, each holding what was sent
