@@ -241,7 +241,10 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
             # a later system message is a mid-conversation delta: part of the message list
             return Message(eid, parent, "system", ts, text_chars + tools)
         if role == "user":
-            return Message(eid, parent, "user", ts, _content_chars(content))
+            # the user's request, quoted (≤ 2000 chars) by a real tagger's prompt
+            return Message(
+                eid, parent, "user", ts, _content_chars(content), text=content_text(content)[:2000]
+            )
         if role == "assistant":
             calls = _pi_calls(content)
             usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
@@ -348,7 +351,9 @@ def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
                     is_error=bool(b.get("is_error")),
                 )
             return
-        yield Message(eid, parent, "user", ts, _content_chars(content))
+        yield Message(
+            eid, parent, "user", ts, _content_chars(content), text=content_text(content)[:2000]
+        )
         return
     # assistant: Claude Code writes one entry per content block; entries of one response
     # share message.id, which is what makes them one request.

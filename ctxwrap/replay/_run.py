@@ -16,6 +16,7 @@ from ctxwrap.replay._sim import (
     CallFigures,
     SessionReplay,
     SessionSimulator,
+    Tagger,
     Thresholds,
     fingerprint,
     tokens,
@@ -23,7 +24,7 @@ from ctxwrap.replay._sim import (
 
 SCHEMA = 1
 # Mechanisms whose savings sit in the message list (the rest are system prompt and tools).
-MESSAGE_MECHANISMS = ("bash", "writes", "masking")
+MESSAGE_MECHANISMS = ("bash", "amnesia", "writes", "masking")
 
 
 def default_roots(home: Path | None = None) -> list[Path]:
@@ -127,7 +128,7 @@ def _figures(calls: list[CallFigures], aux: dict[str, dict[str, int]]) -> dict[s
                 "saved_chars": chars,
                 "saved_tokens": tokens(chars),
                 "aux_calls_estimated": a["calls"],
-                "aux_tokens_estimated": aux_t,
+                "aux_tokens_estimated": aux_t,  # the backend's own counts for amnesia with --tag
                 "net_tokens": tokens(chars) - aux_t,
             }
         )
@@ -160,6 +161,7 @@ def session_json(r: SessionReplay, costs: CallCosts, *, per_call: bool) -> dict[
         "model": r.model,
         "system_estimated": r.system_estimated,
         "compactions": r.compactions,
+        "tagged_by_aux": r.aux_real,  # --tag: amnesia figures decided and counted by the backend
         **_figures(r.calls, r.aux),
         "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},
         "interventions": {
@@ -228,8 +230,10 @@ class ReplayRun:
     cost_ctxwrap: list[Any] = field(default_factory=list)
 
 
-def replay_file(path: Path, th: Thresholds, stats: ReadStats) -> SessionReplay:
-    sim = SessionSimulator(str(path), th)
+def replay_file(
+    path: Path, th: Thresholds, stats: ReadStats, tagger: Tagger | None = None
+) -> SessionReplay:
+    sim = SessionSimulator(str(path), th, tagger)
     sim.feed(read_session(path, stats))
     return sim.finish()
 
@@ -248,12 +252,13 @@ class _FileResult:
 
 def _replay_one(
     job: tuple[Path, int, Thresholds, float | None, bool, str | None],
+    tagger: Tagger | None = None,
 ) -> _FileResult:
     path, size, th, since, per_call, model = job
     stats = ReadStats()
     res = _FileResult(size, stats)
     try:
-        r = replay_file(path, th, stats)
+        r = replay_file(path, th, stats, tagger)
     except NotASession as exc:
         res.skip = str(exc)
         return res
@@ -285,6 +290,7 @@ def replay_paths(
     progress: Callable[[int, int], None] | None = None,
     model: str | None = None,
     workers: int | None = None,
+    tagger: Tagger | None = None,
 ) -> ReplayRun:
     """Replay every session file under `paths`. `progress(done_bytes, total_bytes)` is called
     after each file. Large inputs are spread over worker processes (one file each at a time);
@@ -300,6 +306,8 @@ def replay_paths(
             sizes.append(0)
     total = sum(sizes)
     jobs = [(f, size, th, since, per_call, model) for f, size in zip(files, sizes, strict=True)]
+    if tagger is not None:
+        workers = 1  # one aux connection, calls in order
     if workers is None:
         workers = (
             min(os.cpu_count() or 1, 8) if total >= PARALLEL_MIN_BYTES and len(files) > 1 else 1
@@ -317,7 +325,7 @@ def replay_paths(
                     progress(done, total)
     else:
         for job in jobs:
-            res = _replay_one(job)
+            res = _replay_one(job, tagger)
             done += res.size
             _merge(run, res)
             if progress is not None:
@@ -394,9 +402,12 @@ def render_text(doc: dict[str, Any]) -> str:
                 f"{m['mechanism']:10} {_n(m['saved_tokens']):>12} {_n(m['aux_tokens_estimated']):>10}"
                 f" {_n(m['net_tokens']):>12}"
             )
-        lines.append(
-            f"tagger (upper bound, not in the totals): up to {_n(t['tagger_bound_tokens'])} more"
-        )
+        if any(g["tagged_by_aux"] for g in doc["groups"]):
+            lines.append("amnesia: RETAIN/DROP decided by the aux backend (--tag), its tokens counted")
+        else:
+            lines.append(
+                f"tagger (upper bound, not in the totals): up to {_n(t['tagger_bound_tokens'])} more"
+            )
         lines.append("")
         for s in doc["groups"]:
             pct = f"{s['saved_pct']}%" if s["saved_pct"] is not None else "-"

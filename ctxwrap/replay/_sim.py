@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
@@ -36,7 +36,11 @@ from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
 from ctxwrap.engine.facts import heuristic_fact, line_count
 from ctxwrap.replay._read import Compaction, Event, Header, Message, SystemPrompt, ToolCall
 
-MECHANISMS = ("bash", "writes", "masking", "skills", "tools")
+Tagger = Callable[
+    [str, dict[str, Any], str, str], Any
+]  # (tool, args, result, request) → TagOutcome
+
+MECHANISMS = ("bash", "amnesia", "writes", "masking", "skills", "tools")
 META_TOOLS = frozenset({"read", "grep", "find", "ls", "glob"})
 # Name + description + JSON parameters of ctx_recall and find_capability as the bridge
 # registers them (pi). Measured from `ctxwrap stats` (saved_tools per call); the agreement
@@ -148,6 +152,7 @@ class SessionReplay:
     interventions: list[Intervention] = field(default_factory=list)
     aux: dict[str, dict[str, int]] = field(default_factory=dict)  # mechanism → calls/in/out
     compactions: int = 0
+    aux_real: bool = False  # --tag: the amnesia aux figures are the backend's, not estimates
 
     def add_aux(self, mechanism: str, task: str, prompt_chars: int) -> None:
         a = self.aux.setdefault(mechanism, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
@@ -219,8 +224,9 @@ def _label(tool: str, args: dict[str, Any]) -> str:
 class SessionSimulator:
     """Fold one session's events; `finish()` returns its SessionReplay."""
 
-    def __init__(self, path: str, th: Thresholds) -> None:
+    def __init__(self, path: str, th: Thresholds, tagger: Tagger | None = None) -> None:
         self.th = th
+        self.tagger = tagger
         self.r = SessionReplay(path=path, fmt="?", session_id=path)
         self.items: list[_Item] = []
         self.index: dict[str, int] = {}
@@ -333,8 +339,7 @@ class SessionSimulator:
         else:
             if m.role == "user":
                 self.task += 1
-                # the aux prompts quote the user's request (≤ 2000 chars); only its size is kept
-                self.user_prompt = "u" * min(m.chars, 2000)
+                self.user_prompt = m.text  # the aux prompts quote it (≤ 2000 chars)
             self._add(_Item(m.entry_id, m.role, m.chars, {}, self.task))
         self.last_message_ts = m.ts
 
@@ -417,7 +422,9 @@ class SessionSimulator:
                 key = str(args.get("path", args.get("file_path", "")))
                 if args.get("offset") is None and args.get("limit") is None and key:
                     item.read_key = key
-            if tokens(m.chars) >= self.th.amnesia_min_tokens:
+            if tokens(m.chars) >= self.th.amnesia_min_tokens and self.tagger is not None:
+                self._tag_for_real(item, m, tool, args, label)
+            elif tokens(m.chars) >= self.th.amnesia_min_tokens:
                 tomb = _tombstone(label, m.chars)
                 bound = m.chars - len(tomb)
                 self.bound += bound
@@ -445,6 +452,27 @@ class SessionSimulator:
         if item.read_key is not None:
             self.latest_read[item.read_key] = len(self.items)
         return item
+
+    def _tag_for_real(
+        self, item: _Item, m: Message, tool: str, args: dict[str, Any], label: str
+    ) -> None:
+        """--tag: the aux model decides; a DROP tombstones the result before the model sees it."""
+        assert self.tagger is not None
+        out = self.tagger(tool, args, m.text, self.user_prompt)
+        a = self.r.aux.setdefault("amnesia", {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        a["calls"] += 1
+        a["input_tokens"] += out.input_tokens
+        a["output_tokens"] += out.output_tokens
+        self.r.aux_real = True
+        if out.decision != "DROP":
+            return
+        tomb = _tombstone(label, m.chars)
+        item.saved["amnesia"] = m.chars - len(tomb)
+        self.r.interventions.append(
+            Intervention(
+                "tombstone", len(self.r.calls), tool, label, m.chars, len(tomb), "tagged DROP"
+            )
+        )
 
     def _mask(self, call_index: int) -> bool:
         """Idle past the TTL: the cache is cold, so rewrite older results as tombstones."""

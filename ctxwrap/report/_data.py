@@ -116,7 +116,7 @@ class ReportData:
 
 
 def from_replay(path: Path, *, model: str | None = None) -> ReportData:
-    from ctxwrap.replay._run import replay_paths
+    from ctxwrap.replay._run import MESSAGE_MECHANISMS, replay_paths
     from ctxwrap.replay.command import _thresholds
 
     run = replay_paths([path], thresholds=_thresholds(), per_call=True, model=model)
@@ -141,9 +141,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
     )
     for c in s["calls"]:
         saved = c["saved"]
-        sent_msgs = c["messages_chars"] - sum(
-            saved.get(m, 0) for m in ("bash", "writes", "masking")
-        )
+        sent_msgs = c["messages_chars"] - sum(saved.get(m, 0) for m in MESSAGE_MECHANISMS)
         data.calls.append(
             CallRow(
                 index=c["index"],

@@ -314,3 +314,50 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
     assert "replaying" in (child.before or "")  # the bar was drawn on the terminal
     piped = cli("replay", str(tmp_path))
     assert "replaying" not in piped.stdout + piped.stderr
+
+
+# -- --tag --------------------------------------------------------------------------------------
+
+
+def test_tag_asks_the_http_aux_backend_and_counts_its_tokens(tmp_path: Path) -> None:
+    from ctxwrap.testing.model_server import ScriptedModelServer, estimate_prompt_tokens
+
+    # a secret in a read result must not reach the aux model
+    lines = PI16.read_text().splitlines()
+    doc = [json.loads(line) for line in lines]
+    for entry in doc:
+        msg = entry.get("message", {})
+        if msg.get("role") == "toolResult" and msg.get("toolName") == "read":
+            msg["content"][0]["text"] = (
+                "API_KEY=sk-abcdefghijklmnopqrstuvwx\n" + msg["content"][0]["text"]
+            )
+    f = tmp_path / "s.jsonl"
+    f.write_text("\n".join(json.dumps(e) for e in doc) + "\n")
+    rules = [{"task": "tag", "match": "long notes file", "answer": {"decision": "DROP"}}]
+    with ScriptedModelServer([], aux_rules=rules) as srv:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("PI_CTX_", "XDG_"))},
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "PI_CTX_AUX_BACKEND": "http",
+            "PI_CTX_AUX_BASE_URL": srv.base_url,
+        }
+        out = cli("replay", "--tag", "--json", "--per-call", str(f), env=env)
+        assert out.returncode == 0, out.stderr
+        aux = srv.aux_requests
+    [s] = json.loads(out.stdout)["groups"]
+    assert s["tagged_by_aux"] is True and s["tagger_bound_tokens"] == 0
+    assert len(aux) >= 1 and all(r.aux_task == "tag" for r in aux)
+    sent = "".join(json.dumps(r.body) for r in aux)
+    assert "sk-abcdefghijklmnop" not in sent and "[REDACTED" in sent
+    mech = {m["mechanism"]: m for m in s["mechanisms"]}
+    assert mech["amnesia"]["saved_chars"] > 0
+    assert mech["amnesia"]["aux_calls_estimated"] == len(aux)
+    assert mech["amnesia"]["aux_tokens_estimated"] >= sum(
+        estimate_prompt_tokens(r.body) for r in aux
+    )
+    assert any(i["kind"] == "tombstone" for i in s["intervention_list"])
+    # without the backend configured, --tag says what is missing
+    bare = {k: v for k, v in env.items() if not k.startswith("PI_CTX_AUX")}
+    refused = cli("replay", "--tag", str(f), env=bare)
+    assert refused.returncode != 0 and "--tag needs the http aux backend" in refused.stderr
+    assert "Traceback" not in refused.stderr
