@@ -140,9 +140,20 @@ def _stats(xdg: Xdg) -> dict[str, Any]:
     return dict(json.loads(out.stdout)["totals"])
 
 
+def make_skill(home: Path) -> None:
+    d = home / ".pi" / "agent" / "skills" / "pdf-tools"
+    d.mkdir(parents=True)
+    (d / "SKILL.md").write_text(
+        "---\nname: pdf-tools\ndescription: Extract text and tables from PDF files with "
+        "pdfplumber; fill forms; merge and split documents.\n---\n# PDF\n"
+    )
+
+
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_replay_agrees_with_what_ctxwrap_saved(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     files = {"NOTES.txt": BIG_READ}
+    make_skill(tmp_path / "plain" / "home")
+    make_skill(tmp_path / "wrapped" / "home")
     plain = run_ctxwrap_pi(pi, tmp_path / "plain", xdg, SESSION, files=files, plain=True)
     wrapped = run_ctxwrap_pi(pi, tmp_path / "wrapped", xdg, SESSION, files=files)
     assert plain.proc.returncode == 0 and wrapped.proc.returncode == 0, wrapped.proc.stderr
@@ -156,6 +167,14 @@ def test_replay_agrees_with_what_ctxwrap_saved(pi: str, tmp_path: Path, xdg: Xdg
     by_real = {m["mechanism"]: m["saved_chars"] for m in real["mechanisms"]}
     # the tagger kept everything (scripted default RETAIN); replay's tagger bound is separate
     assert by_real["amnesia"] == 0 and by_replay["masking"] == 0
+    if pi == "pi":
+        # pi 1.x records the skills section of its system prompt; ctxwrap strips that block
+        assert by_real["skills"] > 0
+        assert abs(by_replay["skills"] - by_real["skills"]) <= 0.10 * by_real["skills"]
+    else:
+        # pi 0.73 records no system prompt: replay cannot see its skills block (said in docs)
+        assert by_replay["skills"] == 0
+        real["saved_chars"] -= by_real["skills"]
     for mech in ("bash", "writes", "tools"):
         assert abs(by_replay[mech] - by_real[mech]) <= 0.10 * abs(by_real[mech]), (
             mech,
