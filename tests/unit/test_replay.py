@@ -361,3 +361,22 @@ def test_tag_asks_the_http_aux_backend_and_counts_its_tokens(tmp_path: Path) -> 
     refused = cli("replay", "--tag", str(f), env=bare)
     assert refused.returncode != 0 and "--tag needs the http aux backend" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_since_cuts_inside_a_session(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    paused = tmp_path / "paused.jsonl"
+    paused.write_text(_with_prompt_after(PI16.read_text().splitlines(), 600))
+    last = json.loads(paused.read_text().splitlines()[-1])
+    ts = datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00")).timestamp()
+    [whole] = replay(paused)["groups"]
+    [late] = replay(paused, since=ts - 60)["groups"]
+    assert late["llm_calls"] == 1 < whole["llm_calls"]
+    # the kept call still carries what the earlier calls put in its context
+    assert late["calls"][0]["messages_chars"] == whole["calls"][-1]["messages_chars"]
+    out = cli(
+        "replay", "--json", "--since", datetime.fromtimestamp(ts - 60).isoformat(), str(paused)
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["totals"]["llm_calls"] == 1
