@@ -403,7 +403,9 @@ def render_text(doc: dict[str, Any]) -> str:
                 f" {_n(m['net_tokens']):>12}"
             )
         if any(g["tagged_by_aux"] for g in doc["groups"]):
-            lines.append("amnesia: RETAIN/DROP decided by the aux backend (--tag), its tokens counted")
+            lines.append(
+                "amnesia: RETAIN/DROP decided by the aux backend (--tag), its tokens counted"
+            )
         else:
             lines.append(
                 f"tagger (upper bound, not in the totals): up to {_n(t['tagger_bound_tokens'])} more"
@@ -419,7 +421,11 @@ def render_text(doc: dict[str, Any]) -> str:
         lines.append("")
         lines.append("skipped:")
         for reason, n in sorted(doc["skipped_files"].items()):
-            lines.append(f"  {n:,} file(s): {reason}")
+            lines.append(
+                f"  {reason}"
+                if n == 1 and reason.startswith("path not found")
+                else f"  {n:,} file(s): {reason}"
+            )
         for reason, n in sorted(doc["skipped_entries"].items()):
             lines.append(f"  {n:,} entr{'y' if n == 1 else 'ies'}: {reason}")
     return "\n".join(lines) + "\n"
