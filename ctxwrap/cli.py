@@ -46,6 +46,8 @@ class LazyGroup(click.Group):
         "help": "ctxwrap.manpage:help_cmd",
         "init": "ctxwrap.shell:init_cmd",
         "service": "ctxwrap.service:service_group",
+        "replay": "ctxwrap.replay.command:replay_cmd",
+        "report": "ctxwrap.report.command:report_cmd",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:

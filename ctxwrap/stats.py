@@ -831,7 +831,12 @@ def stats_command(
             return "no statistics recorded yet\n"
         color = _wants_color(sys.stdout)
         width = shutil.get_terminal_size((100, 24)).columns
-        return render_text(report, color=color, width=width, charts=sys.stdout.isatty())
+        text = render_text(report, color=color, width=width, charts=sys.stdout.isatty())
+        if report.session and sys.stdout.isatty():  # one-line per-call chart (replay package)
+            from ctxwrap.replay.chart import stats_chart
+
+            text += stats_chart(report.session, width=width, color=color)
+        return text
 
     if watch is None:
         click.echo(once(), nl=False)

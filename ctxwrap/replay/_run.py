@@ -1,0 +1,431 @@
+"""Replay over files: discovery, progress, pricing, totals and the JSON/text views."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxwrap.replay import _pricing
+from ctxwrap.replay._read import NotASession, ReadStats, read_session
+from ctxwrap.replay._sim import (
+    MECHANISMS,
+    CallFigures,
+    SessionReplay,
+    SessionSimulator,
+    Tagger,
+    Thresholds,
+    fingerprint,
+    tokens,
+)
+
+SCHEMA = 1
+# Mechanisms whose savings sit in the message list (the rest are system prompt and tools).
+MESSAGE_MECHANISMS = ("bash", "amnesia", "writes", "masking")
+
+
+def default_roots(home: Path | None = None) -> list[Path]:
+    home = home or Path.home()
+    roots = []
+    pi_dir = os.environ.get("PI_CODING_AGENT_DIR")
+    roots.append(Path(pi_dir) / "sessions" if pi_dir else home / ".pi" / "agent" / "sessions")
+    roots.append(home / ".claude" / "projects")
+    return roots
+
+
+def discover(paths: Iterable[Path], since: float | None, skipped: Counter[str]) -> list[Path]:
+    """Session files under the given files/directories (*.jsonl), oldest first."""
+    found: list[tuple[float, Path]] = []
+    for p in paths:
+        try:
+            if p.is_dir():
+                candidates: Iterator[Path] = (q for q in p.rglob("*.jsonl") if q.is_file())
+            elif p.is_file():
+                candidates = iter([p])
+            else:
+                skipped[f"path not found: {p}"] += 1
+                continue
+            for q in candidates:
+                mtime = q.stat().st_mtime
+                if since is not None and mtime < since:
+                    continue  # not written since: none of its calls can be in the window
+                found.append((mtime, q))
+        except OSError as exc:
+            skipped[f"unreadable: {exc.strerror or exc}"] += 1
+    return [q for _, q in sorted(found)]
+
+
+@dataclass
+class CallCosts:
+    plain: list[Any]
+    ctxwrap: list[Any]
+
+
+def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
+    """Model both request sequences as growing block lists and price them.
+
+    Both grow append-only between calls (every ctxwrap edit is decided before the model sees
+    the message), so one block per call's new messages is exact; a compaction (both) or a
+    masking pass (ctxwrap) starts a new block list.
+    """
+    plain: list[Any] = []
+    ours: list[Any] = []
+    p_blocks: list[tuple[str, int]] = []
+    o_blocks: list[tuple[str, int]] = []
+    p_prev = o_prev = 0
+    sid = r.session_id
+    for c in r.calls:
+        p_msgs = c.messages_chars
+        o_msgs = c.messages_chars - sum(c.saved.get(m, 0) for m in MESSAGE_MECHANISMS)
+        head_p = [("sys", tokens(c.system_chars)), ("tools", tokens(c.tools_chars))]
+        head_o = [
+            ("sys-cw", tokens(c.system_chars - c.saved.get("skills", 0))),
+            ("tools-cw", tokens(c.tools_chars - c.saved.get("tools", 0))),
+        ]
+        if c.compaction or not p_blocks or p_msgs < p_prev:
+            p_blocks = [(fingerprint(sid, "p-epoch", c.index), tokens(p_msgs))]
+        else:
+            p_blocks.append((fingerprint(sid, "p", c.index), tokens(p_msgs) - tokens(p_prev)))
+        if c.compaction or c.masked or not o_blocks or o_msgs < o_prev:
+            o_blocks = [(fingerprint(sid, "o-epoch", c.index), tokens(o_msgs))]
+        else:
+            o_blocks.append((fingerprint(sid, "o", c.index), tokens(o_msgs) - tokens(o_prev)))
+        p_prev, o_prev = p_msgs, o_msgs
+        plain.append(_pricing.request_shape(c.ts, (*head_p, *p_blocks), c.output_tokens))
+        ours.append(_pricing.request_shape(c.ts, (*head_o, *o_blocks), c.output_tokens))
+    return CallCosts(
+        _pricing.price_requests(plain, prices, ttl_s=ttl_s),
+        _pricing.price_requests(ours, prices, ttl_s=ttl_s),
+    )
+
+
+def _sum_costs(costs: list[Any]) -> dict[str, Any]:
+    usd = [c.usd for c in costs]
+    return {
+        "cache_read_tokens": sum(c.cache_read_tokens for c in costs),
+        "cache_write_tokens": sum(c.cache_write_tokens for c in costs),
+        "uncached_input_tokens": sum(c.uncached_input_tokens for c in costs),
+        "output_tokens": sum(c.output_tokens for c in costs),
+        "weighted_tokens": round(sum(c.weighted_tokens for c in costs), 1),
+        "usd": None if any(u is None for u in usd) else round(sum(u for u in usd if u), 6),
+    }
+
+
+def _figures(calls: list[CallFigures], aux: dict[str, dict[str, int]]) -> dict[str, Any]:
+    sent = sum(c.sent_chars for c in calls)
+    plain = sum(c.plain_chars for c in calls)
+    mechs: list[dict[str, Any]] = []
+    for m in MECHANISMS:
+        chars = sum(c.saved.get(m, 0) for c in calls)
+        a = aux.get(m, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        aux_t = a["input_tokens"] + a["output_tokens"]
+        mechs.append(
+            {
+                "mechanism": m,
+                "saved_chars": chars,
+                "saved_tokens": tokens(chars),
+                "aux_calls_estimated": a["calls"],
+                "aux_tokens_estimated": aux_t,  # the backend's own counts for amnesia with --tag
+                "net_tokens": tokens(chars) - aux_t,
+            }
+        )
+    saved_tokens = sum(m["saved_tokens"] for m in mechs)
+    aux_total = sum(m["aux_tokens_estimated"] for m in mechs)
+    bound = sum(c.tagger_bound_chars for c in calls)
+    return {
+        "llm_calls": len(calls),
+        "sent_chars": sent,
+        "plain_chars": plain,
+        "saved_chars": plain - sent,
+        "sent_tokens": tokens(sent),
+        "plain_tokens": tokens(plain),
+        "saved_tokens": saved_tokens,
+        "saved_pct": round(100.0 * (plain - sent) / plain, 1) if plain else None,
+        "aux_tokens_estimated": aux_total,
+        "net_tokens": saved_tokens - aux_total,
+        "tagger_bound_tokens": tokens(bound),
+        "mechanisms": mechs,
+    }
+
+
+def session_json(r: SessionReplay, costs: CallCosts, *, per_call: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": r.path,
+        "format": r.fmt,
+        "session_id": r.session_id,
+        "cwd": r.cwd,
+        "started_at": r.started_at,
+        "model": r.model,
+        "system_estimated": r.system_estimated,
+        "compactions": r.compactions,
+        "tagged_by_aux": r.aux_real,  # --tag: amnesia figures decided and counted by the backend
+        **_figures(r.calls, r.aux),
+        "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},
+        "interventions": {
+            k: sum(1 for i in r.interventions if i.kind == k)
+            for k in ("digest", "strip", "mask", "tombstone-bound")
+        },
+    }
+    if per_call:
+        out["calls"] = [
+            {
+                "index": c.index,
+                "ts": c.ts,
+                "system_chars": c.system_chars,
+                "tools_chars": c.tools_chars,
+                "messages_chars": c.messages_chars,
+                "sent_chars": c.sent_chars,
+                "plain_chars": c.plain_chars,
+                "saved": c.saved,
+                "tagger_bound_chars": c.tagger_bound_chars,
+                "compaction": c.compaction,
+                "masked": c.masked,
+                "idle_gap_s": round(c.idle_gap_s, 3),
+                "cost_plain": _one_cost(p),
+                "cost_ctxwrap": _one_cost(o),
+            }
+            for c, p, o in zip(r.calls, costs.plain, costs.ctxwrap, strict=True)
+        ]
+        out["intervention_list"] = [
+            {
+                "kind": i.kind,
+                "call_index": i.call_index,
+                "tool": i.tool,
+                "label": i.label,
+                "original_chars": i.original_chars,
+                "replacement_chars": i.replacement_chars,
+                "saved_chars": i.saved_chars,
+                "reason": i.reason,
+                "handle": i.handle,
+            }
+            for i in r.interventions
+        ]
+    return out
+
+
+def _one_cost(c: Any) -> dict[str, Any]:
+    return {
+        "cache_read_tokens": c.cache_read_tokens,
+        "cache_write_tokens": c.cache_write_tokens,
+        "uncached_input_tokens": c.uncached_input_tokens,
+        "weighted_tokens": round(c.weighted_tokens, 1),
+        "usd": c.usd,
+    }
+
+
+@dataclass
+class ReplayRun:
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    lines: int = 0
+    skipped_files: Counter[str] = field(default_factory=Counter)
+    skipped_entries: Counter[str] = field(default_factory=Counter)
+    calls: list[CallFigures] = field(default_factory=list)
+    aux: dict[str, dict[str, int]] = field(default_factory=dict)
+    cost_plain: list[Any] = field(default_factory=list)
+    cost_ctxwrap: list[Any] = field(default_factory=list)
+
+
+def replay_file(
+    path: Path, th: Thresholds, stats: ReadStats, tagger: Tagger | None = None
+) -> SessionReplay:
+    sim = SessionSimulator(str(path), th, tagger)
+    sim.feed(read_session(path, stats))
+    return sim.finish()
+
+
+@dataclass
+class _FileResult:
+    size: int
+    stats: ReadStats
+    skip: str | None = None
+    session: dict[str, Any] | None = None
+    calls: list[CallFigures] = field(default_factory=list)
+    cost_plain: list[Any] = field(default_factory=list)
+    cost_ctxwrap: list[Any] = field(default_factory=list)
+    aux: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _replay_one(
+    job: tuple[Path, int, Thresholds, float | None, bool, str | None],
+    tagger: Tagger | None = None,
+) -> _FileResult:
+    path, size, th, since, per_call, model = job
+    stats = ReadStats()
+    res = _FileResult(size, stats)
+    try:
+        r = replay_file(path, th, stats, tagger)
+    except NotASession as exc:
+        res.skip = str(exc)
+        return res
+    except OSError as exc:
+        res.skip = f"unreadable: {exc.strerror or exc}"
+        return res
+    if since is not None:
+        r.calls = [c for c in r.calls if c.ts >= since]
+    if not r.calls:
+        res.skip = "no LLM call in the file" + (" since the given time" if since else "")
+        return res
+    costs = price_session(r, _pricing.default_prices(model or r.model), th.ttl_s)
+    res.session = session_json(r, costs, per_call=per_call)
+    res.calls, res.aux = r.calls, r.aux
+    res.cost_plain, res.cost_ctxwrap = costs.plain, costs.ctxwrap
+    return res
+
+
+# Below this much input the start-up of worker processes costs more than it saves.
+PARALLEL_MIN_BYTES = 64 << 20
+
+
+def replay_paths(
+    paths: Iterable[Path],
+    *,
+    thresholds: Thresholds | None = None,
+    since: float | None = None,
+    per_call: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    model: str | None = None,
+    workers: int | None = None,
+    tagger: Tagger | None = None,
+) -> ReplayRun:
+    """Replay every session file under `paths`. `progress(done_bytes, total_bytes)` is called
+    after each file. Large inputs are spread over worker processes (one file each at a time);
+    results are merged in file order, so the output does not depend on the worker count."""
+    th = thresholds or Thresholds()
+    run = ReplayRun()
+    files = discover(paths, since, run.skipped_files)
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(f.stat().st_size)
+        except OSError:
+            sizes.append(0)
+    total = sum(sizes)
+    jobs = [(f, size, th, since, per_call, model) for f, size in zip(files, sizes, strict=True)]
+    if tagger is not None:
+        workers = 1  # one aux connection, calls in order
+    if workers is None:
+        workers = (
+            min(os.cpu_count() or 1, 8) if total >= PARALLEL_MIN_BYTES and len(files) > 1 else 1
+        )
+    done = 0
+    if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results: Iterator[_FileResult] = pool.map(_replay_one, jobs, chunksize=4)
+            for res in results:
+                done += res.size
+                _merge(run, res)
+                if progress is not None:
+                    progress(done, total)
+    else:
+        for job in jobs:
+            res = _replay_one(job, tagger)
+            done += res.size
+            _merge(run, res)
+            if progress is not None:
+                progress(done, total)
+    return run
+
+
+def _merge(run: ReplayRun, res: _FileResult) -> None:
+    run.files += 1
+    run.bytes += res.stats.bytes
+    run.lines += res.stats.lines
+    run.skipped_entries.update(res.stats.skipped)
+    if res.skip is not None:
+        run.skipped_files[res.skip] += 1
+    if res.session is None:
+        return
+    run.sessions.append(res.session)
+    run.calls.extend(res.calls)
+    run.cost_plain.extend(res.cost_plain)
+    run.cost_ctxwrap.extend(res.cost_ctxwrap)
+    for mech, a in res.aux.items():
+        t = run.aux.setdefault(mech, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+        for k, v in a.items():
+            t[k] += v
+
+
+def run_json(run: ReplayRun) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "cost_model": _pricing.COST_MODEL,
+        "files": run.files,
+        "bytes": run.bytes,
+        "lines": run.lines,
+        "sessions": len(run.sessions),
+        "skipped_files": dict(run.skipped_files),
+        "skipped_entries": dict(run.skipped_entries),
+        "totals": {
+            **_figures(run.calls, run.aux),
+            "cost": {"plain": _sum_costs(run.cost_plain), "ctxwrap": _sum_costs(run.cost_ctxwrap)},
+        },
+        "groups": run.sessions,
+    }
+
+
+def _n(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    t = doc["totals"]
+    lines = [
+        f"ctxwrap replay — {doc['sessions']} session(s), {t['llm_calls']:,} LLM calls"
+        f" from {doc['files']:,} file(s), {doc['bytes'] / 1e6:,.1f} MB (no model call)",
+    ]
+    if doc["sessions"]:
+        lines += [
+            f"plain: {_n(t['plain_tokens'])} tokens sent; with ctxwrap: {_n(t['sent_tokens'])}"
+            f" (saved {_n(t['saved_tokens'])}"
+            + (f", {t['saved_pct']}%" if t["saved_pct"] is not None else "")
+            + f"); aux model ≈ {_n(t['aux_tokens_estimated'])}; net {_n(t['net_tokens'])}",
+        ]
+        cp, cc = t["cost"]["plain"], t["cost"]["ctxwrap"]
+        money = ""
+        if cp["usd"] is not None and cc["usd"] is not None:
+            money = f"; ${cp['usd']:,.2f} → ${cc['usd']:,.2f}"
+        lines.append(
+            f"cost (cache-priced, input-equivalent tokens): {_n(cp['weighted_tokens'])} →"
+            f" {_n(cc['weighted_tokens'])}{money}"
+        )
+        lines.append("")
+        lines.append(f"{'mechanism':10} {'saved tok':>12} {'aux≈':>10} {'net':>12}")
+        for m in t["mechanisms"]:
+            lines.append(
+                f"{m['mechanism']:10} {_n(m['saved_tokens']):>12} {_n(m['aux_tokens_estimated']):>10}"
+                f" {_n(m['net_tokens']):>12}"
+            )
+        if any(g["tagged_by_aux"] for g in doc["groups"]):
+            lines.append(
+                "amnesia: RETAIN/DROP decided by the aux backend (--tag), its tokens counted"
+            )
+        else:
+            lines.append(
+                f"tagger (upper bound, not in the totals): up to {_n(t['tagger_bound_tokens'])} more"
+            )
+        lines.append("")
+        for s in doc["groups"]:
+            pct = f"{s['saved_pct']}%" if s["saved_pct"] is not None else "-"
+            lines.append(
+                f"{s['session_id'][:36]:36} {s['format']:6} {s['llm_calls']:>5} calls"
+                f"  plain {_n(s['plain_tokens']):>10}  saved {_n(s['saved_tokens']):>10} {pct:>6}"
+            )
+    if doc["skipped_files"] or doc["skipped_entries"]:
+        lines.append("")
+        lines.append("skipped:")
+        for reason, n in sorted(doc["skipped_files"].items()):
+            lines.append(
+                f"  {reason}"
+                if n == 1 and reason.startswith("path not found")
+                else f"  {n:,} file(s): {reason}"
+            )
+        for reason, n in sorted(doc["skipped_entries"].items()):
+            lines.append(f"  {n:,} entr{'y' if n == 1 else 'ies'}: {reason}")
+    return "\n".join(lines) + "\n"

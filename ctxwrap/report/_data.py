@@ -1,0 +1,378 @@
+"""What a report shows, from either source: the daemon's SQLite store (a session that ran
+under ctxwrap, opened read-only) or a replayed session file. Sizes are tokens (chars/4)."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxwrap.errors import NotFoundError
+from ctxwrap.replay._sim import tokens
+
+# Stacking order of the per-call bars (sent first, then what each mechanism kept out).
+SENT_PARTS = ("system", "tools", "messages")
+KEPT_PARTS = ("bash", "amnesia", "writes", "masking", "skills", "tools")
+
+
+@dataclass
+class CallRow:
+    index: int
+    ts: float
+    sent: dict[str, int]  # tokens per SENT_PARTS
+    kept: dict[str, int]  # tokens per mechanism (negative = ctxwrap added)
+    cost_plain: float  # input-equivalent tokens of this call
+    cost_ctxwrap: float
+    usd_plain: float | None
+    usd_ctxwrap: float | None
+    cache_read: int
+    cache_write: int
+    compaction: bool = False
+    masked: bool = False
+
+    @property
+    def sent_total(self) -> int:
+        return sum(self.sent.values())
+
+    @property
+    def plain_total(self) -> int:
+        return self.sent_total + sum(self.kept.values())
+
+
+@dataclass
+class InterventionRow:
+    kind: str
+    call_index: int | None
+    label: str
+    original_tokens: int | None  # None: the store records only the saving of an edit
+    replacement_tokens: int | None
+    handle: str | None
+    note: str = ""
+    saved: int | None = None  # tokens kept out per request; default before − after
+
+    @property
+    def kept_out(self) -> int:
+        if self.saved is not None:
+            return self.saved
+        return (self.original_tokens or 0) - (self.replacement_tokens or 0)
+
+
+@dataclass
+class AuxRow:
+    task: str
+    mechanism: str
+    input_tokens: int
+    output_tokens: int
+    ok: bool
+    estimated: bool = False
+
+
+@dataclass
+class ReportData:
+    title: str
+    source: str  # "ctxwrap session" | "replay"
+    session_id: str
+    model: str | None
+    started_at: float | None
+    calls: list[CallRow] = field(default_factory=list)
+    interventions: list[InterventionRow] = field(default_factory=list)
+    aux: list[AuxRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cost_model: str = ""
+    # Totals as the source reports them (`ctxwrap stats` / `ctxwrap replay`): tokens of summed
+    # characters, so they can differ from the sum of the per-call bars by rounding.
+    sent_total: int | None = None
+    plain_total: int | None = None
+
+    @property
+    def sent_tokens(self) -> int:
+        return (
+            self.sent_total
+            if self.sent_total is not None
+            else sum(c.sent_total for c in self.calls)
+        )
+
+    @property
+    def plain_tokens(self) -> int:
+        if self.plain_total is not None:
+            return self.plain_total
+        return sum(c.plain_total for c in self.calls)
+
+    @property
+    def cost_plain(self) -> float:
+        return sum(c.cost_plain for c in self.calls)
+
+    @property
+    def cost_ctxwrap(self) -> float:
+        return sum(c.cost_ctxwrap for c in self.calls)
+
+    @property
+    def aux_tokens(self) -> int:
+        return sum(a.input_tokens + a.output_tokens for a in self.aux)
+
+
+# -- replay -------------------------------------------------------------------------------------
+
+
+def from_replay(path: Path, *, model: str | None = None) -> ReportData:
+    from ctxwrap.replay._run import MESSAGE_MECHANISMS, replay_paths
+    from ctxwrap.replay.command import _thresholds
+
+    run = replay_paths([path], thresholds=_thresholds(), per_call=True, model=model)
+    if not run.sessions:
+        reasons = ", ".join(f"{n} × {r}" for r, n in {**run.skipped_files}.items())
+        raise NotFoundError(
+            f"no replayable session in {path}" + (f" ({reasons})" if reasons else ""),
+            hint="give one pi session file (~/.pi/agent/sessions/…) or Claude Code transcript",
+        )
+    s = max(run.sessions, key=lambda g: g["llm_calls"])
+    from ctxwrap.replay._pricing import COST_MODEL
+
+    data = ReportData(
+        title=f"replay of {Path(s['path']).name}",
+        source="replay",
+        session_id=s["session_id"],
+        model=s["model"],
+        started_at=s["started_at"],
+        cost_model=COST_MODEL,
+        sent_total=s["sent_tokens"],
+        plain_total=s["plain_tokens"],
+    )
+    for c in s["calls"]:
+        saved = c["saved"]
+        sent_msgs = c["messages_chars"] - sum(saved.get(m, 0) for m in MESSAGE_MECHANISMS)
+        data.calls.append(
+            CallRow(
+                index=c["index"],
+                ts=c["ts"],
+                sent={
+                    "system": tokens(c["system_chars"] - saved.get("skills", 0)),
+                    "tools": tokens(c["tools_chars"] - saved.get("tools", 0)),
+                    "messages": tokens(sent_msgs),
+                },
+                kept={m: tokens(saved.get(m, 0)) for m in KEPT_PARTS if saved.get(m, 0)},
+                cost_plain=c["cost_plain"]["weighted_tokens"],
+                cost_ctxwrap=c["cost_ctxwrap"]["weighted_tokens"],
+                usd_plain=c["cost_plain"]["usd"],
+                usd_ctxwrap=c["cost_ctxwrap"]["usd"],
+                cache_read=c["cost_ctxwrap"]["cache_read_tokens"],
+                cache_write=c["cost_ctxwrap"]["cache_write_tokens"],
+                compaction=c["compaction"],
+                masked=c["masked"],
+            )
+        )
+    for i in s["intervention_list"]:
+        if i["kind"] == "tombstone-bound":
+            continue  # an upper bound, not something ctxwrap would surely do
+        data.interventions.append(
+            InterventionRow(
+                i["kind"],
+                i["call_index"],
+                i["label"],
+                tokens(i["original_chars"]),
+                tokens(i["replacement_chars"]),
+                i["handle"],
+                i["reason"],
+            )
+        )
+    for mech in s["mechanisms"]:
+        if mech["aux_calls_estimated"]:
+            data.aux.append(
+                AuxRow("estimated", mech["mechanism"], mech["aux_tokens_estimated"], 0, True, True)
+            )
+    data.notes.append(
+        "Replayed without a model call: bash digests are the real extractive digests, write "
+        "facts the heuristic ones; masking happens only at real idle gaps over the cache TTL; "
+        f"the tagger could have hidden up to {s['tagger_bound_tokens']:,} more tokens (not shown)."
+    )
+    if s["system_estimated"]:
+        data.notes.append(
+            "This agent does not record its system prompt and tools: their size is estimated "
+            "from the first call's provider-reported prompt size."
+        )
+    return data
+
+
+# -- the daemon's store -------------------------------------------------------------------------
+
+
+def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
+    from ctxwrap.replay import _pricing
+    from ctxwrap.replay._sim import fingerprint
+    from ctxwrap.stats import resolve_session
+
+    if session is None:
+        row = conn.execute("SELECT session_id FROM llm_calls ORDER BY ts DESC LIMIT 1").fetchone()
+        if row is None:
+            raise NotFoundError(
+                "no session recorded yet", hint="run `ctxwrap pi` first, or use --replay PATH"
+            )
+        sid = str(row[0])
+    else:
+        sid = resolve_session(conn, session)
+    info = conn.execute("SELECT * FROM sessions WHERE session_id=?", (sid,)).fetchone()
+    model = info["model"] if info is not None else None
+    rows = conn.execute(
+        "SELECT * FROM llm_calls WHERE session_id=? ORDER BY call_index, ts", (sid,)
+    ).fetchall()
+    data = ReportData(
+        title=f"session {sid}",
+        source="ctxwrap session",
+        session_id=sid,
+        model=model,
+        started_at=info["started_at"] if info is not None else None,
+        cost_model=_pricing.COST_MODEL,
+    )
+    # Price both sides from the recorded sizes: each request extends the previous one except
+    # where the head changed (compaction or a rewrite); plain pi's side changes head only at
+    # compactions.
+    plain_shapes: list[Any] = []
+    our_shapes: list[Any] = []
+    p_blocks: list[tuple[str, int]] = []
+    o_blocks: list[tuple[str, int]] = []
+    p_prev = o_prev = 0
+    prev_count = 0
+    compactions: list[bool] = []
+    for r in rows:
+        saved_msgs = r["saved_bash"] + r["saved_amnesia"] + r["saved_writes"]
+        o_msgs = r["sent_messages"]
+        p_msgs = o_msgs + saved_msgs
+        compaction = bool(r["head_changed"]) and r["message_count"] < prev_count
+        prev_count = r["message_count"]
+        compactions.append(compaction)
+        head_o = [("s", tokens(r["sent_system"])), ("t", tokens(r["sent_tools"]))]
+        head_p = [
+            ("s", tokens(r["sent_system"] + r["saved_skills"])),
+            ("t", tokens(r["sent_tools"] + r["saved_tools"])),
+        ]
+        i = r["call_index"]
+        if compaction or not p_blocks or p_msgs < p_prev:
+            p_blocks = [(fingerprint(sid, "p-epoch", i), tokens(p_msgs))]
+        else:
+            p_blocks.append((fingerprint(sid, "p", i), tokens(p_msgs) - tokens(p_prev)))
+        if r["head_changed"] or not o_blocks or o_msgs < o_prev:
+            o_blocks = [(fingerprint(sid, "o-epoch", i), tokens(o_msgs))]
+        else:
+            o_blocks.append((fingerprint(sid, "o", i), tokens(o_msgs) - tokens(o_prev)))
+        p_prev, o_prev = p_msgs, o_msgs
+        plain_shapes.append(_pricing.request_shape(r["ts"], (*head_p, *p_blocks), 0))
+        our_shapes.append(_pricing.request_shape(r["ts"], (*head_o, *o_blocks), 0))
+    from ctxwrap.stats import compute_stats
+
+    totals = compute_stats(conn, session=sid).totals
+    data.sent_total, data.plain_total = totals.sent_tokens, totals.plain_tokens
+    prices = _pricing.default_prices(model)
+    plain_cost = _pricing.price_requests(plain_shapes, prices)
+    our_cost = _pricing.price_requests(our_shapes, prices)
+    for n, (r, pc, oc) in enumerate(zip(rows, plain_cost, our_cost, strict=True)):
+        kept = {
+            "bash": tokens(r["saved_bash"]),
+            "amnesia": tokens(r["saved_amnesia"]),
+            "writes": tokens(r["saved_writes"]),
+            "skills": tokens(r["saved_skills"]),
+            "tools": tokens(r["saved_tools"]),
+        }
+        data.calls.append(
+            CallRow(
+                index=n,
+                ts=r["ts"],
+                sent={
+                    "system": tokens(r["sent_system"]),
+                    "tools": tokens(r["sent_tools"]),
+                    "messages": tokens(r["sent_messages"]),
+                },
+                kept={k: v for k, v in kept.items() if v},
+                cost_plain=pc.weighted_tokens,
+                cost_ctxwrap=oc.weighted_tokens,
+                usd_plain=pc.usd,
+                usd_ctxwrap=oc.usd,
+                cache_read=oc.cache_read_tokens,
+                cache_write=oc.cache_write_tokens,
+                compaction=compactions[n],
+            )
+        )
+    times = [c.ts for c in data.calls]
+
+    def call_at(ts: float) -> int | None:
+        # the first call made after the intervention: the first one that did not carry it
+        for k, t in enumerate(times):
+            if t >= ts:
+                return k
+        return None
+
+    handles = {
+        row["tool_call_id"]: row["handle"]
+        for row in conn.execute(
+            "SELECT tool_call_id, handle FROM raw_outputs WHERE session_id=?", (sid,)
+        )
+    }
+    commands = {
+        row["tool_call_id"]: row["command"] or row["tool_name"]
+        for row in conn.execute(
+            "SELECT tool_call_id, command, tool_name FROM raw_outputs WHERE session_id=?", (sid,)
+        )
+    }
+    for d in conn.execute("SELECT * FROM digests WHERE session_id=? ORDER BY ts", (sid,)):
+        data.interventions.append(
+            InterventionRow(
+                "digest",
+                call_at(d["ts"]),
+                f"bash {commands.get(d['tool_call_id'], d['tool_call_id'])}"[:160],
+                tokens(d["original_chars"]),
+                tokens(d["digest_chars"]),
+                handles.get(d["tool_call_id"]),
+                d["source"],
+            )
+        )
+    facts = {
+        f["tool_call_id"]: f for f in conn.execute("SELECT * FROM facts WHERE session_id=?", (sid,))
+    }
+    for e in conn.execute("SELECT * FROM edits WHERE session_id=? ORDER BY ts", (sid,)):
+        kind = {"strip": "strip", "strip_write": "strip"}.get(e["kind"], e["kind"])
+        fact = facts.get(e["tool_call_id"])
+        label = (
+            f"write {fact['path']}"
+            if fact is not None
+            else commands.get(e["tool_call_id"], e["tool_call_id"])
+        )
+        data.interventions.append(
+            InterventionRow(
+                kind,
+                call_at(e["ts"]),
+                str(label)[:160],
+                None,
+                None,
+                handles.get(e["tool_call_id"]),
+                fact["text"] if fact is not None else "",
+                saved=tokens(e["saved_chars"]),
+            )
+        )
+    for a in conn.execute("SELECT * FROM aux_calls WHERE session_id=? ORDER BY ts", (sid,)):
+        data.aux.append(
+            AuxRow(a["task"], a["mechanism"], a["input_tokens"], a["output_tokens"], bool(a["ok"]))
+        )
+    data.notes.append(
+        "Sizes are the ones the bridge measured on each request; costs are modelled from them "
+        "with the cache rules of the cost model (a changed head is a full cache write)."
+    )
+    return data
+
+
+def load_db_report(session: str | None) -> ReportData:
+    from ctxwrap import paths
+    from ctxwrap.daemon.store import connect
+
+    db = paths.db_path()
+    if not db.exists():
+        raise NotFoundError(
+            f"no ctxwrap database at {db}", hint="run `ctxwrap pi` first, or use --replay PATH"
+        )
+    conn = connect(db, readonly=True)
+    try:
+        return from_db(conn, session)
+    finally:
+        conn.close()
+
+
+__all__ = ["ReportData", "from_db", "from_replay", "load_db_report"]

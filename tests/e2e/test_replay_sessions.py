@@ -1,0 +1,186 @@
+"""`ctxwrap replay` on session files the real pi wrote against the scripted model server.
+
+Each test records a session with plain pi (1.6 and 0.73), then replays the file: the per-call
+sizes must match what the model server really received, and on a session that also ran under
+`ctxwrap pi`, replay's figures must agree with what ctxwrap really saved (`ctxwrap stats`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import PI_VERSIONS, Xdg, ctxwrap, pi_path, run_ctxwrap_pi
+
+from ctxwrap.replay import replay_paths, run_json
+from ctxwrap.testing.model_server import ScriptedModelServer
+from ctxwrap.testing.pi_home import make_pi_agent_dir, pi_command, pi_env
+
+pytestmark = pytest.mark.e2e
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
+BIG_READ = "".join(f"line {i} of a long notes file\n" for i in range(700))
+BODY = "".join(f"value_{i} = {i}\n" for i in range(300))
+# a parallel round (bash + read), a write, a re-read of the same file, a bash timeout
+SESSION = [
+    {
+        "tool_calls": [
+            {"name": "bash", "arguments": {"command": "seq 1 30000"}},
+            {"name": "read", "arguments": {"path": "NOTES.txt"}},
+        ]
+    },
+    {"tool_calls": [{"name": "write", "arguments": {"path": "values.py", "content": BODY}}]},
+    {"tool_calls": [{"name": "read", "arguments": {"path": "NOTES.txt"}}]},
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 5", "timeout": 1}}]},
+    {"text": "first task done"},
+]
+SUMMARY = "## Goal\nreplay test summary"
+
+
+def message_chars(m: dict[str, Any]) -> int:
+    c = m.get("content")
+    n = len(c) if isinstance(c, str) else sum(len(p.get("text", "")) for p in c or [])
+    for call in m.get("tool_calls") or []:
+        n += len(call["function"]["name"]) + len(call["function"]["arguments"])
+    return n
+
+
+def tools_chars(body: dict[str, Any]) -> int:
+    return sum(
+        len(t["function"]["name"])
+        + len(t["function"].get("description", ""))
+        + len(
+            json.dumps(
+                t["function"].get("parameters", {}), separators=(",", ":"), ensure_ascii=False
+            )
+        )
+        for t in body.get("tools") or []
+    )
+
+
+def keep_fixture(src: Path, name: str) -> None:
+    """CTXWRAP_UPDATE_FIXTURES=1 refreshes tests/fixtures/sessions from this run."""
+    if os.environ.get("CTXWRAP_UPDATE_FIXTURES") == "1":
+        FIXTURES.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, FIXTURES / name)
+
+
+def run_plain_pi(pi: str, home: Path, srv: ScriptedModelServer, prompt: str, *args: str) -> int:
+    """Plain pi with a small context window (so a resumed run compacts), in ``home``."""
+    exe = pi_path(pi)
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "NOTES.txt").write_text(BIG_READ)
+    compaction = {"reserveTokens": 8000, "keepRecentTokens": 2000}
+    agent_dir = make_pi_agent_dir(
+        home, srv.base_url, context_window=24000, settings={"compaction": compaction}
+    )
+    proc = subprocess.run(
+        pi_command(exe, prompt, *args),
+        env=pi_env(agent_dir, home),
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.returncode
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_replay_matches_what_the_server_received(pi: str, tmp_path: Path) -> None:
+    steps = [*SESSION, {"text": SUMMARY}, {"text": "after resume"}, {"status": 400, "text": "bad"}]
+    home = tmp_path / "home"
+    with ScriptedModelServer(steps) as srv:
+        assert run_plain_pi(pi, home, srv, "go") == 0
+        assert run_plain_pi(pi, home, srv, "again", "--continue") == 0  # compacts first
+        # a provider error ends the third prompt: an errored (aborted) turn in the file
+        assert run_plain_pi(pi, home, srv, "once more", "--continue") != 0
+        bodies = [r.body for r in srv.main_requests]
+    [session] = sorted((home / ".pi" / "agent" / "sessions").rglob("*.jsonl"))
+    keep_fixture(session, f"{pi}-compaction.jsonl")
+    before = session.read_bytes()
+    doc = run_json(replay_paths([session], per_call=True))
+    assert session.read_bytes() == before  # replay never writes to the agent's file
+    assert doc["skipped_entries"] == {} and doc["skipped_files"] == {}
+    [s] = doc["groups"]
+    assert s["format"] == "pi" and s["compactions"] >= 1
+    # pi's summary requests (their own system prompt) are not calls of the conversation; every
+    # other request is one call, the one answered with an error included
+    conv = [b for b in bodies if b["messages"][0] == bodies[0]["messages"][0]]
+    assert s["llm_calls"] == len(conv), (s["llm_calls"], len(conv))
+    for call, body in zip(s["calls"], conv, strict=False):
+        msgs = [m for m in body["messages"] if m.get("role") != "system"]
+        received = sum(message_chars(m) for m in msgs)
+        assert abs(call["messages_chars"] - received) <= max(300, 0.02 * received), (
+            call["index"],
+            call["messages_chars"],
+            received,
+        )
+        if pi == "pi":  # 1.6 records its system prompt and tools; 0.73 does not
+            system = sum(message_chars(m) for m in body["messages"] if m.get("role") == "system")
+            assert abs(call["system_chars"] - system) <= 0.02 * system
+            assert abs(call["tools_chars"] - tools_chars(body)) <= 0.02 * tools_chars(body)
+    assert [c["compaction"] for c in s["calls"]].count(True) == s["compactions"]
+    kinds = {i["kind"] for i in s["intervention_list"]}
+    assert {"digest", "strip", "tombstone-bound"} <= kinds
+    digest = next(i for i in s["intervention_list"] if i["kind"] == "digest")
+    assert digest["replacement_chars"] < digest["original_chars"] / 10
+
+
+def _stats(xdg: Xdg) -> dict[str, Any]:
+    sessions = json.loads(ctxwrap(xdg, "sessions", "--all", "--json").stdout)["sessions"]
+    out = ctxwrap(xdg, "stats", "--session", sessions[0]["session_id"], "--json")
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout)["totals"])
+
+
+def make_skill(home: Path) -> None:
+    d = home / ".pi" / "agent" / "skills" / "pdf-tools"
+    d.mkdir(parents=True)
+    (d / "SKILL.md").write_text(
+        "---\nname: pdf-tools\ndescription: Extract text and tables from PDF files with "
+        "pdfplumber; fill forms; merge and split documents.\n---\n# PDF\n"
+    )
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_replay_agrees_with_what_ctxwrap_saved(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    files = {"NOTES.txt": BIG_READ}
+    make_skill(tmp_path / "plain" / "home")
+    make_skill(tmp_path / "wrapped" / "home")
+    plain = run_ctxwrap_pi(pi, tmp_path / "plain", xdg, SESSION, files=files, plain=True)
+    wrapped = run_ctxwrap_pi(pi, tmp_path / "wrapped", xdg, SESSION, files=files)
+    assert plain.proc.returncode == 0 and wrapped.proc.returncode == 0, wrapped.proc.stderr
+    [session] = plain.session_files()
+    out = ctxwrap(xdg, "replay", "--json", str(session))
+    assert out.returncode == 0, out.stderr
+    replay = json.loads(out.stdout)["totals"]
+    real = _stats(xdg)
+    assert replay["llm_calls"] == real["llm_calls"] == 5
+    by_replay = {m["mechanism"]: m["saved_chars"] for m in replay["mechanisms"]}
+    by_real = {m["mechanism"]: m["saved_chars"] for m in real["mechanisms"]}
+    # the tagger kept everything (scripted default RETAIN); replay's tagger bound is separate
+    assert by_real["amnesia"] == 0 and by_replay["masking"] == 0
+    if pi == "pi":
+        # pi 1.x records the skills section of its system prompt; ctxwrap strips that block
+        assert by_real["skills"] > 0
+        assert abs(by_replay["skills"] - by_real["skills"]) <= 0.10 * by_real["skills"]
+    else:
+        # pi 0.73 records no system prompt: replay cannot see its skills block (said in docs)
+        assert by_replay["skills"] == 0
+        real["saved_chars"] -= by_real["skills"]
+    for mech in ("bash", "writes", "tools"):
+        assert abs(by_replay[mech] - by_real[mech]) <= 0.10 * abs(by_real[mech]), (
+            mech,
+            by_replay[mech],
+            by_real[mech],
+        )
+    assert abs(replay["saved_chars"] - real["saved_chars"]) <= 0.10 * real["saved_chars"]
+    real_plain = real["sent_chars"] + real["saved_chars"]
+    assert abs(replay["plain_chars"] - real_plain) <= 0.10 * real_plain

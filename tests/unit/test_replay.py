@@ -1,0 +1,382 @@
+"""Replay on recorded session files (fixtures written by the real pi and Claude Code) and on
+hostile input: every bad file or line is a counted skip with a reason, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwrap.replay import MAX_LINE_BYTES, Thresholds, replay_paths, run_json
+from ctxwrap.replay._sim import OWN_TOOLS_CHARS
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
+PI16 = FIXTURES / "pi-compaction.jsonl"
+PI073 = FIXTURES / "pi-0.73-compaction.jsonl"
+CLAUDE = FIXTURES / "claude-2.1.197.jsonl"
+CTXWRAP = [sys.executable, "-m", "ctxwrap"]
+
+
+def replay(*paths: Path, **kw: Any) -> dict[str, Any]:
+    return run_json(replay_paths(list(paths), per_call=True, **kw))
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CTXWRAP, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+# -- recorded sessions --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [PI16, PI073], ids=["pi-1.6", "pi-0.73"])
+def test_pi_sessions_replay_every_call_with_each_mechanism(path: Path) -> None:
+    doc = replay(path)
+    assert doc["skipped_entries"] == {} and doc["skipped_files"] == {}
+    [s] = doc["groups"]
+    assert s["format"] == "pi" and s["compactions"] >= 1
+    # one call per assistant message in the file
+    assistants = sum(
+        1
+        for line in path.read_text().splitlines()
+        if json.loads(line).get("message", {}).get("role") == "assistant"
+    )
+    assert s["llm_calls"] == assistants
+    kinds = [i["kind"] for i in s["intervention_list"]]
+    assert kinds.count("digest") == 1 and kinds.count("strip") == 1
+    digest = next(i for i in s["intervention_list"] if i["kind"] == "digest")
+    assert digest["tool"] == "bash" and digest["original_chars"] > 10 * digest["replacement_chars"]
+    mech = {m["mechanism"]: m for m in s["mechanisms"]}
+    assert mech["tools"]["saved_chars"] == -OWN_TOOLS_CHARS * s["llm_calls"]
+    assert mech["bash"]["saved_chars"] > 0 and mech["writes"]["saved_chars"] > 0
+    # the totals are the sum of the mechanisms, and the tagger bound stays outside them
+    assert s["saved_chars"] == sum(m["saved_chars"] for m in s["mechanisms"])
+    assert s["plain_chars"] - s["sent_chars"] == s["saved_chars"]
+    assert s["tagger_bound_tokens"] > 0
+    # cost: ctxwrap is cheaper than plain on this session, and both are priced per call
+    assert s["cost"]["ctxwrap"]["weighted_tokens"] < s["cost"]["plain"]["weighted_tokens"]
+    assert len(s["calls"]) == s["llm_calls"]
+
+
+def test_pi_compaction_resets_the_context() -> None:
+    [s] = replay(PI16)["groups"]
+    calls = s["calls"]
+    k = next(i for i, c in enumerate(calls) if c["compaction"])
+    assert calls[k]["messages_chars"] < calls[k - 1]["messages_chars"] / 2
+    # after the compaction the digested output is gone from the context with its saving
+    assert calls[k]["saved"]["bash"] == 0 and calls[k - 1]["saved"]["bash"] > 0
+
+
+def test_pi_073_system_prompt_is_estimated_and_says_so() -> None:
+    [s] = replay(PI073)["groups"]
+    assert s["system_estimated"] is True and s["calls"][0]["system_chars"] > 1000
+    [s16] = replay(PI16)["groups"]
+    assert s16["system_estimated"] is False
+
+
+def test_claude_code_transcript() -> None:
+    doc = replay(CLAUDE)
+    assert doc["skipped_entries"] == {} and doc["skipped_files"] == {}
+    [s] = doc["groups"]
+    assert s["format"] == "claude" and s["llm_calls"] == 4  # one per response (message.id)
+    assert s["model"] == "claude-opus-4-8"
+    kinds = [i["kind"] for i in s["intervention_list"]]
+    assert kinds.count("digest") == 1 and kinds.count("strip") == 1
+    assert "tombstone-bound" in kinds  # the Read of the parallel round is in the context
+    # what the scripted server received on each call (recorded with the transcript)
+    received = [6370, 48940, 53994, 54129]
+    for call, n in zip(s["calls"], received, strict=True):
+        assert abs(call["messages_chars"] - n) <= 0.12 * n
+    assert abs(s["calls"][0]["system_chars"] - (5812 + 64515)) <= 0.05 * (5812 + 64515)
+    mech = {m["mechanism"]: m["saved_chars"] for m in s["mechanisms"]}
+    assert mech["tools"] == 0  # ctxwrap's pi tools are not added to Claude Code
+
+
+def _with_prompt_after(lines: list[str], pause_s: float) -> str:
+    """The first prompt of the pi 1.6 fixture, then a second prompt `pause_s` later."""
+    from datetime import UTC, datetime
+
+    first = [ln for ln in lines[: next(i for i, ln in enumerate(lines) if '"compaction"' in ln)]]
+    last = json.loads(first[-1])
+    t = datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00")).timestamp() + pause_s
+
+    def iso(ts: float) -> str:
+        return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+    user = {
+        "type": "message",
+        "id": "later-u",
+        "parentId": last["id"],
+        "timestamp": iso(t),
+        "message": {"role": "user", "content": [{"type": "text", "text": "next task"}]},
+    }
+    reply = {
+        "type": "message",
+        "id": "later-a",
+        "parentId": "later-u",
+        "timestamp": iso(t + 1),
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+    }
+    return "\n".join([*first, json.dumps(user), json.dumps(reply)]) + "\n"
+
+
+def test_idle_gap_masks_superseded_reads_and_earlier_prompts(tmp_path: Path) -> None:
+    """A second prompt 10 minutes after the first: the cache is cold, so the superseded read
+    and the earlier prompt's results become tombstones. 10 seconds later: nothing is masked."""
+    lines = PI16.read_text().splitlines()
+    paused, quick = tmp_path / "paused.jsonl", tmp_path / "quick.jsonl"
+    paused.write_text(_with_prompt_after(lines, 600))
+    quick.write_text(_with_prompt_after(lines, 10))
+    [s] = replay(paused)["groups"]
+    [q] = replay(quick)["groups"]
+    assert s["calls"][-1]["masked"] and not any(c["masked"] for c in q["calls"])
+    assert {m["mechanism"]: m["saved_chars"] for m in q["mechanisms"]}["masking"] == 0
+    masked = [i for i in s["intervention_list"] if i["kind"] == "mask"]
+    reasons = {i["reason"] for i in masked}
+    assert reasons == {"superseded by a later read of the same file", "result of an earlier prompt"}
+    assert all(i["replacement_chars"] < i["original_chars"] for i in masked)
+    # the bash output was already digested: masking only counts what is left of it
+    assert sum(i["original_chars"] for i in masked) < sum(
+        c["messages_chars"] for c in s["calls"][-1:]
+    )
+    assert s["calls"][-1]["saved"]["masking"] > 0
+
+
+def test_thresholds_come_from_the_config() -> None:
+    [low] = replay(PI16, thresholds=Thresholds(bash_min_tokens=10**9, write_min_bytes=10**9))[
+        "groups"
+    ]
+    kinds = {i["kind"] for i in low["intervention_list"]}
+    assert "digest" not in kinds and "strip" not in kinds
+
+
+def test_since_keeps_only_later_calls(tmp_path: Path) -> None:
+    doc = replay(PI16, since=time.time() + 3600)
+    assert doc["sessions"] == 0  # the file was written before: nothing in the window
+
+
+def test_replay_never_writes_the_agent_files(tmp_path: Path) -> None:
+    copy = tmp_path / "s.jsonl"
+    copy.write_bytes(PI16.read_bytes())
+    os.chmod(copy, 0o444)
+    before = (copy.read_bytes(), copy.stat().st_mtime_ns)
+    out = cli("replay", "--json", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert (copy.read_bytes(), copy.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+def test_truncated_lines_are_counted_and_the_rest_replayed(tmp_path: Path) -> None:
+    lines = PI16.read_text().splitlines()
+    lines[6] = lines[6][: len(lines[6]) // 2]  # a tool result cut mid-line
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines) + "\n" + lines[-1][:20])  # and a last line cut short
+    doc = replay(cut)
+    assert doc["skipped_entries"] == {"line is not JSON (truncated or corrupt)": 2}
+    assert doc["sessions"] == 1 and doc["groups"][0]["llm_calls"] > 3
+
+
+def test_binary_empty_and_foreign_files_are_skipped_with_reasons(tmp_path: Path) -> None:
+    (tmp_path / "bin.jsonl").write_bytes(os.urandom(8192) + b"\x00" * 100)
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "other.jsonl").write_text('{"hello": "world"}\n')
+    (tmp_path / "good.jsonl").write_bytes(PI16.read_bytes())
+    out = cli("replay", "--json", str(tmp_path))
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["sessions"] == 1
+    assert doc["skipped_files"] == {
+        "binary file": 1,
+        "empty file": 1,
+        "no pi session header or Claude Code entry": 1,
+    }
+    text = cli("replay", str(tmp_path)).stdout
+    assert "1 file(s): binary file" in text and "skipped:" in text
+
+
+def test_unknown_entry_types_and_shapes_are_counted(tmp_path: Path) -> None:
+    lines = PI16.read_text().splitlines()
+    odd = [
+        '{"type": "from_the_future", "id": "x1", "parentId": null}',
+        '{"type": "message", "id": "x2", "message": "not an object"}',
+        '{"type": "message", "id": "x3", "message": {"role": "wizard", "content": []}}',
+        "[1, 2, 3]",
+        '{"type": "message", "id": "x4", "message": {"role": "user", "content": 42}}',
+    ]
+    f = tmp_path / "odd.jsonl"
+    f.write_text("\n".join(lines[:5] + odd + lines[5:]) + "\n")
+    doc = replay(f)
+    assert doc["skipped_entries"] == {
+        "unknown pi entry type 'from_the_future'": 1,
+        "pi message without a message object": 1,
+        "pi message of unknown role 'wizard'": 1,
+        "line is not a JSON object": 1,
+    }
+    assert doc["groups"][0]["llm_calls"] == replay(PI16)["groups"][0]["llm_calls"]
+
+
+def test_a_100_mb_line_is_skipped_without_loading_it(tmp_path: Path) -> None:
+    lines = PI16.read_text().splitlines()
+    huge = tmp_path / "huge.jsonl"
+    with open(huge, "w") as fh:
+        fh.write("\n".join(lines[:4]) + "\n")
+        fh.write('{"type": "message", "id": "big", "message": {"role": "user", "content": "')
+        chunk = "x" * (1 << 20)
+        for _ in range(100):
+            fh.write(chunk)
+        fh.write('"}}\n')
+        fh.write("\n".join(lines[4:]) + "\n")
+    code = (
+        "import json, re, sys\n"
+        "from pathlib import Path\n"
+        "from ctxwrap.replay import replay_paths, run_json\n"
+        "doc = run_json(replay_paths([Path(sys.argv[1])]))\n"
+        # VmHWM is this program's peak; ru_maxrss would include the forking pytest's
+        "status = Path('/proc/self/status').read_text()\n"
+        "peak = int(re.search(r'VmHWM:\\s+(\\d+)', status).group(1)) // 1024\n"
+        "print(json.dumps({'doc': doc, 'peak_mb': peak}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(huge)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert res["doc"]["skipped_entries"] == {f"line over {MAX_LINE_BYTES >> 20} MiB": 1}
+    assert res["doc"]["sessions"] == 1
+    assert res["peak_mb"] < 60 + 2 * (MAX_LINE_BYTES >> 20), res["peak_mb"]
+
+
+def test_ten_thousand_small_sessions(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    root.mkdir()
+    header = '{"type":"session","version":3,"id":"s%d","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w"}\n'
+    body = (
+        '{"type":"message","id":"u","parentId":null,"timestamp":"2026-11-30T10:00:01.000Z",'
+        '"message":{"role":"user","content":[{"type":"text","text":"hi"}]}}\n'
+        '{"type":"message","id":"a","parentId":"u","timestamp":"2026-11-30T10:00:02.000Z",'
+        '"message":{"role":"assistant","content":[{"type":"text","text":"hello"}],'
+        '"usage":{"input":900,"output":2,"cacheRead":0,"cacheWrite":0}}}\n'
+    )
+    for i in range(10_000):
+        sub = root / f"d{i % 50}"
+        sub.mkdir(exist_ok=True)
+        text = header % i + body
+        if i % 1000 == 7:
+            text += '{"type":"message", "id": trunc'  # a few with a truncated last line
+        (sub / f"s{i}.jsonl").write_text(text)
+    start = time.monotonic()
+    out = cli("replay", "--json", str(root))
+    elapsed = time.monotonic() - start
+    assert out.returncode == 0 and out.stderr == "", out.stderr  # piped: no progress bar
+    doc = json.loads(out.stdout)
+    assert doc["files"] == doc["sessions"] == 10_000
+    assert doc["totals"]["llm_calls"] == 10_000
+    assert doc["skipped_entries"] == {"line is not JSON (truncated or corrupt)": 10}
+    assert elapsed < 120
+
+
+def test_missing_path_is_reported_not_raised(tmp_path: Path) -> None:
+    out = cli("replay", "--json", str(tmp_path / "nope"))
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["skipped_files"] == {f"path not found: {tmp_path / 'nope'}": 1}
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
+    import pexpect
+
+    for i in range(40):
+        (tmp_path / f"s{i}.jsonl").write_bytes(PI16.read_bytes())
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "ctxwrap", "replay", str(tmp_path)],
+        env={**os.environ, "TERM": "xterm", "COLUMNS": "100"},
+        encoding="utf-8",
+        timeout=120,
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "replaying" in (child.before or "")  # the bar was drawn on the terminal
+    piped = cli("replay", str(tmp_path))
+    assert "replaying" not in piped.stdout + piped.stderr
+
+
+# -- --tag --------------------------------------------------------------------------------------
+
+
+def test_tag_asks_the_http_aux_backend_and_counts_its_tokens(tmp_path: Path) -> None:
+    from ctxwrap.testing.model_server import ScriptedModelServer, estimate_prompt_tokens
+
+    # a secret in a read result must not reach the aux model
+    lines = PI16.read_text().splitlines()
+    doc = [json.loads(line) for line in lines]
+    for entry in doc:
+        msg = entry.get("message", {})
+        if msg.get("role") == "toolResult" and msg.get("toolName") == "read":
+            msg["content"][0]["text"] = (
+                "API_KEY=sk-abcdefghijklmnopqrstuvwx\n" + msg["content"][0]["text"]
+            )
+    f = tmp_path / "s.jsonl"
+    f.write_text("\n".join(json.dumps(e) for e in doc) + "\n")
+    rules = [{"task": "tag", "match": "long notes file", "answer": {"decision": "DROP"}}]
+    with ScriptedModelServer([], aux_rules=rules) as srv:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("PI_CTX_", "XDG_"))},
+            "XDG_CONFIG_HOME": str(tmp_path / "config"),
+            "PI_CTX_AUX_BACKEND": "http",
+            "PI_CTX_AUX_BASE_URL": srv.base_url,
+        }
+        out = cli("replay", "--tag", "--json", "--per-call", str(f), env=env)
+        assert out.returncode == 0, out.stderr
+        aux = srv.aux_requests
+    [s] = json.loads(out.stdout)["groups"]
+    assert s["tagged_by_aux"] is True and s["tagger_bound_tokens"] == 0
+    assert len(aux) >= 1 and all(r.aux_task == "tag" for r in aux)
+    sent = "".join(json.dumps(r.body) for r in aux)
+    assert "sk-abcdefghijklmnop" not in sent and "[REDACTED" in sent
+    mech = {m["mechanism"]: m for m in s["mechanisms"]}
+    assert mech["amnesia"]["saved_chars"] > 0
+    assert mech["amnesia"]["aux_calls_estimated"] == len(aux)
+    assert mech["amnesia"]["aux_tokens_estimated"] >= sum(
+        estimate_prompt_tokens(r.body) for r in aux
+    )
+    assert any(i["kind"] == "tombstone" for i in s["intervention_list"])
+    # without the backend configured, --tag says what is missing
+    bare = {k: v for k, v in env.items() if not k.startswith("PI_CTX_AUX")}
+    refused = cli("replay", "--tag", str(f), env=bare)
+    assert refused.returncode != 0 and "--tag needs the http aux backend" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_since_cuts_inside_a_session(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    paused = tmp_path / "paused.jsonl"
+    paused.write_text(_with_prompt_after(PI16.read_text().splitlines(), 600))
+    last = json.loads(paused.read_text().splitlines()[-1])
+    ts = datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00")).timestamp()
+    [whole] = replay(paused)["groups"]
+    [late] = replay(paused, since=ts - 60)["groups"]
+    assert late["llm_calls"] == 1 < whole["llm_calls"]
+    # the kept call still carries what the earlier calls put in its context
+    assert late["calls"][0]["messages_chars"] == whole["calls"][-1]["messages_chars"]
+    out = cli(
+        "replay", "--json", "--since", datetime.fromtimestamp(ts - 60).isoformat(), str(paused)
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["totals"]["llm_calls"] == 1
