@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -124,7 +124,19 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, tool_call_id)
     );
     """,
+    # version 2: which agent ran the session ("pi" for every session recorded before).
+    """
+    ALTER TABLE sessions ADD COLUMN agent TEXT NOT NULL DEFAULT 'pi'
+    """,
 ]
+
+
+def agent_of(row: dict[str, Any]) -> str:
+    """The session's agent: SessionStart.agent when the caller passes it, else from the package."""
+    agent = row.get("agent")
+    if agent in ("pi", "claude"):
+        return str(agent)
+    return "claude" if "claude-code" in str(row.get("pi_package") or "") else "pi"
 
 
 class SchemaTooNew(RuntimeError):
@@ -189,12 +201,13 @@ class Store:
 
     def upsert_session(self, row: dict[str, Any]) -> None:
         # A resumed session keeps its first start time and its history.
+        row = {"agent": agent_of(row), **row}
         self.conn.execute(
-            """INSERT INTO sessions (session_id, session_file, cwd, pid, pi_version, pi_package, model, started_at)
-               VALUES (:session_id, :session_file, :cwd, :pid, :pi_version, :pi_package, :model, :started_at)
+            """INSERT INTO sessions (session_id, session_file, cwd, pid, pi_version, pi_package, model, started_at, agent)
+               VALUES (:session_id, :session_file, :cwd, :pid, :pi_version, :pi_package, :model, :started_at, :agent)
                ON CONFLICT(session_id) DO UPDATE SET session_file=excluded.session_file, cwd=excluded.cwd,
                  pid=excluded.pid, pi_version=excluded.pi_version, pi_package=excluded.pi_package,
-                 model=excluded.model, ended_at=NULL, end_reason=NULL""",
+                 model=excluded.model, agent=excluded.agent, ended_at=NULL, end_reason=NULL""",
             row,
         )
 
