@@ -82,6 +82,8 @@ def hook_settings(command: str) -> dict[str, Any]:
     entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
     return {
         "hooks": {
+            # Bash runs wrapped so that a failing command's output is not cut at 10,000 chars.
+            "PreToolUse": [{"matcher": "Bash", "hooks": [entry]}],
             "PostToolUse": [{"matcher": HOOK_TOOLS, "hooks": [entry]}],
             # A failing command skips PostToolUse; its output is digested on the request path.
             "PostToolUseFailure": [{"matcher": "Bash", "hooks": [entry]}],
