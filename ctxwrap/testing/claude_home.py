@@ -7,6 +7,7 @@ only requests are ``HEAD /`` and ``POST /v1/messages``; docs/research/claude-cod
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Mapping
@@ -58,3 +59,18 @@ def claude_print_args(prompt: str, *extra: str) -> list[str]:
         "Bash Read Write Grep Glob",
         *extra,
     ]
+
+
+def seed_claude_home(home: Path, project: Path, api_key: str = TEST_API_KEY) -> None:
+    """Skip the interactive first-run screens: onboarding, the folder-trust dialog, and the
+    "use this API key?" question (Claude Code remembers the key's last 20 characters)."""
+    home.mkdir(parents=True, exist_ok=True)
+    state = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": [api_key[-20:]], "rejected": []},
+        "projects": {
+            str(project): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}
+        },
+    }
+    (home / ".claude.json").write_text(json.dumps(state))

@@ -204,6 +204,10 @@ class ClaudeSession:
         messages = body.get("messages")
         if not isinstance(messages, list):
             return []
+        if not body.get("tools"):
+            # A side request (the interactive session's title) is another conversation: it
+            # must neither mark the history as seen nor get edits decided.
+            return self.replay(body)
         neutral = wire.to_neutral(messages)
         with self.lock:
             if self.first_request:
