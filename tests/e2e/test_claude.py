@@ -227,6 +227,8 @@ def test_read_drop_tombstone_write_stub_and_prefix_property(tmp_path: Path, xdg:
         # stats: the session ran claude; provider cache figures are the server's own
         sessions = json.loads(ce.ctxwrap("sessions", "--all", "--json").stdout)["sessions"]
         assert [s["agent"] for s in sessions] == ["claude"]
+        by_agent = json.loads(ce.ctxwrap("stats", "--by", "agent", "--json").stdout)["groups"]
+        assert [g["key"] for g in by_agent] == ["claude"]
         stats = json.loads(ce.ctxwrap("stats", "--json").stdout)["totals"]
         provider = stats["provider"]
         assert provider["turns"] == len(reqs)
