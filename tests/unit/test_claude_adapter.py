@@ -189,3 +189,7 @@ def test_no_wrap_while_the_daemon_is_unknown(tmp_path: Path) -> None:
         "tool_input": {"command": "ls"},
     }
     assert sess.handle_hook(event) == {}
+    sess.registered = True
+    assert sess.handle_hook(event) != {}
+    background = {**event, "tool_input": {"command": "ls", "run_in_background": True}}
+    assert sess.handle_hook(background) == {}

@@ -400,6 +400,8 @@ class ClaudeSession:
         command = tool_input.get("command") if isinstance(tool_input, dict) else None
         if not isinstance(command, str) or not command.strip() or not self.registered:
             return {}
+        if isinstance(tool_input, dict) and tool_input.get("run_in_background"):
+            return {}  # its output is read later through another tool, past our unwrapping
         if not self.cfg.get("bash", True) or command.rstrip().endswith("\\"):
             return {}
         with self.lock:
