@@ -125,7 +125,12 @@ def test_frozen_edits_replay_from_the_session_file(tmp_path: Path) -> None:
     with ScriptedModelServer([{"text": "a"}]) as srv:
         proxy = proxy_for(srv, tmp_path)
         try:
-            body = {"model": "m", "max_tokens": 5, "messages": history("R" * 9000)}
+            body = {
+                "model": "m",
+                "max_tokens": 5,
+                "tools": [{"name": "Read", "input_schema": {"type": "object"}}],
+                "messages": history("R" * 9000),
+            }
             url = proxy.base_url + "/v1/messages"
             r = httpx.post(url + "/count_tokens?beta=true", json=body, headers=HEADERS, timeout=5)
             assert r.status_code == 200
@@ -139,7 +144,7 @@ def test_frozen_edits_replay_from_the_session_file(tmp_path: Path) -> None:
                     "content": tomb,
                     "cache_control": {"type": "ephemeral"},  # Claude Code's marker stays
                 }
-            # usage of the call was read from the response (for /v1/turn_end)
+            # the history of the first request counts as seen: nothing in it is decided again
             sess = proxy.sessions[SID]
             assert sess.first_request is False and "toolu_R" in sess.seen
         finally:
