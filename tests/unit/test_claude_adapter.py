@@ -193,3 +193,32 @@ def test_no_wrap_while_the_daemon_is_unknown(tmp_path: Path) -> None:
     assert sess.handle_hook(event) != {}
     background = {**event, "tool_input": {"command": "ls", "run_in_background": True}}
     assert sess.handle_hook(background) == {}
+
+
+def test_daemon_down_above_the_cap_gives_head_and_tail(tmp_path: Path) -> None:
+    sess = _session(tmp_path)
+    saved = tmp_path / "proj" / "tool-results" / "abc.txt"
+    saved.parent.mkdir(parents=True)
+    lines = [f"line {i}" for i in range(20000)] + ["= 3 failed, 9 passed ="]
+    saved.write_text("\n".join(lines) + f"\n\n{sess.exit_marker} 1\n")
+    post = sess.handle_hook(
+        {
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_use_id": "b9",
+            "tool_input": {"command": "wrapped"},
+            "tool_response": {
+                "stdout": "\n".join(lines)[:30000],
+                "stderr": "",
+                "persistedOutputPath": str(saved),
+                "persistedOutputSize": saved.stat().st_size,
+            },
+        }
+    )
+    out = post["hookSpecificOutput"]["updatedToolOutput"]
+    assert "persistedOutputPath" not in out
+    text = out["stdout"]
+    assert text.startswith("Exit code 1\nline 0\n")
+    assert text.rstrip().endswith("= 3 failed, 9 passed =")
+    assert sess.exit_marker not in text
+    assert len(text) < 6000

@@ -41,7 +41,10 @@ AuxRunner = Callable[
 
 AMNESIA_HOOK_TOOLS = {"Read": "read", "Grep": "grep", "Glob": "find"}
 BASH_DEADLINE_S = 15.0  # like the bridge's bash call: the digest is worth a short wait
-WRITE_CONTENT_MAX = 64 * 1024  # the daemon needs the head of a file for a fact, not all of it
+WRITE_CONTENT_MAX = 64 * 1024
+FAILED_OUTPUT_CAP = 10_000  # what Claude Code 2.1 keeps of a failing command's output
+FALLBACK_HEAD_CHARS = 1500
+FALLBACK_TAIL_BYTES = 3000  # the daemon needs the head of a file for a fact, not all of it
 _RECALL_HINT_RE = re.compile(r'ctx_recall\(handle="([A-Za-z0-9_-]+)", pattern=\.\.\.\)')
 
 
@@ -452,9 +455,13 @@ class ClaudeSession:
             unwrapped["stdout"] = f"Exit code {exit_code}\n{stdout}"
         else:
             unwrapped["stdout"] = stdout
+        if exit_code is not None and persisted is not None:
+            # No digest (our side failed): a bounded head and tail instead of Claude Code's
+            # 2 KB head-only preview, so a wrapped command's status and summary still show.
+            unwrapped["stdout"] = self._fallback_view(stdout, persisted, exit_code)
         plain_output = (
             {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": unwrapped}}
-            if exit_code is not None and persisted is None
+            if exit_code is not None
             else {}
         )
         threshold = self._cfg_int("bash_min_tokens", 2000)
@@ -464,8 +471,12 @@ class ClaudeSession:
         if digest is None:
             return plain_output
         digest = "\n".join(line for line in digest.split("\n") if self.exit_marker not in line)
-        if persisted is not None:
-            plain = _persisted_preview_chars(persisted, int(resp.get("persistedOutputSize") or 0))
+        size = int(resp.get("persistedOutputSize") or 0) if persisted else u16len(text)
+        if exit_code:
+            # Plain Claude Code sends a failing command's first 10,000 chars only.
+            plain = u16len(f"Exit code {exit_code}\n") + min(size, FAILED_OUTPUT_CAP)
+        elif persisted is not None:
+            plain = _persisted_preview_chars(persisted, size)
         else:
             plain = u16len(text)
         with self.lock:
@@ -476,6 +487,23 @@ class ClaudeSession:
         }
         out.update(stdout=digest, stderr="")
         return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": out}}
+
+    def _fallback_view(self, head_text: str, path: str, exit_code: int) -> str:
+        tail = ""
+        try:
+            with open(path, "rb") as fh:
+                size = os.path.getsize(path)
+                fh.seek(max(0, size - FALLBACK_TAIL_BYTES))
+                tail = fh.read().decode("utf-8", "replace")
+        except OSError:
+            size = 0
+        tail = self._exit_status(tail)[0]
+        head = head_text[:FALLBACK_HEAD_CHARS]
+        status = f"Exit code {exit_code}\n" if exit_code else ""
+        return (
+            f"{status}{head}\n[… ctxwrap: {size:,} bytes in all, the middle is omitted; "
+            f"full output: {path} …]\n{tail}"
+        )
 
     def _bash_failure(self, cid: str, event: JsonDict) -> None:
         # PostToolUseFailure cannot replace the output (docs/research/claude-code-notes.md):
