@@ -343,3 +343,21 @@ def test_ctxwrap_off_runs_plain_claude(tmp_path: Path, xdg: Xdg) -> None:
         assert srv.aux_requests == []
         assert not (xdg.state / "ctxwrap" / "claude").exists()
         assert not xdg.socket.exists()  # no daemon was started for a plain run
+
+
+def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:
+    codes = []
+    for extra in ((), ("--ctxwrap-off",)):
+        with ScriptedModelServer([{"status": 400, "text": "bad request"}]) as srv:
+            ce = ClaudeEnv(tmp_path, xdg, srv)
+            proc = subprocess.run(
+                [*CTXWRAP, "claude", *claude_print_args("go", *extra)],
+                cwd=ce.work,
+                env=ce.env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            codes.append(proc.returncode)
+            assert len(srv.main_requests) == 1
+    assert codes[0] == codes[1] != 0
