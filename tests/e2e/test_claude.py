@@ -361,3 +361,41 @@ def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:
             codes.append(proc.returncode)
             assert len(srv.main_requests) == 1
     assert codes[0] == codes[1] != 0
+
+
+def test_grep_and_glob_results_tagged_drop_become_tombstones(tmp_path: Path, xdg: Xdg) -> None:
+    drop_listing = {
+        "task": "tag",
+        "match": "module_with_a_long_name",
+        "answer": {"decision": "DROP"},
+    }
+    with ScriptedModelServer([], aux_rules=[drop_listing]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        src = ce.work / "src"
+        src.mkdir()
+        for i in range(120):
+            (src / f"module_with_a_long_name_{i:03d}.py").write_text(
+                f"# DROP-ME-MARKER {i}\nvalue_{i} = {i}\n"
+            )
+        srv.steps = _steps(
+            [
+                {"tool_calls": [{"name": "Glob", "arguments": {"pattern": "src/*.py"}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "Grep",
+                            "arguments": {"pattern": "DROP-ME", "output_mode": "content"},
+                        }
+                    ]
+                },
+                {"text": "done"},
+            ]
+        )
+        ce.run()
+        reqs = srv.main_requests
+        assert len(reqs) == 3
+        results = tool_results(reqs[-1])
+        assert results["toolu_0_0"].startswith("[ctxwrap: find src/*.py")
+        assert results["toolu_1_0"].startswith("[ctxwrap: grep DROP-ME")
+        assert "module_with_a_long_name_077" not in json.dumps(reqs[-1].body["messages"])
+        assert_prefix_chain(reqs)
