@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CTXWRAP, Xdg
+from support import CTXWRAP, Xdg, wait_ready
 
 from ctxwrap.testing.claude_home import TEST_API_KEY, claude_env, claude_print_args, find_claude
 from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer
@@ -286,10 +286,13 @@ def test_daemon_killed_mid_session_keeps_frozen_edits(tmp_path: Path, xdg: Xdg) 
         srv.steps = _steps(_amnesia_write_script(ce.work))
         (ce.work / "notes.txt").write_text(NOTES)
 
+        pid = 0
+
         def kill_after_third_request() -> None:
+            nonlocal pid
             srv.wait_for_requests(3, kind="main", timeout=60)
-            pid = xdg.daemon_pid()
-            assert pid is not None
+            pid = xdg.daemon_pid() or 0
+            assert pid
             os.kill(pid, signal.SIGKILL)
 
         killer = threading.Thread(target=kill_after_third_request)
@@ -302,6 +305,10 @@ def test_daemon_killed_mid_session_keeps_frozen_edits(tmp_path: Path, xdg: Xdg) 
         assert tool_results(reqs[-1])["toolu_0_0"].startswith("[ctxwrap: read ")
         assert tool_uses(reqs[-1])["toolu_1_0"]["content"].startswith("[content stripped")
         assert_prefix_chain(reqs)
+        # the proxy found nobody listening and started a new daemon, as the pi bridge does
+        killed = pid
+        health = wait_ready(xdg, timeout=20)
+        assert health["pid"] != killed
 
 
 def test_unreachable_daemon_means_plain_claude_code(tmp_path: Path, xdg: Xdg) -> None:
@@ -311,13 +318,17 @@ def test_unreachable_daemon_means_plain_claude_code(tmp_path: Path, xdg: Xdg) ->
         (ce.work / "notes.txt").write_text(NOTES)
 
         def kill_at_probe() -> None:
-            # Claude Code's HEAD / arrives before any model call: our side goes away then.
+            # Claude Code's HEAD / arrives before any model call: our side goes away then,
+            # and cannot come back (its database path is now a directory).
             end = time.monotonic() + 60
             while time.monotonic() < end and not srv.all_requests:
                 time.sleep(0.01)
             pid = xdg.daemon_pid()
             if pid:
                 os.kill(pid, signal.SIGKILL)
+            for f in xdg.db.parent.glob("ctxwrap.db*"):
+                f.unlink()
+            xdg.db.mkdir()
 
         killer = threading.Thread(target=kill_at_probe)
         killer.start()

@@ -191,6 +191,15 @@ def run_claude(args: list[str]) -> int:
             state_dir=paths.state_dir(),
             socket_path=paths.socket_path(),
             start_info=start_info,
+            daemon_start_argv=[
+                sys.executable,
+                "-m",
+                "ctxwrap",
+                "daemon",
+                "run",
+                "--log-file",
+                str(paths.daemon_log_path()),
+            ],
         )
         proxy.start()
     except Exception as exc:  # anything of ours unavailable → plain Claude Code

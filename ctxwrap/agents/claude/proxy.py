@@ -69,12 +69,13 @@ class ClaudeProxy:
         state_dir: Path | None,
         socket_path: Path | None,
         start_info: JsonDict,
+        daemon_start_argv: list[str] | None = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
         self.secret = secrets.token_urlsafe(24)
         self.state_dir = state_dir
         self.start_info = start_info
-        self.daemon = DaemonLink(socket_path)
+        self.daemon = DaemonLink(socket_path, daemon_start_argv)
         self.sessions: dict[str, ClaudeSession] = {}
         self._lock = threading.Lock()
         self._credentials: dict[str, str] = {}  # memory only: the aux backend's key

@@ -60,11 +60,32 @@ class DaemonLink:
     one per request (the bridge's rule).
     """
 
-    def __init__(self, socket_path: Path | None) -> None:
+    def __init__(self, socket_path: Path | None, revive_argv: list[str] | None = None) -> None:
         self.socket_path = socket_path
+        # Like the bridge: nobody listening → start a daemon (detached, at most every 10 s);
+        # the pidfile lock makes concurrent starts safe. None: never start one.
+        self.revive_argv = revive_argv
+        self._last_revive = float("-inf")
         self._client: Any = None
         self._suspended_until = 0.0
         self._lock = threading.Lock()
+
+    def _revive(self) -> None:
+        now = time.monotonic()
+        if self.revive_argv is None or now - self._last_revive < 10.0:
+            return
+        self._last_revive = now
+        import subprocess
+
+        with contextlib.suppress(OSError):
+            subprocess.Popen(
+                self.revive_argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
 
     def call(self, path: str, body: JsonDict, timeout: float) -> JsonDict | None:
         if self.socket_path is None or time.monotonic() < self._suspended_until:
@@ -81,6 +102,9 @@ class DaemonLink:
             r = client.post(path, json=body, timeout=timeout)
         except httpx.TimeoutException:
             self._suspended_until = time.monotonic() + 5.0
+            return None
+        except httpx.ConnectError:  # refused, or no socket: the daemon is gone
+            self._revive()
             return None
         except httpx.HTTPError:
             return None
