@@ -222,3 +222,25 @@ def test_daemon_down_above_the_cap_gives_head_and_tail(tmp_path: Path) -> None:
     assert text.rstrip().endswith("= 3 failed, 9 passed =")
     assert sess.exit_marker not in text
     assert len(text) < 6000
+
+
+def test_doctor_checks_claude(monkeypatch: Any) -> None:
+    import pytest
+
+    from ctxwrap.agents.claude.doctor_check import check_claude
+    from ctxwrap.testing.claude_home import find_claude
+
+    monkeypatch.setenv("CTXWRAP_CLAUDE", "/nonexistent/claude")
+    [missing] = check_claude()
+    assert (missing.name, missing.level) == ("claude", "warn")
+    real = find_claude()
+    if real is None:
+        pytest.skip("claude not installed")
+    monkeypatch.setenv("CTXWRAP_CLAUDE", str(real))
+    checks = check_claude()
+    assert [(c.name, c.level) for c in checks] == [
+        ("claude", "ok"),
+        ("claude proxy", "ok"),
+        ("claude hook", "ok"),
+    ]
+    assert "2.1." in checks[0].summary
