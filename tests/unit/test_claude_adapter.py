@@ -230,10 +230,11 @@ def test_doctor_checks_claude(monkeypatch: Any) -> None:
     from ctxwrap.agents.claude.doctor_check import check_claude
     from ctxwrap.testing.claude_home import find_claude
 
+    monkeypatch.delenv("CTXWRAP_CLAUDE", raising=False)
+    real = find_claude()
     monkeypatch.setenv("CTXWRAP_CLAUDE", "/nonexistent/claude")
     [missing] = check_claude()
     assert (missing.name, missing.level) == ("claude", "warn")
-    real = find_claude()
     if real is None:
         pytest.skip("claude not installed")
     monkeypatch.setenv("CTXWRAP_CLAUDE", str(real))
