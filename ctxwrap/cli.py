@@ -96,6 +96,71 @@ def pi_cmd(args: tuple[str, ...]) -> None:
     raise ExitCode(run_pi(list(args)))
 
 
+@cli.command(
+    "claude",
+    context_settings={
+        **CONTEXT,
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+        "help_option_names": [],
+    },
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def claude_cmd(args: tuple[str, ...]) -> None:
+    """Run Claude Code exactly as `claude ARGS…` would, through ctxwrap's hook and proxy.
+
+    Every argument goes to claude unchanged; the exit status is claude's. `--ctxwrap-off` or
+    PI_CTX_OFF=1 runs plain Claude Code.
+    """
+    from ctxwrap.agents.claude.launcher import run_claude
+
+    raise ExitCode(run_claude(list(args)))
+
+
+@cli.group("hook", context_settings=CONTEXT)
+def hook_group() -> None:
+    """Agent hooks (run by the agent, not by people)."""
+
+
+@hook_group.command("claude")
+def hook_claude() -> None:
+    """Claude Code's PostToolUse hook: event JSON on stdin, its answer on stdout; never fails."""
+    from ctxwrap.agents.claude.hook import main as hook_main
+
+    raise ExitCode(hook_main())
+
+
+@cli.command("recall")
+@click.argument("handle")
+@click.argument("pattern", required=False)
+@click.option("--lines", "line_range", help="Line range A-B (1-based, inclusive).")
+@click.option("-C", "--context", "context_lines", type=click.IntRange(0, 20), default=0)
+def recall(handle: str, pattern: str | None, line_range: str | None, context_lines: int) -> None:
+    """Lines of a digested output matching PATTERN (a regex), bounded like ctx_recall."""
+    from ctxwrap.client import request
+
+    body: dict[str, Any] = {"handle": handle, "pattern": pattern, "context_lines": context_lines}
+    if line_range:
+        a, _, b = line_range.partition("-")
+        try:
+            body["start_line"] = int(a) if a else None
+            body["end_line"] = int(b) if b else None
+        except ValueError as exc:
+            raise click.BadParameter("use A-B, e.g. 10-40", param_hint="--lines") from exc
+    try:
+        reply = request("POST", "/v1/recall", body)
+    except CtxwrapError as exc:
+        if "404" in exc.message:
+            raise NotFoundError(
+                f"no stored output with handle {handle!r}", hint="handles expire with the raw store"
+            ) from exc
+        raise
+    click.echo(reply.get("text", ""))
+    note = f"[{reply.get('matched_lines', 0)} of {reply.get('total_lines', 0)} lines matched"
+    click.echo(note + (", output cut at the recall cap]" if reply.get("truncated") else "]"))
+
+
 # -- daemon -------------------------------------------------------------------------------------
 
 
@@ -218,7 +283,7 @@ def _readonly_db() -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--all", "show_all", is_flag=True, help="Include ended sessions.")
 def sessions(as_json: bool, show_all: bool) -> None:
-    """List pi sessions the daemon knows (live ones by default)."""
+    """List agent sessions (pi, claude) the daemon knows (live ones by default)."""
     from ctxwrap.daemon.pidfile import pid_alive
 
     conn = _readonly_db()
@@ -241,7 +306,7 @@ def sessions(as_json: bool, show_all: bool) -> None:
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"]))
         state = "live" if r["live"] else "ended"
         click.echo(
-            f"{r['session_id']}  {state:5}  {started}  pid {r['pid']:<7} {r['model'] or '-':24} {r['cwd']}"
+            f"{r['session_id']}  {state:5}  {started}  {r.get('agent') or 'pi':6} pid {r['pid']:<7} {r['model'] or '-':24} {r['cwd']}"
         )
 
 

@@ -438,6 +438,9 @@ def run_checks() -> list[Check]:
     checks.append(cfg)
     pi_ok = all(c.level != "fail" for c in checks if c.name in {"pi", "node"})
     checks.append(check_aux(settings, pi_ok))
+    from ctxwrap.agents.claude.doctor_check import check_claude
+
+    checks += check_claude()
     return checks
 
 

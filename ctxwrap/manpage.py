@@ -20,6 +20,10 @@ from ctxwrap import __version__
 OTHER_ENVIRONMENT = {
     "CTXWRAP_PI": "The pi executable to run (a name looked up on PATH, or a path); default: "
     "`pi` on PATH.",
+    "CTXWRAP_CLAUDE": "The Claude Code executable to run (a name looked up on PATH, or a path); "
+    "default: `claude` on PATH.",
+    "ANTHROPIC_BASE_URL": "`ctxwrap claude`: the upstream its loopback proxy forwards to (the "
+    "user's own value, else https://api.anthropic.com); Claude Code itself is pointed at the proxy.",
     "CTXWRAP_DEBUG": "1 shows tracebacks on errors, like --debug.",
     "CTXWRAP_NO_SYSTEMD": "1 makes the client auto-start the daemon even when the systemd "
     "user units are installed.",
@@ -41,6 +45,9 @@ FILES = {
     "peer uid checked).",
     "$XDG_RUNTIME_DIR/ctxwrap/daemon.pid": "The daemon's pidfile, locked while it runs.",
     "$XDG_STATE_HOME/ctxwrap/ctxwrap.db": "Sessions, decisions, facts and statistics (SQLite).",
+    "$XDG_STATE_HOME/ctxwrap/claude/SESSION.jsonl": "`ctxwrap claude`: the frozen edit set of a "
+    "Claude Code session (0600), replayed on every request and on `claude --continue`. No "
+    "credentials.",
     "$XDG_STATE_HOME/ctxwrap/daemon.log": "The log of an auto-started daemon (under systemd: "
     "the journal).",
     "$XDG_STATE_HOME/ctxwrap/events.jsonl": "The event log (PI_CTX_LOG_FILE moves it).",
@@ -65,9 +72,13 @@ EXIT_STATUS = [
     ("73", "`config init`: the config file exists (--force replaces it and keeps a .bak copy)."),
     ("77", "The socket directory or socket is not private to this user."),
     ("78", "The configuration is invalid."),
-    ("127", "pi was not found (CTXWRAP_PI or PATH)."),
+    ("127", "pi or claude was not found (CTXWRAP_PI, CTXWRAP_CLAUDE or PATH)."),
     ("130", "Interrupted."),
-    ("any", "`ctxwrap pi` exits with pi's own status (a signal N gives 128+N)."),
+    (
+        "any",
+        "`ctxwrap pi` and `ctxwrap claude` exit with the agent's own status (a signal N gives "
+        "128+N).",
+    ),
 ]
 
 
@@ -192,6 +203,8 @@ def render_ctxwrap_1(root: click.Group | None = None) -> str:
         _usage(["ctxwrap"], root),
         ".br",
         "\\fBctxwrap pi\\fR [\\fIPI-ARGS\\fR...]",
+        ".br",
+        "\\fBctxwrap claude\\fR [\\fICLAUDE-ARGS\\fR...]",
     ]
     out += [".SH DESCRIPTION", *paragraphs(root.help or "")]
     out += paragraphs(
@@ -201,6 +214,14 @@ def render_ctxwrap_1(root: click.Group | None = None) -> str:
         "catalog loads lazily, and large write bodies become one-line facts. A per-user daemon "
         "(see ctxwrap-daemon(8)) holds the state and the statistics; pi behaves as plain pi "
         "whenever the daemon is absent."
+    )
+    out += paragraphs(
+        "`ctxwrap claude` does the same for Claude Code through its hooks (a per-launch "
+        "--settings layer; ~/.claude/settings.json is never edited) and a loopback Anthropic "
+        "Messages proxy that ANTHROPIC_BASE_URL points at: large Bash output becomes a digest "
+        "with a `ctxwrap recall HANDLE PATTERN` hint, Read/Grep/Glob results judged not needed "
+        "become one-line tombstones, and large Write bodies a stub with a one-line fact. "
+        "Credentials pass through the proxy and are never stored."
     )
     out += [".SH OPTIONS"]
     for p in root.params:

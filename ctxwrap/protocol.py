@@ -100,7 +100,8 @@ class SessionStart(Request):
     tools: list[ToolSpec] = Field(default_factory=list)
     skills: list[SkillSpec] = Field(default_factory=list)
     active_tools: list[str] = Field(default_factory=list)
-    # Which agent adapter speaks: decides agent-specific wording (how the model recalls output).
+    # Which agent runs the session (stored in sessions.agent; `ctxwrap stats --by agent`).
+    # For "claude", pi_version / pi_package name Claude Code's version and npm package.
     agent: Literal["pi", "claude"] = "pi"
     compaction: CompactionSettings | None = None
 

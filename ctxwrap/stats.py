@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 SCHEMA = 1
 MECHANISMS = ("bash", "amnesia", "writes", "skills", "tools")
-GroupBy = Literal["mechanism", "session", "day"]
+GroupBy = Literal["mechanism", "session", "day", "agent"]
 
 
 def chars_to_tokens(chars: int) -> int:
@@ -346,6 +346,12 @@ def compute_stats(
         groups = tuple(Group(s, figures_from(per_session[s]), infos.get(s)) for s in order)
     elif by == "day":
         groups = tuple(Group(d, figures_from(per_day[d])) for d in sorted(per_day))
+    elif by == "agent":
+        agents = _session_agents(conn)
+        per_agent: dict[str, _Raw] = {}
+        for sid, raw in per_session.items():
+            per_agent.setdefault(agents.get(sid, "pi"), _Raw()).add(raw)
+        groups = tuple(Group(a, figures_from(per_agent[a])) for a in sorted(per_agent))
     return StatsReport(
         generated_at=time.time() if now is None else now,
         session=session,
@@ -356,6 +362,14 @@ def compute_stats(
         sessions=len({sid for sid, _ in cells}),
         live_sessions=live,
     )
+
+
+def _session_agents(conn: sqlite3.Connection) -> dict[str, str]:
+    """session id → agent ("pi", "claude"); a database from before schema 2 has only pi."""
+    try:
+        return {r[0]: r[1] for r in conn.execute("SELECT session_id, agent FROM sessions")}
+    except sqlite3.OperationalError:
+        return {}
 
 
 def _session_infos(
@@ -727,7 +741,9 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
                     *bar(f.net_tokens, scale),
                 ]
             )
-        heads = ["session", "state", "started"] if report.by == "session" else ["day"]
+        heads = (
+            ["session", "state", "started"] if report.by == "session" else [report.by]  # day, agent
+        )
         headers = [*heads, "calls", "sent", "plain", "saved", "%", "aux", "net", "cost %"]
         out += _table(
             [*headers, *([""] if charts else [])],
@@ -798,7 +814,7 @@ def _since_param(value: str | None) -> float | None:
 )
 @click.option(
     "--by",
-    type=click.Choice(["mechanism", "session", "day"]),
+    type=click.Choice(["mechanism", "session", "day", "agent"]),
     default="mechanism",
     show_default=True,
     help="Rows of the table.",

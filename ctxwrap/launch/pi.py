@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 from dataclasses import dataclass
 from importlib import resources
@@ -18,7 +16,7 @@ from pathlib import Path
 
 from ctxwrap import __version__, paths
 from ctxwrap.errors import CtxwrapError, PiNotFound, SocketSecurityError
-from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
+from ctxwrap.launch.child import run_child
 
 OFF_FLAG = "--ctxwrap-off"
 INSTALL_HINT = "install it with `npm install -g @earendil-works/pi-coding-agent` (needs Node >= 22.19), or set CTXWRAP_PI"
@@ -123,27 +121,4 @@ def run_pi(args: list[str]) -> int:
     else:
         argv = [*pi.argv, "-e", str(bridge_path()), *args]
         env = bridge_env(pi)
-    if os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno()):
-        return run_under_pty(argv, env)
-    # No terminal (scripts, -p, --mode json|rpc): pi gets our stdio as it is.
-    proc = subprocess.Popen(argv, env=env)
-
-    def forward(signum: int, _frame: object) -> None:
-        # `kill <ctxwrap pid>` (a supervisor, a job runner) must stop pi as it would plain pi,
-        # not kill us and orphan pi; the same signals the PTY path forwards.
-        if proc.returncode is None:
-            proc.send_signal(signum)
-
-    old_handlers = {s: signal.signal(s, forward) for s in FORWARDED}
-    try:
-        while True:
-            try:
-                proc.wait()
-                break
-            except KeyboardInterrupt:
-                continue  # the child got the same SIGINT from the terminal's process group
-    finally:
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
-    rc = proc.returncode
-    return 128 - rc if rc < 0 else rc
+    return run_child(argv, env)

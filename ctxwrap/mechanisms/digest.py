@@ -50,9 +50,10 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
     # Only the agent's own report names a spill file, and only a checked one is read (invariant 7).
     with open_trusted_spill(
         req.full_output_path,
-        parsed.full_output_path,
+        parsed.full_output_path if rt.agent == "pi" else None,
         pi_tmpdir=req.pi_tmpdir,
         call_started_ms=req.call_started_ms,
+        agent=rt.agent,
     ) as spill:
         if spill.refused:
             d.events.write(

@@ -1,4 +1,4 @@
-r"""Scripted OpenAI-compatible chat-completions server for tests and ``ctxwrap demo``.
+r"""Scripted model server (OpenAI chat completions and Anthropic Messages) for tests and the demo.
 
 No LLM is reachable from the test machines, so pi runs against this server on 127.0.0.1.
 Main-agent requests consume a script of assistant steps in order; ctxwrap's out-of-band
@@ -63,11 +63,35 @@ Parallel calls in one step run and come back as consecutive tool messages. Error
 after ~2 s; 0.73: the openai SDK, ``x-stainless-retry-count: 1``) and the retry consumes
 the next step. This server
 accepts content as str or as a list of ``{"type": "text", "text"}`` parts everywhere.
+
+Anthropic Messages (what Claude Code 2.1 sends; see docs/research/claude-code-notes.md)
+-------------------------------------------------------------------------------------------
+``POST /v1/messages`` (any query, e.g. ``?beta=true``) answers from the same script: a step's
+``tool_calls`` become ``tool_use`` blocks with ids ``toolu_<step>_<i>`` and the arguments as
+``input``; ``stop_reason`` is ``tool_use`` or ``end_turn``. ``stream: true`` → SSE
+(``message_start``, ``content_block_start/delta/stop`` with ``text_delta`` and
+``input_json_delta``, ``message_delta``, ``message_stop``); otherwise one JSON message. An
+error step answers ``{"type": "error", "error": {...}}``. Aux requests are recognised by a
+``system`` (string or text blocks) starting with ``[ctxwrap-aux:<task>]``.
+``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` (kind ``count_tokens``);
+``HEAD /`` answers 200 with no body. :attr:`ScriptedModelServer.all_requests` records every
+HTTP request (method, path, headers, body); :attr:`requests` only the model calls.
+
+Usage comes from a simulated prompt cache (:class:`PromptCacheSim`), so cache figures behave
+like the provider's: the request is cut into blocks in cache order (each tool, each system
+block, each content block of each message), ``cache_control`` keys removed for identity.
+``chars(k)`` = the JSON length of the first k blocks; tokens of a prefix =
+``ceil(chars(k)/4)``. Read = the longest prefix ending at a block boundary that an earlier
+request (same model, within ``cache_ttl_s``) wrote; write = from there up to the request's
+last ``cache_control`` breakpoint; ``input_tokens`` = the rest. Every breakpoint's prefix is
+then cached. No minimum cacheable length. So ``input_tokens + cache_read_input_tokens +
+cache_creation_input_tokens = ceil(chars(all)/4)`` = the ``count_tokens`` answer.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -87,6 +111,8 @@ __all__ = [
     "EXHAUSTED_TEXT",
     "MODEL_ID",
     "AuxRule",
+    "CacheUsage",
+    "PromptCacheSim",
     "RecordedRequest",
     "ScriptError",
     "ScriptStep",
@@ -104,7 +130,8 @@ AUX_MARKER_RE = re.compile(r"^\s*\[ctxwrap-aux:([A-Za-z0-9_-]+)\]")
 _STREAM_TEXT_CHUNK = 32
 
 JsonObj = dict[str, Any]
-RequestKind = Literal["main", "aux", "summary"]
+RequestKind = Literal["main", "aux", "summary", "count_tokens", "other"]
+ApiKind = Literal["openai", "anthropic"]
 # pi's compaction summariser (1.6 and 0.73 core/compaction/utils.js): answered with
 # `summary_text`, never from the script, so a session that compacts keeps its steps.
 SUMMARY_PROMPT_PREFIX = "You are a context summarization assistant"
@@ -182,11 +209,15 @@ class RecordedRequest:
     step_index: int | None = None  # script index served; None when exhausted or aux
     path: str = "/v1/chat/completions"
     headers: dict[str, str] = field(default_factory=dict)  # lower-cased names
+    method: str = "POST"
+    usage: JsonObj | None = None  # what the server reported (model calls)
 
     def to_json(self) -> JsonObj:
         return {
             "ts": self.timestamp,
+            "method": self.method,
             "kind": self.kind,
+            "usage": self.usage,
             "aux_task": self.aux_task,
             "step_index": self.step_index,
             "path": self.path,
@@ -202,6 +233,96 @@ class _Reply:
     status: int | None = None
     delay_s: float = 0.0
     cached_tokens: int | None = None  # simulated automatic prompt cache (cache_simulation)
+    usage: JsonObj | None = None  # Anthropic: computed when the request is recorded
+
+
+# -- simulated Anthropic prompt cache -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheUsage:
+    input_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+
+
+def _strip_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_cache_control(v) for v in value]
+    return value
+
+
+def anthropic_cache_blocks(body: Mapping[str, Any]) -> list[tuple[str, bool]]:
+    """(identity JSON, has a cache_control breakpoint) per block, in the provider's cache order."""
+    blocks: list[Any] = []
+    for tool in body.get("tools") or []:
+        blocks.append(tool)
+    system = body.get("system")
+    if isinstance(system, str):
+        blocks.append({"type": "text", "text": system})
+    elif isinstance(system, list):
+        blocks.extend(system)
+    for msg in body.get("messages") or []:
+        if not isinstance(msg, dict):
+            continue
+        content = msg.get("content")
+        role = msg.get("role")
+        if isinstance(content, str):
+            blocks.append({"role": role, "type": "text", "text": content})
+        elif isinstance(content, list):
+            # the role joins each block's identity: the same text from another role is not a hit
+            blocks.extend({"role": role, **b} if isinstance(b, dict) else b for b in content)
+    out = []
+    for b in blocks:
+        marked = isinstance(b, dict) and b.get("cache_control") is not None
+        out.append((json.dumps(_strip_cache_control(b), sort_keys=True), marked))
+    return out
+
+
+def anthropic_prompt_tokens(body: Mapping[str, Any]) -> int:
+    return math.ceil(sum(len(j) for j, _ in anthropic_cache_blocks(body)) / 4)
+
+
+class PromptCacheSim:
+    """Anthropic-style prefix cache: breakpoints write, later identical prefixes read."""
+
+    def __init__(self, ttl_s: float = 300.0) -> None:
+        self.ttl_s = ttl_s
+        self._written: dict[str, float] = {}  # prefix hash → last write/read time
+        self._lock = threading.Lock()
+
+    def usage(self, body: Mapping[str, Any], now: float | None = None) -> CacheUsage:
+        now = time.time() if now is None else now
+        blocks = anthropic_cache_blocks(body)
+        h = hashlib.sha256(str(body.get("model", "")).encode())
+        chars = [0]
+        hashes: list[str] = []
+        for ident, _ in blocks:
+            h.update(b"\x00" + ident.encode("utf-8", "surrogatepass"))
+            hashes.append(h.hexdigest())
+            chars.append(chars[-1] + len(ident))
+        marks = [i + 1 for i, (_, marked) in enumerate(blocks) if marked]
+        with self._lock:
+            self._written = {k: t for k, t in self._written.items() if now - t <= self.ttl_s}
+            read_k = 0
+            for k in range(len(hashes), 0, -1):
+                if hashes[k - 1] in self._written:
+                    read_k = k
+                    break
+            last_mark = max(marks, default=0)
+            write_k = max(last_mark, read_k)
+            for k in marks:
+                self._written[hashes[k - 1]] = now
+            if read_k:
+                self._written[hashes[read_k - 1]] = now  # a hit refreshes the TTL
+        tok = [math.ceil(c / 4) for c in chars]
+        return CacheUsage(
+            input_tokens=tok[-1] - tok[write_k],
+            cache_read_input_tokens=tok[read_k],
+            cache_creation_input_tokens=tok[write_k] - tok[read_k],
+        )
 
 
 def estimate_prompt_tokens(body: Mapping[str, Any]) -> int:
@@ -229,11 +350,12 @@ def _content_text(content: object) -> str:
 
 
 def _system_text(body: Mapping[str, Any]) -> str:
+    if body.get("system") is not None:  # Anthropic: messages may hold mid-conversation system
+        return _content_text(body["system"])
     for msg in body.get("messages") or []:
         if isinstance(msg, dict) and msg.get("role") in ("system", "developer"):
             return _content_text(msg.get("content"))
-    system = body.get("system")  # tolerate Anthropic-shaped bodies
-    return _content_text(system)
+    return ""
 
 
 def _conversation_text(body: Mapping[str, Any]) -> str:
@@ -320,6 +442,7 @@ class ScriptedModelServer:
         model_id: str = MODEL_ID,
         cache_simulation: bool = False,
         summary_text: str = DEFAULT_SUMMARY_TEXT,
+        cache_ttl_s: float = 300.0,
     ) -> None:
         """cache_simulation: report ``usage.prompt_tokens_details.cached_tokens`` like an
         OpenAI-style automatic prefix cache: the leading messages (and tools) identical to
@@ -338,6 +461,8 @@ class ScriptedModelServer:
         self._changed = threading.Condition(self._lock)
         self._next_step = 0
         self._requests: list[RecordedRequest] = []
+        self._all: list[RecordedRequest] = []
+        self.cache = PromptCacheSim(cache_ttl_s)
         self._httpd = _QuietHTTPServer(("127.0.0.1", port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -396,6 +521,12 @@ class ScriptedModelServer:
             return list(self._requests)
 
     @property
+    def all_requests(self) -> list[RecordedRequest]:
+        """Every HTTP request received, model calls or not (HEAD probes, count_tokens, 404s)."""
+        with self._lock:
+            return list(self._all)
+
+    @property
     def main_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.kind == "main"]
 
@@ -436,40 +567,84 @@ class ScriptedModelServer:
 
     def _record(self, rec: RecordedRequest) -> None:
         with self._changed:
-            self._requests.append(rec)
+            if rec.kind in ("main", "aux"):
+                self._requests.append(rec)
+            self._all.append(rec)
             if self.requests_log is not None:
                 with self.requests_log.open("a", encoding="utf-8") as fh:
                     fh.write(json.dumps(rec.to_json()) + "\n")
             self._changed.notify_all()
 
-    def _answer(self, body: JsonObj, path: str, headers: dict[str, str]) -> _Reply:
+    def _answer(
+        self, body: JsonObj, path: str, headers: dict[str, str], api: ApiKind = "openai"
+    ) -> _Reply:
         task = aux_task_of(body)
         now = time.time()
         if task is not None:
-            self._record(RecordedRequest("aux", body, now, task, None, path, headers))
-            return self._aux_reply(task, body)
+            reply = self._aux_reply(task, body)
+            reply.usage = self._usage_of(api, body, reply, now)
+            self._record(
+                RecordedRequest("aux", body, now, task, None, path, headers, usage=reply.usage)
+            )
+            return reply
         if _system_text(body).lstrip().startswith(SUMMARY_PROMPT_PREFIX):
-            self._record(RecordedRequest("summary", body, now, None, None, path, headers))
-            return _Reply(self.summary_text, delay_s=self.main_delay_s)
-        cached = self._simulate_cache(body) if self.cache_simulation else None
+            reply = _Reply(self.summary_text, delay_s=self.main_delay_s)
+            reply.usage = self._usage_of(api, body, reply, now)
+            self._record(
+                RecordedRequest("summary", body, now, None, None, path, headers, usage=reply.usage)
+            )
+            return reply
+        cached = self._simulate_cache(body) if self.cache_simulation and api == "openai" else None
         with self._changed:
             index = self._next_step
             step = self.steps[index] if index < len(self.steps) else None
             if step is not None:
                 self._next_step += 1
         served = index if step is not None else None
-        self._record(RecordedRequest("main", body, now, None, served, path, headers))
         if step is None:
-            return _Reply(EXHAUSTED_TEXT, delay_s=self.main_delay_s)
+            reply = _Reply(EXHAUSTED_TEXT, delay_s=self.main_delay_s)
+        else:
+            prefix = "toolu" if api == "anthropic" else "call"
+            calls = [
+                {
+                    "id": f"{prefix}_{index}_{i}",
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for i, c in enumerate(step.tool_calls)
+            ]
+            reply = _Reply(
+                step.text,
+                calls,
+                step.status,
+                self.main_delay_s + step.delay_s,
+                cached_tokens=cached,
+            )
+        if reply.status is None or reply.status < 400:
+            reply.usage = self._usage_of(api, body, reply, now)
+        self._record(
+            RecordedRequest("main", body, now, None, served, path, headers, usage=reply.usage)
+        )
+        return reply
+
+    def _usage_of(self, api: ApiKind, body: JsonObj, reply: _Reply, now: float) -> JsonObj:
+        if api == "openai":
+            return _usage(body, reply)
+        cache = self.cache.usage(body, now)
         calls = [
-            {
-                "id": f"call_{index}_{i}",
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for i, c in enumerate(step.tool_calls)
+            ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls
         ]
-        return _Reply(step.text, calls, step.status, self.main_delay_s + step.delay_s, cached)
+        return {
+            "input_tokens": cache.input_tokens,
+            "cache_creation_input_tokens": cache.cache_creation_input_tokens,
+            "cache_read_input_tokens": cache.cache_read_input_tokens,
+            "output_tokens": estimate_completion_tokens(reply.text, calls),
+        }
+
+    def _record_other(
+        self, kind: RequestKind, method: str, path: str, headers: dict[str, str], body: JsonObj
+    ) -> None:
+        self._record(RecordedRequest(kind, body, time.time(), None, None, path, headers, method))
 
     def _simulate_cache(self, body: JsonObj) -> int:
         blocks = [json.dumps(body.get("tools") or [])]
@@ -526,7 +701,18 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
+        def _headers(self) -> dict[str, str]:
+            return {k.lower(): v for k, v in self.headers.items()}
+
+        def do_HEAD(self) -> None:
+            # Claude Code probes its base URL with HEAD / before the first call.
+            server._record_other("other", "HEAD", self.path, self._headers(), {})
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
         def do_GET(self) -> None:
+            server._record_other("other", "GET", self.path, self._headers(), {})
             if self.path.rstrip("/") in ("/v1/models", "/models"):
                 model = {
                     "id": server.model_id,
@@ -543,7 +729,15 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            route = self.path.split("?", 1)[0].rstrip("/")
+            headers = self._headers()
+            api: ApiKind
+            if route in ("/v1/chat/completions", "/chat/completions"):
+                api = "openai"
+            elif route in ("/v1/messages", "/messages", "/v1/messages/count_tokens"):
+                api = "anthropic"
+            else:
+                server._record_other("other", "POST", self.path, headers, {})
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             try:
@@ -551,22 +745,116 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 if not isinstance(body, dict):
                     raise ValueError("body is not an object")
             except ValueError as exc:
+                server._record_other("other", "POST", self.path, headers, {})
                 self._send_json(400, {"error": {"message": f"bad JSON: {exc}"}})
                 return
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            reply = server._answer(body, self.path, headers)
+            if route.endswith("/count_tokens"):
+                server._record_other("count_tokens", "POST", self.path, headers, body)
+                self._send_json(200, {"input_tokens": anthropic_prompt_tokens(body)})
+                return
+            reply = server._answer(body, self.path, headers, api)
             if reply.delay_s > 0:
                 time.sleep(reply.delay_s)
             try:
                 if reply.status is not None and reply.status >= 400:
-                    err = {"message": reply.text or "scripted error", "type": "scripted_error"}
-                    self._send_json(reply.status, {"error": err})
+                    msg = reply.text or "scripted error"
+                    if api == "anthropic":
+                        err = {"type": "api_error", "message": msg}
+                        self._send_json(reply.status, {"type": "error", "error": err})
+                    else:
+                        err = {"message": msg, "type": "scripted_error"}
+                        self._send_json(reply.status, {"error": err})
+                elif api == "anthropic" and body.get("stream"):
+                    self._anthropic_stream(body, reply)
+                elif api == "anthropic":
+                    self._send_json(200, self._anthropic_message(body, reply))
                 elif body.get("stream"):
                     self._stream(body, reply)
                 else:
                     self._send_json(200, self._completion(body, reply))
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+
+        def _anthropic_blocks(self, reply: _Reply) -> list[JsonObj]:
+            blocks: list[JsonObj] = []
+            if reply.text:
+                blocks.append({"type": "text", "text": reply.text})
+            for call in reply.tool_calls:
+                args = json.loads(call["function"]["arguments"] or "{}")
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call["id"],
+                        "name": call["function"]["name"],
+                        "input": args,
+                    }
+                )
+            return blocks
+
+        def _anthropic_message(self, body: JsonObj, reply: _Reply) -> JsonObj:
+            return {
+                "id": f"msg_scripted_{time.monotonic_ns()}",
+                "type": "message",
+                "role": "assistant",
+                "model": body.get("model", server.model_id),
+                "content": self._anthropic_blocks(reply),
+                "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+                "stop_sequence": None,
+                "usage": reply.usage or {},
+            }
+
+        def _anthropic_stream(self, body: JsonObj, reply: _Reply) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def emit(event: str, data: JsonObj) -> None:
+                frame = f"event: {event}\ndata: {json.dumps({'type': event, **data})}\n\n"
+                raw = frame.encode()
+                self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
+                self.wfile.flush()
+
+            usage = dict(reply.usage or {})
+            start_usage = {**usage, "output_tokens": 1}
+            message = self._anthropic_message(body, reply)
+            stop_reason = message["stop_reason"]
+            message.update(content=[], stop_reason=None, usage=start_usage)
+            emit("message_start", {"message": message})
+            for i, block in enumerate(self._anthropic_blocks(reply)):
+                if block["type"] == "text":
+                    emit(
+                        "content_block_start", {"index": i, "content_block": {**block, "text": ""}}
+                    )
+                    for piece in _iter_text_chunks(block["text"]):
+                        emit(
+                            "content_block_delta",
+                            {"index": i, "delta": {"type": "text_delta", "text": piece}},
+                        )
+                else:
+                    emit(
+                        "content_block_start", {"index": i, "content_block": {**block, "input": {}}}
+                    )
+                    for piece in _iter_text_chunks(json.dumps(block["input"])):
+                        emit(
+                            "content_block_delta",
+                            {
+                                "index": i,
+                                "delta": {"type": "input_json_delta", "partial_json": piece},
+                            },
+                        )
+                emit("content_block_stop", {"index": i})
+            emit(
+                "message_delta",
+                {
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": usage.get("output_tokens", 0)},
+                },
+            )
+            emit("message_stop", {})
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
 
         def _completion(self, body: JsonObj, reply: _Reply) -> JsonObj:
             message: JsonObj = {"role": "assistant", "content": reply.text}

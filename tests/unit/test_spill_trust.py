@@ -161,3 +161,41 @@ def test_the_checked_file_is_what_gets_read_even_if_the_path_is_swapped(tmp_path
 def test_no_report_means_no_file_and_no_complaint(tmp_path: Path) -> None:
     s = open_trusted_spill(None, None, pi_tmpdir=str(tmp_path), call_started_ms=now_ms())
     assert (s.source, s.refused) == (None, None)
+
+
+# -- Claude Code: its saved output is named only by the structured tool response --------------
+
+
+def test_claude_saved_output_is_trusted_only_in_its_tool_results_dir(tmp_path: Path) -> None:
+    results = tmp_path / "projects" / "-work" / "sess" / "tool-results"
+    results.mkdir(parents=True)
+    saved = results / "b3x9k2.txt"
+    saved.write_text("line\n" * 10)
+    with open_trusted_spill(
+        str(saved), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
+    ) as spill:
+        assert spill.refused is None and spill.source is not None
+    elsewhere = tmp_path / "secret.txt"
+    elsewhere.write_text("password\n")
+    with open_trusted_spill(
+        str(elsewhere), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
+    ) as spill:
+        assert spill.source is None and "tool-results" in (spill.refused or "")
+    # A pi-style note in the output text never names a file for a Claude Code session.
+    with open_trusted_spill(
+        None, str(saved), pi_tmpdir=None, call_started_ms=None, agent="claude"
+    ) as spill:
+        assert spill.source is None and spill.refused
+
+
+def test_claude_saved_output_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
+    results = tmp_path / "tool-results"
+    results.mkdir()
+    target = tmp_path / "netrc"
+    target.write_text("machine x password y\n")
+    link = results / "abc.txt"
+    link.symlink_to(target)
+    with open_trusted_spill(
+        str(link), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
+    ) as spill:
+        assert spill.source is None and spill.refused

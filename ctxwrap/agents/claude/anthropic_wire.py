@@ -1,0 +1,303 @@
+"""The Anthropic Messages wire format, and nothing else: no decisions, no I/O.
+
+The edit engine (``ctxwrap.engine.edits``) and the session logic speak the neutral,
+pi-shaped message list (``toolCall`` / ``toolResult``). This module converts a Messages
+request body into that shape, applies frozen edits back onto the wire body, measures it, and
+reads the provider's usage out of a response. A second API (OpenAI Responses for Codex CLI)
+gets a sibling module with the same four jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwrap.engine.edits import Edit, StripWriteEdit, TombstoneEdit
+
+JsonDict = dict[str, Any]
+
+# Claude Code's tool names → the names ctxwrap's mechanisms know (pi's).
+NEUTRAL_TOOL_NAMES = {
+    "Bash": "bash",
+    "Read": "read",
+    "Grep": "grep",
+    "Glob": "find",
+    "Write": "write",
+}
+
+_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def is_messages_call(path: str) -> bool:
+    """POST /v1/messages (any query), the only request whose body ctxwrap edits."""
+    return path.split("?", 1)[0].rstrip("/").endswith("/v1/messages")
+
+
+def is_count_tokens(path: str) -> bool:
+    return path.split("?", 1)[0].rstrip("/").endswith("/v1/messages/count_tokens")
+
+
+def session_id_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """Claude Code's session id: the header, else metadata.user_id's JSON. Validated as a name."""
+    sid = headers.get("x-claude-code-session-id")
+    if not sid:
+        meta = body.get("metadata")
+        raw = meta.get("user_id") if isinstance(meta, dict) else None
+        if isinstance(raw, str) and raw.startswith("{"):
+            try:
+                parsed = json.loads(raw)
+                sid = parsed.get("session_id") if isinstance(parsed, dict) else None
+            except ValueError:
+                sid = None
+    return sid if isinstance(sid, str) and _SESSION_ID_RE.match(sid) else None
+
+
+def encode_body(body: Any) -> bytes:
+    # JSON.stringify's shape (compact, no ASCII escaping): an edited body differs from what
+    # Claude Code sent only where an edit applies.
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def tool_result_text(block: Mapping[str, Any]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
+
+
+def _neutral_args(name: str, tool_input: Any) -> Any:
+    if name == "Write" and isinstance(tool_input, dict):
+        # pi's write takes `path`; the engine reads writePath from it.
+        out = {k: v for k, v in tool_input.items() if k != "file_path"}
+        if "file_path" in tool_input:
+            out = {"path": tool_input["file_path"], **out}
+        return out
+    return tool_input
+
+
+def to_neutral(messages: Iterable[Any]) -> list[JsonDict]:
+    """The pi-shaped list the engine describes: toolCall blocks, one toolResult per result."""
+    names: dict[str, str] = {}
+    out: list[JsonDict] = []
+    for msg in messages:
+        if not isinstance(msg, dict):
+            out.append({"role": ""})
+            continue
+        role = msg.get("role")
+        content = msg.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if role == "assistant":
+            neutral: list[JsonDict] = []
+            for b in blocks:
+                if not isinstance(b, dict):
+                    continue
+                if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+                    raw_name = str(b.get("name", ""))
+                    names[b["id"]] = raw_name
+                    neutral.append(
+                        {
+                            "type": "toolCall",
+                            "id": b["id"],
+                            "name": NEUTRAL_TOOL_NAMES.get(raw_name, raw_name),
+                            "arguments": _neutral_args(raw_name, b.get("input")),
+                        }
+                    )
+                elif b.get("type") == "text":
+                    neutral.append({"type": "text", "text": b.get("text")})
+            out.append({"role": "assistant", "content": neutral})
+            continue
+        if role == "user":
+            rest: list[Any] = []
+            for b in blocks:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    cid = b.get("tool_use_id")
+                    raw_name = names.get(cid, "") if isinstance(cid, str) else ""
+                    out.append(
+                        {
+                            "role": "toolResult",
+                            "toolCallId": cid,
+                            "toolName": NEUTRAL_TOOL_NAMES.get(raw_name, raw_name),
+                            "content": [{"type": "text", "text": tool_result_text(b)}],
+                            "isError": b.get("is_error") is True,
+                        }
+                    )
+                else:
+                    rest.append(b)
+            if rest:
+                out.append({"role": "user", "content": rest})
+            continue
+        out.append({"role": role if isinstance(role, str) else "", "content": content})
+    return out
+
+
+def all_tool_ids(messages: Iterable[Any]) -> set[str]:
+    ids: set[str] = set()
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        for b in content if isinstance(content, list) else ():
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+                ids.add(b["id"])
+            elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                ids.add(b["tool_use_id"])
+    return ids
+
+
+def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
+    """Apply frozen edits to the wire body in place; returns the edits that applied.
+
+    Only the edited key changes: `cache_control`, `is_error` and every other key of the block
+    stay, so Claude Code's moving cache marker and its own context edits are left alone.
+    """
+    applied: list[Edit] = []
+    done: set[tuple[str, str]] = set()
+    for msg in body.get("messages") or ():
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            continue
+        for b in content:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "tool_result":
+                cid = b.get("tool_use_id")
+                if not isinstance(cid, str):
+                    continue
+                for e in edits.get(cid, ()):
+                    if isinstance(e, TombstoneEdit) and (e.kind, cid) not in done:
+                        done.add((e.kind, cid))
+                        b["content"] = e.text
+                        applied.append(e)
+            elif b.get("type") == "tool_use":
+                cid = b.get("id")
+                if not isinstance(cid, str):
+                    continue
+                for e in edits.get(cid, ()):
+                    tool_input = b.get("input")
+                    if (
+                        isinstance(e, StripWriteEdit)
+                        and (e.kind, cid) not in done
+                        and isinstance(tool_input, dict)
+                        and "content" in tool_input
+                    ):
+                        done.add((e.kind, cid))
+                        b["input"] = {**tool_input, "content": e.text}
+                        applied.append(e)
+    return applied
+
+
+@dataclass(frozen=True)
+class BodySize:
+    system: int
+    messages: int
+    tools: int
+
+
+def measure(body: Mapping[str, Any]) -> BodySize:
+    """Chars of what the request carries (JSON of each part), the stats' "sent" figure."""
+
+    def size(value: Any) -> int:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) if value else 0
+
+    return BodySize(size(body.get("system")), size(body.get("messages")), size(body.get("tools")))
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    model: str | None = None
+    seen: bool = False
+
+    def update(self, usage: Any, model: Any = None) -> None:
+        if not isinstance(usage, dict):
+            return
+        self.seen = True
+
+        def num(key: str, current: int) -> int:
+            v = usage.get(key)
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else current
+
+        self.input_tokens = num("input_tokens", self.input_tokens)
+        self.output_tokens = num("output_tokens", self.output_tokens)
+        self.cache_read_tokens = num("cache_read_input_tokens", self.cache_read_tokens)
+        self.cache_write_tokens = num("cache_creation_input_tokens", self.cache_write_tokens)
+        if isinstance(model, str):
+            self.model = model
+
+
+@dataclass
+class UsageReader:
+    """Reads usage from a response as its bytes pass through (SSE or JSON; gzip tolerated)."""
+
+    streaming: bool
+    encoding: str = ""
+    usage: Usage = field(default_factory=Usage)
+    _buf: bytearray = field(default_factory=bytearray)
+    _inflate: Any = None
+    _limit: int = 8 << 20  # a JSON body larger than this is not parsed for usage
+
+    def __post_init__(self) -> None:
+        if self.encoding == "gzip":
+            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def feed(self, chunk: bytes) -> None:
+        if self.encoding not in ("", "identity", "gzip"):
+            return
+        if self._inflate is not None:
+            try:
+                chunk = self._inflate.decompress(chunk)
+            except zlib.error:
+                self.encoding = "broken"
+                return
+        if not self.streaming:
+            if len(self._buf) < self._limit:
+                self._buf += chunk
+            return
+        self._buf += chunk
+        while True:
+            cut = self._buf.find(b"\n\n")
+            if cut < 0:
+                break
+            frame, self._buf = bytes(self._buf[:cut]), self._buf[cut + 2 :]
+            self._event(frame)
+
+    def _event(self, frame: bytes) -> None:
+        for line in frame.replace(b"\r", b"").split(b"\n"):
+            if not line.startswith(b"data:"):
+                continue
+            try:
+                data = json.loads(line[5:])
+            except ValueError:
+                continue
+            if not isinstance(data, dict):
+                continue
+            if data.get("type") == "message_start" and isinstance(data.get("message"), dict):
+                m = data["message"]
+                self.usage.update(m.get("usage"), m.get("model"))
+            elif data.get("type") == "message_delta":
+                self.usage.update(data.get("usage"))
+
+    def finish(self) -> Usage:
+        if not self.streaming and self._buf:
+            try:
+                data = json.loads(bytes(self._buf))
+            except ValueError:
+                return self.usage
+            if isinstance(data, dict) and data.get("type") == "message":
+                self.usage.update(data.get("usage"), data.get("model"))
+        return self.usage

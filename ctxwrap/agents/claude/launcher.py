@@ -1,0 +1,231 @@
+"""`ctxwrap claude …`: run Claude Code exactly as `claude …` would, with ctxwrap around it.
+
+- The loopback proxy runs in this process; Claude Code gets ``ANTHROPIC_BASE_URL`` pointing at
+  it (upstream: the user's own ``ANTHROPIC_BASE_URL``, else the public endpoint).
+- A per-launch settings layer (``--settings FILE``, merged with the user's own ``--settings``
+  if given) adds the PostToolUse hook; ``~/.claude/settings.json`` is never touched.
+- Arguments pass through, the exit status is Claude Code's; ``--ctxwrap-off`` / PI_CTX_OFF=1
+  runs plain Claude Code, and so does any failure of ours (one warning on stderr).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctxwrap import __version__, paths
+from ctxwrap.errors import CtxwrapError
+from ctxwrap.launch.child import run_child
+
+OFF_FLAG = "--ctxwrap-off"
+CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
+INSTALL_HINT = f"install it with `npm install -g {CLAUDE_PACKAGE}`, or set CTXWRAP_CLAUDE"
+HOOK_TOOLS = "Bash|Read|Grep|Glob|Write"
+HOOK_TIMEOUT_S = 30
+RESUME_FLAGS = frozenset({"-c", "--continue", "-r", "--resume"})
+
+
+class ClaudeNotFound(CtxwrapError):
+    exit_code = 127
+
+
+@dataclass(frozen=True)
+class ClaudeInstall:
+    argv: list[str]
+
+
+def find_claude() -> ClaudeInstall:
+    override = os.environ.get("CTXWRAP_CLAUDE", "")
+    if override:
+        found = shutil.which(override) or (override if os.access(override, os.X_OK) else None)
+        if not found:
+            raise ClaudeNotFound(
+                f"CTXWRAP_CLAUDE={override!r} is not an executable", hint=INSTALL_HINT
+            )
+    else:
+        found = shutil.which("claude")
+        if not found:
+            raise ClaudeNotFound("claude is not on PATH", hint=INSTALL_HINT)
+    return ClaudeInstall([found])
+
+
+def claude_version(claude: ClaudeInstall, timeout: float = 5.0) -> str | None:
+    """`claude --version` → "2.1.197" (it answers offline in ~0.2 s)."""
+    try:
+        out = subprocess.run(
+            [*claude.argv, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    word = out.strip().split(" ", 1)[0]
+    return word or None
+
+
+def hook_command() -> str:
+    return f"{shlex.quote(sys.executable)} -m ctxwrap hook claude"
+
+
+def hook_settings(command: str) -> dict[str, Any]:
+    entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+    return {
+        "hooks": {
+            # Bash runs wrapped so that a failing command's output is not cut at 10,000 chars.
+            "PreToolUse": [{"matcher": "Bash", "hooks": [entry]}],
+            "PostToolUse": [{"matcher": HOOK_TOOLS, "hooks": [entry]}],
+            # A failing command skips PostToolUse; its output is digested on the request path.
+            "PostToolUseFailure": [{"matcher": "Bash", "hooks": [entry]}],
+        }
+    }
+
+
+def split_settings_arg(args: list[str]) -> tuple[list[str], str | None]:
+    """Take the user's own `--settings X` out of the arguments (it is merged into ours)."""
+    out: list[str] = []
+    value: str | None = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.extend(args[i:])
+            break
+        if a == "--settings" and i + 1 < len(args):
+            value = args[i + 1]
+            i += 2
+            continue
+        if a.startswith("--settings="):
+            value = a.split("=", 1)[1]
+            i += 1
+            continue
+        out.append(a)
+        i += 1
+    return out, value
+
+
+def merged_settings(user_value: str | None, ours: dict[str, Any]) -> dict[str, Any]:
+    """The user's --settings (JSON text or a file) with our hooks appended to theirs."""
+    if user_value is None:
+        return ours
+    text = user_value if user_value.lstrip().startswith("{") else Path(user_value).read_text()
+    user = json.loads(text)
+    if not isinstance(user, dict):
+        raise ValueError("--settings is not a JSON object")
+    merged = dict(user)
+    hooks = dict(user.get("hooks") or {})
+    for event, entries in ours["hooks"].items():
+        hooks[event] = [*(hooks.get(event) or []), *entries]
+    merged["hooks"] = hooks
+    return merged
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _ensure_daemon() -> bool:
+    from ctxwrap.client import ensure_running
+
+    try:
+        ensure_running(deadline_s=10.0)
+        return True
+    except CtxwrapError as exc:
+        # The proxy still runs: it replays frozen edits and forwards; the rest fails open.
+        sys.stderr.write(f"ctxwrap: warning: {exc.message}; Claude Code runs without new savings\n")
+        return False
+
+
+def _path_with_ctxwrap(path: str) -> str:
+    # The digest tells the model to run `ctxwrap recall …` in Bash: make sure it resolves.
+    here = Path(sys.executable).parent
+    if (here / "ctxwrap").exists() and str(here) not in path.split(os.pathsep):
+        return f"{path}{os.pathsep}{here}" if path else str(here)
+    return path
+
+
+def run_claude(args: list[str]) -> int:
+    off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
+    args = [a for a in args if a != OFF_FLAG]
+    claude = find_claude()
+    if off:
+        return run_child([*claude.argv, *args], dict(os.environ))
+    _ensure_daemon()
+    from ctxwrap.agents.claude.proxy import ClaudeProxy, upstream_from_env
+
+    start_info: dict[str, Any] = {
+        "cwd": os.getcwd(),
+        "pid": os.getpid(),  # this process lives exactly as long as Claude Code
+        "reason": "resume" if RESUME_FLAGS & set(args) else "startup",
+        "pi_package": CLAUDE_PACKAGE,
+        "pi_version": None,
+        "agent": "claude",
+    }
+
+    def fill_version() -> None:
+        start_info["pi_version"] = claude_version(claude)
+
+    threading.Thread(target=fill_version, daemon=True).start()
+    proxy = None
+    settings_file: Path | None = None
+    try:
+        rest, user_settings = split_settings_arg(args)
+        settings = merged_settings(user_settings, hook_settings(hook_command()))
+        runtime = paths.ensure_private_dir(paths.runtime_dir())
+        settings_file = runtime / f"claude-settings-{os.getpid()}.json"
+        _write_private(settings_file, json.dumps(settings))
+        proxy = ClaudeProxy(
+            upstream=upstream_from_env(),
+            state_dir=paths.state_dir(),
+            socket_path=paths.socket_path(),
+            start_info=start_info,
+            daemon_start_argv=[
+                sys.executable,
+                "-m",
+                "ctxwrap",
+                "daemon",
+                "run",
+                "--log-file",
+                str(paths.daemon_log_path()),
+            ],
+        )
+        proxy.start()
+    except Exception as exc:  # anything of ours unavailable → plain Claude Code
+        sys.stderr.write(
+            f"ctxwrap: warning: cannot set up the Claude Code proxy ({type(exc).__name__}: {exc}); "
+            "running plain claude\n"
+        )
+        if proxy is not None:
+            proxy.close()
+        if settings_file is not None:
+            with contextlib.suppress(OSError):
+                settings_file.unlink()
+        return run_child([*claude.argv, *args], dict(os.environ))
+    env = dict(os.environ)
+    env.update(
+        {
+            "ANTHROPIC_BASE_URL": proxy.base_url,
+            "CTXWRAP_CLAUDE_HOOK": proxy.hook_url,
+            "CTXWRAP_SOCKET": str(paths.socket_path()),
+            "CTXWRAP_VERSION": __version__,
+            "PATH": _path_with_ctxwrap(env.get("PATH", "")),
+        }
+    )
+    try:
+        return run_child([*claude.argv, "--settings", str(settings_file), *rest], env)
+    finally:
+        proxy.close()
+        with contextlib.suppress(OSError):
+            settings_file.unlink()

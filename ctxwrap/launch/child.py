@@ -1,0 +1,42 @@
+"""Run an agent as the user's terminal would: under a PTY when there is one, else inherited stdio.
+
+Shared by every agent launcher (`ctxwrap pi`, `ctxwrap claude`). Returns the child's exit
+status unchanged (signal → 128+N).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
+
+
+def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    if os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno()):
+        return run_under_pty(argv, env)
+    # No terminal (scripts, -p, --mode json|rpc): the agent gets our stdio as it is.
+    proc = subprocess.Popen(list(argv), env=dict(env))
+
+    def forward(signum: int, _frame: object) -> None:
+        # `kill <ctxwrap pid>` (a supervisor, a job runner) must stop the agent as it would
+        # the plain agent, not kill us and orphan it; the same signals the PTY path forwards.
+        if proc.returncode is None:
+            proc.send_signal(signum)
+
+    old_handlers = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        while True:
+            try:
+                proc.wait()
+                break
+            except KeyboardInterrupt:
+                continue  # the child got the same SIGINT from the terminal's process group
+    finally:
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+    rc = proc.returncode
+    return 128 - rc if rc < 0 else rc

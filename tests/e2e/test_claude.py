@@ -1,0 +1,412 @@
+"""The real Claude Code (`claude -p`) through `ctxwrap claude` against the scripted Anthropic server.
+
+Each test asserts on what the server received: the proxy's edits, the hook's digests, the
+cache-safe prefix property, and that nothing of ours breaks Claude Code when our side dies.
+The daemon is auto-started by `ctxwrap claude` inside the test's own XDG dirs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import CTXWRAP, Xdg, wait_ready
+
+from ctxwrap.testing.claude_home import TEST_API_KEY, claude_env, claude_print_args, find_claude
+from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        find_claude() is None, reason="claude not installed (scripts/install-tools.sh)"
+    ),
+]
+
+DROP = {"task": "tag", "match": "DROP-ME-MARKER", "answer": {"decision": "DROP"}}
+
+GEN_PYTEST = r"""
+import sys
+print("============================= test session starts ==============================")
+print("collected 12000 items")
+for i in range(11990):
+    print(f"tests/test_bulk.py::test_case_{i:05d} PASSED" + " " * 20 + f"[{i * 100 // 12000:3d}%]")
+print("tests/test_core.py::test_parse_header FAILED")
+print("tests/test_core.py::test_round_trip FAILED")
+print("=================================== FAILURES ===================================")
+print("___________________________ test_parse_header ___________________________")
+print("E       AssertionError: header mismatch: expected b'CTX1' got b'CTX0'")
+print("___________________________ test_round_trip ___________________________")
+print("E       ValueError: bad checksum 0xdeadbeef")
+print("=========================== short test summary info ============================")
+print("FAILED tests/test_core.py::test_parse_header - AssertionError: header mismatch")
+print("FAILED tests/test_core.py::test_round_trip - ValueError: bad checksum 0xdeadbeef")
+print("================= 2 failed, 11990 passed in 41.17s =================")
+sys.exit(1)
+"""
+
+GEN_LOG = r"""
+for i in range(60000):
+    if i == 31337:
+        print(f"2026-11-30T10:00:{i % 60:02d} ERROR worker-7 lost connection to db-primary: timeout after 30s")
+    else:
+        print(f"2026-11-30T10:00:{i % 60:02d} INFO request {i} served in {i % 97}ms status=200")
+print("server shutdown complete: 60000 requests, 1 error")
+"""
+
+
+@dataclass
+class Run:
+    proc: subprocess.CompletedProcess[str]
+    result: dict[str, Any]
+
+
+def strip_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache_control(v) for v in value]
+    return value
+
+
+def tool_results(req: RecordedRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in req.body.get("messages", []):
+        for b in m.get("content") if isinstance(m.get("content"), list) else []:
+            if isinstance(b, dict) and b.get("type") == "tool_result":
+                out[b["tool_use_id"]] = b.get("content")
+    return out
+
+
+def tool_uses(req: RecordedRequest) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for m in req.body.get("messages", []):
+        for b in m.get("content") if isinstance(m.get("content"), list) else []:
+            if isinstance(b, dict) and b.get("type") == "tool_use":
+                out[b["id"]] = b["input"]
+    return out
+
+
+def assert_prefix_chain(requests: Sequence[RecordedRequest]) -> None:
+    """Ignoring cache_control, each request's messages start with the previous ones'."""
+    for before, after in itertools.pairwise(requests):
+        a = strip_cache_control(before.body["messages"])
+        b = strip_cache_control(after.body["messages"])
+        assert len(b) >= len(a)
+        for i, msg in enumerate(a):
+            assert json.dumps(b[i]) == json.dumps(msg), f"message {i} changed between requests"
+        assert json.dumps(before.body) != json.dumps(after.body), "a request repeated exactly"
+
+
+class ClaudeEnv:
+    def __init__(self, tmp_path: Path, xdg: Xdg, server: ScriptedModelServer) -> None:
+        self.work = tmp_path / "work"
+        self.work.mkdir(exist_ok=True)
+        self.xdg = xdg
+        self.server = server
+        self.env = claude_env(xdg.env(), home=tmp_path / "home", base_url=server.root_url)
+
+    def run(self, prompt: str = "go", *extra: str, timeout: float = 120) -> Run:
+        proc = subprocess.run(
+            [*CTXWRAP, "claude", *claude_print_args(prompt, *extra)],
+            cwd=self.work,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return Run(proc, json.loads(proc.stdout))
+
+    def ctxwrap(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CTXWRAP, *args], env=self.env, capture_output=True, text=True, timeout=30
+        )
+
+
+def test_big_outputs_reach_the_model_as_digests(tmp_path: Path, xdg: Xdg) -> None:
+    steps = [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_pytest.py"}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_log.py"}}]},
+        {"text": "done"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        (ce.work / "gen_pytest.py").write_text(GEN_PYTEST)
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        ce.run()
+        reqs = srv.main_requests
+        assert len(reqs) == 3
+        results = tool_results(reqs[-1])
+        tests_digest, log_digest = results["toolu_0_0"], results["toolu_1_0"]
+        assert isinstance(tests_digest, str) and isinstance(log_digest, str)
+        # the failing run: failing tests, the summary, the exit status
+        assert tests_digest.startswith("[ctxwrap digest of bash output")
+        assert "exit code 1" in tests_digest
+        assert "test_parse_header" in tests_digest and "test_round_trip" in tests_digest
+        assert "2 failed, 11990 passed" in tests_digest
+        # the log above Claude Code's own cap: digested from the whole saved file
+        assert re.match(r"\[ctxwrap digest of bash output — 60,00\d lines", log_digest)
+        assert "exit code 0" in log_digest
+        assert "lost connection to db-primary" in log_digest
+        assert "server shutdown complete" in log_digest
+        for text in (tests_digest, log_digest):
+            assert len(text) < 8000
+            assert "ctxwrap recall r" in text and "ctx_recall" not in text
+        for req in reqs:
+            sent = json.dumps(req.body)
+            assert "persisted-output" not in sent and "tool-results" not in sent
+            assert not re.search(r"(test_case_\d{5} PASSED.*\\n){20}", sent), "raw run of lines"
+            assert not re.search(r"(INFO request \d+.*\\n){20}", sent), "raw run of lines"
+        # the model's recall command works and stays bounded
+        handle = re.search(r"ctxwrap recall (r[0-9a-f]+)", tests_digest)
+        assert handle is not None
+        recall = ce.ctxwrap("recall", handle.group(1), "bad checksum")
+        assert recall.returncode == 0, recall.stderr
+        assert "bad checksum 0xdeadbeef" in recall.stdout
+        assert "PASSED" not in recall.stdout
+
+
+def _amnesia_write_script(work: Path) -> list[object]:
+    return [
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "notes.txt")}}]},
+        {
+            "tool_calls": [
+                {
+                    "name": "Write",
+                    "arguments": {"file_path": str(work / "big.txt"), "content": BIG_WRITE},
+                }
+            ]
+        },
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "wc -c big.txt"}}]},
+        {"text": "done"},
+    ]
+
+
+BIG_WRITE = "".join(
+    f"line {i:04d}: the quick brown fox jumps over the lazy dog\n" for i in range(110)
+)
+NOTES = "DROP-ME-MARKER\n" + "".join(
+    f"note {i}: nothing relevant here at all\n" for i in range(200)
+)
+
+
+def test_read_drop_tombstone_write_stub_and_prefix_property(tmp_path: Path, xdg: Xdg) -> None:
+    assert 5500 < len(BIG_WRITE.encode()) < 7000  # a 6 KB write
+    with ScriptedModelServer([], aux_rules=[DROP]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        srv.steps = tuple(srv.steps) + _steps(_amnesia_write_script(ce.work))
+        (ce.work / "notes.txt").write_text(NOTES)
+        ce.run()
+        reqs = srv.main_requests
+        assert len(reqs) == 4
+        read_id, write_id = "toolu_0_0", "toolu_1_0"
+        for req in reqs[1:]:
+            content = tool_results(req)[read_id]
+            assert isinstance(content, str) and content.startswith("[ctxwrap: read ")
+            assert "judged not needed" in content and "ctxwrap recall r" in content
+            assert "DROP-ME-MARKER" not in json.dumps(req.body["messages"])
+        for req in reqs[2:]:
+            stub = tool_uses(req)[write_id]["content"]
+            assert stub.startswith("[content stripped by ctxwrap: 6,050 bytes, 110 lines")
+            assert "] [Wrote " in stub and "\n" not in stub  # the one-line fact
+            assert "the quick brown fox" not in json.dumps(req.body["messages"])
+        assert (ce.work / "big.txt").read_text() == BIG_WRITE
+        assert_prefix_chain(reqs)
+
+        # stats: the session ran claude; provider cache figures are the server's own
+        sessions = json.loads(ce.ctxwrap("sessions", "--all", "--json").stdout)["sessions"]
+        assert [s["agent"] for s in sessions] == ["claude"]
+        by_agent = json.loads(ce.ctxwrap("stats", "--by", "agent", "--json").stdout)["groups"]
+        assert [g["key"] for g in by_agent] == ["claude"]
+        stats = json.loads(ce.ctxwrap("stats", "--json").stdout)["totals"]
+        provider = stats["provider"]
+        assert provider["turns"] == len(reqs)
+        assert provider["cache_read_tokens"] == sum(
+            r.usage["cache_read_input_tokens"] for r in reqs
+        )
+        assert provider["cache_write_tokens"] == sum(
+            r.usage["cache_creation_input_tokens"] for r in reqs
+        )
+        assert provider["input_tokens"] == sum(r.usage["input_tokens"] for r in reqs)
+        assert provider["cache_read_tokens"] > 0
+        aux = srv.aux_requests
+        assert {r.aux_task for r in aux} == {"tag", "fact"}
+        assert stats["aux_tokens"] == sum(
+            r.usage["input_tokens"] + r.usage["output_tokens"] for r in aux
+        )
+        by_mech = {m["mechanism"]: m for m in stats["mechanisms"]}
+        assert by_mech["amnesia"]["saved_chars"] > 0 and by_mech["writes"]["saved_chars"] > 0
+        # aux calls went upstream with the session's own key; the key is in no ctxwrap file
+        assert all(r.headers.get("x-api-key") == TEST_API_KEY for r in aux)
+        assert_key_in_no_file(xdg, TEST_API_KEY)
+
+        # --continue: the same view of the old rounds, and the chain goes on
+        srv.steps = tuple(srv.steps) + _steps([{"text": "again"}])
+        ce.run("and now?", "--continue")
+        more = srv.main_requests[len(reqs) :]
+        assert len(more) == 1
+        assert tool_results(more[0])[read_id] == tool_results(reqs[-1])[read_id]
+        assert tool_uses(more[0])[write_id] == tool_uses(reqs[-1])[write_id]
+        assert_prefix_chain([reqs[-1], *more])
+
+
+def _steps(raw: list[object]) -> tuple[Any, ...]:
+    from ctxwrap.testing.model_server import ScriptStep
+
+    return tuple(ScriptStep.from_json(s, i) for i, s in enumerate(raw))
+
+
+def assert_key_in_no_file(xdg: Xdg, key: str) -> None:
+    needle = key.encode()
+    checked = 0
+    for root in (xdg.state, xdg.config, xdg.runtime):
+        for path in root.rglob("*") if root.exists() else ():
+            if path.is_file() and not path.is_socket():
+                checked += 1
+                assert needle not in path.read_bytes(), f"API key found in {path}"
+    assert checked > 3
+    state_files = list((xdg.state / "ctxwrap" / "claude").glob("*.jsonl"))
+    assert state_files and all((p.stat().st_mode & 0o777) == 0o600 for p in state_files)
+
+
+def test_daemon_killed_mid_session_keeps_frozen_edits(tmp_path: Path, xdg: Xdg) -> None:
+    with ScriptedModelServer([], aux_rules=[DROP]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        srv.steps = _steps(_amnesia_write_script(ce.work))
+        (ce.work / "notes.txt").write_text(NOTES)
+
+        pid = 0
+
+        def kill_after_third_request() -> None:
+            nonlocal pid
+            srv.wait_for_requests(3, kind="main", timeout=60)
+            pid = xdg.daemon_pid() or 0
+            assert pid
+            os.kill(pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_after_third_request)
+        killer.start()
+        ce.run()
+        killer.join()
+        reqs = srv.main_requests
+        assert len(reqs) == 4
+        # decided before the kill, replayed after it
+        assert tool_results(reqs[-1])["toolu_0_0"].startswith("[ctxwrap: read ")
+        assert tool_uses(reqs[-1])["toolu_1_0"]["content"].startswith("[content stripped")
+        assert_prefix_chain(reqs)
+        # the proxy found nobody listening and started a new daemon, as the pi bridge does
+        killed = pid
+        health = wait_ready(xdg, timeout=20)
+        assert health["pid"] != killed
+
+
+def test_unreachable_daemon_means_plain_claude_code(tmp_path: Path, xdg: Xdg) -> None:
+    with ScriptedModelServer([], aux_rules=[DROP]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        srv.steps = _steps(_amnesia_write_script(ce.work))
+        (ce.work / "notes.txt").write_text(NOTES)
+
+        def kill_at_probe() -> None:
+            # Claude Code's HEAD / arrives before any model call: our side goes away then,
+            # and cannot come back (its database path is now a directory).
+            end = time.monotonic() + 60
+            while time.monotonic() < end and not srv.all_requests:
+                time.sleep(0.01)
+            pid = xdg.daemon_pid()
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+            for f in xdg.db.parent.glob("ctxwrap.db*"):
+                f.unlink()
+            xdg.db.mkdir()
+
+        killer = threading.Thread(target=kill_at_probe)
+        killer.start()
+        run = ce.run()
+        killer.join()
+        assert run.result["result"] == "done"
+        reqs = srv.main_requests
+        assert len(reqs) == 4
+        # nothing edited: the read and the write body reach the model whole
+        assert "DROP-ME-MARKER" in json.dumps(tool_results(reqs[-1])["toolu_0_0"])
+        assert tool_uses(reqs[-1])["toolu_1_0"]["content"] == BIG_WRITE
+        assert_prefix_chain(reqs)
+
+
+def test_ctxwrap_off_runs_plain_claude(tmp_path: Path, xdg: Xdg) -> None:
+    with ScriptedModelServer([], aux_rules=[DROP]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        srv.steps = _steps(_amnesia_write_script(ce.work))
+        (ce.work / "notes.txt").write_text(NOTES)
+        ce.run("go", "--ctxwrap-off")
+        reqs = srv.main_requests
+        assert tool_uses(reqs[-1])["toolu_1_0"]["content"] == BIG_WRITE
+        assert srv.aux_requests == []
+        assert not (xdg.state / "ctxwrap" / "claude").exists()
+        assert not xdg.socket.exists()  # no daemon was started for a plain run
+
+
+def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:
+    codes = []
+    for extra in ((), ("--ctxwrap-off",)):
+        with ScriptedModelServer([{"status": 400, "text": "bad request"}]) as srv:
+            ce = ClaudeEnv(tmp_path, xdg, srv)
+            proc = subprocess.run(
+                [*CTXWRAP, "claude", *claude_print_args("go", *extra)],
+                cwd=ce.work,
+                env=ce.env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            codes.append(proc.returncode)
+            assert len(srv.main_requests) == 1
+    assert codes[0] == codes[1] != 0
+
+
+def test_grep_and_glob_results_tagged_drop_become_tombstones(tmp_path: Path, xdg: Xdg) -> None:
+    drop_listing = {
+        "task": "tag",
+        "match": "module_with_a_long_name",
+        "answer": {"decision": "DROP"},
+    }
+    with ScriptedModelServer([], aux_rules=[drop_listing]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        src = ce.work / "src"
+        src.mkdir()
+        for i in range(120):
+            (src / f"module_with_a_long_name_{i:03d}.py").write_text(
+                f"# DROP-ME-MARKER {i}\nvalue_{i} = {i}\n"
+            )
+        srv.steps = _steps(
+            [
+                {"tool_calls": [{"name": "Glob", "arguments": {"pattern": "src/*.py"}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "Grep",
+                            "arguments": {"pattern": "DROP-ME", "output_mode": "content"},
+                        }
+                    ]
+                },
+                {"text": "done"},
+            ]
+        )
+        ce.run()
+        reqs = srv.main_requests
+        assert len(reqs) == 3
+        results = tool_results(reqs[-1])
+        assert results["toolu_0_0"].startswith("[ctxwrap: find src/*.py")
+        assert results["toolu_1_0"].startswith("[ctxwrap: grep DROP-ME")
+        assert "module_with_a_long_name_077" not in json.dumps(reqs[-1].body["messages"])
+        assert_prefix_chain(reqs)
