@@ -160,14 +160,16 @@ def spill_path_refusal(
 
 
 def spill_stat_refusal(
-    st: os.stat_result, *, uid: int, call_started_ms: float | None
+    st: os.stat_result, *, uid: int, call_started_ms: float | None, agent: str = "pi"
 ) -> str | None:
     """Why an opened file is not the spill file pi wrote during this call (None: it is)."""
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
     if st.st_uid != uid:
         return f"owned by uid {st.st_uid}, not {uid}"
-    if st.st_nlink != 1:
+    # Claude Code hard-links its saved outputs itself, inside the user's own home; pi's spill
+    # file sits in a shared temp dir where another user's hard link is the attack.
+    if st.st_nlink != 1 and agent != "claude":
         return "has other hard links"
     if call_started_ms is not None:
         # A file pi spilled to during the call was created and written after it began;
@@ -211,7 +213,10 @@ def open_trusted_spill(
         return TrustedSpill(None, path, f"cannot open it without following links: {exc.strerror}")
     try:
         why = spill_stat_refusal(
-            os.fstat(fd), uid=os.geteuid() if uid is None else uid, call_started_ms=call_started_ms
+            os.fstat(fd),
+            uid=os.geteuid() if uid is None else uid,
+            call_started_ms=call_started_ms,
+            agent=agent,
         )
     except OSError as exc:
         why = f"cannot stat it: {exc.strerror}"

@@ -94,9 +94,10 @@ def run_plain_pi(pi: str, home: Path, srv: ScriptedModelServer, prompt: str, *ar
 
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_replay_matches_what_the_server_received(pi: str, tmp_path: Path) -> None:
-    steps = [*SESSION, {"text": SUMMARY}, {"text": "after resume"}, {"status": 400, "text": "bad"}]
+    # pi's compaction summary is answered by the server's summary_text, not from the script
+    steps = [*SESSION, {"text": "after resume"}, {"status": 400, "text": "bad"}]
     home = tmp_path / "home"
-    with ScriptedModelServer(steps) as srv:
+    with ScriptedModelServer(steps, summary_text=SUMMARY) as srv:
         assert run_plain_pi(pi, home, srv, "go") == 0
         assert run_plain_pi(pi, home, srv, "again", "--continue") == 0  # compacts first
         # a provider error ends the third prompt: an errored (aborted) turn in the file

@@ -199,3 +199,15 @@ def test_claude_saved_output_that_is_a_symlink_is_refused(tmp_path: Path) -> Non
         str(link), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
     ) as spill:
         assert spill.source is None and spill.refused
+
+
+def test_claude_saved_output_may_be_hard_linked_by_claude_code(tmp_path: Path) -> None:
+    results = tmp_path / "tool-results"
+    results.mkdir()
+    saved = results / "abc.txt"
+    saved.write_text("x\n" * 5)
+    os.link(saved, tmp_path / "claude-own-copy.txt")  # Claude Code keeps a second link itself
+    with open_trusted_spill(
+        str(saved), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
+    ) as spill:
+        assert spill.refused is None and spill.source is not None
