@@ -315,9 +315,14 @@ def compute_stats(
 
     priced = load_session_costs(conn, {sid for sid, _ in cells}, ttl_s=ttl_s, overrides=prices)
     for sid, costs in priced.items():
+        # one accumulator per cell, looked up only when the bucket changes (calls are in order)
+        last_bucket, acc = None, CostFigures()
         for ts, ca, cp, comp in costs.calls:
             if since is None or ts >= since:
-                cell(sid, bucket_of(ts)).cost.add_call(ca, cp, comp)
+                b = bucket_of(ts)
+                if b != last_bucket:
+                    last_bucket, acc = b, cell(sid, b).cost
+                acc.add_call(ca, cp, comp)
         for ts, one in costs.compactions:
             if since is None or ts >= since:
                 cell(sid, bucket_of(ts)).cost.add_compaction(one)
