@@ -178,3 +178,27 @@ def test_migration_2_keeps_old_rows_priced_as_append_only(tmp_path: Path) -> Non
     c = compute_stats(conn).totals.cost
     assert c.cache_read_tokens == 100 and c.cache_write_tokens == 200  # 100, then 100 of 200
     conn.close()
+
+
+def test_cost_settings_env_over_file_over_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxwrap.stats import _cost_settings
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("PI_CTX_CACHE_TTL_S", raising=False)
+    monkeypatch.delenv("PI_CTX_PRICES", raising=False)
+    assert _cost_settings() == (300.0, {})
+    (tmp_path / "ctxwrap").mkdir()
+    (tmp_path / "ctxwrap" / "config.toml").write_text(
+        'cache_ttl_s = 3600\nprices = "local/*=1,2,0.1,1.25"\n'
+    )
+    ttl, prices = _cost_settings()
+    assert ttl == 3600 and prices["local/*"].input == 1
+    monkeypatch.setenv("PI_CTX_CACHE_TTL_S", "60")
+    monkeypatch.setenv("PI_CTX_PRICES", "x=1,1,1,1")
+    ttl, prices = _cost_settings()
+    assert ttl == 60 and list(prices) == ["x"]
+    monkeypatch.setenv("PI_CTX_CACHE_TTL_S", "soon")
+    monkeypatch.setenv("PI_CTX_PRICES", "garbage")
+    assert _cost_settings() == (300.0, {})
