@@ -376,6 +376,13 @@ class CompactionPolicy:
     # token, measured on the session) and `output_tokens` is the typical reply added on top.
     scale: float = 1.0
     output_tokens: int = 0
+    # what pi really kept after its compactions in this session (its cut point lands on a
+    # turn boundary, so it keeps more or less than keep_recent_tokens); None = not seen
+    kept_tokens: int | None = None
+
+    @property
+    def kept(self) -> int:
+        return self.keep_recent_tokens if self.kept_tokens is None else self.kept_tokens
 
     def crosses(self, tokens: int) -> bool:
         t = self.threshold
@@ -569,10 +576,13 @@ def price_session(
             pre = size if policy.check == "turn" else plain_size
             if check_now and policy.crosses(pre):
                 base = min(call.plain_base_tokens, pre)
-                kept = min(policy.keep_recent_tokens, pre - base)
+                kept = min(policy.kept, pre - base)
                 ratio = call.plain_summary_ratio if call.plain_summary_ratio is not None else 1.0
+                # the messages summarised: not the kept tail, not the previous summary (it goes
+                # in as the summary to update)
+                old = summary if compacted else 0
                 comp = compaction_call_cost(
-                    round((pre - base - kept) * ratio),
+                    round(max(0, pre - base - kept - old) * ratio),
                     summary,
                     prices,
                     previous_summary=summary if compacted else 0,
@@ -590,10 +600,11 @@ def price_session(
     if prev is not None and policy.check == "prompt" and policy.crosses(plain_size):
         prices = prices_of(prev.model)
         base = min(prev.plain_base_tokens, plain_size)
-        kept = min(policy.keep_recent_tokens, plain_size - base)
+        kept = min(policy.kept, plain_size - base)
         ratio = prev.plain_summary_ratio if prev.plain_summary_ratio is not None else 1.0
+        old = summary if compacted else 0
         trailing = compaction_call_cost(
-            round((plain_size - base - kept) * ratio),
+            round(max(0, plain_size - base - kept - old) * ratio),
             summary,
             prices,
             previous_summary=summary if compacted else 0,

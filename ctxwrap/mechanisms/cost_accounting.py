@@ -13,7 +13,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ctxwrap.engine.cost import (
     DEFAULT_SUMMARY_TOKENS,
@@ -140,7 +140,7 @@ class SessionCosts:
     calls: list[tuple[float, PricedInput, PricedInput, CompactionCost | None]] = field(
         default_factory=list
     )
-    compactions: list[tuple[float, CompactionCost]] = field(default_factory=list)
+    compactions: list[tuple[float, CompactionCost, bool]] = field(default_factory=list)  # counts
     aux: list[tuple[float, str, CompactionCost]] = field(default_factory=list)  # ts, mechanism
     models: dict[str, ModelPrices] = field(default_factory=dict)
     policy: CompactionPolicy | None = None
@@ -261,7 +261,7 @@ def _session_costs(
     )
     rows = conn.execute(
         f"""SELECT ts, {_tok(sent_sql)}, {_tok(plain_sql)}, {base_sql}, {plain_sql},
-                   head_changed, message_count, {extra}
+                   head_changed, message_count, {extra}, sent_system + sent_tools
             FROM llm_calls WHERE session_id=? ORDER BY id""",
         (sid,),
     ).fetchall()
@@ -279,14 +279,27 @@ def _session_costs(
         if per_call > 0:
             scale = min(4.0, max(0.5, per_turn / per_call))
         out_tokens = round((turns[2] or 0) / turns[0])
+    # What pi kept after each real compaction: the first request after it, less system, tools
+    # and the summary. Used for pi 0.73 only: it compacts when a run has ended and cuts at a
+    # user message, so what it keeps depends on the turns, not on keepRecentTokens (seen: ~0
+    # of 4000); pi 1.x splits turns and keeps about keepRecentTokens.
+    check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
+    kept_seen: list[int] = []
+    for cts, _before, summary_chars, _summarized in comps:
+        after = next((r for r in rows if r[0] > cts), None)
+        if after is not None:
+            kept_seen.append(max(0, after[1] - tokens_of(after[12]) - tokens_of(summary_chars)))
     policy = CompactionPolicy(
+        kept_tokens=round(sum(kept_seen) / len(kept_seen))
+        if kept_seen and check == "prompt"
+        else None,
         scale=scale,
         output_tokens=out_tokens,
         context_window=window,
         reserve_tokens=reserve,
         keep_recent_tokens=keep,
         enabled=enabled,
-        check="prompt" if pi_version.startswith("0.") else "turn",
+        check=check,
         summary_tokens=summary,
     )
     calls: list[CallSizes] = []
@@ -295,7 +308,7 @@ def _session_costs(
     prev_ts = -math.inf
     prev_count: int | None = None
     prev_prompt: int | None = None
-    for ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ in rows:
+    for ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, _ in rows:
         if ncomps:
             compacted = False
             while ci < ncomps and comps[ci][0] <= ts:
@@ -335,7 +348,14 @@ def _session_costs(
         costs.plain_trailing = (calls[-1].ts, priced.plain_trailing_compaction)
     main = prices_of(calls[-1].model if calls else session_model)
     previous = 0
+    last: tuple[float, int] | None = None
     for ts, before, summary_chars, summarized_chars in comps:
+        # pi 0.73 can run the same compaction twice back to back (its end-of-run check and the
+        # next prompt's): both summarisations cost, but it is one compaction of the session
+        again = (
+            last is not None and last[1] == before and not any(last[0] < c.ts <= ts for c in calls)
+        )
+        last = (ts, before)
         # pi's own measure when the bridge saw it; else the context less what pi keeps
         summarised = (
             tokens_of(summarized_chars)
@@ -343,7 +363,7 @@ def _session_costs(
             else max(0, before - keep) + previous
         )
         costs.compactions.append(
-            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main))
+            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main), not again)
         )
         previous = tokens_of(summary_chars)
     aux_model = "model" if new_schema else "NULL"
@@ -420,8 +440,8 @@ class CostFigures:
         self.plain_compaction_weighted += c.weighted_tokens
         self.plain_compaction_usd = _add_usd(self.plain_compaction_usd, c.usd)
 
-    def add_compaction(self, c: CompactionCost) -> None:
-        self.compactions += 1
+    def add_compaction(self, c: CompactionCost, counts: bool = True) -> None:
+        self.compactions += int(counts)
         self.compaction_weighted += c.weighted_tokens
         self.compaction_usd = _add_usd(self.compaction_usd, c.usd)
 
@@ -488,9 +508,9 @@ def figures_of(costs: SessionCosts, since: float | None = None) -> CostFigures:
     for ts, a, p, comp in costs.calls:
         if since is None or ts >= since:
             f.add_call(a, p, comp)
-    for ts, c in costs.compactions:
+    for ts, c, counts in costs.compactions:
         if since is None or ts >= since:
-            f.add_compaction(c)
+            f.add_compaction(c, counts)
     if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
         f.add_plain_compaction(costs.plain_trailing[1])
     for ts, _mech, c in costs.aux:

@@ -202,3 +202,33 @@ def test_cost_settings_env_over_file_over_defaults(
     monkeypatch.setenv("PI_CTX_CACHE_TTL_S", "soon")
     monkeypatch.setenv("PI_CTX_PRICES", "garbage")
     assert _cost_settings() == (300.0, {})
+
+
+def test_a_compaction_pi_ran_twice_costs_twice_and_counts_once(tmp_path: Path) -> None:
+    conn = connect(build(tmp_path, pi_version="0.73.1"))
+    row = conn.execute("SELECT ts, tokens_before, summary_chars FROM compactions").fetchone()
+    conn.execute(
+        "INSERT INTO compactions (session_id, ts, reason, tokens_before, summary_chars)"
+        " VALUES (?, ?, 'threshold', ?, ?)",
+        (SID, row[0] + 0.5, row[1], row[2]),
+    )
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.compactions == 1
+    assert c.compaction_weighted == pytest.approx(1350 + 1400)  # the 2nd updates a summary
+    conn.close()
+
+
+def test_pi_073_plain_keeps_what_the_real_compactions_kept(tmp_path: Path) -> None:
+    db = build(tmp_path, pi_version="0.73.1")
+    conn = connect(db)
+    # the real compaction happened before the last call, which then carried system + tools
+    # (100) + summary (50) + 20 kept tokens
+    t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
+    conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
+    conn.execute("UPDATE llm_calls SET sent_messages=? WHERE call_index=3", ((50 + 20) * 4,))
+    costs = CA.load_session_costs(conn, [SID])[SID]
+    assert costs.policy is not None and costs.policy.kept_tokens == 20
+    conn.execute("UPDATE sessions SET pi_version='1.6.0'")
+    costs = CA.load_session_costs(conn, [SID])[SID]
+    assert costs.policy is not None and costs.policy.kept_tokens is None  # pi 1.x: keepRecent
+    conn.close()
