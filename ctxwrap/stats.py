@@ -8,6 +8,7 @@ imported only inside the functions that draw.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -315,12 +316,17 @@ def compute_stats(
 
     priced = load_session_costs(conn, {sid for sid, _ in cells}, ttl_s=ttl_s, overrides=prices)
     for sid, costs in priced.items():
+        # one accumulator per cell, looked up only when the bucket changes (calls are in order)
+        last_bucket, acc = None, CostFigures()
         for ts, ca, cp, comp in costs.calls:
             if since is None or ts >= since:
-                cell(sid, bucket_of(ts)).cost.add_call(ca, cp, comp)
-        for ts, one in costs.compactions:
+                b = bucket_of(ts)
+                if b != last_bucket:
+                    last_bucket, acc = b, cell(sid, b).cost
+                acc.add_call(ca, cp, comp)
+        for ts, one, counts in costs.compactions:
             if since is None or ts >= since:
-                cell(sid, bucket_of(ts)).cost.add_compaction(one)
+                cell(sid, bucket_of(ts)).cost.add_compaction(one, counts)
         if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
             ts, one = costs.plain_trailing
             cell(sid, bucket_of(ts)).cost.add_plain_compaction(one)
@@ -785,17 +791,26 @@ def load_report(*, session: str | None, since: float | None, by: GroupBy) -> Sta
 
 
 def _cost_settings() -> tuple[float, dict[str, Prices]]:
-    """cache_ttl_s and the price overrides from the effective config; defaults when the
-    config cannot be read (stats must still work; `ctxwrap config show` reports the error)."""
-    from ctxwrap.config import load_config
-    from ctxwrap.errors import CtxwrapError
+    """cache_ttl_s and the price overrides, as the config resolves them (PI_CTX_* over
+    config.toml over defaults), read without loading the whole config: pydantic would
+    double `ctxwrap stats`' start-up. A bad value falls back to the default (`ctxwrap config
+    show` reports it)."""
+    import tomllib
+
     from ctxwrap.mechanisms.cost_accounting import settings_overrides
 
+    file: dict[str, Any] = {}
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        file = tomllib.loads(paths.config_file().read_text(encoding="utf-8"))
+    ttl_raw = os.environ.get("PI_CTX_CACHE_TTL_S") or file.get("cache_ttl_s", 300.0)
     try:
-        cfg = load_config().settings
-    except CtxwrapError:
-        return 300.0, {}
-    return cfg.cache_ttl_s, settings_overrides(cfg.prices)
+        ttl = float(ttl_raw)
+    except (TypeError, ValueError):
+        ttl = 300.0
+    if not ttl >= 0:
+        ttl = 300.0
+    prices = os.environ.get("PI_CTX_PRICES") or file.get("prices")
+    return ttl, settings_overrides(prices if isinstance(prices, str) else None)
 
 
 def _since_param(value: str | None) -> float | None:

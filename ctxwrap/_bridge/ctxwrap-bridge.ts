@@ -795,19 +795,22 @@ function install(pi: any): void {
 		return undefined;
 	});
 
-	pi.on("session_compact", (event: any) => {
+	// Awaited, with a short deadline: pi 0.73 compacts after the last run of `pi -p` and exits
+	// right after, which would drop a fire-and-forget report.
+	pi.on("session_compact", async (event: any) => {
 		try {
 			const e = event?.compactionEntry ?? {};
 			if (!sessionId) return;
-			daemon.notify("/v1/compaction", {
+			const body = {
 				session_id: sessionId,
 				reason: String(event?.reason ?? "threshold").slice(0, 40),
 				tokens_before: Number.isSafeInteger(e.tokensBefore) && e.tokensBefore >= 0 ? e.tokensBefore : 0,
 				summary_chars: typeof e.summary === "string" ? e.summary.length : 0,
 				summarized_chars: summarizedChars,
 				from_extension: !!event?.fromExtension,
-			});
+			};
 			summarizedChars = null;
+			await daemon.call("/v1/compaction", body, 1000);
 		} catch {}
 	});
 

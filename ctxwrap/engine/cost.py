@@ -19,9 +19,10 @@ The shared contract other modules code against is docs/accounting.md and
 from __future__ import annotations
 
 import fnmatch
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Caching = Literal["explicit", "automatic", "none"]
 CACHINGS: tuple[Caching, ...] = ("explicit", "automatic", "none")
@@ -116,6 +117,7 @@ DEFAULT_PRICE_TABLE: tuple[tuple[str, Prices], ...] = (
 )
 
 
+@functools.lru_cache(maxsize=256)
 def weights(prices: Prices) -> Weights:
     """Relative weights from the prices where input and the rate are known, else the defaults."""
     default = DEFAULT_WEIGHTS[prices.caching]
@@ -154,16 +156,24 @@ def price_tokens(
     output: int = 0,
 ) -> CallCost:
     """Price one call whose input split is already known (an aux call, a provider report)."""
+    # Hot: `ctxwrap stats` prices every call of every session shown, so no lists here.
     w = weights(prices)
     weighted = cache_read * w.read + cache_write * w.write + uncached * w.uncached
-    input_usd = _sum(
-        [
-            _money(cache_read, prices.cache_read),
-            _money(cache_write, prices.cache_write),
-            _money(uncached, prices.input),
-        ]
-    )
-    usd = _sum([input_usd, _money(output, prices.output)])
+    money, known = 0.0, True
+    for tokens, price in (
+        (cache_read, prices.cache_read),
+        (cache_write, prices.cache_write),
+        (uncached, prices.input),
+    ):
+        if tokens:
+            if price is None:
+                known = False
+                break
+            money += tokens * price / 1_000_000
+    input_usd = money if known else None
+    usd = input_usd
+    if output and usd is not None:
+        usd = None if prices.output is None else usd + output * prices.output / 1_000_000
     return CallCost(
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
@@ -332,8 +342,7 @@ DEFAULT_SUMMARY_TOKENS = 1200
 SUMMARY_PROMPT_TOKENS = 400
 
 
-@dataclass(frozen=True)
-class CallSizes:
+class CallSizes(NamedTuple):
     """One LLM request as the bridge measured it, in tokens (chars/4)."""
 
     ts: float
@@ -367,6 +376,13 @@ class CompactionPolicy:
     # token, measured on the session) and `output_tokens` is the typical reply added on top.
     scale: float = 1.0
     output_tokens: int = 0
+    # what pi really kept after its compactions in this session (its cut point lands on a
+    # turn boundary, so it keeps more or less than keep_recent_tokens); None = not seen
+    kept_tokens: int | None = None
+
+    @property
+    def kept(self) -> int:
+        return self.keep_recent_tokens if self.kept_tokens is None else self.kept_tokens
 
     def crosses(self, tokens: int) -> bool:
         t = self.threshold
@@ -394,7 +410,7 @@ class SeriesCost:
     compaction_weighted_tokens: float = 0.0
     compaction_usd: float | None = 0.0
 
-    def add_call(self, c: CallCost) -> None:
+    def add_call(self, c: CallCost | PricedInput) -> None:
         self.calls += 1
         self.input_tokens += c.input_tokens
         self.cache_read_tokens += c.cache_read_tokens
@@ -444,9 +460,36 @@ def compaction_call_cost(
     return one_off_cost(input_tokens, summary_tokens, prices)
 
 
-def _prefixed_cost(total: int, read: int, prices: Prices, warm: bool) -> CallCost:
+class PricedInput(NamedTuple):
+    """The input side of one priced request (what `price_session` returns per call: a tuple,
+    because `ctxwrap stats` prices every call of every session it shows)."""
+
+    cache_read_tokens: int
+    cache_write_tokens: int
+    uncached_input_tokens: int
+    weighted_tokens: float
+    input_usd: float | None
+
+    @property
+    def input_tokens(self) -> int:
+        return self.cache_read_tokens + self.cache_write_tokens + self.uncached_input_tokens
+
+
+def _prefixed_cost(total: int, read: int, prices: Prices, wt: Weights, warm: bool) -> PricedInput:
     r, w, u = split_input(total, read if warm else 0, prices.caching)
-    return price_tokens(prices, cache_read=r, cache_write=w, uncached=u)
+    if (
+        (r and prices.cache_read is None)
+        or (w and prices.cache_write is None)
+        or (u and prices.input is None)
+    ):
+        usd = None
+    else:
+        usd = (
+            r * (prices.cache_read or 0.0)
+            + w * (prices.cache_write or 0.0)
+            + u * (prices.input or 0.0)
+        ) / 1_000_000
+    return PricedInput(r, w, u, r * wt.read + w * wt.write + u * wt.uncached, usd)
 
 
 @dataclass(frozen=True)
@@ -454,8 +497,8 @@ class SessionPricing:
     """Per call of a session: what was sent, what plain pi would have sent, and the plain
     compaction (its summarisation request) simulated just before that call, if any."""
 
-    actual: tuple[CallCost, ...]
-    plain: tuple[CallCost, ...]
+    actual: tuple[PricedInput, ...]
+    plain: tuple[PricedInput, ...]
     plain_compactions: tuple[CompactionCost | None, ...]
     plain_tokens: tuple[int, ...]  # simulated plain request sizes
     # pi 0.73 also checks when the last run ends: a compaction after the last request
@@ -493,8 +536,8 @@ def price_session(
     saving is claimed past that point. Where the real session compacted, the plain one only
     compacts if its own threshold says so.
     """
-    actual: list[CallCost] = []
-    plain: list[CallCost] = []
+    actual: list[PricedInput] = []
+    plain: list[PricedInput] = []
     comps: list[CompactionCost | None] = []
     sizes: list[int] = []
     summary = policy.summary_tokens
@@ -503,6 +546,7 @@ def price_session(
     plain_size = 0  # simulated plain request size of the previous call
     for call in calls:
         prices = prices_of(call.model)
+        wt = weights(prices)
         warm = prev is not None and call.ts - prev.ts <= ttl_s and call.model == prev.model
         # -- actual
         if call.sent_prefix_tokens is not None:
@@ -511,7 +555,7 @@ def price_session(
             sent_read = prev.sent_tokens  # older bridge: assume an append-only list
         else:
             sent_read = 0
-        actual.append(_prefixed_cost(call.sent_tokens, sent_read, prices, warm))
+        actual.append(_prefixed_cost(call.sent_tokens, sent_read, prices, wt, warm))
         # -- plain counterfactual
         comp: CompactionCost | None = None
         if prev is None:
@@ -532,10 +576,13 @@ def price_session(
             pre = size if policy.check == "turn" else plain_size
             if check_now and policy.crosses(pre):
                 base = min(call.plain_base_tokens, pre)
-                kept = min(policy.keep_recent_tokens, pre - base)
+                kept = min(policy.kept, pre - base)
                 ratio = call.plain_summary_ratio if call.plain_summary_ratio is not None else 1.0
+                # the messages summarised: not the kept tail, not the previous summary (it goes
+                # in as the summary to update)
+                old = summary if compacted else 0
                 comp = compaction_call_cost(
-                    round((pre - base - kept) * ratio),
+                    round(max(0, pre - base - kept - old) * ratio),
                     summary,
                     prices,
                     previous_summary=summary if compacted else 0,
@@ -544,7 +591,7 @@ def price_session(
                 size = base + summary + kept + (size - pre)
                 rewritten = size - base
         rewritten = max(0, min(rewritten, size))
-        plain.append(_prefixed_cost(size, size - rewritten, prices, warm))
+        plain.append(_prefixed_cost(size, size - rewritten, prices, wt, warm))
         comps.append(comp)
         sizes.append(size)
         plain_size = size
@@ -553,10 +600,11 @@ def price_session(
     if prev is not None and policy.check == "prompt" and policy.crosses(plain_size):
         prices = prices_of(prev.model)
         base = min(prev.plain_base_tokens, plain_size)
-        kept = min(policy.keep_recent_tokens, plain_size - base)
+        kept = min(policy.kept, plain_size - base)
         ratio = prev.plain_summary_ratio if prev.plain_summary_ratio is not None else 1.0
+        old = summary if compacted else 0
         trailing = compaction_call_cost(
-            round((plain_size - base - kept) * ratio),
+            round(max(0, plain_size - base - kept - old) * ratio),
             summary,
             prices,
             previous_summary=summary if compacted else 0,

@@ -13,15 +13,15 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ctxwrap.engine.cost import (
     DEFAULT_SUMMARY_TOKENS,
     UNKNOWN_PRICES,
-    CallCost,
     CallSizes,
     CompactionCost,
     CompactionPolicy,
+    PricedInput,
     Prices,
     caching_for_api,
     compaction_call_cost,
@@ -137,10 +137,10 @@ class SessionCosts:
     """Priced events of one session; each carries its timestamp so reports can filter/group."""
 
     session_id: str
-    calls: list[tuple[float, CallCost, CallCost, CompactionCost | None]] = field(
+    calls: list[tuple[float, PricedInput, PricedInput, CompactionCost | None]] = field(
         default_factory=list
     )
-    compactions: list[tuple[float, CompactionCost]] = field(default_factory=list)
+    compactions: list[tuple[float, CompactionCost, bool]] = field(default_factory=list)  # counts
     aux: list[tuple[float, str, CompactionCost]] = field(default_factory=list)  # ts, mechanism
     models: dict[str, ModelPrices] = field(default_factory=dict)
     policy: CompactionPolicy | None = None
@@ -199,10 +199,9 @@ def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     return row is not None
 
 
-def _summary_ratio(summary_chars: int | None, message_chars: int) -> float | None:
-    if summary_chars is None or message_chars <= 0:
-        return None
-    return min(1.0, summary_chars / message_chars)
+def _tok(expr: str) -> str:
+    """chars/4 rounded away from zero, as `tokens_of`, in SQL."""
+    return f"(CASE WHEN {expr} >= 0 THEN ({expr} + 3) / 4 ELSE -((3 - {expr}) / 4) END)"
 
 
 def _session_costs(
@@ -249,6 +248,23 @@ def _session_costs(
         ]
     summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
     summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
+    extra = (
+        "sent_prefix_chars, plain_prefix_chars, prompt_index, model, plain_summary_chars"
+        if new_schema
+        else "NULL, NULL, NULL, NULL, NULL"
+    )
+    # Sums and chars/4 in SQL: `ctxwrap stats` prices every call of every session it shows.
+    sent_sql = "(sent_system + sent_messages + sent_tools)"
+    base_sql = "(sent_system + sent_tools + saved_skills + saved_tools)"
+    plain_sql = (
+        f"({sent_sql} + saved_bash + saved_amnesia + saved_writes + saved_skills + saved_tools)"
+    )
+    rows = conn.execute(
+        f"""SELECT ts, {_tok(sent_sql)}, {_tok(plain_sql)}, {base_sql}, {plain_sql},
+                   head_changed, message_count, {extra}, sent_system + sent_tools
+            FROM llm_calls WHERE session_id=? ORDER BY id""",
+        (sid,),
+    ).fetchall()
     # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
     # reported for this session's turns (input incl. cache reads/writes, and output).
     turns = conn.execute(
@@ -256,70 +272,65 @@ def _session_costs(
                   SUM(output_tokens) FROM turns WHERE session_id=?""",
         (sid,),
     ).fetchone()
-    sent_row = conn.execute(
-        "SELECT COUNT(*), SUM(sent_system + sent_messages + sent_tools) FROM llm_calls WHERE session_id=?",
-        (sid,),
-    ).fetchone()
     scale, out_tokens = 1.0, 0
-    if turns[0] and sent_row[0] and turns[1] and sent_row[1]:
+    if turns[0] and turns[1] and rows:
         per_turn = turns[1] / turns[0]
-        per_call = tokens_of(sent_row[1]) / sent_row[0]
+        per_call = sum(r[1] for r in rows) / len(rows)
         if per_call > 0:
             scale = min(4.0, max(0.5, per_turn / per_call))
         out_tokens = round((turns[2] or 0) / turns[0])
+    # What pi kept after each real compaction: the first request after it, less system, tools
+    # and the summary. Used for pi 0.73 only: it compacts when a run has ended and cuts at a
+    # user message, so what it keeps depends on the turns, not on keepRecentTokens (seen: ~0
+    # of 4000); pi 1.x splits turns and keeps about keepRecentTokens.
+    check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
+    kept_seen: list[int] = []
+    for cts, _before, summary_chars, _summarized in comps:
+        after = next((r for r in rows if r[0] > cts), None)
+        if after is not None:
+            kept_seen.append(max(0, after[1] - tokens_of(after[12]) - tokens_of(summary_chars)))
     policy = CompactionPolicy(
+        kept_tokens=round(sum(kept_seen) / len(kept_seen))
+        if kept_seen and check == "prompt"
+        else None,
         scale=scale,
         output_tokens=out_tokens,
         context_window=window,
         reserve_tokens=reserve,
         keep_recent_tokens=keep,
         enabled=enabled,
-        check="prompt" if pi_version.startswith("0.") else "turn",
+        check=check,
         summary_tokens=summary,
     )
-    extra = (
-        "sent_prefix_chars, plain_prefix_chars, prompt_index, model, plain_summary_chars"
-        if new_schema
-        else "NULL, NULL, NULL, NULL, NULL"
-    )
-    rows = conn.execute(
-        f"""SELECT ts, sent_system, sent_messages, sent_tools, saved_bash, saved_amnesia,
-                   saved_writes, saved_skills, saved_tools, head_changed, message_count, {extra}
-            FROM llm_calls WHERE session_id=? ORDER BY id""",
-        (sid,),
-    ).fetchall()
     calls: list[CallSizes] = []
     ci = 0
+    ncomps = len(comps) if new_schema else 0
     prev_ts = -math.inf
     prev_count: int | None = None
     prev_prompt: int | None = None
-    for r in rows:
-        ts = float(r[0])
-        sent = r[1] + r[2] + r[3]
-        plain = sent + r[4] + r[5] + r[6] + r[7] + r[8]
-        if new_schema and comps:
+    for ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, _ in rows:
+        if ncomps:
             compacted = False
-            while ci < len(comps) and comps[ci][0] <= ts:
+            while ci < ncomps and comps[ci][0] <= ts:
                 compacted = compacted or comps[ci][0] > prev_ts
                 ci += 1
         else:  # no compaction events recorded: infer from a head change that dropped messages
-            compacted = bool(r[9]) and prev_count is not None and r[10] < prev_count
-        prompt_index = r[13]
+            compacted = bool(head) and prev_count is not None and count < prev_count
         calls.append(
             CallSizes(
-                ts=ts,
-                sent_tokens=tokens_of(sent),
-                plain_tokens=tokens_of(plain),
-                sent_prefix_tokens=None if r[11] is None else tokens_of(r[11]),
-                plain_prefix_tokens=None if r[12] is None else tokens_of(r[12]),
-                plain_base_tokens=tokens_of(r[1] + r[3] + r[7] + r[8]),
-                plain_summary_ratio=_summary_ratio(r[15], plain - (r[1] + r[3] + r[7] + r[8])),
-                compacted_before=compacted and bool(calls),
-                new_prompt=prompt_index is not None and prompt_index != prev_prompt,
-                model=r[14] or session_model,
+                ts,
+                sent_tok,
+                plain_tok,
+                None if sp is None else -(-sp // 4),
+                None if pp is None else -(-pp // 4),
+                -(-base // 4),
+                None if summ is None or plain <= base else min(1.0, summ / (plain - base)),
+                compacted and bool(calls),
+                prompt is not None and prompt != prev_prompt,
+                model or session_model,
             )
         )
-        prev_ts, prev_count, prev_prompt = ts, r[10], prompt_index
+        prev_ts, prev_count, prev_prompt = ts, count, prompt
     costs = SessionCosts(sid, policy=policy)
 
     def prices_of(model: str | None) -> Prices:
@@ -337,7 +348,14 @@ def _session_costs(
         costs.plain_trailing = (calls[-1].ts, priced.plain_trailing_compaction)
     main = prices_of(calls[-1].model if calls else session_model)
     previous = 0
+    last: tuple[float, int] | None = None
     for ts, before, summary_chars, summarized_chars in comps:
+        # pi 0.73 can run the same compaction twice back to back (its end-of-run check and the
+        # next prompt's): both summarisations cost, but it is one compaction of the session
+        again = (
+            last is not None and last[1] == before and not any(last[0] < c.ts <= ts for c in calls)
+        )
+        last = (ts, before)
         # pi's own measure when the bridge saw it; else the context less what pi keeps
         summarised = (
             tokens_of(summarized_chars)
@@ -345,7 +363,7 @@ def _session_costs(
             else max(0, before - keep) + previous
         )
         costs.compactions.append(
-            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main))
+            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main), not again)
         )
         previous = tokens_of(summary_chars)
     aux_model = "model" if new_schema else "NULL"
@@ -401,7 +419,7 @@ class CostFigures:
             a, b = getattr(self, name), getattr(o, name)
             setattr(self, name, _add_usd(a, b) if name.endswith("_usd") else a + b)
 
-    def add_call(self, a: CallCost, p: CallCost, plain_comp: CompactionCost | None) -> None:
+    def add_call(self, a: PricedInput, p: PricedInput, plain_comp: CompactionCost | None) -> None:
         self.calls += 1
         self.sent_weighted += a.weighted_tokens
         self.plain_weighted += p.weighted_tokens
@@ -422,8 +440,8 @@ class CostFigures:
         self.plain_compaction_weighted += c.weighted_tokens
         self.plain_compaction_usd = _add_usd(self.plain_compaction_usd, c.usd)
 
-    def add_compaction(self, c: CompactionCost) -> None:
-        self.compactions += 1
+    def add_compaction(self, c: CompactionCost, counts: bool = True) -> None:
+        self.compactions += int(counts)
         self.compaction_weighted += c.weighted_tokens
         self.compaction_usd = _add_usd(self.compaction_usd, c.usd)
 
@@ -490,9 +508,9 @@ def figures_of(costs: SessionCosts, since: float | None = None) -> CostFigures:
     for ts, a, p, comp in costs.calls:
         if since is None or ts >= since:
             f.add_call(a, p, comp)
-    for ts, c in costs.compactions:
+    for ts, c, counts in costs.compactions:
         if since is None or ts >= since:
-            f.add_compaction(c)
+            f.add_compaction(c, counts)
     if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
         f.add_plain_compaction(costs.plain_trailing[1])
     for ts, _mech, c in costs.aux:

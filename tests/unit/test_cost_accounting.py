@@ -178,3 +178,57 @@ def test_accounting_migration_keeps_old_rows_priced_as_append_only(tmp_path: Pat
     c = compute_stats(conn).totals.cost
     assert c.cache_read_tokens == 100 and c.cache_write_tokens == 200  # 100, then 100 of 200
     conn.close()
+
+
+def test_cost_settings_env_over_file_over_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxwrap.stats import _cost_settings
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delenv("PI_CTX_CACHE_TTL_S", raising=False)
+    monkeypatch.delenv("PI_CTX_PRICES", raising=False)
+    assert _cost_settings() == (300.0, {})
+    (tmp_path / "ctxwrap").mkdir()
+    (tmp_path / "ctxwrap" / "config.toml").write_text(
+        'cache_ttl_s = 3600\nprices = "local/*=1,2,0.1,1.25"\n'
+    )
+    ttl, prices = _cost_settings()
+    assert ttl == 3600 and prices["local/*"].input == 1
+    monkeypatch.setenv("PI_CTX_CACHE_TTL_S", "60")
+    monkeypatch.setenv("PI_CTX_PRICES", "x=1,1,1,1")
+    ttl, prices = _cost_settings()
+    assert ttl == 60 and list(prices) == ["x"]
+    monkeypatch.setenv("PI_CTX_CACHE_TTL_S", "soon")
+    monkeypatch.setenv("PI_CTX_PRICES", "garbage")
+    assert _cost_settings() == (300.0, {})
+
+
+def test_a_compaction_pi_ran_twice_costs_twice_and_counts_once(tmp_path: Path) -> None:
+    conn = connect(build(tmp_path, pi_version="0.73.1"))
+    row = conn.execute("SELECT ts, tokens_before, summary_chars FROM compactions").fetchone()
+    conn.execute(
+        "INSERT INTO compactions (session_id, ts, reason, tokens_before, summary_chars)"
+        " VALUES (?, ?, 'threshold', ?, ?)",
+        (SID, row[0] + 0.5, row[1], row[2]),
+    )
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.compactions == 1
+    assert c.compaction_weighted == pytest.approx(1350 + 1400)  # the 2nd updates a summary
+    conn.close()
+
+
+def test_pi_073_plain_keeps_what_the_real_compactions_kept(tmp_path: Path) -> None:
+    db = build(tmp_path, pi_version="0.73.1")
+    conn = connect(db)
+    # the real compaction happened before the last call, which then carried system + tools
+    # (100) + summary (50) + 20 kept tokens
+    t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
+    conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
+    conn.execute("UPDATE llm_calls SET sent_messages=? WHERE call_index=3", ((50 + 20) * 4,))
+    costs = CA.load_session_costs(conn, [SID])[SID]
+    assert costs.policy is not None and costs.policy.kept_tokens == 20
+    conn.execute("UPDATE sessions SET pi_version='1.6.0'")
+    costs = CA.load_session_costs(conn, [SID])[SID]
+    assert costs.policy is not None and costs.policy.kept_tokens is None  # pi 1.x: keepRecent
+    conn.close()
