@@ -21,7 +21,6 @@ from starlette.routing import Route
 
 from ctxwrap import protocol as P
 from ctxwrap.daemon.service import Daemon
-from ctxwrap.mechanisms import cost_accounting
 
 log = logging.getLogger("ctxwrap.daemon")
 M = TypeVar("M", bound=BaseModel)
@@ -158,66 +157,26 @@ def build_app(daemon: Daemon) -> Any:
     async def not_found(request: Request, exc: Any) -> Response:
         return JSONResponse({"error": "not found", "detail": request.url.path}, status_code=404)
 
-    # Cost accounting rides along the existing handlers (docs/accounting.md); the lead folds
-    # these into Daemon once service.py is split.
-    def session_start(req: P.SessionStart) -> P.SessionStartReply:
-        reply = daemon.session_start(req)
-        cost_accounting.record_session_model(
-            daemon.store, req.session_id, req.model, req.compaction
-        )
-        cost_accounting.fill_cost_totals(
-            daemon.store.conn, reply.totals, req.session_id, daemon.cfg
-        )
-        return reply
-
-    def model_select(req: P.ModelSelect) -> P.Ack:
-        reply = daemon.model_select(req)
-        cost_accounting.record_session_model(
-            daemon.store, req.session_id, req.model, req.compaction
-        )
-        return reply
-
-    def llm_call(req: P.LlmCall) -> P.Ack:
-        reply = daemon.llm_call(req)
-        cost_accounting.record_call_costs(daemon.store, req)
-        return reply
-
-    def turn_end(req: P.TurnEnd) -> P.TurnEndReply:
-        reply = daemon.turn_end(req)
-        cost_accounting.fill_cost_totals(
-            daemon.store.conn, reply.totals, req.session_id, daemon.cfg
-        )
-        return reply
-
-    def aux_result(req: P.AuxResult) -> P.AuxResultReply:
-        reply = daemon.aux_result(req)
-        cost_accounting.record_aux_model(daemon.store, req.session_id, req.model)
-        return reply
-
-    def compaction(req: P.Compaction) -> P.Ack:
-        cost_accounting.record_compaction(daemon.store, req)
-        return P.Ack()
-
     routes = [
         Route("/v1/health", health, methods=["GET"]),
         Route("/v1/sessions", sessions, methods=["GET"]),
         Route("/v1/facts", facts, methods=["GET"]),
         Route("/v1/stats", stats, methods=["GET"]),
         Route("/v1/shutdown", shutdown, methods=["POST"]),
-        Route("/v1/sessions/start", post(P.SessionStart, session_start), methods=["POST"]),
+        Route("/v1/sessions/start", post(P.SessionStart, daemon.session_start), methods=["POST"]),
         Route(
             "/v1/sessions/shutdown",
             post(P.SessionShutdown, daemon.session_shutdown),
             methods=["POST"],
         ),
-        Route("/v1/sessions/model", post(P.ModelSelect, model_select), methods=["POST"]),
+        Route("/v1/sessions/model", post(P.ModelSelect, daemon.model_select), methods=["POST"]),
         Route("/v1/prompt", post(P.PromptStart, daemon.prompt_start), methods=["POST"]),
         Route("/v1/tool_result", post(P.ToolResult, daemon.tool_result), methods=["POST"]),
-        Route("/v1/aux/result", post(P.AuxResult, aux_result), methods=["POST"]),
+        Route("/v1/aux/result", post(P.AuxResult, daemon.aux_result), methods=["POST"]),
         Route("/v1/context", post(P.ContextRequest, daemon.context), methods=["POST"]),
-        Route("/v1/turn_end", post(P.TurnEnd, turn_end), methods=["POST"]),
-        Route("/v1/llm_call", post(P.LlmCall, llm_call), methods=["POST"]),
-        Route("/v1/compaction", post(P.Compaction, compaction), methods=["POST"]),
+        Route("/v1/turn_end", post(P.TurnEnd, daemon.turn_end), methods=["POST"]),
+        Route("/v1/llm_call", post(P.LlmCall, daemon.llm_call), methods=["POST"]),
+        Route("/v1/compaction", post(P.Compaction, daemon.compaction), methods=["POST"]),
         Route("/v1/catalog", post(P.CatalogUpdate, daemon.catalog_update), methods=["POST"]),
         Route("/v1/recall", post(P.RecallRequest, daemon.recall), methods=["POST"]),
         Route(

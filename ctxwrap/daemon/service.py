@@ -22,7 +22,15 @@ from ctxwrap.daemon.rawstore import RawStore
 from ctxwrap.daemon.session import PendingAux, SessionRuntime
 from ctxwrap.daemon.store import Store
 from ctxwrap.digest.redact import load_patterns, redact_secrets
-from ctxwrap.mechanisms import accounting, amnesia, digest, tail_edits, tool_kind, writes
+from ctxwrap.mechanisms import (
+    accounting,
+    amnesia,
+    cost_accounting,
+    digest,
+    tail_edits,
+    tool_kind,
+    writes,
+)
 from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.mechanisms.aux import AuxCalls
 from ctxwrap.mechanisms.lazy import Capabilities
@@ -147,6 +155,7 @@ class Daemon:
                 "started_at": time.time(),
             }
         )
+        cost_accounting.record_session_model(self.store, req.session_id, req.model, req.compaction)
         self.sessions[req.session_id] = SessionRuntime(req.session_id, req.pid, agent=req.agent)
         self.last_activity = time.monotonic()
         if req.tools or req.skills:
@@ -177,6 +186,7 @@ class Daemon:
             "UPDATE sessions SET model=? WHERE session_id=?",
             (f"{req.model.provider}/{req.model.id}", req.session_id),
         )
+        cost_accounting.record_session_model(self.store, req.session_id, req.model, req.compaction)
         return P.Ack()
 
     def prompt_start(self, req: P.PromptStart) -> P.Ack:
@@ -217,6 +227,7 @@ class Daemon:
             req.elapsed_ms,
             req.error,
         )
+        cost_accounting.record_aux_model(self.store, req.session_id, req.model)
         text = self._finish_aux(rt, pending, req.text if ok else None)
         return P.AuxResultReply(text=text, accepted=text is not None)
 
@@ -237,13 +248,21 @@ class Daemon:
     def llm_call(self, req: P.LlmCall) -> P.Ack:
         self._rt(req.session_id)
         accounting.record_llm_call(self.store, req)
+        cost_accounting.record_call_costs(self.store, req)
         return self._ack()
+
+    def compaction(self, req: P.Compaction) -> P.Ack:
+        self._rt(req.session_id)
+        cost_accounting.record_compaction(self.store, req)
+        return P.Ack()
 
     async def context(self, req: P.ContextRequest) -> P.ContextReply:
         return await tail_edits.decide(self, self._rt(req.session_id), req)
 
     def session_totals(self, session_id: str) -> P.SessionTotals:
-        return accounting.session_totals(self.store, session_id)
+        totals = accounting.session_totals(self.store, session_id)
+        cost_accounting.fill_cost_totals(self.store.conn, totals, session_id, self.cfg)
+        return totals
 
     def turn_end(self, req: P.TurnEnd) -> P.TurnEndReply:
         self._rt(req.session_id)

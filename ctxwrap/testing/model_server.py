@@ -567,7 +567,7 @@ class ScriptedModelServer:
 
     def _record(self, rec: RecordedRequest) -> None:
         with self._changed:
-            if rec.kind in ("main", "aux"):
+            if rec.kind in ("main", "aux", "summary"):  # model calls
                 self._requests.append(rec)
             self._all.append(rec)
             if self.requests_log is not None:
