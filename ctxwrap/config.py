@@ -111,6 +111,25 @@ class Settings(BaseSettings):
     tag_wait_ms: int = Field(
         400, ge=0, description="How long the context step waits for pending tags before RETAIN."
     )
+    mask: bool = Field(
+        True,
+        description="Mask older tool results (superseded, late DROP, earlier tasks) when the prompt cache is cold anyway.",
+    )
+    cache_ttl_s: float = Field(
+        300.0,
+        ge=0,
+        description="Provider prompt-cache lifetime: a gap longer than this makes the next request cold (masking may rewrite history then).",
+    )
+    mask_keep_rounds: int = Field(
+        2, ge=1, description="The current task's last rounds are never masked."
+    )
+    mask_min_chars: int = Field(
+        2000, ge=0, description="Results smaller than this are never masked."
+    )
+    mask_warm: bool = Field(
+        False,
+        description="Also mask while the cache is warm when the cost model says the rewrite pays back (off: not yet measured positive).",
+    )
     recall_max_tokens: int = Field(2000, ge=100, description="Cap of one ctx_recall answer.")
     raw_store_max_mb: int = Field(512, ge=1, description="Size cap of the raw-output store.")
     raw_retention_days: int = Field(
@@ -236,5 +255,8 @@ def bridge_view(settings: Settings) -> dict[str, Any]:
         "bridge_timeout_ms",
         "tag_wait_ms",
         "tag_max_tokens",
+        "mask",
+        "mask_warm",
+        "cache_ttl_s",
     ]
     return {k: getattr(settings, k) for k in keys}

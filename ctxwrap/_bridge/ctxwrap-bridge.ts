@@ -16,6 +16,7 @@ import * as http from "node:http";
 import { spawn } from "node:child_process";
 import { appendFileSync } from "node:fs";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
+import { acceptableMasks, callPaths, coldReason, lastRequestAt, type CacheState } from "./masking.ts";
 
 // -- configuration ---------------------------------------------------------------------------
 
@@ -36,6 +37,9 @@ interface BridgeConfig {
 	write_min_bytes: number;
 	bridge_timeout_ms: number;
 	tag_wait_ms: number;
+	mask: boolean;
+	mask_warm: boolean;
+	cache_ttl_s: number;
 }
 
 const env = process.env;
@@ -65,6 +69,9 @@ function envConfig(): BridgeConfig {
 		write_min_bytes: num(env.PI_CTX_WRITE_MIN_BYTES, 400),
 		bridge_timeout_ms: num(env.PI_CTX_BRIDGE_TIMEOUT_MS, 1500),
 		tag_wait_ms: num(env.PI_CTX_TAG_WAIT_MS, 400),
+		mask: flag(env.PI_CTX_MASK, true),
+		mask_warm: flag(env.PI_CTX_MASK_WARM, false),
+		cache_ttl_s: num(env.PI_CTX_CACHE_TTL_S, 300),
 	};
 }
 
@@ -492,6 +499,7 @@ function install(pi: any): void {
 	let seen = new Set<string>();
 	let callIndex = 0;
 	let firstKey: string | null = null;
+	let cache: CacheState = { lastAt: null, model: null, tools: null };
 	let skillsRemoved = 0;
 	let toolsChars = 0;
 	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
@@ -602,6 +610,7 @@ function install(pi: any): void {
 			seen = new Set();
 			callIndex = 0;
 			firstKey = null;
+			cache = { lastAt: null, model: null, tools: null };
 			meter = new ContextMeter();
 			pendingTags = new Map();
 			catalogSignature = "";
@@ -831,27 +840,49 @@ function install(pi: any): void {
 
 		const tail: Tail = describeTail(messages, seen);
 		const inTail = new Set(tailIds(tail));
+		const now = cacheNow(ctx);
+		// First request of this process: every assistant message in the list is from before (a resume).
+		const prevAt = callIndex === 0 ? lastRequestAt(messages, messages.length) : cache.lastAt;
+		const gapS = prevAt !== null ? (now.at - prevAt) / 1000 : null;
+		const cold = cfg.mask ? coldReason(cache, now, prevAt, headChanged, cfg.cache_ttl_s * 1000) : null;
+		const maskReason = cold ?? (cfg.mask && cfg.mask_warm && callIndex > 0 ? "warm" : null);
+		cache = { lastAt: now.at, model: now.model, tools: now.tools };
+		if (maskReason) trace(`context #${callIndex}: cache ${maskReason} (gap ${gapS} s)`);
 		if (tail.messages.length > 0) {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
 			if (waits.length) {
 				// Tags still running after this grace count as RETAIN (invariant 4).
 				await Promise.race([Promise.allSettled(waits), new Promise((r) => setTimeout(r, cfg.tag_wait_ms))]);
 			}
+			const edited = resultEdited();
+			const mask = maskReason ? maskRequest(messages, maskReason, edited, gapS) : undefined;
 			const reply = await daemon.call<Json>(
 				"/v1/context",
-				{ session_id: sessionId, call_index: callIndex, message_count: messages.length, head_changed: headChanged, tail },
+				{ session_id: sessionId, call_index: callIndex, message_count: messages.length, head_changed: headChanged, tail, mask },
 				cfg.bridge_timeout_ms,
 			);
-			const fresh: Edit[] = [];
+			const answered: Edit[] = [];
 			for (const raw of reply?.edits ?? []) {
 				const ed = asEdit(raw);
-				const key = ed ? `${ed.kind}:${ed.toolCallId}` : "";
-				// Only the unseen tail may ever be edited (invariant 3); the engine ensures it, we check.
-				if (!ed || editIds.has(key) || !inTail.has(ed.toolCallId)) continue;
+				if (ed) answered.push(ed);
+			}
+			// Masks rewrite seen history: only when this request was cold (we said so), and only
+			// results we verify ourselves (seen, paired, no error, not edited yet).
+			const maskOk = mask ? acceptableMasks(messages, answered.filter((e) => e.kind === "mask"), seen, edited) : new Set<string>();
+			const fresh: Edit[] = [];
+			for (const ed of answered) {
+				const key = `${ed.kind}:${ed.toolCallId}`;
+				if (editIds.has(key)) continue;
+				if (ed.kind === "mask") {
+					if (!maskOk.has(ed.toolCallId)) continue;
+					maskOk.delete(ed.toolCallId);
+				} else if (!inTail.has(ed.toolCallId)) continue; // tail edits: the unseen tail only (invariant 3)
 				addEdit(ed);
 				fresh.push(ed);
 			}
 			if (fresh.length) persist({ edits: fresh });
+			// Old messages changed: the running size totals start over from this list.
+			if (fresh.some((e) => e.kind === "mask")) meter = new ContextMeter();
 		}
 		for (const id of inTail) seen.add(id);
 		for (const id of inTail) pendingTags.delete(id);
@@ -867,6 +898,35 @@ function install(pi: any): void {
 		});
 		callIndex++;
 		return edits.length ? sent : undefined; // unchanged list: pi keeps its own bytes
+	};
+
+	/** What the cache-state check compares: now, the model and the active tool set. */
+	const cacheNow = (ctx: any) => {
+		let tools: string | null = null;
+		try {
+			tools = JSON.stringify(pi.getActiveTools?.() ?? null);
+		} catch {}
+		const m = modelRef(ctx?.model);
+		return { at: Date.now(), model: m ? `${m.provider}/${m.id}` : null, tools };
+	};
+
+	/** Result ids with a tombstone, removal or mask: their first edit stays forever. */
+	const resultEdited = (): Set<string> => {
+		const ids = new Set<string>();
+		for (const [id, list] of editsById) if (list.some((e) => e.kind !== "strip_write")) ids.add(id);
+		return ids;
+	};
+
+	/** The whole history described (no bodies), sent once per cold boundary. */
+	const maskRequest = (messages: any[], reason: string, edited: Set<string>, gapS: number | null) => {
+		return {
+			reason,
+			gap_s: gapS,
+			history: describeTail(messages, new Set()),
+			paths: callPaths(messages),
+			edited: [...edited],
+			calls: callIndex,
+		};
 	};
 
 	const editsById = new Map<string, Edit[]>();

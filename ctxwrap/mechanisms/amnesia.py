@@ -73,6 +73,8 @@ def finish_tag(d: Daemon, rt: SessionRuntime, pending: PendingAux, answer: str |
     decision = prompts.parse_tag(answer)
     if rt.tags.get(pending.tool_call_id) == "PENDING":
         rt.tags[pending.tool_call_id] = decision
+    elif decision == "DROP" and pending.tool_call_id in rt.late_tags:
+        rt.late_drops.add(pending.tool_call_id)  # too late for the tail; masking may hide it
     d.store.insert(
         "tags",
         {
@@ -94,7 +96,8 @@ async def wait_for_tail_tags(d: Daemon, rt: SessionRuntime, tail_ids: set[str]) 
         await asyncio.wait(tasks, timeout=d.cfg.tag_wait_ms / 1000)
     for cid in tail_ids:
         if rt.tags.get(cid) == "PENDING":
-            rt.tags[cid] = "RETAIN"  # too late: the model sees it now, so it stays forever
+            rt.tags[cid] = "RETAIN"  # too late: the model sees it now; only masking may hide it
+            rt.late_tags.add(cid)
         rt.tasks.pop(cid, None)
 
 
