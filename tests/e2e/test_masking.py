@@ -16,8 +16,12 @@ from ctxwrap.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.e2e
 
-OLD = "# task one module\n" + "".join(f"def old_helper_{i}(): return {i}  # old-marker\n" for i in range(150))
-NEW = "# task two module\n" + "".join(f"def new_helper_{i}(): return {i}  # new-marker\n" for i in range(150))
+OLD = "# task one module\n" + "".join(
+    f"def old_helper_{i}(): return {i}  # old-marker\n" for i in range(150)
+)
+NEW = "# task two module\n" + "".join(
+    f"def new_helper_{i}(): return {i}  # new-marker\n" for i in range(150)
+)
 FILES = {"old.py": OLD, "new.py": NEW}
 
 TASK_ONE = [
