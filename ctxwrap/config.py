@@ -64,6 +64,11 @@ class Settings(BaseSettings):
         6000, ge=200, description="How much of a result the tagger sees."
     )
     tag_max_tokens: int = Field(24, ge=4, description="Tagger output cap.")
+    tag_view_chars: int = Field(
+        1500,
+        ge=200,
+        description="What the tagger sees of a result: head, outline and tail within this many chars.",
+    )
     lazy: bool = Field(True, description="Lazy tool loading via find_capability.")
     lazy_skills: bool = Field(True, description="Strip the skills catalog from the system prompt.")
     skill_max_chars: int = Field(

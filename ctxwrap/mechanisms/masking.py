@@ -83,6 +83,8 @@ def decide(
     if warm and not warm_rewrite_pays(removed, suffix, expected_remaining_calls(mask.calls)):
         return []
     cost = rewrite_cost_tokens(suffix, warm=warm)
+    # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
+    rt.dropped_sigs |= {c.call.argsSig for c in plan}
     now = time.time()
     for e in edits:
         d.store.insert(
