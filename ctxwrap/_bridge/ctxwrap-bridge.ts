@@ -100,7 +100,10 @@ const RESTART_EVERY_MS = 10000;
 class Daemon {
 	private agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 	private suspendedUntil = 0;
-	private lastRestart = 0;
+	// `ctxwrap pi` starts the daemon beside pi (CTXWRAP_DAEMON_LAUNCHING): not yet listening is
+	// expected then, and starting a second one would only compete for the CPU.
+	private launching = env.CTXWRAP_DAEMON_LAUNCHING === "1";
+	private lastRestart = this.launching ? Date.now() : 0;
 	instance: string | null = null;
 	onInstanceChange: (() => void) | null = null;
 
@@ -164,6 +167,10 @@ class Daemon {
 					res.on("data", (c: Buffer) => chunks.push(c));
 					res.on("end", () => {
 						this.gone = false;
+						if (this.launching) {
+							this.launching = false; // it answered: from now on, not listening means dead
+							this.lastRestart = 0;
+						}
 						this.noteInstance(res.headers["x-ctxwrap-instance"]);
 						if ((res.statusCode ?? 500) >= 400) return finish(null);
 						try {
@@ -586,6 +593,36 @@ function install(pi: any): void {
 		const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
 		applyConfig(reply?.config);
 		updateStatus(ctx, reply?.totals);
+		if (!reply && daemon.gone) registerWhenReady();
+	};
+
+	/**
+	 * The daemon is still starting (`ctxwrap pi` does not wait for it): register as soon as it
+	 * answers, in the background, so pi never waits and the session still gets its savings
+	 * from the first tool round on. Unref'd timers: this never keeps `pi -p` alive.
+	 */
+	let waitingForDaemon = false;
+	const registerWhenReady = () => {
+		if (waitingForDaemon) return;
+		waitingForDaemon = true;
+		const sid = sessionId;
+		void (async () => {
+			const until = Date.now() + 20000;
+			while (Date.now() < until && sid === sessionId && lastStart) {
+				await new Promise((r) => setTimeout(r, 100).unref?.());
+				const health = await daemon.get<Json>("/v1/health", 300);
+				if (health?.protocol !== PROTOCOL) continue;
+				const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
+				if (reply) {
+					applyConfig(reply.config);
+					trace("registered once the daemon was ready");
+					break;
+				}
+			}
+			waitingForDaemon = false;
+		})().catch(() => {
+			waitingForDaemon = false;
+		});
 	};
 
 	// After a daemon restart the new instance does not know this session: tell it again.
@@ -848,7 +885,16 @@ function install(pi: any): void {
 		const maskReason = cold ?? (cfg.mask && cfg.mask_warm && callIndex > 0 ? "warm" : null);
 		cache = { lastAt: now.at, model: now.model, tools: now.tools };
 		if (maskReason) trace(`context #${callIndex}: cache ${maskReason} (gap ${gapS} s)`);
-		if (tail.messages.length > 0) {
+		// Only a tagged result, a large write or a cold boundary can get an edit; anything else
+		// (a bash round, a prompt) needs no daemon round trip before the request goes out.
+		const editable =
+			maskReason !== null ||
+			[...inTail].some((id) => pendingTags.has(id)) ||
+			(cfg.write &&
+				tail.messages.some((m) =>
+					(m.toolCalls ?? []).some((c) => c.name === "write" && (c.writeContentBytes ?? 0) >= cfg.write_min_bytes),
+				));
+		if (tail.messages.length > 0 && editable) {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
 			if (waits.length) {
 				// Tags still running after this grace count as RETAIN (invariant 4).

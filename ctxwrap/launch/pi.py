@@ -12,9 +12,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import NoReturn
 
 from ctxwrap import __version__, paths
 from ctxwrap.errors import CtxwrapError, PiNotFound
@@ -109,30 +111,71 @@ def _ensure_daemon() -> None:
         sys.stderr.write(f"ctxwrap: warning: {exc.message}; running pi without savings\n")
 
 
+def _ensure_daemon_beside_pi() -> threading.Thread:
+    """Make sure the daemon runs while pi starts, not before: pi's own start-up (seconds) hides
+    the probe (~0.2 s) and a cold daemon start; the bridge waits for the daemon itself."""
+    thread = threading.Thread(target=_ensure_daemon, name="ctxwrap-ensure-daemon", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_pi(args: list[str]) -> int:
     off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
     args = [a for a in args if a != OFF_FLAG]
     pi = find_pi()
+    starting: threading.Thread | None = None
     if off:
         argv = [*pi.argv, *args]
         env = dict(os.environ)
     else:
-        _ensure_daemon()
+        starting = _ensure_daemon_beside_pi()
         argv = [*pi.argv, "-e", str(bridge_path()), *args]
         env = bridge_env(pi)
+        env["CTXWRAP_DAEMON_LAUNCHING"] = "1"  # the bridge waits instead of starting another
+    try:
+        return _run(argv, env)
+    finally:
+        if starting is not None:
+            # Only a pi that exits at once (`--version`) gets here first; finish the start so
+            # the next session finds its daemon (ensure_running bounds itself: 10 s).
+            starting.join(timeout=15)
+
+
+def main(args: list[str]) -> NoReturn:
+    """`ctxwrap pi ARGS…` straight from the entry point (no click): pi's exit status."""
+    try:
+        code = run_pi(args)
+    except CtxwrapError as exc:
+        sys.stderr.write(f"ctxwrap: error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"hint: {exc.hint}\n")
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+def _run(argv: list[str], env: dict[str, str]) -> int:
     if os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno()):
         return run_under_pty(argv, env)
     # No terminal (scripts, -p, --mode json|rpc): pi gets our stdio as it is.
-    proc = subprocess.Popen(argv, env=env)
+    started: list[subprocess.Popen[bytes]] = []
+    early: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
         # `kill <ctxwrap pid>` (a supervisor, a job runner) must stop pi as it would plain pi,
         # not kill us and orphan pi; the same signals the PTY path forwards.
-        if proc.returncode is None:
-            proc.send_signal(signum)
+        if not started:
+            early.append(signum)  # before pi exists (the daemon thread may hold the GIL)
+        elif started[0].returncode is None:
+            started[0].send_signal(signum)
 
     old_handlers = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
+        proc = subprocess.Popen(argv, env=env)
+        started.append(proc)
+        for signum in early:
+            proc.send_signal(signum)
         while True:
             try:
                 proc.wait()
