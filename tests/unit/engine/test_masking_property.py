@@ -1,7 +1,8 @@
 """Masking over generated multi-task conversations: the whole bridge+daemon cycle, in Python.
 
 Each example plays pi's loop over several user tasks with idle gaps between requests, re-reads
-of the same file, writes and edits after reads, error results and parallel rounds. Before each
+of the same file, writes and edits after reads, error results, parallel rounds and compactions
+(the head changes: a cold request). Before each
 LLM call it decides tail edits (tags drawn at random) and, when the request is cold, history
 masks (`plan_masks`), freezes them and applies the whole frozen set, as the bridge does.
 
@@ -57,6 +58,7 @@ class Sim:
     masked_sig_at: dict[str, int] = field(default_factory=dict)  # sig → request it was masked
     call_first_request: dict[str, int] = field(default_factory=dict)  # call id → first request
     ts: int = 0
+    archive: list[dict[str, Any]] = field(default_factory=list)  # every message, compacted or not
 
     def stamp(self) -> int:
         self.ts += 1
@@ -138,13 +140,24 @@ def make_args(name: str, data: st.DataObject, n: int) -> dict[str, Any]:
 def simulate(data: st.DataObject) -> Sim:
     sim = Sim()
     ids = iter(range(10_000))
+    compacted = False
     for p in range(data.draw(st.integers(1, 4), label="tasks")):
+        if p > 0 and data.draw(st.integers(0, 3), label="compact") == 0:
+            # pi cuts at a user message and puts a summary first: the head changes (cold)
+            users = [i for i, m in enumerate(sim.history) if m["role"] == "user"]
+            cut = data.draw(st.sampled_from(users), label="cut")
+            summary = {"role": "compactionSummary", "summary": f"goal {p}", "tokensBefore": 99,
+                       "timestamp": sim.stamp()}  # fmt: skip
+            sim.history = [summary, *sim.history[cut:]]
+            compacted = True
         sim.history.append(
             {"role": "user", "content": [{"type": "text", "text": f"task {p}"}],
              "timestamp": sim.stamp()}
         )  # fmt: skip
         for _ in range(data.draw(st.integers(0, 4), label="rounds")):
-            sim.llm_call(data, cold=data.draw(st.integers(0, 3), label="idle gap") == 0)
+            idle = data.draw(st.integers(0, 3), label="idle gap") == 0
+            sim.llm_call(data, cold=idle or compacted)
+            compacted = False
             calls = []
             for _ in range(data.draw(st.integers(1, 3), label="parallel calls")):
                 n = next(ids)
@@ -157,6 +170,7 @@ def simulate(data: st.DataObject) -> Sim:
                 {"role": "assistant", "content": calls, "stopReason": "toolUse",
                  "timestamp": sim.stamp()}
             )  # fmt: skip
+            sim.archive.append(sim.history[-1])
             for c in calls:
                 error = data.draw(st.integers(0, 6), label="error") == 0
                 text = result_text(data, c["name"])  # errors can be long (a failing build)
@@ -165,7 +179,9 @@ def simulate(data: st.DataObject) -> Sim:
                      "content": [{"type": "text", "text": text}], "isError": error,
                      "timestamp": sim.stamp()}
                 )  # fmt: skip
-        sim.llm_call(data, cold=data.draw(st.integers(0, 2), label="idle gap") == 0)
+                sim.archive.append(sim.history[-1])
+        sim.llm_call(data, cold=compacted or data.draw(st.integers(0, 2), label="idle gap") == 0)
+        compacted = False
         sim.history.append(
             {"role": "assistant", "content": [{"type": "text", "text": f"done {p}"}],
              "stopReason": "stop", "timestamp": sim.stamp()}
@@ -179,7 +195,7 @@ def dumps(m: object) -> list[str]:
 
 
 def check(sim: Sim) -> None:
-    results = {m["toolCallId"]: m for m in sim.history if m["role"] == "toolResult"}
+    results = {m["toolCallId"]: m for m in sim.archive if m["role"] == "toolResult"}
     for k, req in enumerate(sim.requests):
         sent = req.sent
         calls = [b["id"] for m in sent if m["role"] == "assistant" for b in m["content"]
@@ -194,7 +210,7 @@ def check(sim: Sim) -> None:
     # loop guard: no result of a call issued after its signature was masked is ever masked
     call_of = {
         b["id"]: b
-        for m in sim.history
+        for m in sim.archive
         if m["role"] == "assistant"
         for b in m["content"]
         if b.get("type") == "toolCall"
