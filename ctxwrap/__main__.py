@@ -1,3 +1,3 @@
-from ctxwrap.cli import main
+from ctxwrap.entry import main
 
 main()

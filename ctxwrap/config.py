@@ -66,6 +66,11 @@ class Settings(BaseSettings):
         6000, ge=200, description="How much of a result the tagger sees."
     )
     tag_max_tokens: int = Field(24, ge=4, description="Tagger output cap.")
+    tag_view_chars: int = Field(
+        1500,
+        ge=200,
+        description="What the tagger sees of a result: head, outline and tail within this many chars.",
+    )
     lazy: bool = Field(True, description="Lazy tool loading via find_capability.")
     lazy_skills: bool = Field(True, description="Strip the skills catalog from the system prompt.")
     skill_max_chars: int = Field(
@@ -113,6 +118,25 @@ class Settings(BaseSettings):
     tag_wait_ms: int = Field(
         400, ge=0, description="How long the context step waits for pending tags before RETAIN."
     )
+    mask: bool = Field(
+        True,
+        description="Mask older tool results (superseded, late DROP, earlier tasks) when the prompt cache is cold anyway.",
+    )
+    cache_ttl_s: float = Field(
+        300.0,
+        ge=0,
+        description="Provider prompt-cache lifetime: a gap longer than this makes the next request cold (the cost model prices it as a write; masking may rewrite history then).",
+    )
+    mask_keep_rounds: int = Field(
+        2, ge=1, description="The current task's last rounds are never masked."
+    )
+    mask_min_chars: int = Field(
+        2000, ge=0, description="Results smaller than this are never masked."
+    )
+    mask_warm: bool = Field(
+        False,
+        description="Also mask while the cache is warm when the cost model says the rewrite pays back (off: not yet measured positive).",
+    )
     recall_max_tokens: int = Field(2000, ge=100, description="Cap of one ctx_recall answer.")
     raw_store_max_mb: int = Field(512, ge=1, description="Size cap of the raw-output store.")
     raw_retention_days: int = Field(
@@ -124,10 +148,7 @@ class Settings(BaseSettings):
         0, ge=0, description="Daemon exits after this long without live sessions (0 = never)."
     )
     event_log_max_mb: int = Field(20, ge=1, description="Rotate the event log past this size.")
-    # -- accounting (docs/accounting.md) --
-    cache_ttl_s: float = Field(
-        300.0, ge=0, description="Prompt-cache lifetime the cost model assumes (seconds)."
-    )
+    # -- accounting (docs/accounting.md); cache_ttl_s above serves the cost model too --
     prices: str | None = Field(
         None,
         description="Price overrides, USD per million tokens: 'glob=input,output,cache_read,cache_write[,explicit|automatic|none]; ...'.",
@@ -289,5 +310,8 @@ def bridge_view(settings: Settings) -> dict[str, Any]:
         "bridge_timeout_ms",
         "tag_wait_ms",
         "tag_max_tokens",
+        "mask",
+        "mask_warm",
+        "cache_ttl_s",
     ]
     return {k: getattr(settings, k) for k in keys}

@@ -281,12 +281,24 @@ class SavedBreakdown(BaseModel):
     tools: int = 0
 
 
+class MaskRequest(Request):
+    """Sent with a context request only at a cold cache boundary (or, opt-in, while warm)."""
+
+    reason: Literal["idle", "compaction", "model", "tools", "warm"]
+    gap_s: float | None = None  # seconds since the previous request, when known
+    history: Tail  # the whole message list described (start 0), no bodies
+    paths: dict[str, str] = Field(default_factory=dict)  # call id → file of read/write/edit
+    edited: list[str] = Field(default_factory=list)  # result ids that already have an edit
+    calls: int = 0  # LLM calls of this session so far (expected remaining calls)
+
+
 class ContextRequest(Request):
     session_id: str
     call_index: int  # per session, counts LLM calls the bridge has seen
     message_count: int
     head_changed: bool = False  # the first message differs from last call's (compaction, resume)
     tail: Tail
+    mask: MaskRequest | None = None
 
 
 class LlmCall(Request):
@@ -311,10 +323,11 @@ class LlmCall(Request):
 
 class Edit(BaseModel):
     model_config = ConfigDict(extra="allow")
-    kind: Literal["tombstone", "remove", "strip_write"]
+    kind: Literal["tombstone", "remove", "strip_write", "mask"]
     toolCallId: str
     text: str | None = None
     savedChars: int = 0
+    # a mask also carries `reason` (kept by extra="allow")
 
 
 class ContextReply(Reply):
@@ -406,6 +419,7 @@ __all__ = [
     "FactList",
     "Health",
     "LlmCall",
+    "MaskRequest",
     "ModelRef",
     "ModelSelect",
     "PromptStart",

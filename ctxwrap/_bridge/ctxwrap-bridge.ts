@@ -18,6 +18,7 @@ import { appendFileSync, lstatSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { homedir, tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
+import { acceptableMasks, callPaths, coldReason, lastRequestAt, type CacheState } from "./masking.ts";
 
 // -- configuration ---------------------------------------------------------------------------
 
@@ -38,6 +39,9 @@ interface BridgeConfig {
 	write_min_bytes: number;
 	bridge_timeout_ms: number;
 	tag_wait_ms: number;
+	mask: boolean;
+	mask_warm: boolean;
+	cache_ttl_s: number;
 }
 
 const env = process.env;
@@ -67,6 +71,9 @@ function envConfig(): BridgeConfig {
 		write_min_bytes: num(env.PI_CTX_WRITE_MIN_BYTES, 400),
 		bridge_timeout_ms: num(env.PI_CTX_BRIDGE_TIMEOUT_MS, 1500),
 		tag_wait_ms: num(env.PI_CTX_TAG_WAIT_MS, 400),
+		mask: flag(env.PI_CTX_MASK, true),
+		mask_warm: flag(env.PI_CTX_MASK_WARM, false),
+		cache_ttl_s: num(env.PI_CTX_CACHE_TTL_S, 300),
 	};
 }
 
@@ -125,7 +132,10 @@ const RESTART_EVERY_MS = 10000;
 class Daemon {
 	private agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 	private suspendedUntil = 0;
-	private lastRestart = 0;
+	// `ctxwrap pi` starts the daemon beside pi (CTXWRAP_DAEMON_LAUNCHING): not yet listening is
+	// expected then, and starting a second one would only compete for the CPU.
+	private launching = env.CTXWRAP_DAEMON_LAUNCHING === "1";
+	private lastRestart = this.launching ? Date.now() : 0;
 	instance: string | null = null;
 	onInstanceChange: (() => void) | null = null;
 
@@ -204,6 +214,10 @@ class Daemon {
 					res.on("data", (c: Buffer) => chunks.push(c));
 					res.on("end", () => {
 						this.gone = false;
+						if (this.launching) {
+							this.launching = false; // it answered: from now on, not listening means dead
+							this.lastRestart = 0;
+						}
 						this.noteInstance(res.headers["x-ctxwrap-instance"]);
 						if ((res.statusCode ?? 500) >= 400) return finish(null);
 						try {
@@ -631,6 +645,7 @@ function install(pi: any): void {
 	let seen = new Set<string>();
 	let callIndex = 0;
 	let firstKey: string | null = null;
+	let cache: CacheState = { lastAt: null, model: null, tools: null };
 	let skillsRemoved = 0;
 	let toolsChars = 0;
 	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
@@ -724,6 +739,36 @@ function install(pi: any): void {
 		const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
 		applyConfig(reply?.config);
 		updateStatus(ctx, reply?.totals);
+		if (!reply && daemon.gone) registerWhenReady();
+	};
+
+	/**
+	 * The daemon is still starting (`ctxwrap pi` does not wait for it): register as soon as it
+	 * answers, in the background, so pi never waits and the session still gets its savings
+	 * from the first tool round on. Unref'd timers: this never keeps `pi -p` alive.
+	 */
+	let waitingForDaemon = false;
+	const registerWhenReady = () => {
+		if (waitingForDaemon) return;
+		waitingForDaemon = true;
+		const sid = sessionId;
+		void (async () => {
+			const until = Date.now() + 20000;
+			while (Date.now() < until && sid === sessionId && lastStart) {
+				await new Promise((r) => setTimeout(r, 100).unref?.());
+				const health = await daemon.get<Json>("/v1/health", 300);
+				if (health?.protocol !== PROTOCOL) continue;
+				const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
+				if (reply) {
+					applyConfig(reply.config);
+					trace("registered once the daemon was ready");
+					break;
+				}
+			}
+			waitingForDaemon = false;
+		})().catch(() => {
+			waitingForDaemon = false;
+		});
 	};
 
 	// After a daemon restart the new instance does not know this session: tell it again.
@@ -746,6 +791,7 @@ function install(pi: any): void {
 			seen = new Set();
 			callIndex = 0;
 			firstKey = null;
+			cache = { lastAt: null, model: null, tools: null };
 			meter = new ContextMeter();
 			prevSentBlocks = [];
 			prevPlainBlocks = [];
@@ -1097,27 +1143,58 @@ function install(pi: any): void {
 
 		const tail: Tail = describeTail(messages, seen);
 		const inTail = new Set(tailIds(tail));
-		if (tail.messages.length > 0) {
+		const now = cacheNow(ctx);
+		// First request of this process: every assistant message in the list is from before (a resume).
+		const prevAt = callIndex === 0 ? lastRequestAt(messages, messages.length) : cache.lastAt;
+		const gapS = prevAt !== null ? (now.at - prevAt) / 1000 : null;
+		const cold = cfg.mask ? coldReason(cache, now, prevAt, headChanged, cfg.cache_ttl_s * 1000) : null;
+		const maskReason = cold ?? (cfg.mask && cfg.mask_warm && callIndex > 0 ? "warm" : null);
+		cache = { lastAt: now.at, model: now.model, tools: now.tools };
+		if (maskReason) trace(`context #${callIndex}: cache ${maskReason} (gap ${gapS} s)`);
+		// Only a tagged result, a large write or a cold boundary can get an edit; anything else
+		// (a bash round, a prompt) needs no daemon round trip before the request goes out.
+		const editable =
+			maskReason !== null ||
+			[...inTail].some((id) => pendingTags.has(id)) ||
+			(cfg.write &&
+				tail.messages.some((m) =>
+					(m.toolCalls ?? []).some((c) => c.name === "write" && (c.writeContentBytes ?? 0) >= cfg.write_min_bytes),
+				));
+		if (tail.messages.length > 0 && editable) {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
 			if (waits.length) {
 				// Tags still running after this grace count as RETAIN (invariant 4).
 				await Promise.race([Promise.allSettled(waits), new Promise((r) => setTimeout(r, cfg.tag_wait_ms))]);
 			}
+			const edited = resultEdited();
+			const mask = maskReason ? maskRequest(messages, maskReason, edited, gapS) : undefined;
 			const reply = await daemon.call<Json>(
 				"/v1/context",
-				{ session_id: sessionId, call_index: callIndex, message_count: messages.length, head_changed: headChanged, tail },
+				{ session_id: sessionId, call_index: callIndex, message_count: messages.length, head_changed: headChanged, tail, mask },
 				cfg.bridge_timeout_ms,
 			);
-			const fresh: Edit[] = [];
+			const answered: Edit[] = [];
 			for (const raw of reply?.edits ?? []) {
 				const ed = asEdit(raw);
-				const key = ed ? `${ed.kind}:${ed.toolCallId}` : "";
-				// Only the unseen tail may ever be edited (invariant 3); the engine ensures it, we check.
-				if (!ed || editIds.has(key) || !inTail.has(ed.toolCallId)) continue;
+				if (ed) answered.push(ed);
+			}
+			// Masks rewrite seen history: only when this request was cold (we said so), and only
+			// results we verify ourselves (seen, paired, no error, not edited yet).
+			const maskOk = mask ? acceptableMasks(messages, answered.filter((e) => e.kind === "mask"), seen, edited) : new Set<string>();
+			const fresh: Edit[] = [];
+			for (const ed of answered) {
+				const key = `${ed.kind}:${ed.toolCallId}`;
+				if (editIds.has(key)) continue;
+				if (ed.kind === "mask") {
+					if (!maskOk.has(ed.toolCallId)) continue;
+					maskOk.delete(ed.toolCallId);
+				} else if (!inTail.has(ed.toolCallId)) continue; // tail edits: the unseen tail only (invariant 3)
 				addEdit(ed);
 				fresh.push(ed);
 			}
 			if (fresh.length) persist({ edits: fresh });
+			// Old messages changed: the running size totals start over from this list.
+			if (fresh.some((e) => e.kind === "mask")) meter = new ContextMeter();
 		}
 		for (const id of inTail) seen.add(id);
 		for (const id of inTail) pendingTags.delete(id);
@@ -1141,6 +1218,35 @@ function install(pi: any): void {
 		});
 		callIndex++;
 		return edits.length ? sent : undefined; // unchanged list: pi keeps its own bytes
+	};
+
+	/** What the cache-state check compares: now, the model and the active tool set. */
+	const cacheNow = (ctx: any) => {
+		let tools: string | null = null;
+		try {
+			tools = JSON.stringify(pi.getActiveTools?.() ?? null);
+		} catch {}
+		const m = modelRef(ctx?.model);
+		return { at: Date.now(), model: m ? `${m.provider}/${m.id}` : null, tools };
+	};
+
+	/** Result ids with a tombstone, removal or mask: their first edit stays forever. */
+	const resultEdited = (): Set<string> => {
+		const ids = new Set<string>();
+		for (const [id, list] of editsById) if (list.some((e) => e.kind !== "strip_write")) ids.add(id);
+		return ids;
+	};
+
+	/** The whole history described (no bodies), sent once per cold boundary. */
+	const maskRequest = (messages: any[], reason: string, edited: Set<string>, gapS: number | null) => {
+		return {
+			reason,
+			gap_s: gapS,
+			history: describeTail(messages, new Set()),
+			paths: callPaths(messages),
+			edited: [...edited],
+			calls: callIndex,
+		};
 	};
 
 	const editsById = new Map<string, Edit[]>();

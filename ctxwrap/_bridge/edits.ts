@@ -27,7 +27,16 @@ export interface StripWriteEdit {
   text: string;
   savedChars: number;
 }
-export type Edit = TombstoneEdit | RemoveEdit | StripWriteEdit;
+/** An older toolResult masked at a cold cache boundary; applied exactly like a tombstone. */
+export interface MaskEdit {
+  kind: "mask";
+  toolCallId: string;
+  text: string;
+  savedChars: number;
+  reason: string;
+}
+export type Edit = TombstoneEdit | RemoveEdit | StripWriteEdit | MaskEdit;
+type ResultEdit = TombstoneEdit | RemoveEdit | MaskEdit;
 
 export interface TailToolCall {
   id: string;
@@ -62,13 +71,16 @@ function isRec(v: unknown): v is Rec {
 /** One edit from JSON, or null when malformed (same rules as edit_from_json in Python). */
 export function asEdit(raw: unknown): Edit | null {
   if (!isRec(raw)) return null;
-  const { kind, toolCallId, text, savedChars } = raw;
+  const { kind, toolCallId, text, savedChars, reason } = raw;
   if (typeof toolCallId !== "string") return null;
   const saved = typeof savedChars === "number" && Number.isInteger(savedChars) ? savedChars : 0;
   if (kind === "remove") return { kind, toolCallId, savedChars: saved };
   if (typeof text !== "string") return null;
   if (kind === "tombstone" || kind === "strip_write") {
     return { kind, toolCallId, text, savedChars: saved };
+  }
+  if (kind === "mask") {
+    return { kind, toolCallId, text, savedChars: saved, reason: typeof reason === "string" ? reason : "" };
   }
   return null;
 }
@@ -98,7 +110,7 @@ function keepsAssistant(content: readonly unknown[]): boolean {
  * made for an earlier call. Malformed edits are ignored: this runs in pi and must not throw.
  */
 export function applyEdits<M>(messages: readonly M[], edits: Iterable<unknown>): M[] {
-  const results = new Map<string, TombstoneEdit | RemoveEdit>();
+  const results = new Map<string, ResultEdit>();
   const strips = new Map<string, StripWriteEdit>();
   let anyRemove = false;
   for (const raw of edits) {
@@ -131,7 +143,7 @@ export function applyEdits<M>(messages: readonly M[], edits: Iterable<unknown>):
         continue;
       }
       usedResults.add(edit.toolCallId);
-      if (edit.kind === "tombstone") {
+      if (edit.kind === "tombstone" || edit.kind === "mask") {
         out.push({ ...msg, content: [{ type: "text", text: edit.text }] } as M);
       }
       continue; // a remove edit drops the message

@@ -36,6 +36,8 @@ class SessionRuntime:
     sizes: dict[str, int] = field(default_factory=dict)  # toolCallId → result chars
     call_args: dict[str, str] = field(default_factory=dict)  # toolCallId → short "tool args" label
     dropped_sigs: set[str] = field(default_factory=set)
+    late_tags: set[str] = field(default_factory=set)  # RETAIN only because the tag came late
+    late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
     pending: dict[str, PendingAux] = field(default_factory=dict)
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
 

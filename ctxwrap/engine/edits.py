@@ -27,6 +27,7 @@ JsonDict = dict[str, Any]
 TOMBSTONE: Literal["tombstone"] = "tombstone"
 REMOVE: Literal["remove"] = "remove"
 STRIP_WRITE: Literal["strip_write"] = "strip_write"
+MASK: Literal["mask"] = "mask"
 
 # -- edits ----------------------------------------------------------------------------------
 # Field names are camelCase on purpose: edits travel to the bridge and are persisted in the pi
@@ -63,7 +64,21 @@ class StripWriteEdit(_Frozen):
     savedChars: int = 0
 
 
-Edit = Annotated[TombstoneEdit | RemoveEdit | StripWriteEdit, Field(discriminator="kind")]
+class MaskEdit(_Frozen):
+    """An older toolResult masked at a cold cache boundary (see masking.py); applied exactly
+    like a tombstone. `reason` says why (superseded, dropped, earlier_task)."""
+
+    kind: Literal["mask"] = "mask"
+    toolCallId: str
+    text: str
+    savedChars: int = 0
+    reason: str = ""
+
+
+Edit = Annotated[
+    TombstoneEdit | RemoveEdit | StripWriteEdit | MaskEdit, Field(discriminator="kind")
+]
+ResultEdit = TombstoneEdit | RemoveEdit | MaskEdit
 
 
 def edit_to_json(edit: Edit) -> JsonDict:
@@ -98,6 +113,14 @@ def edit_from_json(raw: object) -> Edit | None:
         return TombstoneEdit(toolCallId=cid, text=text, savedChars=saved_chars)
     if kind == STRIP_WRITE:
         return StripWriteEdit(toolCallId=cid, text=text, savedChars=saved_chars)
+    if kind == MASK:
+        reason = raw.get("reason")
+        return MaskEdit(
+            toolCallId=cid,
+            text=text,
+            savedChars=saved_chars,
+            reason=reason if isinstance(reason, str) else "",
+        )
     return None
 
 
@@ -113,10 +136,10 @@ def parse_edits(raw: object) -> list[Edit]:
 
 def _index_edits(
     edits: Iterable[Edit],
-) -> tuple[dict[str, TombstoneEdit | RemoveEdit], dict[str, StripWriteEdit], bool]:
+) -> tuple[dict[str, ResultEdit], dict[str, StripWriteEdit], bool]:
     # The first edit for a key wins: it is the one the model saw first, and later duplicates
     # (which decide_edits never makes) must not rewrite what was already sent.
-    results: dict[str, TombstoneEdit | RemoveEdit] = {}
+    results: dict[str, ResultEdit] = {}
     strips: dict[str, StripWriteEdit] = {}
     any_remove = False
     for e in edits:
@@ -172,7 +195,7 @@ def apply_edits(messages: Sequence[Any], edits: Iterable[Edit]) -> list[Any]:
                 out.append(msg)
                 continue
             used_results.add(edit.toolCallId)
-            if isinstance(edit, TombstoneEdit):
+            if isinstance(edit, TombstoneEdit | MaskEdit):
                 new = dict(msg)
                 new["content"] = [{"type": "text", "text": edit.text}]
                 out.append(new)

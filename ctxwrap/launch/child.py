@@ -19,16 +19,24 @@ def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
     if os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno()):
         return run_under_pty(argv, env)
     # No terminal (scripts, -p, --mode json|rpc): the agent gets our stdio as it is.
-    proc = subprocess.Popen(list(argv), env=dict(env))
+    started: list[subprocess.Popen[bytes]] = []
+    early: list[int] = []
 
     def forward(signum: int, _frame: object) -> None:
         # `kill <ctxwrap pid>` (a supervisor, a job runner) must stop the agent as it would
         # the plain agent, not kill us and orphan it; the same signals the PTY path forwards.
-        if proc.returncode is None:
-            proc.send_signal(signum)
+        if not started:
+            early.append(signum)  # before the agent exists (a start-up thread may hold the GIL)
+        elif started[0].returncode is None:
+            started[0].send_signal(signum)
 
+    # Handlers first, then the child: a signal between the two must not be lost.
     old_handlers = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
+        proc = subprocess.Popen(list(argv), env=dict(env))
+        started.append(proc)
+        for signum in early:
+            proc.send_signal(signum)
         while True:
             try:
                 proc.wait()

@@ -10,9 +10,11 @@ import json
 import os
 import shutil
 import sys
+import threading
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import NoReturn
 
 from ctxwrap import __version__, paths
 from ctxwrap.errors import CtxwrapError, PiNotFound, SocketSecurityError
@@ -111,14 +113,59 @@ def _ensure_daemon() -> bool:
     return True
 
 
+def _runtime_dir_safe() -> bool:
+    """A planted runtime directory is refused before pi starts (one lstat, no connect)."""
+    try:
+        paths.check_runtime_dir(paths.runtime_dir())
+    except FileNotFoundError:
+        return True  # the daemon start creates it privately
+    except SocketSecurityError as exc:
+        hint = f" (hint: {exc.hint})" if exc.hint else ""
+        sys.stderr.write(f"ctxwrap: warning: {exc.message}; running pi without savings{hint}\n")
+        return False
+    return True
+
+
+def _ensure_daemon_beside_pi() -> threading.Thread:
+    """Make sure the daemon runs while pi starts, not before: pi's own start-up (seconds) hides
+    the probe (~0.2 s) and a cold daemon start; the bridge waits for the daemon itself."""
+    thread = threading.Thread(target=_ensure_daemon, name="ctxwrap-ensure-daemon", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_pi(args: list[str]) -> int:
     off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
     args = [a for a in args if a != OFF_FLAG]
     pi = find_pi()
-    if off or not _ensure_daemon():
+    starting: threading.Thread | None = None
+    if not off and not _runtime_dir_safe():
+        off = True  # another user's directory: no bridge at all, pi runs plain
         argv = [*pi.argv, *args]
         env = dict(os.environ)
     else:
+        starting = _ensure_daemon_beside_pi()
         argv = [*pi.argv, "-e", str(bridge_path()), *args]
         env = bridge_env(pi)
-    return run_child(argv, env)
+        env["CTXWRAP_DAEMON_LAUNCHING"] = "1"  # the bridge waits instead of starting another
+    try:
+        return run_child(argv, env)
+    finally:
+        if starting is not None:
+            # Only a pi that exits at once (`--version`) gets here first; finish the start so
+            # the next session finds its daemon (ensure_running bounds itself: 10 s).
+            starting.join(timeout=15)
+
+
+def main(args: list[str]) -> NoReturn:
+    """`ctxwrap pi ARGS…` straight from the entry point (no click): pi's exit status."""
+    try:
+        code = run_pi(args)
+    except CtxwrapError as exc:
+        sys.stderr.write(f"ctxwrap: error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"hint: {exc.hint}\n")
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

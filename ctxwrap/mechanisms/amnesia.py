@@ -20,6 +20,8 @@ from ctxwrap.daemon.session import (
     chars_to_tokens,
     recall_call,
 )
+from ctxwrap.engine.edits import args_sig
+from ctxwrap.engine.tagview import tag_view
 
 if TYPE_CHECKING:
     from ctxwrap.daemon.service import Daemon
@@ -40,11 +42,17 @@ def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultR
     )
     rt.handles[req.tool_call_id] = stored.handle
     rt.call_args[req.tool_call_id] = label
+    if args_sig(req.tool_name, req.input) in rt.dropped_sigs:
+        # A repeat of a call ctxwrap hid: it is kept whatever the tag says (invariant 5), so
+        # asking the tagger would be pure cost.
+        rt.tags[req.tool_call_id] = "RETAIN"
+        return P.ToolResultReply(handle=stored.handle)
     rt.tags[req.tool_call_id] = "PENDING"
     prompt = prompts.tag_prompt(
         tool=req.tool_name,
         args=req.input,
-        result=req.text,
+        # head, outline and tail: what a relevance judgement needs, at a fraction of the tokens
+        result=tag_view(req.text, min(cfg.tag_view_chars, cfg.amnesia_max_chars)),
         user_prompt=rt.user_prompt,
         max_chars=cfg.amnesia_max_chars,
     )
@@ -73,6 +81,8 @@ def finish_tag(d: Daemon, rt: SessionRuntime, pending: PendingAux, answer: str |
     decision = prompts.parse_tag(answer)
     if rt.tags.get(pending.tool_call_id) == "PENDING":
         rt.tags[pending.tool_call_id] = decision
+    elif decision == "DROP" and pending.tool_call_id in rt.late_tags:
+        rt.late_drops.add(pending.tool_call_id)  # too late for the tail; masking may hide it
     d.store.insert(
         "tags",
         {
@@ -94,7 +104,8 @@ async def wait_for_tail_tags(d: Daemon, rt: SessionRuntime, tail_ids: set[str]) 
         await asyncio.wait(tasks, timeout=d.cfg.tag_wait_ms / 1000)
     for cid in tail_ids:
         if rt.tags.get(cid) == "PENDING":
-            rt.tags[cid] = "RETAIN"  # too late: the model sees it now, so it stays forever
+            rt.tags[cid] = "RETAIN"  # too late: the model sees it now; only masking may hide it
+            rt.late_tags.add(cid)
         rt.tasks.pop(cid, None)
 
 

@@ -1,7 +1,8 @@
 """Frozen tail edits (invariant 3): the one decision point shared by amnesia and writes.
 
 Edits are decided only for the tail the model has not seen; the adapter persists and replays
-them on every later request, so the prefix stays byte-stable.
+them on every later request, so the prefix stays byte-stable. At a cold cache boundary the same
+reply also carries history masks (`masking.py`), frozen the same way.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
 from ctxwrap.engine.edits import decide_edits, dropped_signatures, edit_to_json
-from ctxwrap.mechanisms import amnesia, writes
+from ctxwrap.mechanisms import amnesia, masking, writes
 
 if TYPE_CHECKING:
     from ctxwrap.daemon.service import Daemon
@@ -56,4 +57,6 @@ async def decide(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> P.Cont
             session=req.session_id,
             edits=[(e.kind, e.toolCallId, e.savedChars) for e in out],
         )
-    return P.ContextReply(edits=out)
+    # A cold boundary (the adapter says so): older history may be masked once, here.
+    masks = masking.decide(d, rt, req, {e.toolCallId for e in out})
+    return P.ContextReply(edits=out + masks)

@@ -173,6 +173,7 @@ def test_installed_from_the_wheel_not_the_checkout(installed: Installed) -> None
     for rel in (
         "_bridge/ctxwrap-bridge.ts",
         "_bridge/edits.ts",
+        "_bridge/masking.ts",
         "_data/shell/ctxwrap.bash",
         "_data/shell/ctxwrap.zsh",
         "_data/shell/ctxwrap.fish",

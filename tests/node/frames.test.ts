@@ -174,7 +174,7 @@ test("context replies: every edit decodes through asEdit", () => {
       kinds.add(ed.kind);
     }
   }
-  assert.deepEqual([...kinds].sort(), ["remove", "strip_write", "tombstone"]);
+  assert.deepEqual([...kinds].sort(), ["mask", "remove", "strip_write", "tombstone"]);
 });
 
 test("context replies apply to the request's messages as the bridge would", () => {

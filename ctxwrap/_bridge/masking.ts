@@ -1,0 +1,102 @@
+// Cache-aware observation masking: the bridge side (docs/architecture.md, "History masking").
+//
+// The daemon decides which older results to mask (ctxwrap/engine/masking.py); the bridge only
+// says when the prompt cache is cold anyway, describes the whole history for that one request,
+// and checks each mask it gets back before freezing it like any other edit.
+//
+// `callPaths` is the twin of call_paths in masking.py; tests/fixtures/masking/ pins both.
+// No imports: this file must load in any pi, under any loader.
+
+type Rec = Record<string, unknown>;
+
+function isRec(v: unknown): v is Rec {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+const PATH_TOOLS = new Set(["read", "Read", "write", "edit", "Write", "Edit", "MultiEdit"]);
+
+/** toolCallId → the file path of every read/write/edit call (`path` or `file_path`). */
+export function callPaths(messages: readonly unknown[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const msg of messages) {
+    if (!isRec(msg) || msg.role !== "assistant" || !Array.isArray(msg.content)) continue;
+    for (const b of msg.content) {
+      if (!isRec(b) || b.type !== "toolCall") continue;
+      const { id, name, arguments: args } = b;
+      if (typeof id !== "string" || typeof name !== "string" || !PATH_TOOLS.has(name) || !isRec(args)) continue;
+      const path = "path" in args ? args.path : args.file_path;
+      if (typeof path === "string" && !Object.prototype.hasOwnProperty.call(out, id)) out[id] = path;
+    }
+  }
+  return out;
+}
+
+/**
+ * The newest assistant `timestamp` (ms) among messages[0:end]: on a resumed session, when the
+ * provider last used the cache. On the first request of a process every assistant message is
+ * from an earlier process (the new prompt is a user message, stamped now).
+ */
+export function lastRequestAt(messages: readonly unknown[], end: number): number | null {
+  let best: number | null = null;
+  for (let i = 0; i < Math.min(end, messages.length); i++) {
+    const m = messages[i];
+    if (!isRec(m) || m.role !== "assistant") continue;
+    const t = m.timestamp;
+    if (typeof t === "number" && Number.isFinite(t) && (best === null || t > best)) best = t;
+  }
+  return best;
+}
+
+export type ColdReason = "idle" | "compaction" | "model" | "tools";
+
+export interface CacheState {
+  lastAt: number | null; // ms of the previous request of this process
+  model: string | null;
+  tools: string | null;
+}
+
+/**
+ * Why the provider's prompt cache cannot hold this request's prefix, or null while it is warm.
+ * `headChanged`: the first message differs (compaction, a branch); `prevAt`: when the previous
+ * request went out (on a resumed session: `lastRequestAt` of the history). `prev` is this
+ * process's previous request (all null before the first one).
+ */
+export function coldReason(
+  prev: CacheState,
+  now: { at: number; model: string | null; tools: string | null },
+  prevAt: number | null,
+  headChanged: boolean,
+  ttlMs: number,
+): ColdReason | null {
+  if (headChanged) return "compaction";
+  if (prev.model !== null && now.model !== null && prev.model !== now.model) return "model";
+  if (prev.tools !== null && now.tools !== null && prev.tools !== now.tools) return "tools";
+  if (prevAt !== null && now.at - prevAt > ttlMs) return "idle";
+  return null;
+}
+
+/**
+ * The masks the bridge accepts: the daemon's answer is checked, not trusted. A mask may only
+ * hide an existing, seen, non-error toolResult that has no edit yet; each at most once.
+ */
+export function acceptableMasks(
+  messages: readonly unknown[],
+  candidates: readonly { toolCallId: string }[],
+  seen: ReadonlySet<string>,
+  edited: ReadonlySet<string>,
+): Set<string> {
+  const ok = new Set<string>();
+  const wanted = new Set(candidates.map((c) => c.toolCallId));
+  if (wanted.size === 0) return ok;
+  const calls = new Set<string>();
+  for (const m of messages) {
+    if (!isRec(m)) continue;
+    if (m.role === "assistant" && Array.isArray(m.content)) {
+      for (const b of m.content) if (isRec(b) && b.type === "toolCall" && typeof b.id === "string") calls.add(b.id);
+    } else if (m.role === "toolResult" && typeof m.toolCallId === "string") {
+      const id = m.toolCallId;
+      if (wanted.has(id) && calls.has(id) && seen.has(id) && !edited.has(id) && m.isError !== true) ok.add(id);
+    }
+  }
+  return ok;
+}

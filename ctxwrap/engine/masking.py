@@ -1,0 +1,210 @@
+"""Cache-aware observation masking: which older tool results become tombstones (pure policy).
+
+Tail edits (`edits.py`) only touch what the model has not seen. Masking rewrites older history,
+so it breaks the prompt cache from the first masked message on. It is therefore decided only
+at a *cold boundary* — a request whose cache prefix is gone anyway (idle past the cache TTL,
+compaction, model switch, a changed tool set) — or, while the cache is warm, when
+`warm_rewrite_pays` says the rewrite earns back its extra cache write. Once decided, a mask is a
+frozen edit like any other: the adapter persists it and replays it on every later request, so
+between two boundaries each request extends the previous one byte for byte.
+
+What may be masked (each with a reason, recorded by the daemon):
+
+- `superseded`: a `read` of a file that was later read again with the same arguments, or
+  written or edited since (its content in the context is stale);
+- `dropped`: a result the tagger judged DROP after its round had already gone to the model
+  (too late for a tail edit);
+- `earlier_task`: a result of an earlier user task. The current task's results stay whole.
+
+Never: an error result, a result whose call is not in the list (unpaired) or whose id occurs
+twice, a result that
+already has an edit, a result of the current task's last `keep_rounds` rounds, a result of
+the unseen tail, and a result whose call repeats one ctxwrap hid before (the model asked for
+it again: invariant 5). A tombstone keeps the message and its call in place, so pairing is
+untouched.
+
+`call_paths` has a TypeScript twin in ctxwrap/_bridge/masking.ts (golden cases in
+tests/fixtures/masking/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ctxwrap.engine.edits import TailMessage, TailToolCall
+
+MaskReason = Literal["superseded", "dropped", "earlier_task"]
+ColdReason = Literal["idle", "compaction", "model", "tools", "warm"]
+
+# Tools whose call changes a file's content; a `read` of the same path before it is stale.
+_WRITERS = frozenset({"write", "edit", "Write", "Edit", "MultiEdit"})
+_READERS = frozenset({"read", "Read"})
+_PATH_TOOLS = _READERS | _WRITERS
+
+
+def call_paths(messages: Sequence[Any]) -> dict[str, str]:
+    """toolCallId → the file path of every read/write/edit call (`path` or `file_path`).
+
+    Mirror of callPaths in masking.ts: only what the policy needs to see supersession.
+    """
+    out: dict[str, str] = {}
+    for msg in messages:
+        if not isinstance(msg, dict) or msg.get("role") != "assistant":
+            continue
+        content = msg.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if not isinstance(block, dict) or block.get("type") != "toolCall":
+                continue
+            cid, name, args = block.get("id"), block.get("name"), block.get("arguments")
+            if not isinstance(cid, str) or name not in _PATH_TOOLS or not isinstance(args, dict):
+                continue
+            path = args.get("path", args.get("file_path"))
+            if isinstance(path, str) and cid not in out:
+                out[cid] = path
+    return out
+
+
+@dataclass(frozen=True)
+class MaskPolicy:
+    keep_rounds: int = 2  # the current task's last rounds stay whole (at least its latest)
+    min_chars: int = 2000  # a smaller result is not worth a tombstone
+    earlier_tasks: bool = True
+
+
+@dataclass(frozen=True)
+class MaskCandidate:
+    toolCallId: str
+    reason: MaskReason
+    chars: int
+    index: int  # position in the history (for the cost of the rewrite)
+    call: TailToolCall
+
+
+def plan_masks(
+    history: Sequence[TailMessage],
+    *,
+    paths: Mapping[str, str],
+    protected: Collection[str] = frozenset(),
+    edited: Collection[str] = frozenset(),
+    hidden_sigs: Collection[str] = frozenset(),
+    late_drops: Collection[str] = frozenset(),
+    maskable: Callable[[TailToolCall], bool] = lambda call: True,
+    policy: MaskPolicy = MaskPolicy(),
+) -> list[MaskCandidate]:
+    """The results to mask at this boundary, in history order.
+
+    `history` describes the whole message list (`describe_tail(messages, ())`), `edited` holds
+    every id that already has an edit (its first edit wins forever), `protected` the ids the
+    caller must not touch (the unseen tail), `hidden_sigs` the argsSig of every call whose
+    result ctxwrap hid earlier (a repeat of one is the model asking again: kept whole).
+    """
+    owner: dict[str, tuple[int, TailToolCall]] = {}
+    round_of: dict[str, int] = {}
+    rounds: list[int] = []  # history index of each assistant message with calls
+    last_user = -1
+    for i, m in enumerate(history):
+        if m.role == "user":
+            last_user = i
+        if m.role == "assistant" and m.toolCalls:
+            rounds.append(i)
+            for c in m.toolCalls:
+                if c.id not in owner:
+                    owner[c.id] = (i, c)
+                    round_of[c.id] = len(rounds) - 1
+    current_rounds = [r for r, i in enumerate(rounds) if i > last_user]
+    kept_rounds = set(current_rounds[-max(policy.keep_rounds, 1) :]) if current_rounds else set()
+
+    # Later content-changing or identical-reading calls per path, with a result that is no error.
+    ok_result = {
+        m.toolCallId
+        for m in history
+        if m.role == "toolResult" and m.toolCallId is not None and m.isError is False
+    }
+    touches: dict[str, list[tuple[int, TailToolCall]]] = {}
+    for cid, (i, c) in owner.items():
+        path = paths.get(cid)
+        if path is not None and cid in ok_result and c.name in _PATH_TOOLS:
+            touches.setdefault(path, []).append((i, c))
+
+    def superseded(i: int, call: TailToolCall) -> bool:
+        if call.name not in _READERS:
+            return False
+        path = paths.get(call.id)
+        if path is None:
+            return False
+        return any(
+            j > i and (later.name in _WRITERS or later.argsSig == call.argsSig)
+            for j, later in touches.get(path, ())
+        )
+
+    # An id that occurs on two results is ambiguous (some providers reuse ids): edits apply to
+    # the first occurrence only, so neither is masked.
+    result_ids = [m.toolCallId for m in history if m.role == "toolResult" and m.toolCallId]
+    twice = (
+        {cid for cid in result_ids if result_ids.count(cid) > 1}
+        if len(set(result_ids)) != len(result_ids)
+        else set()
+    )
+    out: list[MaskCandidate] = []
+    for idx, m in enumerate(history):
+        if m.role != "toolResult" or m.toolCallId is None or m.isError is not False:
+            continue
+        cid = m.toolCallId
+        found = owner.get(cid)
+        if found is None or found[0] > idx:  # unpaired, or a result before its call
+            continue
+        i, call = found
+        if cid in edited or cid in protected or cid in twice or round_of[cid] in kept_rounds:
+            continue
+        if (m.chars or 0) < policy.min_chars or call.argsSig in hidden_sigs:
+            continue
+        if not maskable(call):
+            continue
+        reason: MaskReason | None = None
+        if superseded(i, call):
+            reason = "superseded"
+        elif cid in late_drops:
+            reason = "dropped"
+        elif policy.earlier_tasks and i < last_user:
+            reason = "earlier_task"
+        if reason is not None:
+            out.append(MaskCandidate(cid, reason, m.chars or 0, idx, call))
+    return out
+
+
+# -- the cost of a rewrite while the cache is warm ----------------------------------------
+# Weights of the cost interface (tasks/cost-interface.md, DEFAULT_WEIGHTS): input-equivalent
+# tokens of a cache read and a cache write, relative to fresh input.
+READ_WEIGHT = 0.1
+WRITE_WEIGHT = 1.25
+
+
+def rewrite_cost_tokens(suffix_tokens: int, *, warm: bool) -> float:
+    """Extra input-equivalent tokens the rewrite costs on the next request.
+
+    Cold: nothing — that request writes the whole prefix anyway. Warm: everything from the
+    first masked message on is written instead of read.
+    """
+    return suffix_tokens * (WRITE_WEIGHT - READ_WEIGHT) if warm else 0.0
+
+
+def warm_rewrite_pays(
+    removed_tokens: int, suffix_tokens: int, expected_remaining_calls: float
+) -> bool:
+    """Whether a warm-cache rewrite earns back its extra cache write.
+
+    Each later call reads `removed_tokens` fewer cached tokens; the rewrite costs the suffix
+    once as a write instead of a read (the masked part is written smaller, counted here in
+    full: a conservative estimate).
+    """
+    gain = removed_tokens * READ_WEIGHT * max(expected_remaining_calls, 0.0)
+    return gain > rewrite_cost_tokens(suffix_tokens, warm=True)
+
+
+def expected_remaining_calls(calls_so_far: int) -> float:
+    """A session that made n calls is expected to make about n more (nothing better known)."""
+    return float(max(calls_so_far, 0))

@@ -1,0 +1,22 @@
+"""The `ctxwrap` command's entry point: `ctxwrap pi …` without loading the CLI framework.
+
+`ctxwrap pi` is what users type instead of `pi`, every time; its start-up is pure overhead on
+their session. click and the CLI module cost ~130 ms to import, and `pi` takes every argument
+unparsed anyway, so that one command goes straight to the launcher. Everything else (and
+`ctxwrap --debug pi …`) goes through `ctxwrap.cli`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+
+def main() -> NoReturn:
+    if sys.argv[1:2] == ["pi"]:
+        from ctxwrap.launch.pi import main as pi_main
+
+        pi_main(sys.argv[2:])
+    from ctxwrap.cli import main as cli_main
+
+    cli_main()

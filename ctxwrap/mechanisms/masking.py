@@ -1,0 +1,147 @@
+"""Mechanism 6, history masking: older results become tombstones at a cold cache boundary.
+
+The adapter says when the prompt cache is cold anyway (idle past `cache_ttl_s`, compaction,
+model switch, changed tools) and sends the whole history described; the policy
+(`ctxwrap.engine.masking`) picks the results; this module words the tombstones (with a recall
+handle), records every mask with its reason, size and cost, and returns them as `mask` edits
+that the adapter freezes and replays like tail edits. While the cache is warm it masks only
+with `mask_warm` on and when the rewrite pays back (off by default: not measured positive yet).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import TYPE_CHECKING
+
+from ctxwrap import protocol as P
+from ctxwrap.daemon.session import chars_to_tokens, recall_call
+from ctxwrap.engine.edits import MaskEdit, TailToolCall, edit_to_json, u16len
+from ctxwrap.engine.masking import (
+    MaskCandidate,
+    MaskPolicy,
+    expected_remaining_calls,
+    plan_masks,
+    rewrite_cost_tokens,
+    warm_rewrite_pays,
+)
+from ctxwrap.mechanisms import tool_kind
+
+if TYPE_CHECKING:
+    from ctxwrap.daemon.service import Daemon
+    from ctxwrap.daemon.session import SessionRuntime
+
+_WHY = {
+    "superseded": "the file was read again or changed after it",
+    "dropped": "judged not needed for the current task",
+    "earlier_task": "it belongs to an earlier task",
+}
+
+
+def decide(
+    d: Daemon, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
+) -> list[P.Edit]:
+    mask = req.mask
+    cfg = d.cfg
+    if mask is None or not cfg.mask or (mask.reason == "warm" and not cfg.mask_warm):
+        return []
+    history = mask.history.messages
+    stored = {
+        str(r["tool_call_id"]): (str(r["handle"]), r["command"])
+        for r in d.store.query(
+            "SELECT tool_call_id, handle, command FROM raw_outputs WHERE session_id=? "
+            "ORDER BY created_at",
+            (req.session_id,),
+        )
+    }
+    handles = {cid: h for cid, (h, _) in stored.items()} | rt.handles
+    edited = set(mask.edited) | set(tail_edited)
+    calls = {c.id: c for m in history for c in m.toolCalls or ()}
+    hidden_sigs = set(rt.dropped_sigs) | {calls[i].argsSig for i in edited if i in calls}
+
+    def maskable(call: TailToolCall) -> bool:
+        # Only what the model can get back: a stored output behind a recall handle.
+        return tool_kind(call.name) in ("amnesia", "bash") and call.id in handles
+
+    plan = plan_masks(
+        history,
+        paths=mask.paths,
+        protected={m.toolCallId for m in req.tail.messages if m.toolCallId}
+        | {c.id for m in req.tail.messages for c in m.toolCalls or ()},
+        edited=edited,
+        hidden_sigs=hidden_sigs,
+        late_drops=rt.late_drops,
+        maskable=maskable,
+        policy=MaskPolicy(keep_rounds=cfg.mask_keep_rounds, min_chars=cfg.mask_min_chars),
+    )
+    if not plan:
+        return []
+    edits = [_edit(rt, c, handles[c.toolCallId], _label(rt, c, mask.paths, stored)) for c in plan]
+    removed = chars_to_tokens(sum(max(e.savedChars, 0) for e in edits))
+    suffix = chars_to_tokens(_suffix_chars(history, plan[0].index))
+    warm = mask.reason == "warm"
+    if warm and not warm_rewrite_pays(removed, suffix, expected_remaining_calls(mask.calls)):
+        return []
+    cost = rewrite_cost_tokens(suffix, warm=warm)
+    # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
+    rt.dropped_sigs |= {c.call.argsSig for c in plan}
+    now = time.time()
+    for e in edits:
+        d.store.insert(
+            "edits",
+            {
+                "session_id": req.session_id,
+                "tool_call_id": e.toolCallId,
+                "kind": e.kind,
+                "saved_chars": e.savedChars,
+                "ts": now,
+            },
+            replace=True,
+        )
+    d.events.write(
+        "mask",
+        session=req.session_id,
+        trigger=mask.reason,
+        gap_s=mask.gap_s,
+        masks=[(e.toolCallId, e.reason, e.savedChars) for e in edits],
+        removed_tokens=removed,
+        cost_tokens=round(cost, 1),
+    )
+    return [P.Edit.model_validate(edit_to_json(e)) for e in edits]
+
+
+def _suffix_chars(history: list[P.TailMessage], start: int) -> int:
+    """What the rewrite makes the provider write again: results and call arguments from the
+    first masked message on (assistant text is not described: a lower bound)."""
+    total = 0
+    for m in history[start:]:
+        total += m.chars or 0
+        total += sum(c.argsChars for c in m.toolCalls or ())
+    return total
+
+
+def _label(
+    rt: SessionRuntime,
+    c: MaskCandidate,
+    paths: dict[str, str],
+    stored: dict[str, tuple[str, object]],
+) -> str:
+    label = rt.call_args.get(c.toolCallId)
+    if label:
+        return label
+    path = paths.get(c.toolCallId)
+    if path:
+        return f"{c.call.name} {path[:120]}"
+    command = stored.get(c.toolCallId, ("", None))[1]
+    return str(command)[:120] if command else c.call.name
+
+
+def _edit(rt: SessionRuntime, c: MaskCandidate, handle: str, label: str) -> MaskEdit:
+    text = (
+        f"[ctxwrap: {label} ({c.chars:,} chars) was hidden: {_WHY[c.reason]}; "
+        f"recall with {recall_call(rt.agent, handle)}]"
+    )
+    text = " ".join(text.split("\n")).replace("\r", " ")
+    return MaskEdit(
+        toolCallId=c.toolCallId, text=text, savedChars=c.chars - u16len(text), reason=c.reason
+    )

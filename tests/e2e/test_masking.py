@@ -1,0 +1,122 @@
+"""Mechanism 6 end to end: after an idle gap longer than the cache TTL, an earlier task's
+large read becomes a tombstone, the current task's reads stay whole, and the view is frozen
+(each later request extends the previous one, and --continue replays it)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from support import PI_VERSIONS, Xdg, request_messages_json, run_ctxwrap_pi, tool_contents
+
+from ctxwrap.testing.model_server import ScriptedModelServer
+
+pytestmark = pytest.mark.e2e
+
+OLD = "# task one module\n" + "".join(
+    f"def old_helper_{i}(): return {i}  # old-marker\n" for i in range(150)
+)
+NEW = "# task two module\n" + "".join(
+    f"def new_helper_{i}(): return {i}  # new-marker\n" for i in range(150)
+)
+FILES = {"old.py": OLD, "new.py": NEW}
+
+TASK_ONE = [
+    {"tool_calls": [{"name": "read", "arguments": {"path": "old.py"}}]},
+    {"text": "task one done"},
+]
+TASK_TWO = [
+    {"tool_calls": [{"name": "read", "arguments": {"path": "new.py"}}]},
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "echo checked"}}]},
+    {"text": "task two done"},
+]
+TTL = {"PI_CTX_CACHE_TTL_S": "2"}
+
+
+def assert_extends(bodies: list[dict[str, object]]) -> None:
+    for k in range(len(bodies) - 1):
+        a, b = request_messages_json(bodies[k]), request_messages_json(bodies[k + 1])
+        assert b[: len(a)] == a, f"request {k + 1} rewrote what request {k} sent"
+
+
+def db_rows(xdg: Xdg, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(xdg.db) as conn:
+        return list(conn.execute(sql))
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_idle_gap_masks_the_earlier_task_and_the_view_is_frozen(
+    pi: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    # One server for the three runs: tool call ids stay unique across the session.
+    with ScriptedModelServer([*TASK_ONE, *TASK_TWO, {"text": "resumed"}]) as srv:
+        one = run_ctxwrap_pi(
+            pi, tmp_path, xdg, prompt="task one", files=FILES, extra_env=TTL, server=srv
+        )
+        assert one.proc.returncode == 0, one.proc.stderr
+        assert "old-marker" in json.dumps(srv.main_requests[-1].body["messages"])  # untouched
+        time.sleep(2.5)  # the idle gap: past the 2 s cache TTL
+        two = run_ctxwrap_pi(
+            pi, tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
+            extra_env=TTL, server=srv,
+        )  # fmt: skip
+        assert two.proc.returncode == 0, two.proc.stderr
+        bodies = [r.body for r in srv.main_requests[2:]]
+        # --continue with a warm cache (a new daemon with a long TTL: the running one's settings
+        # win over a client's env): the same view is replayed, nothing new is masked.
+        xdg.kill_daemon()
+        three = run_ctxwrap_pi(
+            pi, tmp_path, xdg, prompt="task three", home=one.home, args=("--continue",),
+            extra_env={"PI_CTX_CACHE_TTL_S": "300"}, server=srv,
+        )  # fmt: skip
+        assert three.proc.returncode == 0, three.proc.stderr
+        last = srv.main_requests[-1].body
+    assert len(bodies) == 3
+    sent = [json.dumps(b["messages"], ensure_ascii=False) for b in bodies]
+    # From the first request after the gap on, the earlier task's read is a tombstone ...
+    assert not any("old-marker" in s for s in sent), "the earlier task's read was sent whole"
+    tomb = [c for c in tool_contents(bodies[0]) if "was hidden" in c]
+    assert len(tomb) == 1 and "read old.py" in tomb[0] and "earlier task" in tomb[0]
+    assert "ctx_recall(handle=" in tomb[0]
+    # ... the current task's read is whole, and between boundaries the view is frozen.
+    assert "new_helper_149" in sent[1] and "new_helper_149" in sent[2]
+    assert_extends(bodies)
+    assert "task two done" in two.proc.stdout
+    # pi's own session keeps the true history; the mask is recorded with its reason.
+    assert "old-marker" in two.session_text()
+    assert db_rows(xdg, "SELECT kind FROM edits WHERE kind='mask'") == [("mask",)]
+    events = [json.loads(line) for line in (xdg.state / "ctxwrap" / "events.jsonl").open()]
+    (mask,) = [e for e in events if e.get("event") == "mask"]
+    assert mask["trigger"] == "idle" and mask["masks"][0][1] == "earlier_task"
+    assert mask["removed_tokens"] > 1000 and mask["cost_tokens"] == 0
+
+    before = request_messages_json(bodies[-1])[1:]  # without the system message
+    after = request_messages_json(last)[1:]
+    assert after[: len(before)] == before
+    assert "new_helper_149" in json.dumps(last["messages"])
+    assert "old-marker" not in json.dumps(last["messages"])
+
+
+@pytest.mark.parametrize("pi", ["pi"])
+def test_no_gap_no_mask(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """Within the TTL the cache is warm: nothing older is rewritten (the default, off)."""
+    env = {"PI_CTX_CACHE_TTL_S": "300"}  # the daemon's setting reaches the bridge
+    with ScriptedModelServer([*TASK_ONE, *TASK_TWO]) as srv:
+        one = run_ctxwrap_pi(
+            pi, tmp_path, xdg, prompt="task one", files=FILES, extra_env=env, server=srv
+        )
+        assert one.proc.returncode == 0, one.proc.stderr
+        time.sleep(2.5)  # longer than the other test's TTL, well within this one's
+        two = run_ctxwrap_pi(
+            pi, tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
+            extra_env=env, server=srv,
+        )  # fmt: skip
+        assert two.proc.returncode == 0, two.proc.stderr
+    bodies = [r.body for r in srv.main_requests]
+    assert all("old-marker" in json.dumps(b["messages"]) for b in bodies[1:])
+    assert_extends(bodies[2:])
+    before = request_messages_json(bodies[1])[1:]
+    assert request_messages_json(bodies[2])[1 : len(before) + 1] == before

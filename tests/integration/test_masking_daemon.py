@@ -1,0 +1,94 @@
+"""History masking through a real daemon: a late DROP becomes a mask at the next cold boundary,
+a warm request masks nothing, and a repeat of the masked call is kept whole and not tagged."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from support import Xdg, client, daemon_process
+
+from ctxwrap.engine.edits import describe_tail
+from ctxwrap.engine.masking import call_paths
+
+LICENSE = "".join(f"clause {i}: irrelevant legal text\n" for i in range(300))
+NOTES = "".join(f"note {i}\n" for i in range(40))
+
+
+def post(c: Any, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = c.post(path, json=body)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def call(cid: str, path: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [
+        {"type": "toolCall", "id": cid, "name": "read", "arguments": {"path": path}}]}  # fmt: skip
+
+
+def result(cid: str, text: str) -> dict[str, Any]:
+    return {"role": "toolResult", "toolCallId": cid, "toolName": "read",
+            "content": [{"type": "text", "text": text}], "isError": False}  # fmt: skip
+
+
+def test_late_drop_is_masked_at_the_next_cold_boundary(tmp_path: Path, xdg: Xdg) -> None:
+    env = {"PI_CTX_MASK_KEEP_ROUNDS": "1"}
+    with daemon_process(xdg, env), client(xdg, 30) as c:
+        sid = "s-mask"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+        post(c, "/v1/prompt", {"session_id": sid, "prompt": "fix the parser"})
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": [{"type": "text", "text": "fix the parser"}]}
+        ]
+
+        def tool(cid: str, path: str, text: str) -> dict[str, Any]:
+            messages.extend([call(cid, path), result(cid, text)])
+            return post(c, "/v1/tool_result", {
+                "session_id": sid, "tool_call_id": cid, "tool_name": "read",
+                "input": {"path": path}, "text": text})  # fmt: skip
+
+        def context(seen: set[str], k: int, mask: str | None = None) -> list[dict[str, Any]]:
+            body: dict[str, Any] = {
+                "session_id": sid, "call_index": k, "message_count": len(messages),
+                "tail": describe_tail(messages, seen).to_json()}  # fmt: skip
+            if mask:
+                body["mask"] = {"reason": mask, "gap_s": 400.0, "calls": k,
+                                "history": describe_tail(messages, set()).to_json(),
+                                "paths": call_paths(messages), "edited": []}  # fmt: skip
+            return list(post(c, "/v1/context", body)["edits"])
+
+        r1 = tool("r1", "LICENSE", LICENSE)
+        assert r1["aux"]["task"] == "tag"
+        # The next LLM call starts before the tag answers: RETAIN, the model sees it whole ...
+        assert context(set(), 1) == []
+        # ... and then the tagger says DROP: too late for the tail.
+        late = post(c, "/v1/aux/result", {"session_id": sid, "aux_id": r1["aux"]["aux_id"],
+                                          "text": '{"decision": "DROP"}', "input_tokens": 10,
+                                          "output_tokens": 3, "elapsed_ms": 5})  # fmt: skip
+        assert late["accepted"] is False
+        tool("r2", "notes.md", NOTES)
+        # Warm (mask_warm is off): nothing older changes.
+        assert context({"r1"}, 2, mask="warm") == []
+        tool("r3", "notes2.md", NOTES)
+        # Cold: the late DROP, outside the current task's last round, becomes a mask.
+        edits = context({"r1", "r2"}, 3, mask="idle")
+        assert [(e["kind"], e["toolCallId"], e["reason"]) for e in edits] == [
+            ("mask", "r1", "dropped")
+        ]
+        text = edits[0]["text"]
+        assert "read LICENSE" in text and "judged not needed" in text and r1["handle"] in text
+        assert edits[0]["savedChars"] == len(LICENSE) - len(text)
+        # The model reads LICENSE again: kept whole, and not even tagged (it could not drop).
+        again = tool("r4", "LICENSE", LICENSE)
+        assert again["aux"] is None and again["handle"]
+        assert context({"r1", "r2", "r3"}, 4, mask="idle") == []
+
+    rows = sqlite3.connect(xdg.db).execute("SELECT tool_call_id, kind FROM edits").fetchall()
+    assert rows == [("r1", "mask")]
+    events = [json.loads(line) for line in (xdg.state / "ctxwrap" / "events.jsonl").open()]
+    (mask,) = [e for e in events if e["event"] == "mask"]
+    assert mask["trigger"] == "idle" and mask["gap_s"] == 400.0
+    assert mask["masks"] == [["r1", "dropped", edits[0]["savedChars"]]]
+    assert mask["removed_tokens"] == (edits[0]["savedChars"] + 3) // 4 and mask["cost_tokens"] == 0

@@ -1,0 +1,89 @@
+// masking.ts against the Python golden cases (tests/fixtures/masking/*.json) and its own rules:
+// when a request counts as cold, and which masks the bridge accepts from the daemon.
+// Run: node --test tests/node/
+
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+import { applyEdits, asEdit } from "../../ctxwrap/_bridge/edits.ts";
+import { acceptableMasks, callPaths, coldReason, lastRequestAt } from "../../ctxwrap/_bridge/masking.ts";
+
+const DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "masking");
+const CASES = readdirSync(DIR).filter((f) => f.endsWith(".json")).sort();
+const load = (f: string): any => JSON.parse(readFileSync(join(DIR, f), "utf8"));
+
+test("there are masking golden cases", () => assert.ok(CASES.length >= 3));
+
+for (const file of CASES) {
+  test(`callPaths matches Python: ${file}`, () => {
+    const c = load(file);
+    assert.deepStrictEqual(callPaths(c.messages), c.paths);
+  });
+  test(`masks apply like Python, byte for byte: ${file}`, () => {
+    const c = load(file);
+    const sent = applyEdits(c.messages, [...c.frozen, ...c.edits]);
+    assert.equal(JSON.stringify(sent), JSON.stringify(c.expected));
+  });
+}
+
+test("asEdit keeps a mask's reason; a mask without text is dropped", () => {
+  assert.deepStrictEqual(asEdit({ kind: "mask", toolCallId: "c", text: "[m]", savedChars: 3, reason: "superseded" }), {
+    kind: "mask", toolCallId: "c", text: "[m]", savedChars: 3, reason: "superseded",
+  });
+  assert.deepStrictEqual(asEdit({ kind: "mask", toolCallId: "c", text: "[m]", reason: 5 }), {
+    kind: "mask", toolCallId: "c", text: "[m]", savedChars: 0, reason: "",
+  });
+  assert.equal(asEdit({ kind: "mask", toolCallId: "c" }), null);
+});
+
+const state = { lastAt: 1000, model: "p/m", tools: '["read"]' };
+const now = (at: number, model = "p/m", tools = '["read"]') => ({ at, model, tools });
+
+test("coldReason: idle past the TTL, compaction, model and tool changes; warm otherwise", () => {
+  assert.equal(coldReason(state, now(2000), 1000, false, 2000), null);
+  assert.equal(coldReason(state, now(3001), 1000, false, 2000), "idle");
+  assert.equal(coldReason(state, now(1500), 1000, true, 2000), "compaction");
+  assert.equal(coldReason(state, now(1500, "p/other"), 1000, false, 2000), "model");
+  assert.equal(coldReason(state, now(1500, "p/m", '["read","x"]'), 1000, false, 2000), "tools");
+  // first request of a process: nothing to compare but the gap
+  const fresh = { lastAt: null, model: null, tools: null };
+  assert.equal(coldReason(fresh, now(1500), null, false, 2000), null);
+  assert.equal(coldReason(fresh, now(9000), 1000, false, 2000), "idle");
+});
+
+test("lastRequestAt: the newest assistant stamp, not the new prompt's", () => {
+  const msgs = [
+    { role: "user", timestamp: 10 },
+    { role: "assistant", timestamp: 20 },
+    { role: "toolResult", timestamp: 30 },
+    { role: "assistant", timestamp: 40 },
+    { role: "user", timestamp: 99 },
+  ];
+  assert.equal(lastRequestAt(msgs, msgs.length), 40);
+  assert.equal(lastRequestAt(msgs, 3), 20);
+  assert.equal(lastRequestAt([{ role: "user", timestamp: 5 }], 1), null);
+});
+
+test("acceptableMasks: only seen, paired, unedited, non-error results", () => {
+  const msgs = [
+    { role: "assistant", content: [{ type: "toolCall", id: "a" }, { type: "toolCall", id: "e" }, { type: "toolCall", id: "t" }] },
+    { role: "toolResult", toolCallId: "a", isError: false },
+    { role: "toolResult", toolCallId: "e", isError: true },
+    { role: "toolResult", toolCallId: "t", isError: false },
+    { role: "toolResult", toolCallId: "orphan", isError: false },
+    { role: "toolResult", toolCallId: "ed", isError: false },
+    { role: "assistant", content: [{ type: "toolCall", id: "new" }] },
+    { role: "toolResult", toolCallId: "new", isError: false },
+  ];
+  const seen = new Set(["a", "e", "t", "orphan", "ed"]);
+  const ok = acceptableMasks(
+    msgs,
+    ["a", "e", "orphan", "ed", "new", "missing"].map((toolCallId) => ({ toolCallId })),
+    seen,
+    new Set(["ed"]),
+  );
+  assert.deepStrictEqual([...ok].sort(), ["a"]);
+});

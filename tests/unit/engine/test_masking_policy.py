@@ -1,0 +1,149 @@
+"""The masking policy: golden cases shared with tests/node/masking.test.ts, and unit cases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwrap.engine.edits import (
+    MaskEdit,
+    TombstoneEdit,
+    apply_edits,
+    describe_tail,
+    edit_from_json,
+    parse_edits,
+)
+from ctxwrap.engine.masking import (
+    MaskPolicy,
+    call_paths,
+    plan_masks,
+    rewrite_cost_tokens,
+    warm_rewrite_pays,
+)
+
+CASES = sorted((Path(__file__).parents[2] / "fixtures" / "masking").glob("*.json"))
+
+
+def load(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def plan_of(case: dict[str, Any]) -> list[list[str]]:
+    frozen = parse_edits(case["frozen"])
+    plan = plan_masks(
+        describe_tail(case["messages"], ()).messages,
+        paths=call_paths(case["messages"]),
+        protected=set(case["protected"]),
+        edited={e.toolCallId for e in frozen},
+        late_drops=set(case["lateDrops"]),
+        policy=MaskPolicy(
+            keep_rounds=case["policy"]["keepRounds"], min_chars=case["policy"]["minChars"]
+        ),
+    )
+    return [[c.toolCallId, c.reason] for c in plan]
+
+
+def test_enough_cases() -> None:
+    assert len(CASES) >= 3
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_golden(path: Path) -> None:
+    case = load(path)
+    assert call_paths(case["messages"]) == case["paths"]
+    assert plan_of(case) == case["plan"]
+    sent = apply_edits(case["messages"], parse_edits(case["frozen"] + case["edits"]))
+    assert json.dumps(sent, ensure_ascii=False) == json.dumps(case["expected"], ensure_ascii=False)
+
+
+def test_golden_plans_cover_every_reason_and_guard() -> None:
+    plans = {p.stem: load(p)["plan"] for p in CASES}
+    assert plans["earlier_task"] == [["a1", "earlier_task"], ["a2", "earlier_task"]]
+    assert plans["superseded"] == [["s1", "superseded"]]
+    # guards: only the unprotected earlier-task read and the late DROP outside the kept rounds
+    assert plans["guards"] == [["g2", "earlier_task"], ["h1", "dropped"]]
+
+
+def test_mask_edit_round_trips_and_applies_like_a_tombstone() -> None:
+    raw = {"kind": "mask", "toolCallId": "c", "text": "[m]", "savedChars": 5, "reason": "x"}
+    assert edit_from_json(raw) == MaskEdit(toolCallId="c", text="[m]", savedChars=5, reason="x")
+    assert edit_from_json({**raw, "reason": 3}) == MaskEdit(
+        toolCallId="c", text="[m]", savedChars=5
+    )
+    assert edit_from_json({**raw, "text": None}) is None
+    msgs = [
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": "read"}]},
+        {"role": "toolResult", "toolCallId": "c", "content": [{"type": "text", "text": "body"}]},
+    ]
+    masked = apply_edits(msgs, [MaskEdit(toolCallId="c", text="[m]")])
+    tomb = apply_edits(msgs, [TombstoneEdit(toolCallId="c", text="[m]")])
+    assert masked == tomb and masked[1]["content"] == [{"type": "text", "text": "[m]"}]
+    # the first edit of a result wins: a later mask never rewrites a tombstone already sent
+    both = apply_edits(
+        msgs, [TombstoneEdit(toolCallId="c", text="[t]"), MaskEdit(toolCallId="c", text="[m]")]
+    )
+    assert both[1]["content"] == [{"type": "text", "text": "[t]"}]
+
+
+def _session(rounds_in_current: int) -> list[dict[str, Any]]:
+    big = "x" * 3000
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "t1"}]
+    msgs += [
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "old", "name": "read",
+                                           "arguments": {"path": "a"}}]},
+        {"role": "toolResult", "toolCallId": "old", "toolName": "read",
+         "content": [{"type": "text", "text": big}], "isError": False},
+        {"role": "user", "content": "t2"},
+    ]  # fmt: skip
+    for i in range(rounds_in_current):
+        msgs += [
+            {"role": "assistant", "content": [{"type": "toolCall", "id": f"r{i}", "name": "read",
+                                               "arguments": {"path": "a"}}]},
+            {"role": "toolResult", "toolCallId": f"r{i}", "toolName": "read",
+             "content": [{"type": "text", "text": big}], "isError": False},
+        ]  # fmt: skip
+    return msgs
+
+
+def test_current_task_is_kept_except_superseded_reads_outside_the_kept_rounds() -> None:
+    msgs = _session(4)
+    plan = plan_masks(describe_tail(msgs, ()).messages, paths=call_paths(msgs))
+    # old: earlier task (and superseded); r0, r1: superseded by the identical read r3;
+    # r2, r3: the last two rounds of the current task stay whole
+    assert [(c.toolCallId, c.reason) for c in plan] == [
+        ("old", "superseded"),
+        ("r0", "superseded"),
+        ("r1", "superseded"),
+    ]
+    one = plan_masks(
+        describe_tail(msgs, ()).messages, paths=call_paths(msgs), policy=MaskPolicy(keep_rounds=1)
+    )
+    assert [c.toolCallId for c in one] == ["old", "r0", "r1", "r2"]
+
+
+def test_a_repeat_of_a_hidden_call_is_kept_whole() -> None:
+    msgs = _session(0)
+    described = describe_tail(msgs, ()).messages
+    sig = next(c.argsSig for m in described for c in m.toolCalls or ())
+    assert plan_masks(described, paths=call_paths(msgs), hidden_sigs={sig}) == []
+    assert [c.toolCallId for c in plan_masks(described, paths=call_paths(msgs))] == ["old"]
+
+
+def test_maskable_and_min_chars() -> None:
+    msgs = _session(0)
+    described = describe_tail(msgs, ()).messages
+    assert plan_masks(described, paths={}, maskable=lambda c: False) == []
+    assert plan_masks(described, paths={}, policy=MaskPolicy(min_chars=3001)) == []
+
+
+def test_warm_rewrite_cost_model() -> None:
+    assert rewrite_cost_tokens(1000, warm=False) == 0
+    assert rewrite_cost_tokens(1000, warm=True) == pytest.approx(1150)
+    # 2,000 cached tokens fewer per call (200 input-equivalent) against 10,000 rewritten
+    # (11,500): pays only beyond 57.5 more calls
+    assert not warm_rewrite_pays(2000, 10_000, 57)
+    assert warm_rewrite_pays(2000, 10_000, 58)
