@@ -39,8 +39,11 @@ complete -o nosort -F __ctxwrap_complete ctxwrap 2>/dev/null ||
 # CTXWRAP_WRAP_CLAUDE=1), and fall back to the plain agent when ctxwrap is gone or the
 # variable is switched off later in the session. `command pi` / `command claude` always
 # reach the plain agent.
+# `function NAME` and not `NAME()`: an alias of that name (Claude Code's local install adds
+# one) would be expanded in `NAME()` and break the whole script; the alias still wins over
+# the wrapper, as aliases do.
 if [[ ${CTXWRAP_WRAP_PI-} == 1 ]]; then
-    pi() {
+    function pi {
         if [[ ${CTXWRAP_WRAP_PI-} == 1 ]] && command -v "$__ctxwrap_bin" >/dev/null 2>&1; then
             "$__ctxwrap_bin" pi "$@"
         else
@@ -49,7 +52,7 @@ if [[ ${CTXWRAP_WRAP_PI-} == 1 ]]; then
     }
 fi
 if [[ ${CTXWRAP_WRAP_CLAUDE-} == 1 ]]; then
-    claude() {
+    function claude {
         if [[ ${CTXWRAP_WRAP_CLAUDE-} == 1 ]] && command -v "$__ctxwrap_bin" >/dev/null 2>&1; then
             "$__ctxwrap_bin" claude "$@"
         else

@@ -71,8 +71,11 @@ fi
 # CTXWRAP_WRAP_CLAUDE=1), and fall back to the plain agent when ctxwrap is gone or the
 # variable is switched off later in the session. `command pi` / `command claude` always
 # reach the plain agent.
+# `function NAME` and not `NAME()`: an alias of that name (Claude Code's local install adds
+# one) would be expanded in `NAME()` and break the whole script; the alias still wins over
+# the wrapper, as aliases do.
 if [[ ${CTXWRAP_WRAP_PI-} == 1 ]]; then
-    pi() {
+    function pi {
         if [[ ${CTXWRAP_WRAP_PI-} == 1 ]] && whence -p -- "$__ctxwrap_bin" >/dev/null; then
             "$__ctxwrap_bin" pi "$@"
         else
@@ -81,7 +84,7 @@ if [[ ${CTXWRAP_WRAP_PI-} == 1 ]]; then
     }
 fi
 if [[ ${CTXWRAP_WRAP_CLAUDE-} == 1 ]]; then
-    claude() {
+    function claude {
         if [[ ${CTXWRAP_WRAP_CLAUDE-} == 1 ]] && whence -p -- "$__ctxwrap_bin" >/dev/null; then
             "$__ctxwrap_bin" claude "$@"
         else

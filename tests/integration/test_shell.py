@@ -386,3 +386,35 @@ def test_tab_completes_in_a_terminal(shell: str, env: dict[str, str], tmp_path: 
         child.send("\x15")  # Ctrl+U: drop the line, run nothing
     finally:
         child.close(force=True)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_an_alias_named_like_the_agent_does_not_break_the_script(
+    shell: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Claude Code's local install puts `alias claude=~/.claude/local/claude` in the rc file,
+    often above our line: the script still loads whole and keeps `$?`; once the alias is gone
+    the wrapper is there (fish's `alias` is a function, which the wrapper replaces)."""
+    need(shell)
+    bindir, fake_ctxwrap = fake_bins(tmp_path)
+    script = tmp_path / f"init.{shell}"
+    script.write_text(render_init_script(shell, str(fake_ctxwrap)))
+    env = {
+        **env,
+        "PATH": f"{bindir}{os.pathsep}{env['PATH']}",
+        "CTXWRAP_WRAP_CLAUDE": "1",
+        "CTXWRAP_WRAP_PI": "1",
+    }
+    s = STATUS[shell]
+    unalias = "" if shell == "fish" else "unalias claude pi\n"
+    snippet = (
+        "alias claude=/bin/echo\nalias pi=/bin/echo\n"
+        f"false; source {script}; echo rc={s}\n"
+        f"{unalias}claude x; pi y; ctxwrap_prompt_segment; echo segment={s}\n"
+    )
+    done = run(shell, snippet, env)
+    out = done.stdout.splitlines()
+    assert out == ["rc=1", "via-ctxwrap claude x", "via-ctxwrap pi y", "segment=7"], (
+        done.stdout + done.stderr
+    )
+    assert stderr_noise(shell, done.stderr) == ""
