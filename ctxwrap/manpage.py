@@ -54,7 +54,8 @@ FILES = {
     "the journal).",
     "$XDG_STATE_HOME/ctxwrap/events.jsonl": "The event log (PI_CTX_LOG_FILE moves it).",
     "$XDG_STATE_HOME/ctxwrap/prompt-segment": "One line of savings that the shell function "
-    "ctxwrap_prompt_segment prints: the latest turn of any live pi or Claude Code session.",
+    "ctxwrap_prompt_segment prints: the savings of whichever live pi or Claude Code session "
+    "ended a turn last.",
     "$XDG_CONFIG_HOME/systemd/user/ctxwrap.socket": "Written by `ctxwrap service install`; "
     "while it exists the client leaves starting the daemon to systemd.",
     "$XDG_CONFIG_HOME/systemd/user/ctxwrap.service": "Written by `ctxwrap service install`.",
