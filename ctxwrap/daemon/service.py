@@ -220,7 +220,8 @@ class Daemon:
         self.aux.record(
             req.session_id,
             pending.task,
-            "pi",
+            # the adapter ran it: pi's own providers, or Claude Code's upstream
+            "pi" if rt.agent == "pi" else "upstream",
             req.input_tokens,
             req.output_tokens,
             ok,
