@@ -8,6 +8,7 @@ catalog) and the per-session runtimes, and routes each request to its mechanism 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -18,7 +19,7 @@ from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.daemon.eventlog import EventLog
 from ctxwrap.daemon.pidfile import pid_alive
-from ctxwrap.daemon.rawstore import RawStore
+from ctxwrap.daemon.rawstore import InvalidPattern, RawStore, compile_pattern, scan
 from ctxwrap.daemon.session import PendingAux, SessionRuntime
 from ctxwrap.daemon.store import Store
 from ctxwrap.mechanisms import accounting, amnesia, digest, tail_edits, tool_kind, writes
@@ -26,9 +27,19 @@ from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.mechanisms.aux import AuxCalls
 from ctxwrap.mechanisms.lazy import Capabilities
 
-__all__ = ["Daemon", "prompt_segment_text"]
+__all__ = ["Daemon", "RequestRefused", "prompt_segment_text"]
 
 log = logging.getLogger("ctxwrap.daemon")
+
+UNKNOWN_SESSION = "unknown session"
+
+
+class RequestRefused(Exception):
+    """A request the daemon understood and will not serve: a 4xx with a reason, never a 500."""
+
+    def __init__(self, status: int, error: str, detail: str | None = None) -> None:
+        super().__init__(error)
+        self.status, self.error, self.detail = status, error, detail
 
 
 class Daemon:
@@ -105,12 +116,12 @@ class Daemon:
             if rt.pid > 0 and not pid_alive(rt.pid):
                 self._end(sid, "process-gone")
 
-    def _end(self, session_id: str, reason: str) -> None:
+    def _end(self, session_id: str, reason: str, undelivered: int = 0) -> None:
         rt = self.sessions.pop(session_id, None)
         if rt:
             for task in rt.tasks.values():
                 task.cancel()
-        self.store.end_session(session_id, reason)
+        self.store.end_session(session_id, reason, undelivered=undelivered)
         self.capabilities_catalog.forget(session_id)
         self.events.write("session_end", session=session_id, reason=reason)
         if not self.sessions:
@@ -119,13 +130,22 @@ class Daemon:
     def _rt(self, session_id: str) -> SessionRuntime:
         rt = self.sessions.get(session_id)
         if rt is None:
-            # A daemon restarted mid-session: recreate the runtime; tags in flight are lost (RETAIN).
+            # Only a session this daemon's database knows comes back to life (a daemon restarted
+            # mid-session; tags in flight are lost, i.e. RETAIN). An id never registered stays
+            # unknown: made live, it would count as a session forever and block idle exit. The
+            # 409 tells the bridge to send session_start and try again.
             row = self.store.query(
-                "SELECT pid, agent FROM sessions WHERE session_id=?", (session_id,)
+                "SELECT pid, agent, ended_at FROM sessions WHERE session_id=?", (session_id,)
             )
-            rt = SessionRuntime(session_id, int(row[0]["pid"]) if row else 0)
-            if row and row[0]["agent"]:
+            if not row:
+                raise RequestRefused(409, UNKNOWN_SESSION, "register with /v1/sessions/start")
+            rt = SessionRuntime(session_id, int(row[0]["pid"]))
+            if row[0]["agent"]:
                 rt.agent = str(row[0]["agent"])
+            if row[0]["ended_at"] is not None:
+                # Ended (shut down, or reaped while the daemon could not see it): serve this
+                # request, but do not count the session as live again until it registers.
+                return rt
             self.sessions[session_id] = rt
         self.last_activity = time.monotonic()
         return rt
@@ -167,7 +187,7 @@ class Daemon:
         return self._ack()
 
     def session_shutdown(self, req: P.SessionShutdown) -> P.Ack:
-        self._end(req.session_id, req.reason)
+        self._end(req.session_id, req.reason, req.undelivered)
         return P.Ack()
 
     def model_select(self, req: P.ModelSelect) -> P.Ack:
@@ -238,7 +258,9 @@ class Daemon:
         return self._ack()
 
     async def context(self, req: P.ContextRequest) -> P.ContextReply:
-        return await tail_edits.decide(self, self._rt(req.session_id), req)
+        rt = self._rt(req.session_id)
+        rt.aux_round_deadline = 0.0  # an LLM call ends the tool round: a fresh aux budget
+        return await tail_edits.decide(self, rt, req)
 
     def session_totals(self, session_id: str) -> P.SessionTotals:
         return accounting.session_totals(self.store, session_id)
@@ -261,17 +283,25 @@ class Daemon:
 
     # -- recall, capabilities, facts --------------------------------------------------------
 
-    def recall(self, req: P.RecallRequest) -> P.RecallReply | None:
-        res = self.raw.recall(
-            req.handle,
-            pattern=req.pattern,
+    async def recall(self, req: P.RecallRequest) -> P.RecallReply | None:
+        try:
+            regex = compile_pattern(req.pattern) if req.pattern else None
+        except InvalidPattern as exc:
+            raise RequestRefused(422, "invalid pattern", str(exc)) from exc
+        path = self.raw.path_of(req.handle)
+        if path is None:
+            return None
+        # Off the event loop: a recall over a huge stored output must not stall health or
+        # other sessions' calls while it reads the file.
+        res = await asyncio.to_thread(
+            scan,
+            path,
+            regex,
             start_line=req.start_line,
             end_line=req.end_line,
             context_lines=req.context_lines,
             max_chars=self.cfg.recall_max_tokens * 4,
         )
-        if res is None:
-            return None
         return P.RecallReply(
             text=res.text,
             total_lines=res.total_lines,

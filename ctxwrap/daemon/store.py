@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -126,6 +126,9 @@ MIGRATIONS: list[str] = [
     """,
     # 2: which agent ran the session (pi, claude)
     "ALTER TABLE sessions ADD COLUMN agent TEXT NOT NULL DEFAULT 'pi';",
+    # 3: statistics records the agent adapter could not deliver (the daemon was away):
+    # non-zero marks the session's figures incomplete in `ctxwrap stats`
+    "ALTER TABLE sessions ADD COLUMN undelivered INTEGER NOT NULL DEFAULT 0;",
 ]
 
 
@@ -201,10 +204,13 @@ class Store:
             row,
         )
 
-    def end_session(self, session_id: str, reason: str, at: float | None = None) -> None:
+    def end_session(
+        self, session_id: str, reason: str, at: float | None = None, *, undelivered: int = 0
+    ) -> None:
         self.conn.execute(
-            "UPDATE sessions SET ended_at=?, end_reason=? WHERE session_id=? AND ended_at IS NULL",
-            (at or time.time(), reason, session_id),
+            "UPDATE sessions SET ended_at=?, end_reason=?, undelivered=undelivered+?"
+            " WHERE session_id=? AND ended_at IS NULL",
+            (at or time.time(), reason, undelivered, session_id),
         )
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:

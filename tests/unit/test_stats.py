@@ -320,6 +320,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "empty",
         "sessions",
         "live_sessions",
+        "incomplete_sessions",
         "totals",
         "groups",
     }
