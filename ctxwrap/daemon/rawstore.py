@@ -39,8 +39,10 @@ def compile_pattern(pattern: str) -> Any:
     options.case_sensitive = False
     options.log_errors = False  # a model's typo is not the daemon log's business
     options.max_mem = _RE2_MAX_MEM
+    # Line semantics over whole blocks: ^/$ at line ends, and nothing ever matches a newline.
+    options.never_nl = True
     try:
-        return re2.compile(pattern, options)
+        return re2.compile("(?m)" + pattern, options)
     except re2.error as exc:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
@@ -200,6 +202,23 @@ class RawStore:
         )
 
 
+def _line_blocks(path: Path, block_bytes: int = 1 << 20) -> Iterator[list[str]]:
+    """The file's lines, a block (~1 MB of whole lines) at a time; decoded as _lines_of_file."""
+    pending = b""
+    with path.open("rb") as fh:
+        while chunk := fh.read(block_bytes):
+            pending += chunk
+            cut = pending.rfind(b"\n")
+            if cut < 0 and len(pending) <= 1 << 20:
+                continue
+            if cut < 0:  # a single huge line: flush it in pieces
+                cut = len(pending) - 1
+            yield pending[:cut].decode("utf-8", errors="replace").split("\n")
+            pending = pending[cut + 1 :]
+    if pending:
+        yield pending.decode("utf-8", errors="replace").split("\n")
+
+
 def scan(
     path: Path,
     regex: Any,
@@ -209,7 +228,12 @@ def scan(
     context_lines: int,
     max_chars: int,
 ) -> Recall:
-    """Matching lines (or a line range) of one stored output; pure file work, thread-safe."""
+    """Matching lines (or a line range) of one stored output; pure file work, thread-safe.
+
+    A block with no match anywhere is skipped whole (one RE2 search in C, the pattern compiled
+    multi-line and never matching a newline), so a scan costs the Python loop only the lines
+    near a match: the event loop beside it keeps its GIL turns.
+    """
     out: list[str] = []
     used = 0
     total = matched = 0
@@ -218,25 +242,36 @@ def scan(
     after_left = 0
     lo = start_line or 1
     hi = end_line or (lo + 199 if regex is None else 1 << 62)
-    for lineno, line in enumerate(_lines_of_file(path, 1 << 40), start=1):
-        total = lineno
-        if truncated or lineno < lo or lineno > hi:
+    for lines in _line_blocks(path):
+        first = total + 1
+        total += len(lines)
+        if (
+            truncated
+            or total < lo
+            or first > hi
+            or (after_left <= 0 and regex is not None and regex.search("\n".join(lines)) is None)
+        ):
+            if context_lines:
+                before = [(first + i, ln) for i, ln in enumerate(lines)][-context_lines:]
             continue
-        line = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " […]"
-        hit = regex is None or regex.search(line) is not None
-        if hit or after_left > 0:
-            for n, prev in before:
-                out.append(f"{n}: {prev}")
-            before.clear()
-            entry = f"{lineno}: {line}"
-            if used + len(entry) > max_chars:
-                truncated = True
+        for lineno, line in enumerate(lines, start=first):
+            if truncated or lineno < lo or lineno > hi:
                 continue
-            out.append(entry)
-            used += len(entry) + 1
-            matched += 1 if hit else 0
-            after_left = context_lines if hit else after_left - 1
-        elif context_lines:
-            before.append((lineno, line))
-            del before[:-context_lines]
+            line = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " […]"
+            hit = regex is None or regex.search(line) is not None
+            if hit or after_left > 0:
+                for n, prev in before:
+                    out.append(f"{n}: {prev}")
+                before.clear()
+                entry = f"{lineno}: {line}"
+                if used + len(entry) > max_chars:
+                    truncated = True
+                    continue
+                out.append(entry)
+                used += len(entry) + 1
+                matched += 1 if hit else 0
+                after_left = context_lines if hit else after_left - 1
+            elif context_lines:
+                before.append((lineno, line))
+                del before[:-context_lines]
     return Recall("\n".join(out), total, matched, truncated)
