@@ -178,7 +178,7 @@ def mutate(rng: random.Random, frame: dict[str, Any], handle: str) -> dict[str, 
         # Mostly the registered session (so handlers run), sometimes ids never registered.
         doc["session_id"] = SESSION if rng.random() < 0.7 else f"ghost-{rng.randrange(10**9)}"
     if "handle" in doc:
-        doc["handle"] = handle if rng.random() < 0.7 else "r" + "%08x" % rng.randrange(2**32)
+        doc["handle"] = handle if rng.random() < 0.7 else f"r{rng.randrange(2**32):08x}"
     if "pattern" in doc and rng.random() < 0.6:
         doc["pattern"] = rng.choice(BAD_PATTERNS)
     # A third keep every value (handlers run on ids, handles and patterns alone).
