@@ -342,6 +342,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
             "started_at",
             "ended_at",
             "end_reason",
+            "incomplete",
             "model",
             "cwd",
         }
