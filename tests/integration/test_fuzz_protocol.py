@@ -238,6 +238,7 @@ def test_mutated_frames_never_get_a_5xx(daemon: Daemon, tmp_path: Path) -> None:
     statuses: Counter[int] = Counter()
     failures: list[str] = []
     started = time.monotonic()
+    registered = {SESSION}  # ids a session_start was accepted for
     with client(daemon.xdg, timeout=30) as c:
         handle = register(c, tmp_path, frames)
         rss_start = 0.0
@@ -255,6 +256,8 @@ def test_mutated_frames_never_get_a_5xx(daemon: Daemon, tmp_path: Path) -> None:
                 r = c.request(
                     method, path, content=body, headers={"content-type": "application/json"}
                 )
+                if path == "/v1/sessions/start" and r.status_code == 200:
+                    registered.add(json.loads(body)["session_id"])
                 what = f"{d['name']}: {body[:160]!r}"
             statuses[r.status_code] += 1
             if r.status_code >= 500 or not r.headers.get("content-type", "").startswith(
@@ -264,15 +267,17 @@ def test_mutated_frames_never_get_a_5xx(daemon: Daemon, tmp_path: Path) -> None:
             if i % 250 == 0:
                 h = c.get("/v1/health")
                 assert h.status_code == 200, h.text
-        health = c.get("/v1/health").json()
+        live = {s["session_id"] for s in c.get("/v1/sessions").json()["sessions"] if s["live"]}
         rss_end = daemon.rss_mb()
     elapsed = time.monotonic() - started
     print(f"\nfuzz: {REQUESTS} requests in {elapsed:.1f}s; statuses {dict(statuses)}")
     print(f"fuzz: RSS {rss_start:.1f} MB after warm-up -> {rss_end:.1f} MB")
     assert not failures, f"{len(failures)} bad answers, first: " + "\n".join(failures[:10])
     assert daemon.proc.poll() is None
-    # Hundreds of ghost ids were used: only the one registered session is live.
-    assert health["sessions"] == 1, health
+    # Hundreds of ghost ids were used: only ids a session_start registered can be live (the
+    # mutated starts name a dead pid, so housekeeping ends those again).
+    assert live <= registered, live - registered
+    assert len(live) <= 2, live
     assert statuses[409] > 50 and statuses[422] > 300 and statuses[200] > 500, statuses
     assert rss_end < RSS_CEILING_MB, (rss_start, rss_end)
     assert rss_end - rss_start < RSS_GROWTH_MB, (rss_start, rss_end)
