@@ -20,6 +20,7 @@ from support import PI_VERSIONS, Xdg, ctxwrap, pi_path, run_ctxwrap_pi
 from ctxwrap.replay import replay_paths, run_json
 from ctxwrap.testing.model_server import ScriptedModelServer
 from ctxwrap.testing.pi_home import make_pi_agent_dir, pi_command, pi_env
+from ctxwrap.testing.recount import message_chars, tools_chars
 
 pytestmark = pytest.mark.e2e
 
@@ -40,27 +41,6 @@ SESSION = [
     {"text": "first task done"},
 ]
 SUMMARY = "## Goal\nreplay test summary"
-
-
-def message_chars(m: dict[str, Any]) -> int:
-    c = m.get("content")
-    n = len(c) if isinstance(c, str) else sum(len(p.get("text", "")) for p in c or [])
-    for call in m.get("tool_calls") or []:
-        n += len(call["function"]["name"]) + len(call["function"]["arguments"])
-    return n
-
-
-def tools_chars(body: dict[str, Any]) -> int:
-    return sum(
-        len(t["function"]["name"])
-        + len(t["function"].get("description", ""))
-        + len(
-            json.dumps(
-                t["function"].get("parameters", {}), separators=(",", ":"), ensure_ascii=False
-            )
-        )
-        for t in body.get("tools") or []
-    )
 
 
 def keep_fixture(src: Path, name: str) -> None:

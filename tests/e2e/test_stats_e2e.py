@@ -12,6 +12,7 @@ import pytest
 from support import PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi
 
 from ctxwrap.testing.model_server import estimate_completion_tokens, estimate_prompt_tokens
+from ctxwrap.testing.recount import message_chars, tools_chars
 
 pytestmark = pytest.mark.e2e
 
@@ -27,27 +28,9 @@ SCRIPT = [
 RULES = [{"task": "tag", "match": "vendored license", "answer": '{"decision": "DROP"}'}]
 
 
-def message_chars(m: dict[str, Any]) -> int:
-    c = m.get("content")
-    n = len(c) if isinstance(c, str) else sum(len(p.get("text", "")) for p in c or [])
-    for call in m.get("tool_calls") or []:
-        n += len(call["function"]["name"]) + len(call["function"]["arguments"])
-    return n
-
-
 def recount(body: dict[str, Any]) -> int:
     """chars/4 basis: message text, tool-call names and arguments, tool specs."""
-    tools = sum(
-        len(t["function"]["name"])
-        + len(t["function"].get("description", ""))
-        + len(
-            json.dumps(
-                t["function"].get("parameters", {}), separators=(",", ":"), ensure_ascii=False
-            )
-        )
-        for t in body.get("tools") or []
-    )
-    return sum(message_chars(m) for m in body["messages"]) + tools
+    return sum(message_chars(m) for m in body["messages"]) + tools_chars(body)
 
 
 def session_stats(xdg: Xdg) -> dict[str, Any]:
