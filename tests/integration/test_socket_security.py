@@ -220,10 +220,21 @@ def test_own_directory_opened_to_others_is_not_trusted(tmp_path: Path, shared_tm
         shutil.rmtree(rt, ignore_errors=True)
 
 
-def fallback_scenario(home: str) -> None:
-    """Run inside a private mount namespace with its own empty /tmp (the test below)."""
+def fallback_scenario(home: str, old_tmp: str, keep: list[str]) -> None:
+    """Run inside a private mount namespace with its own empty /tmp (the test below).
+
+    What the run needs from the real /tmp (a checkout or venv there, pytest's tmp dir) is bound
+    back into the new one, through `old_tmp`, a mount point outside /tmp.
+    """
     subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    subprocess.run(["mount", "--bind", "/tmp", old_tmp], check=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp"], check=True)
+    for path in keep:
+        rel = os.path.relpath(path, "/tmp")
+        if rel.startswith(".."):
+            continue  # not under /tmp: still there
+        os.makedirs(path, exist_ok=True)
+        subprocess.run(["mount", "--bind", os.path.join(old_tmp, rel), path], check=True)
     planted = Path(f"/tmp/ctxwrap-{os.getuid()}")
     logs = Path("/tmp/attacker")
     subprocess.run(as_other("mkdir", "-m", "0777", str(logs)), check=True)
@@ -247,18 +258,26 @@ def test_planted_fallback_directory_without_xdg_runtime_dir(tmp_path: Path) -> N
     real daemon's, and is left alone.
     """
     here = Path(__file__).parent
+    # The checkout, its venv and pytest's tmp dir may all live under /tmp (CI clones anywhere).
+    keep = sorted({str(here.parent.parent), sys.prefix, str(tmp_path)})
+    old_tmp = tempfile.mkdtemp(prefix="ctxwrap-oldtmp-", dir="/var/tmp")
     code = (
         f"import sys; sys.path[:0] = [{str(here)!r}, {str(here.parent)!r}]; "
-        f"import test_socket_security as t; t.fallback_scenario({str(tmp_path)!r})"
+        f"import test_socket_security as t; "
+        f"t.fallback_scenario({str(tmp_path)!r}, {old_tmp!r}, {keep!r})"
     )
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is not installed")
-    proc = subprocess.run(
-        ["unshare", "--mount", sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    try:
+        proc = subprocess.run(
+            ["unshare", "--mount", sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+        )
+    finally:
+        os.rmdir(old_tmp)
     if proc.returncode != 0 and "unshare failed" in proc.stderr:
         pytest.skip(f"no mount namespace here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stderr
