@@ -116,7 +116,7 @@ def daemon_start() -> None:
     """Start the daemon in the background (no-op if it is already up)."""
     from ctxwrap.client import ensure_running
 
-    h = ensure_running()
+    h = ensure_running(started_by="ctxwrap daemon start")
     click.echo(f"ctxwrap daemon {h.version} ready (pid {h.pid}) on {h.socket}")
 
 
@@ -134,7 +134,7 @@ def daemon_restart() -> None:
     from ctxwrap.client import ensure_running, stop_daemon
 
     stop_daemon()
-    h = ensure_running()
+    h = ensure_running(started_by="ctxwrap daemon restart")
     click.echo(f"ctxwrap daemon {h.version} ready (pid {h.pid}) on {h.socket}")
 
 

@@ -103,7 +103,7 @@ def _ensure_daemon() -> None:
     from ctxwrap.client import ensure_running
 
     try:
-        ensure_running(deadline_s=10.0)
+        ensure_running(deadline_s=10.0, started_by="ctxwrap pi")
     except CtxwrapError as exc:
         # Fail open: pi runs as plain pi would; say why once, on stderr (never on stdout).
         sys.stderr.write(f"ctxwrap: warning: {exc.message}; running pi without savings\n")
