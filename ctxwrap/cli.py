@@ -150,16 +150,22 @@ def _status(as_json: bool) -> None:
         "uptime_s": None,
         "sessions": None,
         "config_error": None,
+        "degraded": None,
     }
     if isinstance(result, (Ready, NeedsRestart)):
         h = result.health
         out.update(
-            state="ready" if isinstance(result, Ready) else "needs-restart",
+            state="needs-restart"
+            if isinstance(result, NeedsRestart)
+            else "degraded"
+            if h.degraded
+            else "ready",
             pid=h.pid,
             version=h.version,
             uptime_s=h.uptime_s,
             sessions=h.sessions,
             config_error=h.config_error,
+            degraded=h.degraded,
         )
     else:
         out["reason"] = result.reason
@@ -175,7 +181,9 @@ def _status(as_json: bool) -> None:
             click.echo(f"reason: {out['reason']}")
         if out["config_error"]:
             click.echo(f"config error (last good config in force): {out['config_error']}")
-    if out["state"] != "ready":
+        if out["degraded"]:
+            click.echo(f"degraded: {out['degraded']}")
+    if out["state"] not in ("ready", "degraded"):  # degraded still serves every session
         raise ExitCode(3)  # like `systemctl status`: scripts can test for "not running"
 
 

@@ -45,6 +45,7 @@ class Health:
     socket: str
     config_error: str | None = None
     systemd: bool = False
+    degraded: str | None = None  # why state writes fail (disk full), while they do
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Health:
@@ -57,6 +58,7 @@ class Health:
             socket=str(data.get("socket", "")),
             config_error=data.get("config_error"),
             systemd=bool(data.get("systemd", False)),
+            degraded=str(data["degraded"]) if data.get("degraded") else None,
         )
 
 

@@ -94,6 +94,7 @@ def bridge_env(pi: PiInstall) -> dict[str, str]:
             "CTXWRAP_PI_PACKAGE": pi.package,
             "CTXWRAP_PI_VERSION": pi.version or "",
             "CTXWRAP_DAEMON_START": json.dumps(_daemon_start_argv()),
+            "CTXWRAP_STARTED_BY": "ctxwrap pi's bridge",  # when the bridge revives the daemon
         }
     )
     return env
