@@ -263,6 +263,25 @@ def check_pi_and_node() -> list[Check]:
     return checks
 
 
+def node_too_old(exe: Path) -> str | None:
+    """Why pi at ``exe`` cannot run on the node its launcher picks, or None when it can (or
+    when that cannot be told). `ctxwrap pi` asks this after pi failed, so a bare SyntaxError
+    from an old Node gets an explanation without a check on every start."""
+    info = inspect_pi(exe)
+    pv = parse_version(info.version or "")
+    need = parse_version(info.engines_node or "") or (PI_NODE_MIN.get(pv[0]) if pv else None)
+    if need is None or info.node is None:
+        return None
+    nv = node_version(info.node)
+    if nv is None or nv >= need:
+        return None
+    fix = NODE22_HINT if need >= (22, 0, 0) else "install Node >= 20.6 and put it first on PATH"
+    return (
+        f"pi {info.version or '?'} needs Node >= {_fmt(need)}, but its launcher ran "
+        f"{info.node} {_fmt(nv)} (an older Node fails with a SyntaxError); {fix}"
+    )
+
+
 # -- daemon, socket dir, config, aux -------------------------------------------------------------
 
 

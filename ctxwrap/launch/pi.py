@@ -122,7 +122,28 @@ def run_pi(args: list[str]) -> int:
         argv = [*pi.argv, "-e", str(bridge_path()), *args]
         env = bridge_env(pi)
     if os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno()):
-        return run_under_pty(argv, env)
+        rc = run_under_pty(argv, env)
+    else:
+        rc = _run_plain(argv, env)
+    if 0 < rc < 128:
+        _explain_failure(pi)
+    return rc
+
+
+def _explain_failure(pi: PiInstall) -> None:
+    """pi failed: if that is because its Node is too old (pi 1.x on Node 20 dies with a bare
+    SyntaxError), say so. Checked only after a failure, so a good start pays nothing."""
+    from ctxwrap.doctor import node_too_old
+
+    try:
+        why = node_too_old(Path(pi.argv[0]))
+    except Exception:  # an explanation must never turn pi's failure into ours
+        return
+    if why:
+        sys.stderr.write(f"ctxwrap: {why}\n")
+
+
+def _run_plain(argv: list[str], env: dict[str, str]) -> int:
     # No terminal (scripts, -p, --mode json|rpc): pi gets our stdio as it is.
     proc = subprocess.Popen(argv, env=env)
 
