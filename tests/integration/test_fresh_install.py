@@ -231,3 +231,12 @@ def test_demo_end_to_end(installed: Installed) -> None:
     line = next((ln for ln in out.stdout.splitlines() if "whole request" in ln), "")
     assert re.search(r"-\d+%\s*$", line), out.stdout
     assert "Both runs ended with the same answer" in out.stdout
+    # The README shows this output as a sample: each of its lines must be what the demo prints.
+    readme = (REPO / "README.md").read_text()
+    sample = readme.split("`make demo` prints", 1)[1].split("```\n", 2)[1]
+    printed = out.stdout.splitlines()
+    assert sample.strip()
+    for sample_line in filter(None, sample.splitlines()):
+        assert sample_line in printed, (
+            f"README sample line not printed by the demo: {sample_line!r}"
+        )
