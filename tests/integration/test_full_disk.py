@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 from diskfull import fill, small_fs
-from support import CTXWRAP, Xdg, ctxwrap, make_xdg
+from support import CTXWRAP, Xdg, ctxwrap, make_xdg, pi_path
 
 from ctxwrap.daemon.rawstore import RawStore
 from ctxwrap.daemon.store import Store
+from ctxwrap.testing.model_server import ScriptedModelServer
+from ctxwrap.testing.pi_home import make_pi_agent_dir, pi_command, pi_env
 
 
 @pytest.fixture
@@ -153,3 +155,36 @@ def test_start_failure_record_is_private_and_names_the_pid(xdg_small_state: Xdg)
     assert record["exit_code"] == 74 and "disk is full" in record["message"]
     assert isinstance(record["pid"], int)
     assert record_path.stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.e2e
+def test_ctxwrap_pi_on_a_full_disk_warns_with_the_cause_and_runs_pi(
+    xdg_small_state: Xdg, tmp_path: Path
+) -> None:
+    xdg = xdg_small_state
+    fill(xdg.state)
+    home, pi = tmp_path / "home", pi_path("pi")
+    (home / "work").mkdir(parents=True)
+    with ScriptedModelServer([{"text": "done"}]) as server:
+        env = xdg.env(pi_env(make_pi_agent_dir(home, server.base_url), home))
+        env["CTXWRAP_PI"] = str(pi)
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            pi_command(pi, "go", wrapped=True),
+            env=env,
+            cwd=home / "work",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stderr is not None
+        warning = proc.stderr.readline()
+        warned_after = time.monotonic() - start
+        out, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 0, warning + rest
+    assert out.strip() == "done"
+    assert warning.startswith("ctxwrap: warning: the daemon could not start"), warning + rest
+    assert "disk is full" in warning and "running pi without savings" in warning
+    # The cause, as soon as the daemon gave up; not ensure_running's 10 s deadline.
+    assert warned_after < 8, warned_after
