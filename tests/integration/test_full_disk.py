@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from diskfull import fill, small_fs
-from support import CTXWRAP, Xdg, ctxwrap, make_xdg, pi_path
+from support import CTXWRAP, Xdg, client, ctxwrap, daemon_process, make_xdg, pi_path
 
 from ctxwrap.daemon.rawstore import RawStore
 from ctxwrap.daemon.store import Store
@@ -188,3 +188,34 @@ def test_ctxwrap_pi_on_a_full_disk_warns_with_the_cause_and_runs_pi(
     assert "disk is full" in warning and "running pi without savings" in warning
     # The cause, as soon as the daemon gave up; not ensure_running's 10 s deadline.
     assert warned_after < 8, warned_after
+
+
+FRAMES = Path(__file__).resolve().parents[1] / "fixtures" / "frames"
+
+
+def test_stat_writes_on_a_full_disk_do_not_fail_requests(xdg_small_state: Xdg) -> None:
+    """The real daemon, its state disk filled after start: accounting frames still get 200."""
+    xdg = xdg_small_state
+    frames = {
+        name: json.loads((FRAMES / f"{name}.json").read_text())
+        for name in ("session_start", "prompt", "llm_call", "turn_end", "model_select")
+    }
+    with daemon_process(xdg) as proc, client(xdg) as c:
+        start = frames["session_start"]["frame"] | {"skills": []}
+        assert c.post("/v1/sessions/start", json=start).status_code == 200
+        fill(xdg.state)
+        for i in range(30):  # enough rows that SQLite's WAL has to grow on the full disk
+            for name in ("prompt", "llm_call", "turn_end", "model_select"):
+                frame = frames[name]
+                method, route = frame["route"].split(" ", 1)
+                body = dict(frame["frame"])
+                body.update({"call_index": i} if name == "llm_call" else {})
+                r = c.request(method, route, json=body)
+                assert r.status_code == 200, (name, i, r.text)
+        assert c.get("/v1/health").status_code == 200
+        assert proc.poll() is None
+    db = Store(xdg.db)  # what did land is intact and readable
+    try:
+        assert db.query("SELECT COUNT(*) n FROM sessions")[0]["n"] == 1
+    finally:
+        db.close()
