@@ -142,6 +142,7 @@ def run_pi(args: list[str]) -> int:
     starting: threading.Thread | None = None
     if not off and not _runtime_dir_safe():
         off = True  # another user's directory: no bridge at all, pi runs plain
+    if off:
         argv = [*pi.argv, *args]
         env = dict(os.environ)
     else:
