@@ -216,7 +216,10 @@ def _record_start_failure(exc: BaseException) -> CtxwrapError:
                 "at another one",
             )
         else:
-            err = DaemonStartError(f"start-up failed: {type(exc).__name__}: {exc}")
+            # SQLite's messages do not say which file: name the state dir it was opening.
+            err = DaemonStartError(
+                f"start-up failed (state dir {state}): {type(exc).__name__}: {exc}"
+            )
     log.error("start-up failed: %s%s", err.message, f" ({err.hint})" if err.hint else "")
     record = {
         "pid": os.getpid(),
