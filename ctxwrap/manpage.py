@@ -29,6 +29,8 @@ OTHER_ENVIRONMENT = {
     "user units are installed.",
     "CTXWRAP_WRAP_PI": "1, when set before `ctxwrap init` runs in the shell's rc file, makes "
     "plain `pi` run as `ctxwrap pi`.",
+    "CTXWRAP_WRAP_CLAUDE": "1, when set before `ctxwrap init` runs in the shell's rc file, "
+    "makes plain `claude` run as `ctxwrap claude` (`command claude` runs the plain one).",
     "XDG_RUNTIME_DIR": "The socket and pidfile live in $XDG_RUNTIME_DIR/ctxwrap (fallback: "
     "/tmp/ctxwrap-$UID). An empty or relative value counts as unset, here and below.",
     "XDG_STATE_HOME": "State (database, raw outputs, logs) lives in $XDG_STATE_HOME/ctxwrap "
@@ -52,7 +54,8 @@ FILES = {
     "the journal).",
     "$XDG_STATE_HOME/ctxwrap/events.jsonl": "The event log (PI_CTX_LOG_FILE moves it).",
     "$XDG_STATE_HOME/ctxwrap/prompt-segment": "One line of savings that the shell function "
-    "ctxwrap_prompt_segment prints.",
+    "ctxwrap_prompt_segment prints: the savings of whichever live pi or Claude Code session "
+    "ended a turn last.",
     "$XDG_CONFIG_HOME/systemd/user/ctxwrap.socket": "Written by `ctxwrap service install`; "
     "while it exists the client leaves starting the daemon to systemd.",
     "$XDG_CONFIG_HOME/systemd/user/ctxwrap.service": "Written by `ctxwrap service install`.",

@@ -8,7 +8,7 @@ the Python tests and the bridge's node test decode.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,6 +18,16 @@ from ctxwrap.engine.edits import Tail, TailMessage, TailToolCall
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a tool_result may carry pi's 50 KB text; 64 MB bounds abuse
 
 AuxTask = Literal["digest", "tag", "fact"]
+
+# Every integer a request carries fits a JavaScript number exactly and an SQLite INTEGER (an
+# int of 2**63 or more would raise OverflowError at the insert); floats are finite (NaN in a
+# NOT NULL REAL column is an IntegrityError). Out of range → 422, never a 500.
+MAX_INT = 2**53 - 1
+Int = Annotated[int, Field(ge=-MAX_INT, le=MAX_INT)]
+Count = Annotated[int, Field(ge=0, le=MAX_INT)]
+Float = Annotated[float, Field(allow_inf_nan=False, ge=-1e15, le=1e15)]
+# JSON nested deeper than this is refused before validation (a recursion bomb, not a request).
+MAX_JSON_DEPTH = 64
 
 
 class Request(BaseModel):
@@ -60,8 +70,8 @@ class ModelRef(BaseModel):
     id: str
     # From pi's model registry, for the cost model (docs/accounting.md); all optional.
     api: str | None = None  # pi's API family: decides explicit vs automatic caching
-    cost: dict[str, float] | None = None  # USD per million: input, output, cacheRead, cacheWrite
-    context_window: int | None = None
+    cost: dict[str, Float] | None = None  # USD per million: input, output, cacheRead, cacheWrite
+    context_window: Int | None = None
 
 
 class CompactionSettings(BaseModel):
@@ -69,8 +79,8 @@ class CompactionSettings(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     enabled: bool = True
-    reserve_tokens: int = Field(16384, ge=0)
-    keep_recent_tokens: int = Field(20000, ge=0)
+    reserve_tokens: Int = Field(16384, ge=0)
+    keep_recent_tokens: Int = Field(20000, ge=0)
 
 
 class ToolSpec(BaseModel):
@@ -78,7 +88,7 @@ class ToolSpec(BaseModel):
     name: str
     description: str = ""
     parameters: list[str] = Field(default_factory=list)
-    chars: int = 0  # size of the full spec as the provider would receive it
+    chars: Count = 0  # size of the full spec as the provider would receive it
 
 
 class SkillSpec(BaseModel):
@@ -94,7 +104,7 @@ class SessionStart(Request):
     session_id: str = Field(min_length=1, max_length=200)
     session_file: str | None = None
     cwd: str
-    pid: int
+    pid: Count
     reason: str = "startup"
     previous_session_file: str | None = None
     pi_version: str | None = None
@@ -152,6 +162,8 @@ class SessionStartReply(Reply):
 class SessionShutdown(Request):
     session_id: str
     reason: str = "quit"
+    # Statistics records (llm_call, turn_end) the adapter could not deliver and gave up on.
+    undelivered: Count = 0
 
 
 class ModelSelect(Request):
@@ -165,10 +177,10 @@ class Compaction(Request):
 
     session_id: str
     reason: str = "threshold"  # manual | threshold | overflow
-    tokens_before: int = Field(0, ge=0)  # pi's context estimate before compacting
-    summary_chars: int = Field(0, ge=0)
+    tokens_before: Int = Field(0, ge=0)  # pi's context estimate before compacting
+    summary_chars: Int = Field(0, ge=0)
     # what pi's summarisation request carried (tool results cut as pi cuts them); None: unknown
-    summarized_chars: int | None = Field(None, ge=0)
+    summarized_chars: Int | None = Field(None, ge=0)
     from_extension: bool = False
 
 
@@ -194,8 +206,8 @@ class SessionList(Reply):
 class PromptStart(Request):
     session_id: str
     prompt: str
-    system_prompt_chars: int = 0
-    skills_block_chars: int = 0  # what stripping the skills catalog removed (0 if kept)
+    system_prompt_chars: Count = 0
+    skills_block_chars: Count = 0  # what stripping the skills catalog removed (0 if kept)
 
 
 class Ack(Reply):
@@ -222,10 +234,10 @@ class AuxResult(Request):
     aux_id: str
     text: str | None = None
     error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
     model: str | None = None
-    elapsed_ms: float = 0.0
+    elapsed_ms: Float = 0.0
 
 
 # -- tool results ---------------------------------------------------------------------------
@@ -242,13 +254,13 @@ class ToolResult(Request):
     # bash: what the daemon needs to tell pi's spill file from a path named in the output:
     # pi's os.tmpdir() and when the tool call started (epoch ms, taken at tool_call).
     pi_tmpdir: str | None = None
-    call_started_ms: float | None = None
-    exit_code: int | None = None
+    call_started_ms: Float | None = None
+    exit_code: Int | None = None
     timed_out: bool = False
     # write: the bridge sends at most 64 KB of `input.content` (enough for a fact) and the
     # true size here, so a 50 MB write costs the socket nothing.
-    content_bytes: int | None = None
-    content_lines: int | None = None
+    content_bytes: Int | None = None
+    content_lines: Int | None = None
 
 
 class ToolResultReply(Reply):
@@ -268,37 +280,37 @@ class AuxResultReply(Reply):
 
 class SizeBreakdown(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    system: int = 0
-    messages: int = 0
-    tools: int = 0
+    system: Count = 0
+    messages: Count = 0
+    tools: Count = 0
 
 
 class SavedBreakdown(BaseModel):
     """Chars a mechanism kept out of this request compared with plain pi."""
 
     model_config = ConfigDict(extra="forbid")
-    bash: int = 0
-    amnesia: int = 0
-    writes: int = 0
-    skills: int = 0
-    tools: int = 0
+    bash: Int = 0
+    amnesia: Int = 0
+    writes: Int = 0
+    skills: Int = 0
+    tools: Int = 0
 
 
 class MaskRequest(Request):
     """Sent with a context request only at a cold cache boundary (or, opt-in, while warm)."""
 
     reason: Literal["idle", "compaction", "model", "tools", "warm"]
-    gap_s: float | None = None  # seconds since the previous request, when known
+    gap_s: Float | None = None  # seconds since the previous request, when known
     history: Tail  # the whole message list described (start 0), no bodies
     paths: dict[str, str] = Field(default_factory=dict)  # call id → file of read/write/edit
     edited: list[str] = Field(default_factory=list)  # result ids that already have an edit
-    calls: int = 0  # LLM calls of this session so far (expected remaining calls)
+    calls: Int = 0  # LLM calls of this session so far (expected remaining calls)
 
 
 class ContextRequest(Request):
     session_id: str
-    call_index: int  # per session, counts LLM calls the bridge has seen
-    message_count: int
+    call_index: Int  # per session, counts LLM calls the bridge has seen
+    message_count: Count
     head_changed: bool = False  # the first message differs from last call's (compaction, resume)
     tail: Tail
     mask: MaskRequest | None = None
@@ -308,19 +320,19 @@ class LlmCall(Request):
     """What one LLM request carried, measured by the bridge after edits (fire-and-forget)."""
 
     session_id: str
-    call_index: int
-    message_count: int
+    call_index: Count
+    message_count: Count
     head_changed: bool = False
     sent_chars: SizeBreakdown
     saved_chars: SavedBreakdown
     # For the cost model: chars at the start of this request identical to the previous
     # request's (tools, system, then whole messages), as sent and as plain pi would have
     # sent it. None from an older bridge: the daemon then assumes an append-only list.
-    sent_prefix_chars: int | None = Field(None, ge=0)
-    plain_prefix_chars: int | None = Field(None, ge=0)
+    sent_prefix_chars: Int | None = Field(None, ge=0)
+    plain_prefix_chars: Int | None = Field(None, ge=0)
     # plain pi's messages as its summariser would see them (tool results cut to 2000 chars)
-    plain_summary_chars: int | None = Field(None, ge=0)
-    prompt_index: int | None = Field(None, ge=0)  # user prompts so far in this process
+    plain_summary_chars: Int | None = Field(None, ge=0)
+    prompt_index: Int | None = Field(None, ge=0)  # user prompts so far in this process
     model: str | None = None  # provider/id the request goes to
 
 
@@ -329,7 +341,7 @@ class Edit(BaseModel):
     kind: Literal["tombstone", "remove", "strip_write", "mask"]
     toolCallId: str
     text: str | None = None
-    savedChars: int = 0
+    savedChars: Int = 0
     # a mask also carries `reason` (kept by extra="allow")
 
 
@@ -342,11 +354,11 @@ class ContextReply(Reply):
 
 class TurnEnd(Request):
     session_id: str
-    turn_index: int
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    turn_index: Count
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_read_tokens: Count = 0
+    cache_write_tokens: Count = 0
     model: str | None = None
 
 
@@ -356,9 +368,9 @@ class TurnEnd(Request):
 class RecallRequest(Request):
     handle: str = Field(min_length=1, max_length=64)
     pattern: str | None = Field(None, max_length=500)
-    start_line: int | None = Field(None, ge=1)
-    end_line: int | None = Field(None, ge=1)
-    context_lines: int = Field(0, ge=0, le=20)
+    start_line: Int | None = Field(None, ge=1)
+    end_line: Int | None = Field(None, ge=1)
+    context_lines: Count = Field(0, ge=0, le=20)
     session_id: str | None = None
 
 

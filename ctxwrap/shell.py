@@ -84,15 +84,17 @@ def write_prompt_segment(text: str) -> None:
 @click.command("init")
 @click.argument("shell", type=click.Choice(sorted(SHELLS)))
 def init_cmd(shell: str) -> None:
-    """Print shell integration: completion, opt-in `pi` wrapper, prompt segment.
+    """Print shell integration: completion, opt-in `pi` / `claude` wrappers, prompt segment.
 
     \b
     eval "$(ctxwrap init bash)"     # in ~/.bashrc
     eval "$(ctxwrap init zsh)"      # in ~/.zshrc, after compinit
     ctxwrap init fish | source      # in ~/.config/fish/config.fish
 
-    Set CTXWRAP_WRAP_PI=1 before that line to make plain `pi` run as `ctxwrap pi`. Put
-    `$(ctxwrap_prompt_segment)` in your prompt to show the last known savings; it only reads
-    a small file, never calls the daemon.
+    Set CTXWRAP_WRAP_PI=1 before that line to make plain `pi` run as `ctxwrap pi`, and
+    CTXWRAP_WRAP_CLAUDE=1 to make plain `claude` run as `ctxwrap claude` (`command pi`,
+    `command claude` still run the plain agent). Put `$(ctxwrap_prompt_segment)` in your
+    prompt to show the last known savings of either agent; it only reads a small file,
+    never calls the daemon.
     """
     click.echo(render_init_script(shell), nl=False)

@@ -102,6 +102,9 @@ class SessionInfo:
     end_reason: str | None
     model: str | None
     cwd: str | None
+    # Some of its records never reached the daemon (it was away), or it ended without a clean
+    # shutdown: its figures are a lower bound.
+    incomplete: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class StatsReport:
     groups: tuple[Group, ...]
     sessions: int  # sessions with any recorded activity in the window
     live_sessions: tuple[str, ...]
+    incomplete_sessions: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -367,6 +371,7 @@ def compute_stats(
         groups=groups,
         sessions=len({sid for sid, _ in cells}),
         live_sessions=live,
+        incomplete_sessions=tuple(sorted(s.session_id for s in infos.values() if s.incomplete)),
     )
 
 
@@ -384,14 +389,24 @@ def _session_infos(
     active: set[str],
     is_alive: Callable[[int], bool],
 ) -> dict[str, SessionInfo]:
-    sql = "SELECT session_id, pid, started_at, ended_at, end_reason, model, cwd FROM sessions"
+    has_undelivered = any(
+        c[1] == "undelivered" for c in conn.execute("PRAGMA table_info(sessions)")
+    )
+    sql = (
+        "SELECT session_id, pid, started_at, ended_at, end_reason, model, cwd, "
+        + ("undelivered" if has_undelivered else "0")
+        + " FROM sessions"
+    )
     rows = conn.execute(sql + " WHERE session_id = ?", (session,)) if session else conn.execute(sql)
     out = {}
     for r in rows:
         live = r[3] is None and is_alive(r[1])
+        # Records the adapter gave up on, or no clean shutdown (the agent or the daemon died
+        # before the session's last records could arrive).
+        incomplete = not live and (r[7] > 0 or r[3] is None or r[4] == "process-gone")
         # Ended sessions outside the window are history the filter excluded; live ones always show.
         if live or r[0] in active:
-            out[r[0]] = SessionInfo(r[0], live, r[2], r[3], r[4], r[5], r[6])
+            out[r[0]] = SessionInfo(r[0], live, r[2], r[3], r[4], r[5], r[6], incomplete)
     return out
 
 
@@ -521,6 +536,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
                     "started_at": s.started_at,
                     "ended_at": s.ended_at,
                     "end_reason": s.end_reason,
+                    "incomplete": s.incomplete,
                     "model": s.model,
                     "cwd": s.cwd,
                 },
@@ -535,6 +551,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
         "empty": report.empty,
         "sessions": report.sessions,
         "live_sessions": list(report.live_sessions),
+        "incomplete_sessions": list(report.incomplete_sessions),
         "totals": _figures_json(report.totals),
         "groups": groups,
     }
@@ -674,6 +691,17 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
                 f" {_n(round(c.compaction_weighted))} vs {_n(round(c.plain_compaction_weighted))})"
                 f" → with compactions saved {_pct(c.total_saved_pct)}"
             )
+    if report.incomplete_sessions:
+        ids = ", ".join(s[:8] for s in report.incomplete_sessions[:5])
+        more = "…" if len(report.incomplete_sessions) > 5 else ""
+        out.append(
+            _paint(
+                f"incomplete: {len(report.incomplete_sessions)} session(s) lost records while"
+                f" the daemon was away or ended uncleanly ({ids}{more}); figures are a lower bound",
+                "yellow",
+                color,
+            )
+        )
     if t.head_changes:
         out.append(
             f"cache prefix changed {_n(t.head_changes)}× ({_n(t.head_changes_compaction)}"

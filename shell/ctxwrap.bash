@@ -1,7 +1,8 @@
 # ctxwrap shell integration for bash. Load it from ~/.bashrc with:
 #     eval "$(ctxwrap init bash)"
-# It adds: completion for every ctxwrap command, an opt-in `pi` wrapper (CTXWRAP_WRAP_PI=1)
-# and `ctxwrap_prompt_segment`, which prints the last known savings from a cache file.
+# It adds: completion for every ctxwrap command, opt-in `pi` and `claude` wrappers
+# (CTXWRAP_WRAP_PI=1, CTXWRAP_WRAP_CLAUDE=1) and `ctxwrap_prompt_segment`, which prints the
+# last known savings of any agent's session from a cache file.
 # Nothing here runs on the prompt path except a builtin `read` of that file.
 
 __ctxwrap_status=$?
@@ -34,14 +35,28 @@ __ctxwrap_complete() {
 complete -o nosort -F __ctxwrap_complete ctxwrap 2>/dev/null ||
     complete -F __ctxwrap_complete ctxwrap
 
-# `pi` goes through ctxwrap only when asked for, and falls back to plain pi when ctxwrap is
-# gone or CTXWRAP_WRAP_PI is switched off later in the session.
+# `pi` and `claude` go through ctxwrap only when asked for (CTXWRAP_WRAP_PI=1,
+# CTXWRAP_WRAP_CLAUDE=1), and fall back to the plain agent when ctxwrap is gone or the
+# variable is switched off later in the session. `command pi` / `command claude` always
+# reach the plain agent.
+# `function NAME` and not `NAME()`: an alias of that name (Claude Code's local install adds
+# one) would be expanded in `NAME()` and break the whole script; the alias still wins over
+# the wrapper, as aliases do.
 if [[ ${CTXWRAP_WRAP_PI-} == 1 ]]; then
-    pi() {
+    function pi {
         if [[ ${CTXWRAP_WRAP_PI-} == 1 ]] && command -v "$__ctxwrap_bin" >/dev/null 2>&1; then
             "$__ctxwrap_bin" pi "$@"
         else
             command pi "$@"
+        fi
+    }
+fi
+if [[ ${CTXWRAP_WRAP_CLAUDE-} == 1 ]]; then
+    function claude {
+        if [[ ${CTXWRAP_WRAP_CLAUDE-} == 1 ]] && command -v "$__ctxwrap_bin" >/dev/null 2>&1; then
+            "$__ctxwrap_bin" claude "$@"
+        else
+            command claude "$@"
         fi
     }
 fi

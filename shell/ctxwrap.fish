@@ -1,7 +1,8 @@
 # ctxwrap shell integration for fish. Load it from ~/.config/fish/config.fish with:
 #     ctxwrap init fish | source
-# It adds: completion for every ctxwrap command, an opt-in `pi` wrapper (CTXWRAP_WRAP_PI=1)
-# and `ctxwrap_prompt_segment`, which prints the last known savings from a cache file.
+# It adds: completion for every ctxwrap command, opt-in `pi` and `claude` wrappers
+# (CTXWRAP_WRAP_PI=1, CTXWRAP_WRAP_CLAUDE=1) and `ctxwrap_prompt_segment`, which prints the
+# last known savings of any agent's session from a cache file.
 # Nothing here runs on the prompt path except a builtin `read` of that file.
 
 set -l __ctxwrap_status $status
@@ -32,14 +33,25 @@ if status is-interactive; and not set -q __ctxwrap_loaded
     end
     complete --no-files --command ctxwrap --arguments "(__ctxwrap_complete)"
 
-    # `pi` goes through ctxwrap only when asked for, and falls back to plain pi when ctxwrap
-    # is gone or CTXWRAP_WRAP_PI is switched off later in the session.
+    # `pi` and `claude` go through ctxwrap only when asked for (CTXWRAP_WRAP_PI=1,
+    # CTXWRAP_WRAP_CLAUDE=1), and fall back to the plain agent when ctxwrap is gone or the
+    # variable is switched off later in the session. `command pi` / `command claude` always
+    # reach the plain agent.
     if test "$CTXWRAP_WRAP_PI" = 1
         function pi --description 'pi through ctxwrap (CTXWRAP_WRAP_PI=1)'
             if test "$CTXWRAP_WRAP_PI" = 1; and command -q $__ctxwrap_bin
                 $__ctxwrap_bin pi $argv
             else
                 command pi $argv
+            end
+        end
+    end
+    if test "$CTXWRAP_WRAP_CLAUDE" = 1
+        function claude --description 'Claude Code through ctxwrap (CTXWRAP_WRAP_CLAUDE=1)'
+            if test "$CTXWRAP_WRAP_CLAUDE" = 1; and command -q $__ctxwrap_bin
+                $__ctxwrap_bin claude $argv
+            else
+                command claude $argv
             end
         end
     end

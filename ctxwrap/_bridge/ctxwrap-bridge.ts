@@ -128,6 +128,16 @@ export function socketRefusal(sock: string): string | null {
 // deadline, not one per event.
 const SUSPEND_AFTER_TIMEOUT_MS = 5000;
 const RESTART_EVERY_MS = 10000;
+// Statistics records kept while the daemon is away (~300 bytes each).
+const STATS_QUEUE_MAX = 2000;
+// At shutdown, how long undelivered statistics may wait for a restarted daemon.
+const STATS_SHUTDOWN_WAIT_MS = 3000;
+
+/** A reply with its HTTP status; status 0: no answer (refused, reset, deadline, suspended). */
+interface Answer<T> {
+	status: number;
+	value: T | null;
+}
 
 class Daemon {
 	private agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
@@ -136,10 +146,14 @@ class Daemon {
 	// expected then, and starting a second one would only compete for the CPU.
 	private launching = env.CTXWRAP_DAEMON_LAUNCHING === "1";
 	private lastRestart = this.launching ? Date.now() : 0;
+	private registering: Promise<boolean> | null = null;
+	/** When the daemon last answered anything (0: never, in this process). */
+	lastAnswerAt = 0;
 	instance: string | null = null;
 	onInstanceChange: (() => void) | null = null;
+	/** Registers this session again (awaited); true when the daemon took it. */
+	onUnknownSession: (() => Promise<boolean>) | null = null;
 
-	/** POST a JSON body; resolves to the parsed reply, or null on any failure or deadline. */
 	/**
 	 * Like call(), but when nobody listens (daemon killed) it waits for the restarted daemon,
 	 * up to `waitMs`, and tries once more. For calls worth a short wait: a bash digest.
@@ -147,6 +161,12 @@ class Daemon {
 	async callOrRevive<T>(path: string, body: unknown, deadlineMs: number, waitMs: number): Promise<T | null> {
 		const first = await this.call<T>(path, body, deadlineMs);
 		if (first !== null || !this.gone || !env.CTXWRAP_DAEMON_START) return first;
+		if (!(await this.revive(waitMs))) return null;
+		return this.call<T>(path, body, deadlineMs);
+	}
+
+	/** Waits up to `waitMs` for a daemon to answer health again; tells the session it is new. */
+	async revive(waitMs: number): Promise<boolean> {
 		const until = Date.now() + waitMs;
 		while (Date.now() < until) {
 			await new Promise((r) => setTimeout(r, 100));
@@ -154,52 +174,66 @@ class Daemon {
 			if (health && health.protocol === PROTOCOL) {
 				this.suspendedUntil = 0;
 				this.onInstanceChange?.(); // the new daemon has not heard of this session
-				return this.call<T>(path, body, deadlineMs);
+				return true;
 			}
 		}
-		return null;
+		return false;
 	}
 
 	/** A probe: never suspended, never suspends (a restarting daemon is slow, not hung). */
-	get<T>(path: string, deadlineMs: number): Promise<T | null> {
-		return this.request<T>("GET", path, undefined, deadlineMs, false);
+	async get<T>(path: string, deadlineMs: number): Promise<T | null> {
+		return (await this.request<T>("GET", path, undefined, deadlineMs, false)).value;
 	}
 
-	call<T>(path: string, body: unknown, deadlineMs: number): Promise<T | null> {
+	async call<T>(path: string, body: unknown, deadlineMs: number): Promise<T | null> {
+		return (await this.send<T>(path, body, deadlineMs)).value;
+	}
+
+	/**
+	 * POST with its status. A 409 "unknown session" (a daemon that never heard of this session:
+	 * our session_start was lost) registers the session again and retries once.
+	 */
+	async send<T>(path: string, body: unknown, deadlineMs: number): Promise<Answer<T>> {
+		const first = await this.request<T>("POST", path, body, deadlineMs, true);
+		if (first.status !== 409 || path === "/v1/sessions/start" || !this.onUnknownSession) return first;
+		this.registering ??= this.onUnknownSession().finally(() => {
+			this.registering = null;
+		});
+		if (!(await this.registering)) return first;
 		return this.request<T>("POST", path, body, deadlineMs, true);
 	}
 
 	private refusedWhy: string | null = null;
 
-	private request<T>(method: string, path: string, body: unknown, deadlineMs: number, suspends: boolean): Promise<T | null> {
-		if (suspends && Date.now() < this.suspendedUntil) return Promise.resolve(null);
+	private request<T>(method: string, path: string, body: unknown, deadlineMs: number, suspends: boolean): Promise<Answer<T>> {
+		if (suspends && Date.now() < this.suspendedUntil) return Promise.resolve({ status: 0, value: null });
 		// Not a byte to a socket another user may own; pi goes on as plain pi (fail open).
 		const refusal = socketRefusal(SOCKET);
 		if (refusal === "missing") {
 			trace(`${method} ${path}: no socket at ${SOCKET}`);
 			this.restart();
-			return Promise.resolve(null);
+			return Promise.resolve({ status: 0, value: null });
 		}
 		if (refusal !== null) {
 			if (refusal !== this.refusedWhy) trace(`refusing the daemon socket: ${refusal}`);
 			this.refusedWhy = refusal;
-			return Promise.resolve(null);
+			return Promise.resolve({ status: 0, value: null });
 		}
 		this.refusedWhy = null;
-		return new Promise<T | null>((resolve) => {
+		return new Promise<Answer<T>>((resolve) => {
 			let done = false;
-			const finish = (v: T | null) => {
+			const finish = (status: number, v: T | null) => {
 				if (!done) {
 					done = true;
 					clearTimeout(timer);
-					resolve(v);
+					resolve({ status, value: v });
 				}
 			};
 			let payload = "";
 			try {
 				if (body !== undefined) payload = JSON.stringify(body);
 			} catch {
-				return resolve(null);
+				return resolve({ status: 0, value: null });
 			}
 			const req = http.request(
 				{
@@ -214,26 +248,28 @@ class Daemon {
 					res.on("data", (c: Buffer) => chunks.push(c));
 					res.on("end", () => {
 						this.gone = false;
+						this.lastAnswerAt = Date.now();
 						if (this.launching) {
 							this.launching = false; // it answered: from now on, not listening means dead
 							this.lastRestart = 0;
 						}
 						this.noteInstance(res.headers["x-ctxwrap-instance"]);
-						if ((res.statusCode ?? 500) >= 400) return finish(null);
+						const status = res.statusCode ?? 500;
+						if (status >= 400) return finish(status, null);
 						try {
-							finish(JSON.parse(Buffer.concat(chunks).toString("utf8")) as T);
+							finish(status, JSON.parse(Buffer.concat(chunks).toString("utf8")) as T);
 						} catch {
-							finish(null); // garbage from the daemon: fail open
+							finish(status, null); // garbage from the daemon: fail open
 						}
 					});
-					res.on("error", () => finish(null));
+					res.on("error", () => finish(0, null));
 				},
 			);
 			const timer = setTimeout(() => {
 				trace(`${method} ${path}: deadline ${deadlineMs} ms`);
 				if (suspends) this.suspendedUntil = Date.now() + SUSPEND_AFTER_TIMEOUT_MS;
 				req.destroy();
-				finish(null);
+				finish(0, null);
 			}, deadlineMs);
 			req.on("error", (err: NodeJS.ErrnoException) => {
 				trace(`${method} ${path}: ${err.code ?? ""} ${err.message}`);
@@ -244,7 +280,7 @@ class Daemon {
 				else if (["ECONNRESET", "EPIPE"].includes(err.code ?? "") || /socket hang up/.test(String(err.message))) {
 					this.gone = true; // maybe just a stale keep-alive socket: callOrRevive probes before restarting
 				}
-				finish(null);
+				finish(0, null);
 			});
 			req.on("socket", (s) => s.unref()); // never keep `pi -p` alive
 			req.end(payload);
@@ -288,6 +324,81 @@ class Daemon {
 
 	close(): void {
 		this.agent.destroy();
+	}
+}
+
+/**
+ * Statistics records (/v1/llm_call, /v1/turn_end) in order, kept until the daemon has them.
+ *
+ * A daemon that is killed or restarting must not lose the session's figures: a record that got
+ * no answer stays queued and goes out with the next one, on a retry timer, and once more at
+ * shutdown (after waiting for a revived daemon). The queue is bounded; what falls off it, or is
+ * refused, is counted and reported at shutdown so `ctxwrap stats` can mark the session incomplete.
+ */
+export class StatsOutbox {
+	private queue: { path: string; body: unknown; onReply?: (reply: Json | null) => void }[] = [];
+	private flushing: Promise<void> | null = null;
+	private retryTimer: ReturnType<typeof setTimeout> | null = null;
+	/** Records this bridge will never deliver (dropped when full, or refused by the daemon). */
+	lost = 0;
+
+	private send: (path: string, body: unknown, deadlineMs: number) => Promise<Answer<Json>>;
+	private max: number;
+	private retryMs: number;
+
+	constructor(send: (path: string, body: unknown, deadlineMs: number) => Promise<Answer<Json>>, max = STATS_QUEUE_MAX, retryMs = 1000) {
+		this.send = send;
+		this.max = max;
+		this.retryMs = retryMs;
+	}
+
+	get pending(): number {
+		return this.queue.length;
+	}
+
+	push(path: string, body: unknown, onReply?: (reply: Json | null) => void): void {
+		if (this.queue.length >= this.max) {
+			this.queue.shift();
+			this.lost++;
+		}
+		this.queue.push({ path, body, onReply });
+		void this.flush();
+	}
+
+	/** Sends what is queued, oldest first; stops at the first record that got no answer. */
+	flush(deadlineMs = 3000): Promise<void> {
+		this.flushing ??= (async () => {
+			while (this.queue.length) {
+				const item = this.queue[0];
+				const answer = await this.send(item.path, item.body, deadlineMs);
+				if (answer.status === 0 || answer.status >= 500 || answer.status === 409) {
+					this.scheduleRetry();
+					return; // no answer (or a session it cannot place yet): keep it for later
+				}
+				this.queue.shift();
+				if (answer.status >= 400) this.lost++; // refused: it will never count
+				try {
+					item.onReply?.(answer.value);
+				} catch {}
+			}
+		})().finally(() => {
+			this.flushing = null;
+		});
+		return this.flushing;
+	}
+
+	private scheduleRetry(): void {
+		if (this.retryTimer) return;
+		this.retryTimer = setTimeout(() => {
+			this.retryTimer = null;
+			void this.flush();
+		}, this.retryMs);
+		this.retryTimer.unref?.(); // never keep `pi -p` alive for statistics
+	}
+
+	close(): void {
+		if (this.retryTimer) clearTimeout(this.retryTimer);
+		this.retryTimer = null;
 	}
 }
 
@@ -549,8 +660,18 @@ async function resolveAuxModel(ctx: any, cfg: BridgeConfig): Promise<any> {
 
 /** In-flight aux calls, aborted at session_shutdown: a pending one would keep `pi -p` alive. */
 const inflightAux = new Set<AbortController>();
+// An aux call that ran out of time makes the next ones skip waiting for this long: a slow aux
+// model costs the session one budget, not one per tool round.
+const AUX_SLOW_SUSPEND_MS = 60000;
+let auxSlowUntil = 0;
 
-async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest): Promise<AuxOutcome> {
+/** How long an aux call the agent waits for may take now; 0: do not run it. */
+export function auxWaitMs(requested: number, roundDeadline: number, now = Date.now()): number {
+	if (now < auxSlowUntil) return 0;
+	return Math.max(0, Math.min(requested, roundDeadline - now));
+}
+
+async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest, timeoutMs = aux.timeout_ms): Promise<AuxOutcome> {
 	const started = Date.now();
 	const fail = (error: string): AuxOutcome => ({
 		text: null,
@@ -562,7 +683,10 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest): Promise<Aux
 	});
 	const controller = new AbortController();
 	inflightAux.add(controller);
-	const timer = setTimeout(() => controller.abort(), aux.timeout_ms);
+	const timer = setTimeout(() => {
+		auxSlowUntil = Date.now() + AUX_SLOW_SUSPEND_MS;
+		controller.abort();
+	}, timeoutMs);
 	const outer: AbortSignal | undefined = ctx.signal;
 	const onAbort = () => controller.abort();
 	outer?.addEventListener?.("abort", onAbort);
@@ -660,6 +784,21 @@ function install(pi: any): void {
 	let catalogSignature = "";
 
 	let meter = new ContextMeter();
+	const outbox = new StatsOutbox((path, body, deadline) => daemon.send<Json>(path, body, deadline));
+	// One aux time budget per tool round (the tool calls between two LLM calls): the first aux
+	// call the agent waits for starts it; digests and facts of the round share what is left.
+	let auxRoundDeadline = 0;
+	const auxBudget = (aux: AuxRequest): number => {
+		if (!auxRoundDeadline) auxRoundDeadline = Date.now() + cfg.aux_timeout_ms;
+		return auxWaitMs(aux.timeout_ms, auxRoundDeadline);
+	};
+	/** Runs an aux call within the round's budget and hands the answer to the daemon. */
+	const finishAux = async (ctx: any, aux: AuxRequest): Promise<Json | null> => {
+		const wait = auxBudget(aux);
+		if (wait <= 0) return null; // no time left this round: the extract / heuristic stands
+		const outcome = await runAux(ctx, cfg, aux, wait);
+		return daemon.call<Json>("/v1/aux/result", { session_id: sessionId, aux_id: aux.aux_id, ...outcome }, cfg.bridge_timeout_ms);
+	};
 
 	const applyConfig = (c: Json | null | undefined) => {
 		if (c && typeof c === "object") cfg = { ...cfg, ...(c as Partial<BridgeConfig>) };
@@ -775,6 +914,13 @@ function install(pi: any): void {
 	daemon.onInstanceChange = () => {
 		if (lastStart) daemon.notify("/v1/sessions/start", lastStart);
 	};
+	// A daemon that never registered this session (our session_start got lost) answers 409.
+	daemon.onUnknownSession = async () => {
+		if (!lastStart) return false;
+		const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
+		applyConfig(reply?.config);
+		return reply !== null;
+	};
 
 	const updateStatus = (ctx: any, totals: Json | null | undefined) => {
 		if (!cfg.stats_widget || !totals || !ctx?.hasUI) return;
@@ -807,12 +953,30 @@ function install(pi: any): void {
 		try {
 			// Pending tags are for a context that will not be built again: abort, don't wait.
 			for (const c of inflightAux) c.abort();
-			if (sessionId) {
-				await daemon.call("/v1/sessions/shutdown", { session_id: sessionId, reason: String(event?.reason ?? "quit") }, 500);
-			}
+			if (sessionId) await shutdownWithStats(String(event?.reason ?? "quit"));
 		} catch {}
+		outbox.close();
 		daemon.close(); // destroy, not end(): a half-open socket keeps `pi -p` from exiting
 	});
+
+	/**
+	 * Deliver the queued statistics, then end the session telling the daemon how many records it
+	 * will never get. A daemon that answered lately but is away now (killed, restarting) is
+	 * waited for, briefly; one that never answered costs nothing (fail open: pi exits as plain pi).
+	 */
+	const shutdownWithStats = async (reason: string) => {
+		const until = Date.now() + (Date.now() - daemon.lastAnswerAt < 15000 ? STATS_SHUTDOWN_WAIT_MS : 0);
+		while (outbox.pending) {
+			await outbox.flush(1000);
+			if (outbox.pending && (Date.now() >= until || !(await daemon.revive(until - Date.now())))) break;
+		}
+		for (;;) {
+			const body = { session_id: sessionId, reason, undelivered: outbox.lost + outbox.pending };
+			const answer = await daemon.send("/v1/sessions/shutdown", body, 500);
+			if (answer.status > 0 && answer.status < 500) return;
+			if (Date.now() >= until || !(await daemon.revive(until - Date.now()))) return;
+		}
+	};
 
 	pi.on("model_select", (event: any, ctx: any) => {
 		try {
@@ -965,12 +1129,7 @@ function install(pi: any): void {
 		if (reply && reply.action === "replace" && typeof reply.text === "string") {
 			out = reply.text;
 			if (reply.aux) {
-				const outcome = await runAux(ctx, cfg, reply.aux as AuxRequest);
-				const fin = await daemon.call<Json>(
-					"/v1/aux/result",
-					{ session_id: sessionId, aux_id: reply.aux.aux_id, ...outcome },
-					cfg.bridge_timeout_ms,
-				);
+				const fin = await finishAux(ctx, reply.aux as AuxRequest);
 				if (fin?.accepted && typeof fin.text === "string") out = fin.text;
 			}
 		} else {
@@ -1036,12 +1195,8 @@ function install(pi: any): void {
 		);
 		let fact: string | null = typeof reply?.text === "string" ? reply.text : null;
 		if (reply?.aux) {
-			const outcome = await runAux(ctx, cfg, reply.aux as AuxRequest);
-			const fin = await daemon.call<Json>(
-				"/v1/aux/result",
-				{ session_id: sessionId, aux_id: reply.aux.aux_id, ...outcome },
-				cfg.bridge_timeout_ms,
-			);
+			// The heuristic fact is ready now; the aux fact replaces it only within the round's budget.
+			const fin = await finishAux(ctx, reply.aux as AuxRequest);
 			if (fin?.accepted && typeof fin.text === "string") fact = fin.text;
 		}
 		if (fact) {
@@ -1200,12 +1355,13 @@ function install(pi: any): void {
 		for (const id of inTail) pendingTags.delete(id);
 		const sent = edits.length ? applyEdits(messages, edits) : messages;
 		const { sent: sentChars, saved } = measure(messages, ctx);
+		auxRoundDeadline = 0; // the next tool round gets a fresh aux budget
 		let prefixes: Json = {};
 		try {
 			prefixes = costBlocks(messages, ctx, sentChars.system);
 		} catch {}
 		const m = modelRef(ctx?.model);
-		daemon.notify("/v1/llm_call", {
+		outbox.push("/v1/llm_call", {
 			session_id: sessionId,
 			call_index: callIndex,
 			message_count: sent.length,
@@ -1279,18 +1435,22 @@ function install(pi: any): void {
 			if (!sessionId) return;
 			const u = event?.message?.usage ?? {};
 			const m = event?.message;
-			void daemon.call<Json>("/v1/turn_end", {
-				session_id: sessionId,
-				turn_index: Number(event?.turnIndex ?? 0),
-				input_tokens: u.input ?? 0,
-				output_tokens: u.output ?? 0,
-				cache_read_tokens: u.cacheRead ?? 0,
-				cache_write_tokens: u.cacheWrite ?? 0,
-				model: m?.provider && m?.model ? `${m.provider}/${m.model}` : null,
-			}, 3000).then((reply) => {
-				applyConfig(reply?.config); // a reloaded config.toml reaches running sessions here
-				updateStatus(ctx, reply?.totals);
-			});
+			outbox.push(
+				"/v1/turn_end",
+				{
+					session_id: sessionId,
+					turn_index: Number(event?.turnIndex ?? 0),
+					input_tokens: u.input ?? 0,
+					output_tokens: u.output ?? 0,
+					cache_read_tokens: u.cacheRead ?? 0,
+					cache_write_tokens: u.cacheWrite ?? 0,
+					model: m?.provider && m?.model ? `${m.provider}/${m.model}` : null,
+				},
+				(reply) => {
+					applyConfig(reply?.config); // a reloaded config.toml reaches running sessions here
+					updateStatus(ctx, reply?.totals);
+				},
+			);
 		} catch {}
 	});
 

@@ -85,15 +85,76 @@ def parse_tag(answer: str | None) -> str:
     return "DROP" if answer is not None and _DROP.match(answer) else "RETAIN"
 
 
+# -- answer validation: an aux answer replaces nothing until it passes these -----------------
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e]")
+_WORDLIKE = re.compile(r"[\w./:+#=-]+", re.UNICODE)
+_VOWEL = re.compile(r"[aeiouyAEIOUY]")
+_PREAMBLE = re.compile(r"^(?:sure|certainly|here (?:is|are)|i (?:have|will|can)|as an ai)\b", re.I)
+FACT_MAX_WORDS = 40
+
+
+def is_tag_shaped(answer: str) -> bool:
+    """JSON (a tag answer, or any object) is a reply to another question, never a fact/digest."""
+    text = answer.strip()
+    if '"decision"' in text:
+        return True
+    if text[:1] in "{[":
+        try:
+            json.loads(text)
+        except ValueError:
+            return False
+        return True
+    return False
+
+
+def wordlike_share(text: str) -> float:
+    """Share of whitespace-separated tokens that read as words, numbers, paths or identifiers.
+
+    Random garbage fails twice: symbols inside tokens, and long letter runs without a vowel.
+    """
+    tokens = text.split()
+    if not tokens:
+        return 0.0
+    good = 0
+    for raw in tokens:
+        token = raw.strip("()[]{}<>\"'`,;!?*")
+        if not token:
+            continue
+        if _WORDLIKE.fullmatch(token) is None:
+            continue
+        letters = "".join(ch for ch in token if ch.isalpha())
+        if len(letters) >= 5 and letters.isascii() and _VOWEL.search(letters) is None:
+            continue
+        good += 1
+    return good / len(tokens)
+
+
+def has_control_chars(text: str) -> bool:
+    return _CONTROL.search(text) is not None
+
+
 def clean_fact(answer: str | None, *, max_chars: int, path: str | None = None) -> str | None:
-    if not answer:
+    """A fact is one printable line of words, not a tag answer, prose or garbage; else None."""
+    if not answer or not answer.strip():
         return None
-    line = answer.strip().splitlines()[0].strip().strip("[]").strip() if answer.strip() else ""
+    lines = [ln for ln in answer.strip().splitlines() if ln.strip()]
+    if len(lines) != 1:
+        return None  # paragraphs, lists, a line plus commentary: not the one line asked for
+    line = lines[0].strip()
+    if is_tag_shaped(line):
+        return None
+    line = line.strip("[]").strip()
     if path:
         # Models often echo the frame we add ourselves: "Wrote src/x.py — …".
         for prefix in (f"Wrote {path} — ", f"Wrote {path} - ", f"Wrote {path}: "):
             if line.startswith(prefix):
                 line = line[len(prefix) :].strip()
-    if not line or len(line) > max_chars:
+    if not line or len(line) > max_chars or has_control_chars(line):
+        return None
+    words = line.split()
+    if len(words) > FACT_MAX_WORDS or _PREAMBLE.match(line):
+        return None
+    if wordlike_share(line) < 0.7:
         return None
     return redact_secrets(line)

@@ -1,7 +1,8 @@
 """HTTP routes: parse a protocol model, call the Daemon, serialise the reply. Nothing else.
 
-Bad input always gets a 4xx with a reason (malformed JSON, unknown fields, oversize body,
-truncated request) and never takes the daemon down.
+Bad input always gets a 4xx with a reason (malformed JSON, nesting too deep, unknown fields,
+out-of-range numbers, oversize body, truncated request, an unknown session, an invalid recall
+pattern) and never takes the daemon down; a 500 only ever means a bug.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.service import Daemon
+from ctxwrap.daemon.service import Daemon, RequestRefused
 
 log = logging.getLogger("ctxwrap.daemon")
 M = TypeVar("M", bound=BaseModel)
@@ -64,12 +65,28 @@ def _replace_lone_surrogates(value: Any) -> Any:
     return value
 
 
+def _check_depth(data: Any) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH, without recursing ourselves."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > P.MAX_JSON_DEPTH:
+            raise BadRequest(400, "malformed JSON", f"nested deeper than {P.MAX_JSON_DEPTH}")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, dict | list))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value if isinstance(v, dict | list))
+
+
 async def _parse(request: Request, model: type[M]) -> M:
     body = await _read_body(request)
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BadRequest(400, "malformed JSON", str(exc)[:200]) from exc
+    except RecursionError as exc:  # the C decoder's own guard, far below a stack overflow
+        raise BadRequest(400, "malformed JSON", f"nested deeper than {P.MAX_JSON_DEPTH}") from exc
+    _check_depth(data)
     if _SURROGATE_ESCAPE.search(body):
         data = _replace_lone_surrogates(data)
     try:
@@ -97,7 +114,7 @@ def build_app(daemon: Daemon) -> Any:
                 result = handler(req)
                 if hasattr(result, "__await__"):
                     result = await result  # type: ignore[misc]
-            except BadRequest as exc:
+            except (BadRequest, RequestRefused) as exc:
                 return _json(P.ErrorReply(error=exc.error, detail=exc.detail), exc.status)
             except Exception as exc:  # a bug in one handler must not take the daemon down
                 log.exception("handler failed")
@@ -105,6 +122,22 @@ def build_app(daemon: Daemon) -> Any:
             if result is None:
                 return _json(P.ErrorReply(error="not found"), 404)
             return _json(result)
+
+        return endpoint
+
+    def guarded(
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """GET routes: a bug still answers the documented JSON error, not a plain-text 500."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except (BadRequest, RequestRefused) as exc:
+                return _json(P.ErrorReply(error=exc.error, detail=exc.detail), exc.status)
+            except Exception as exc:
+                log.exception("handler failed")
+                return _json(P.ErrorReply(error="internal error", detail=type(exc).__name__), 500)
 
         return endpoint
 
@@ -139,11 +172,14 @@ def build_app(daemon: Daemon) -> Any:
         from ctxwrap.stats import compute_stats, render_text
 
         session = request.query_params.get("session")
+        width_arg = request.query_params.get("width", "100")
+        if not width_arg.isascii() or not width_arg.isdigit() or not 20 <= int(width_arg) <= 1000:
+            raise BadRequest(422, "invalid request", "width: an integer from 20 to 1000")
         try:
             report = compute_stats(daemon.store.conn, session=session)
         except Exception as exc:  # unknown session id and the like
             return _json(P.ErrorReply(error="no statistics", detail=str(exc)[:200]), 404)
-        text = render_text(report, color=False, width=int(request.query_params.get("width", "100")))
+        text = render_text(report, color=False, width=int(width_arg))
         return _json(
             P.StatsText(text=text, totals=daemon.session_totals(session) if session else None)
         )
@@ -158,10 +194,10 @@ def build_app(daemon: Daemon) -> Any:
         return JSONResponse({"error": "not found", "detail": request.url.path}, status_code=404)
 
     routes = [
-        Route("/v1/health", health, methods=["GET"]),
-        Route("/v1/sessions", sessions, methods=["GET"]),
-        Route("/v1/facts", facts, methods=["GET"]),
-        Route("/v1/stats", stats, methods=["GET"]),
+        Route("/v1/health", guarded(health), methods=["GET"]),
+        Route("/v1/sessions", guarded(sessions), methods=["GET"]),
+        Route("/v1/facts", guarded(facts), methods=["GET"]),
+        Route("/v1/stats", guarded(stats), methods=["GET"]),
         Route("/v1/shutdown", shutdown, methods=["POST"]),
         Route("/v1/sessions/start", post(P.SessionStart, daemon.session_start), methods=["POST"]),
         Route(

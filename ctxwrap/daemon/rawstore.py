@@ -3,6 +3,10 @@
 Secrets are redacted line by line before anything touches the disk; files are 0600 in a 0700
 directory; total size and age are capped. Recall never returns a whole output, only matching
 lines or a line range, capped in characters.
+
+Recall patterns come from the model, i.e. from whatever the model read: they run on RE2, whose
+matching time is linear in the input (no catastrophic backtracking), and an invalid or
+unsupported pattern (backreferences, lookaround) is an `InvalidPattern`, never a crash.
 """
 
 from __future__ import annotations
@@ -10,19 +14,44 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import secrets
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import re2
 
 from ctxwrap.daemon.store import Store, disk_write_failure
 from ctxwrap.digest import redact_secrets
 
 _CHUNK = 1 << 16
 MAX_LINE_CHARS = 4000  # one absurd line must not fill a recall answer
+_RE2_MAX_MEM = 8 << 20  # a compiled pattern's memory; a huge repetition count fails to compile
+
+
+class InvalidPattern(ValueError):
+    """A recall pattern RE2 cannot run; the message says why, in RE2's words."""
+
+
+def compile_pattern(pattern: str) -> Any:
+    """Case-insensitive RE2 pattern (linear-time matching) or InvalidPattern."""
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # a model's typo is not the daemon log's business
+    options.max_mem = _RE2_MAX_MEM
+    # Line semantics over whole blocks: ^/$ at line ends, and nothing ever matches a newline.
+    options.never_nl = True
+    try:
+        return re2.compile("(?m)" + pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise InvalidPattern(
+            f"{str(reason)[:200]} (RE2 syntax: no backreferences or lookaround)"
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -220,17 +249,70 @@ class RawStore:
         path = self.path_of(handle)
         if path is None:
             return None
-        regex = re.compile(pattern, re.IGNORECASE) if pattern else None
-        out: list[str] = []
-        used = 0
-        total = matched = 0
-        truncated = False
-        before: list[tuple[int, str]] = []
-        after_left = 0
-        lo = start_line or 1
-        hi = end_line or (lo + 199 if regex is None else 1 << 62)
-        for lineno, line in enumerate(_lines_of_file(path, 1 << 40), start=1):
-            total = lineno
+        regex = compile_pattern(pattern) if pattern else None
+        return scan(
+            path,
+            regex,
+            start_line=start_line,
+            end_line=end_line,
+            context_lines=context_lines,
+            max_chars=max_chars,
+        )
+
+
+def _line_blocks(path: Path, block_bytes: int = 1 << 20) -> Iterator[list[str]]:
+    """The file's lines, a block (~1 MB of whole lines) at a time; decoded as _lines_of_file."""
+    pending = b""
+    with path.open("rb") as fh:
+        while chunk := fh.read(block_bytes):
+            pending += chunk
+            cut = pending.rfind(b"\n")
+            if cut < 0 and len(pending) <= 1 << 20:
+                continue
+            if cut < 0:  # a single huge line: flush it in pieces
+                cut = len(pending) - 1
+            yield pending[:cut].decode("utf-8", errors="replace").split("\n")
+            pending = pending[cut + 1 :]
+    if pending:
+        yield pending.decode("utf-8", errors="replace").split("\n")
+
+
+def scan(
+    path: Path,
+    regex: Any,
+    *,
+    start_line: int | None,
+    end_line: int | None,
+    context_lines: int,
+    max_chars: int,
+) -> Recall:
+    """Matching lines (or a line range) of one stored output; pure file work, thread-safe.
+
+    A block with no match anywhere is skipped whole (one RE2 search in C, the pattern compiled
+    multi-line and never matching a newline), so a scan costs the Python loop only the lines
+    near a match: the event loop beside it keeps its GIL turns.
+    """
+    out: list[str] = []
+    used = 0
+    total = matched = 0
+    truncated = False
+    before: list[tuple[int, str]] = []
+    after_left = 0
+    lo = start_line or 1
+    hi = end_line or (lo + 199 if regex is None else 1 << 62)
+    for lines in _line_blocks(path):
+        first = total + 1
+        total += len(lines)
+        if (
+            truncated
+            or total < lo
+            or first > hi
+            or (after_left <= 0 and regex is not None and regex.search("\n".join(lines)) is None)
+        ):
+            if context_lines:
+                before = [(first + i, ln) for i, ln in enumerate(lines)][-context_lines:]
+            continue
+        for lineno, line in enumerate(lines, start=first):
             if truncated or lineno < lo or lineno > hi:
                 continue
             line = line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + " […]"
@@ -250,4 +332,4 @@ class RawStore:
             elif context_lines:
                 before.append((lineno, line))
                 del before[:-context_lines]
-        return Recall("\n".join(out), total, matched, truncated)
+    return Recall("\n".join(out), total, matched, truncated)

@@ -8,6 +8,9 @@ catalog) and the per-session runtimes, and routes each request to its mechanism 
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
+import ctypes.util
 import logging
 import os
 import time
@@ -18,7 +21,7 @@ from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.daemon.eventlog import EventLog
 from ctxwrap.daemon.pidfile import pid_alive
-from ctxwrap.daemon.rawstore import RawStore
+from ctxwrap.daemon.rawstore import InvalidPattern, RawStore, compile_pattern, scan
 from ctxwrap.daemon.session import PendingAux, SessionRuntime
 from ctxwrap.daemon.store import Store
 from ctxwrap.digest.redact import load_patterns, redact_secrets
@@ -35,9 +38,38 @@ from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.mechanisms.aux import AuxCalls
 from ctxwrap.mechanisms.lazy import Capabilities
 
-__all__ = ["Daemon", "prompt_segment_text"]
+__all__ = ["Daemon", "RequestRefused", "prompt_segment_text"]
 
 log = logging.getLogger("ctxwrap.daemon")
+
+UNKNOWN_SESSION = "unknown session"
+
+
+class RequestRefused(Exception):
+    """A request the daemon understood and will not serve: a 4xx with a reason, never a 500."""
+
+    def __init__(self, status: int, error: str, detail: str | None = None) -> None:
+        super().__init__(error)
+        self.status, self.error, self.detail = status, error, detail
+
+
+def bound_heap_growth() -> None:
+    """Large buffers (request bodies of up to 64 MB, their JSON strings) go to mmap and back to
+    the OS when freed. glibc's default raises its mmap threshold after each large free (up to
+    32 MB), so later bodies land on the heap and RSS stayed at its high-water mark: 46 -> 114 MB
+    under a fuzz of large requests. Fixed thresholds keep it near the working set. Best effort:
+    not glibc (musl, macOS) → nothing to do."""
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 256 * 1024)
+    mallopt(m_trim_threshold, 1024 * 1024)
 
 
 class Daemon:
@@ -66,6 +98,7 @@ class Daemon:
         self.capabilities_catalog = Capabilities()
         self.sessions: dict[str, SessionRuntime] = {}
         self.last_activity = time.monotonic()
+        bound_heap_growth()
 
     # -- config -----------------------------------------------------------------------------
 
@@ -116,12 +149,12 @@ class Daemon:
             if rt.pid > 0 and not pid_alive(rt.pid):
                 self._end(sid, "process-gone")
 
-    def _end(self, session_id: str, reason: str) -> None:
+    def _end(self, session_id: str, reason: str, undelivered: int = 0) -> None:
         rt = self.sessions.pop(session_id, None)
         if rt:
             for task in rt.tasks.values():
                 task.cancel()
-        self.store.end_session(session_id, reason)
+        self.store.end_session(session_id, reason, undelivered=undelivered)
         self.capabilities_catalog.forget(session_id)
         self.events.write("session_end", session=session_id, reason=reason)
         if not self.sessions:
@@ -130,13 +163,22 @@ class Daemon:
     def _rt(self, session_id: str) -> SessionRuntime:
         rt = self.sessions.get(session_id)
         if rt is None:
-            # A daemon restarted mid-session: recreate the runtime; tags in flight are lost (RETAIN).
+            # Only a session this daemon's database knows comes back to life (a daemon restarted
+            # mid-session; tags in flight are lost, i.e. RETAIN). An id never registered stays
+            # unknown: made live, it would count as a session forever and block idle exit. The
+            # 409 tells the bridge to send session_start and try again.
             row = self.store.query(
-                "SELECT pid, agent FROM sessions WHERE session_id=?", (session_id,)
+                "SELECT pid, agent, ended_at FROM sessions WHERE session_id=?", (session_id,)
             )
-            rt = SessionRuntime(session_id, int(row[0]["pid"]) if row else 0)
-            if row and row[0]["agent"]:
+            if not row:
+                raise RequestRefused(409, UNKNOWN_SESSION, "register with /v1/sessions/start")
+            rt = SessionRuntime(session_id, int(row[0]["pid"]))
+            if row[0]["agent"]:
                 rt.agent = str(row[0]["agent"])
+            if row[0]["ended_at"] is not None:
+                # Ended (shut down, or reaped while the daemon could not see it): serve this
+                # request, but do not count the session as live again until it registers.
+                return rt
             self.sessions[session_id] = rt
         self.last_activity = time.monotonic()
         return rt
@@ -179,7 +221,7 @@ class Daemon:
         return self._ack()
 
     def session_shutdown(self, req: P.SessionShutdown) -> P.Ack:
-        self._end(req.session_id, req.reason)
+        self._end(req.session_id, req.reason, req.undelivered)
         return P.Ack()
 
     def model_select(self, req: P.ModelSelect) -> P.Ack:
@@ -221,7 +263,8 @@ class Daemon:
         self.aux.record(
             req.session_id,
             pending.task,
-            "pi",
+            # the adapter ran it: pi's own providers, or Claude Code's upstream
+            "pi" if rt.agent == "pi" else "upstream",
             req.input_tokens,
             req.output_tokens,
             ok,
@@ -258,7 +301,9 @@ class Daemon:
         return P.Ack()
 
     async def context(self, req: P.ContextRequest) -> P.ContextReply:
-        return await tail_edits.decide(self, self._rt(req.session_id), req)
+        rt = self._rt(req.session_id)
+        rt.aux_round_deadline = 0.0  # an LLM call ends the tool round: a fresh aux budget
+        return await tail_edits.decide(self, rt, req)
 
     def session_totals(self, session_id: str) -> P.SessionTotals:
         totals = accounting.session_totals(self.store, session_id)
@@ -283,17 +328,25 @@ class Daemon:
 
     # -- recall, capabilities, facts --------------------------------------------------------
 
-    def recall(self, req: P.RecallRequest) -> P.RecallReply | None:
-        res = self.raw.recall(
-            req.handle,
-            pattern=req.pattern,
+    async def recall(self, req: P.RecallRequest) -> P.RecallReply | None:
+        try:
+            regex = compile_pattern(req.pattern) if req.pattern else None
+        except InvalidPattern as exc:
+            raise RequestRefused(422, "invalid pattern", str(exc)) from exc
+        path = self.raw.path_of(req.handle)
+        if path is None:
+            return None
+        # Off the event loop: a recall over a huge stored output must not stall health or
+        # other sessions' calls while it reads the file.
+        res = await asyncio.to_thread(
+            scan,
+            path,
+            regex,
             start_line=req.start_line,
             end_line=req.end_line,
             context_lines=req.context_lines,
             max_chars=self.cfg.recall_max_tokens * 4,
         )
-        if res is None:
-            return None
         return P.RecallReply(
             text=res.text,
             total_lines=res.total_lines,

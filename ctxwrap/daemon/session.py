@@ -40,6 +40,8 @@ class SessionRuntime:
     late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
     pending: dict[str, PendingAux] = field(default_factory=dict)
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
+    # http backend: when this tool round's aux budget runs out (monotonic; 0 = no round yet).
+    aux_round_deadline: float = 0.0
 
 
 def call_label(tool: str, args: dict[str, Any]) -> str:

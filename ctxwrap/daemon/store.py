@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -168,6 +168,9 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX compactions_session ON compactions(session_id, ts);
     """,
+    # 4: statistics records the agent adapter could not deliver (the daemon was away):
+    # non-zero marks the session's figures incomplete in `ctxwrap stats`
+    "ALTER TABLE sessions ADD COLUMN undelivered INTEGER NOT NULL DEFAULT 0;",
 ]
 
 
@@ -380,10 +383,13 @@ class Store:
             row,
         )
 
-    def end_session(self, session_id: str, reason: str, at: float | None = None) -> None:
+    def end_session(
+        self, session_id: str, reason: str, at: float | None = None, *, undelivered: int = 0
+    ) -> None:
         self.conn.execute(
-            "UPDATE sessions SET ended_at=?, end_reason=? WHERE session_id=? AND ended_at IS NULL",
-            (at or time.time(), reason, session_id),
+            "UPDATE sessions SET ended_at=?, end_reason=?, undelivered=undelivered+?"
+            " WHERE session_id=? AND ended_at IS NULL",
+            (at or time.time(), reason, undelivered, session_id),
         )
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[sqlite3.Row]:

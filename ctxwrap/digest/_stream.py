@@ -31,6 +31,7 @@ from ctxwrap.digest._text import (
     clean_block,
     cut_line,
     decode,
+    display_line,
     final_line_state,
     looks_binary,
     strip_ansi,
@@ -45,6 +46,7 @@ MAX_KEPT = 3000
 # Beyond this many near-identical important lines only a count is kept; failures get more
 # room because each one names a different test or file.
 SIMILAR_KEEP = 3
+MUST_KEEP_MAX = 40  # what an aux digest is checked against; more is noise, not a contract
 SIMILAR_KEEP_FAILURES = 10
 MAX_SIMILAR_KEYS = 20000
 SNIFF_BYTES = 1 << 16
@@ -62,6 +64,9 @@ class Digest:
     original_chars: int
     original_lines: int
     kept_lines: int
+    # Lines of `text` a replacement must not lose (summary lines, failures): what an aux
+    # digest is checked against before it may replace this one.
+    must_keep: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -446,7 +451,19 @@ class StreamingDigester:
         text, kept_units = render_digest(
             kept, self._similar_after, summary, self._lines_done, self._max_chars
         )
-        return Digest(text, family.name, self._original_chars, self._lines_done, kept_units)
+        must_keep = [s for s in summary if s.strip()] + [
+            shown
+            for lineno in sorted(kept)
+            if kept[lineno][0] >= FAILURE and (shown := display_line(kept[lineno][1])) in text
+        ]
+        return Digest(
+            text,
+            family.name,
+            self._original_chars,
+            self._lines_done,
+            kept_units,
+            tuple(must_keep[:MUST_KEEP_MAX]),
+        )
 
     @staticmethod
     def _merge(

@@ -356,15 +356,20 @@ def args_sig(name: str, arguments: object) -> str:
 # Compact: what decide_edits needs, never message bodies. Same JSON as describeTail in TS.
 
 
+# Sizes arrive from the bridge: bounded like every protocol integer (a JavaScript-exact,
+# SQLite-storable count), so a forged 2**64 is a 422 at the door, not an overflow later.
+_Size = Annotated[int, Field(ge=0, le=2**53 - 1)]
+
+
 class TailToolCall(_Frozen):
     id: str
     name: str
     argsSig: str
-    argsChars: int = 0  # canonical JSON length of the arguments
+    argsChars: _Size = 0  # canonical JSON length of the arguments
     writePath: str | None = None
-    writeContentChars: int | None = None
-    writeContentBytes: int | None = None
-    writeContentLines: int | None = None
+    writeContentChars: _Size | None = None
+    writeContentBytes: _Size | None = None
+    writeContentLines: _Size | None = None
 
 
 class TailMessage(_Frozen):
@@ -375,12 +380,12 @@ class TailMessage(_Frozen):
     # toolResult (absent when the message has no string toolCallId)
     toolCallId: str | None = None
     toolName: str | None = None
-    chars: int | None = None  # text length of the content
+    chars: _Size | None = None  # text length of the content
     isError: bool | None = None
 
 
 class Tail(_Frozen):
-    start: int  # index in the message list where the unseen suffix starts
+    start: _Size  # index in the message list where the unseen suffix starts
     messages: list[TailMessage]
 
     def to_json(self) -> JsonDict:

@@ -71,7 +71,7 @@ def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultR
 
     async def run_tag() -> None:
         answer = await d.aux.http_complete(
-            rt, "tag", prompts.TAG_SYSTEM, prompt, cfg.tag_max_tokens
+            rt, "tag", prompts.TAG_SYSTEM, prompt, cfg.tag_max_tokens, waited_for=False
         )
         finish_tag(d, rt, pending, answer)
 

@@ -4,6 +4,10 @@ Two ways an aux call runs: the agent adapter runs it (pi's own provider code, or
 upstream) — the daemon hands out an `AuxRequest` and gets the answer back at /v1/aux/result —
 or the daemon runs it itself on the `http` backend. Either way each call is one row in
 `aux_calls`, so its cost counts against the savings.
+
+Time: the calls the agent waits for (a digest, a fact) share one budget per tool round (the
+tool calls between two LLM calls), never a sum of timeouts; after a call runs out of time the
+next ones are skipped for a while, so a slow aux model costs a session one budget.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ if TYPE_CHECKING:
     from ctxwrap.daemon.store import Store
 
 MECHANISM_OF_TASK = {"digest": "bash", "tag": "amnesia", "fact": "writes"}
+# After an aux call ran out of time, calls the agent would wait for are skipped this long.
+SLOW_SUSPEND_S = 60.0
 
 
 class AuxCalls:
@@ -30,6 +36,7 @@ class AuxCalls:
         self.store = store
         self.cfg = settings
         self._http: HttpAuxBackend | None = None
+        self.slow_until = 0.0  # monotonic; see SLOW_SUSPEND_S
 
     def reconfigure(self, settings: Settings) -> None:
         """New settings: the http backend is rebuilt on next use."""
@@ -105,16 +112,42 @@ class AuxCalls:
             },
         )
 
+    def round_budget_ms(self, rt: SessionRuntime) -> int:
+        """What is left of this tool round's aux budget; 0 while the aux model is known slow."""
+        now = time.monotonic()
+        if now < self.slow_until:
+            return 0
+        if not rt.aux_round_deadline:
+            rt.aux_round_deadline = now + self.cfg.aux_timeout_ms / 1000
+        return max(0, int((rt.aux_round_deadline - now) * 1000))
+
     async def http_complete(
-        self, rt: SessionRuntime, task: str, system: str, prompt: str, max_tokens: int
+        self,
+        rt: SessionRuntime,
+        task: str,
+        system: str,
+        prompt: str,
+        max_tokens: int,
+        *,
+        waited_for: bool = True,
     ) -> str | None:
-        """Run one aux call on the http backend and record its cost; None when there is none."""
+        """Run one aux call on the http backend and record its cost; None when there is none.
+
+        `waited_for`: the agent waits for the answer (digest, fact), so the call gets what is
+        left of the round's budget; a tag runs beside the round with its own timeout.
+        """
         backend = self.http_backend()
         if backend is None:
             return None
+        timeout_ms = self.round_budget_ms(rt) if waited_for else self.cfg.aux_timeout_ms
+        if timeout_ms <= 0:
+            return None  # no time left this round: the extract or heuristic stands
+        start = time.monotonic()
         ans = await backend.complete(
-            system=system, prompt=prompt, max_tokens=max_tokens, timeout_ms=self.cfg.aux_timeout_ms
+            system=system, prompt=prompt, max_tokens=max_tokens, timeout_ms=timeout_ms
         )
+        if ans.text is None and time.monotonic() - start >= timeout_ms / 1000 * 0.95:
+            self.slow_until = time.monotonic() + SLOW_SUSPEND_S
         self.record(
             rt.session_id,
             task,

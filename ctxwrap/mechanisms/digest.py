@@ -10,6 +10,7 @@ the model can recall parts of it.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,7 +115,14 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
         digest=len(text),
         family=digest.family,
     )
-    ctx = {"extract": extract, "header": header + "\n$ " + command[:300]}
+    ctx = {
+        "extract": extract,
+        "header": header + "\n$ " + command[:300],
+        "must_keep": [scrub_temp_paths(line) for line in digest.must_keep],
+        "exit_line": f"Command exited with code {exit_code}"
+        if status.startswith("exit code") and exit_code not in (None, 0)
+        else None,
+    }
     if len(extract) < cfg.bash_aux_min_chars:
         return P.ToolResultReply(action="replace", text=text, handle=handle)
     aux_prompt = prompts.digest_prompt(
@@ -153,12 +161,65 @@ def accept_digest(
     # An answer longer than what it condenses (or than the cap) is worse than the extract.
     if len(answer) >= len(extract) or len(answer) > cap:
         return None
+    refused = digest_refusal(answer, pending.context.get("must_keep", []))
+    if refused:
+        d.events.write("aux_refused", session=rt.session_id, call=pending.tool_call_id, why=refused)
+        return None
     text: str = pending.context["header"] + "\n" + answer
+    exit_line = pending.context.get("exit_line")
+    if exit_line and exit_line not in answer:
+        text += f"\n\n{exit_line}"  # the exit status is ours to state, not the aux model's
     d.store.conn.execute(
         "UPDATE digests SET digest_chars=?, source='aux' WHERE session_id=? AND tool_call_id=?",
         (len(text), rt.session_id, pending.tool_call_id),
     )
     return text
+
+
+# What makes a must-keep line itself: a file:line location, a test id, a count with its noun.
+_LOCATION = re.compile(r"[\w./\\-]+\.\w+:\d+")
+_TEST_ID = re.compile(r"[\w./-]+::[\w\[\]./:-]+|\btest_\w+|\bTest\w+")
+_COUNT = re.compile(
+    r"\b(\d+)\s+(?:failed|passed|errors?|warnings?|skipped|tests?|failures?|xfailed|deselected)\b",
+    re.I,
+)
+_WORD = re.compile(r"[A-Za-z_][\w-]{3,}")
+
+
+def must_keep_tokens(line: str) -> list[str]:
+    """What an answer must repeat for `line` to count as kept (lower case)."""
+    tokens = [m.group(0) for m in _LOCATION.finditer(line)]
+    tokens += [m.group(0).split("[")[0] for m in _TEST_ID.finditer(line)]
+    tokens += [m.group(1) for m in _COUNT.finditer(line)]
+    return [t.lower() for t in dict.fromkeys(tokens)]
+
+
+def digest_refusal(answer: str, must_keep: list[str]) -> str | None:
+    """Why an aux digest may not replace the extract, or None when it may.
+
+    The extract's must-keep lines (summary lines and failures, as the extractive digester
+    ranked them) must survive: each line's locations, test ids and counts appear in the answer,
+    or, for a line with none, at least half its words. Garbage and tag-shaped answers are out.
+    """
+    if prompts.has_control_chars(answer):
+        return "control characters"
+    if prompts.is_tag_shaped(answer):
+        return "tag-shaped"
+    if prompts.wordlike_share(answer) < 0.5:
+        return "not text"
+    low = answer.lower()
+    answer_numbers = set(re.findall(r"\d+", low))
+    for line in must_keep:
+        tokens = must_keep_tokens(line)
+        if tokens:
+            lost = [t for t in tokens if (t not in answer_numbers if t.isdigit() else t not in low)]
+            if lost:
+                return f"lost {lost[0]!r}"
+            continue
+        words = {w.lower() for w in _WORD.findall(line)}
+        if words and sum(w in low for w in words) * 2 < len(words):
+            return f"lost line {line[:60]!r}"
+    return None
 
 
 def _store_and_digest_file(

@@ -72,8 +72,16 @@ class Capabilities:
         if found:
             best = found[0]
             if best.kind == "skill" and best.file_path:
-                reply.skill_body = read_skill_body(best.file_path, skill_max_chars)
                 reply.skill_path = best.file_path
+                try:
+                    reply.skill_body = read_skill_body(best.file_path, skill_max_chars)
+                except (OSError, ValueError) as exc:
+                    # Catalogued, then moved or deleted: say so rather than fail the tool call.
+                    reason = exc.strerror if isinstance(exc, OSError) else "unreadable"
+                    reply.skill_body = (
+                        f"[ctxwrap: the skill file {best.file_path} can no longer be read "
+                        f"({reason or type(exc).__name__}); it was moved or deleted]"
+                    )
             elif best.kind == "tool":
                 reply.activate_tool = best.name
         return reply

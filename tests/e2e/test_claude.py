@@ -247,6 +247,11 @@ def test_read_drop_tombstone_write_stub_and_prefix_property(tmp_path: Path, xdg:
         )
         by_mech = {m["mechanism"]: m for m in stats["mechanisms"]}
         assert by_mech["amnesia"]["saved_chars"] > 0 and by_mech["writes"]["saved_chars"] > 0
+        import sqlite3
+
+        with sqlite3.connect(xdg.state / "ctxwrap" / "ctxwrap.db") as db:
+            backends = {b for (b,) in db.execute("SELECT backend FROM aux_calls")}
+        assert backends == {"upstream"}  # run on Claude Code's own upstream, not pi's providers
         # aux calls went upstream with the session's own key; the key is in no ctxwrap file
         assert all(r.headers.get("x-api-key") == TEST_API_KEY for r in aux)
         assert_key_in_no_file(xdg, TEST_API_KEY)

@@ -171,6 +171,20 @@ def test_completion_of_commands(shell: str, env: dict[str, str], tmp_path: Path)
     assert {"bash", "zsh", "fish"} <= set(shells), shells
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+def test_completion_of_claude_hook_and_recall(
+    shell: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    need(shell)
+    script = init_script(shell, env, tmp_path)
+    assert completions(shell, "ctxwrap cl", env, script) == ["claude"]
+    assert completions(shell, "ctxwrap rec", env, script) == ["recall"]
+    top = completions(shell, "ctxwrap ", env, script)
+    assert {"pi", "claude", "hook", "recall"} <= set(top), top
+    hooks = completions(shell, "ctxwrap hook ", env, script)
+    assert hooks == ["claude"], hooks
+
+
 def test_zsh_registers_completion_when_compinit_runs_later(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -186,42 +200,106 @@ def test_zsh_registers_completion_when_compinit_runs_later(
     assert "__ctxwrap_compdef" not in done.stdout  # the one-shot hook removed itself
 
 
+# The wrapped agents, their opt-in variable and the exit status of their fake plain binary.
+AGENTS = {"pi": ("CTXWRAP_WRAP_PI", 5), "claude": ("CTXWRAP_WRAP_CLAUDE", 4)}
+
+
 def fake_bins(tmp_path: Path) -> tuple[Path, Path]:
-    """A fake ctxwrap (status 7) and a fake plain pi (status 5) that say how they were called."""
+    """A fake ctxwrap (status 7) and fake plain agents (pi: 5, claude: 4) that say how they
+    were called; the fake ctxwrap lives outside PATH, as `ctxwrap init`'s absolute path may."""
     bindir = tmp_path / "fakebin"
     bindir.mkdir()
-    fake_ctxwrap = bindir / "fake-ctxwrap"
+    selfdir = tmp_path / "fakeself"
+    selfdir.mkdir()
+    fake_ctxwrap = selfdir / "fake-ctxwrap"
     fake_ctxwrap.write_text('#!/bin/sh\necho "via-ctxwrap $*"\nexit 7\n')
-    fake_pi = bindir / "pi"
-    fake_pi.write_text('#!/bin/sh\necho "plain-pi $*"\nexit 5\n')
-    for f in (fake_ctxwrap, fake_pi):
+    fakes = [fake_ctxwrap]
+    for agent, (_, code) in AGENTS.items():
+        fake = bindir / agent
+        fake.write_text(f'#!/bin/sh\necho "plain-{agent} $*"\nexit {code}\n')
+        fakes.append(fake)
+    for f in fakes:
         f.chmod(0o755)
     return bindir, fake_ctxwrap
 
 
+def _set(shell: str, name: str, value: str) -> str:
+    return f"set {name} {value}" if shell == "fish" else f"{name}={value}"
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
 @pytest.mark.parametrize("shell", SHELLS)
-def test_pi_is_wrapped_only_when_opted_in(shell: str, env: dict[str, str], tmp_path: Path) -> None:
+def test_agent_is_wrapped_only_when_opted_in(
+    shell: str, agent: str, env: dict[str, str], tmp_path: Path
+) -> None:
     need(shell)
+    var, plain_rc = AGENTS[agent]
     bindir, fake_ctxwrap = fake_bins(tmp_path)
     script = tmp_path / f"init.{shell}"
     script.write_text(render_init_script(shell, str(fake_ctxwrap)))
     env = {**env, "PATH": f"{bindir}{os.pathsep}{env['PATH']}"}
     s = STATUS[shell]
-    snippet = f"source {script}; pi --model x; echo rc={s}"
+    snippet = f"source {script}; {agent} --model 'a b'; echo rc={s}"
 
     plain = run(shell, snippet, env)
-    assert "plain-pi --model x" in plain.stdout and "rc=5" in plain.stdout, plain.stdout
+    assert f"plain-{agent} --model a b" in plain.stdout, plain.stdout + plain.stderr
+    assert f"rc={plain_rc}" in plain.stdout, plain.stdout
 
-    wrapped = run(shell, snippet, {**env, "CTXWRAP_WRAP_PI": "1"})
-    assert "via-ctxwrap pi --model x" in wrapped.stdout, wrapped.stdout + wrapped.stderr
-    assert "rc=7" in wrapped.stdout  # ctxwrap's (pi's) exit status comes through
+    wrapped = run(shell, snippet, {**env, var: "1"})
+    assert f"via-ctxwrap {agent} --model a b" in wrapped.stdout, wrapped.stdout + wrapped.stderr
+    assert "rc=7" in wrapped.stdout  # ctxwrap's (the agent's) exit status comes through
+    assert stderr_noise(shell, wrapped.stderr) == ""
 
-    # switched off later in the session: plain pi again, without re-sourcing
-    off = {"fish": "set CTXWRAP_WRAP_PI 0", "bash": "CTXWRAP_WRAP_PI=0", "zsh": "CTXWRAP_WRAP_PI=0"}
+    # `command <agent>` skips the wrapper
+    direct = run(shell, f"source {script}; command {agent} x; echo rc={s}", {**env, var: "1"})
+    assert f"plain-{agent} x" in direct.stdout and f"rc={plain_rc}" in direct.stdout, direct.stdout
+
+    # switched off later in the session: the plain agent again, without re-sourcing
     later = run(
-        shell, f"source {script}; {off[shell]}; pi; echo rc={s}", {**env, "CTXWRAP_WRAP_PI": "1"}
+        shell, f"source {script}; {_set(shell, var, '0')}; {agent}; echo rc={s}", {**env, var: "1"}
     )
-    assert "plain-pi" in later.stdout and "rc=5" in later.stdout, later.stdout
+    assert f"plain-{agent}" in later.stdout and f"rc={plain_rc}" in later.stdout, later.stdout
+
+    # the ctxwrap that printed the script is gone: the plain agent, no error
+    fake_ctxwrap.unlink()
+    gone = run(shell, snippet, {**env, var: "1"})
+    assert f"plain-{agent} --model a b" in gone.stdout, gone.stdout + gone.stderr
+    assert f"rc={plain_rc}" in gone.stdout
+    assert stderr_noise(shell, gone.stderr) == ""
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_wrappers_are_independent_and_register_once(
+    shell: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Only the opted-in agent is wrapped; a second `source` (here with the other variable
+    set) is a no-op and keeps `$?`; a non-interactive shell gets no wrapper at all."""
+    need(shell)
+    bindir, fake_ctxwrap = fake_bins(tmp_path)
+    script = tmp_path / f"init.{shell}"
+    script.write_text(render_init_script(shell, str(fake_ctxwrap)))
+    env = {**env, "PATH": f"{bindir}{os.pathsep}{env['PATH']}", "CTXWRAP_WRAP_CLAUDE": "1"}
+    s = STATUS[shell]
+    snippet = (
+        f"source {script}; {_set(shell, 'CTXWRAP_WRAP_PI', '1')}; "
+        f"false; source {script}; echo again={s}; "
+        f"claude; echo rc={s}; pi; echo rc={s}"
+    )
+    done = run(shell, snippet, env)
+    out = done.stdout.splitlines()
+    assert out == ["again=1", "via-ctxwrap claude", "rc=7", "plain-pi ", "rc=5"], done.stdout
+    assert stderr_noise(shell, done.stderr) == ""
+
+    argv = [a for a in ARGV[shell] if a != "-i"]
+    bare = subprocess.run(
+        [*argv, f"source {script}; claude; echo rc={s}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bare.stdout.splitlines() == ["plain-claude ", "rc=4"], bare.stdout + bare.stderr
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -308,3 +386,35 @@ def test_tab_completes_in_a_terminal(shell: str, env: dict[str, str], tmp_path: 
         child.send("\x15")  # Ctrl+U: drop the line, run nothing
     finally:
         child.close(force=True)
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_an_alias_named_like_the_agent_does_not_break_the_script(
+    shell: str, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Claude Code's local install puts `alias claude=~/.claude/local/claude` in the rc file,
+    often above our line: the script still loads whole and keeps `$?`; once the alias is gone
+    the wrapper is there (fish's `alias` is a function, which the wrapper replaces)."""
+    need(shell)
+    bindir, fake_ctxwrap = fake_bins(tmp_path)
+    script = tmp_path / f"init.{shell}"
+    script.write_text(render_init_script(shell, str(fake_ctxwrap)))
+    env = {
+        **env,
+        "PATH": f"{bindir}{os.pathsep}{env['PATH']}",
+        "CTXWRAP_WRAP_CLAUDE": "1",
+        "CTXWRAP_WRAP_PI": "1",
+    }
+    s = STATUS[shell]
+    unalias = "" if shell == "fish" else "unalias claude pi\n"
+    snippet = (
+        "alias claude=/bin/echo\nalias pi=/bin/echo\n"
+        f"false; source {script}; echo rc={s}\n"
+        f"{unalias}claude x; pi y; ctxwrap_prompt_segment; echo segment={s}\n"
+    )
+    done = run(shell, snippet, env)
+    out = done.stdout.splitlines()
+    assert out == ["rc=1", "via-ctxwrap claude x", "via-ctxwrap pi y", "segment=7"], (
+        done.stdout + done.stderr
+    )
+    assert stderr_noise(shell, done.stderr) == ""

@@ -91,7 +91,9 @@ def test_only_an_exact_drop_drops(answer: str | None, tag: str) -> None:
 
 
 def test_clean_fact_rejects_empty_or_long() -> None:
-    assert clean_fact("CNN model, 3 layers\nextra", max_chars=100) == "CNN model, 3 layers"
+    assert clean_fact("CNN model, 3 layers\n", max_chars=100) == "CNN model, 3 layers"
+    # A second line is commentary or prose, not the one line asked for (issue 12, finding 6).
+    assert clean_fact("CNN model, 3 layers\nextra", max_chars=100) is None
     assert clean_fact("", max_chars=100) is None
     assert clean_fact("x" * 500, max_chars=100) is None
 

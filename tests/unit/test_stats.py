@@ -352,6 +352,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "empty",
         "sessions",
         "live_sessions",
+        "incomplete_sessions",
         "totals",
         "groups",
     }
@@ -375,6 +376,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
             "started_at",
             "ended_at",
             "end_reason",
+            "incomplete",
             "model",
             "cwd",
         }
