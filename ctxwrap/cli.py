@@ -183,7 +183,7 @@ def daemon_start() -> None:
     """Start the daemon in the background (no-op if it is already up)."""
     from ctxwrap.client import ensure_running
 
-    h = ensure_running()
+    h = ensure_running(started_by="ctxwrap daemon start")
     click.echo(f"ctxwrap daemon {h.version} ready (pid {h.pid}) on {h.socket}")
 
 
@@ -201,7 +201,7 @@ def daemon_restart() -> None:
     from ctxwrap.client import ensure_running, stop_daemon
 
     stop_daemon()
-    h = ensure_running()
+    h = ensure_running(started_by="ctxwrap daemon restart")
     click.echo(f"ctxwrap daemon {h.version} ready (pid {h.pid}) on {h.socket}")
 
 
@@ -217,16 +217,22 @@ def _status(as_json: bool) -> None:
         "uptime_s": None,
         "sessions": None,
         "config_error": None,
+        "degraded": None,
     }
     if isinstance(result, (Ready, NeedsRestart)):
         h = result.health
         out.update(
-            state="ready" if isinstance(result, Ready) else "needs-restart",
+            state="needs-restart"
+            if isinstance(result, NeedsRestart)
+            else "degraded"
+            if h.degraded
+            else "ready",
             pid=h.pid,
             version=h.version,
             uptime_s=h.uptime_s,
             sessions=h.sessions,
             config_error=h.config_error,
+            degraded=h.degraded,
         )
     else:
         out["reason"] = result.reason
@@ -247,9 +253,11 @@ def _status(as_json: bool) -> None:
             click.echo(f"hint: {out['hint']}")
         if out["config_error"]:
             click.echo(f"config error (last good config in force): {out['config_error']}")
+        if out["degraded"]:
+            click.echo(f"degraded: {out['degraded']}")
     if out["state"] == "unsafe":
         raise ExitCode(SocketSecurityError.exit_code)
-    if out["state"] != "ready":
+    if out["state"] not in ("ready", "degraded"):  # degraded still serves every session
         raise ExitCode(3)  # like `systemctl status`: scripts can test for "not running"
 
 

@@ -45,6 +45,7 @@ class Health:
     socket: str
     config_error: str | None = None
     systemd: bool = False
+    degraded: str | None = None  # why state writes fail (disk full), while they do
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Health:
@@ -57,6 +58,7 @@ class Health:
             socket=str(data.get("socket", "")),
             config_error=data.get("config_error"),
             systemd=bool(data.get("systemd", False)),
+            degraded=str(data["degraded"]) if data.get("degraded") else None,
         )
 
 
@@ -153,17 +155,39 @@ def systemd_unit_enabled() -> bool:
     return unit.exists() and os.environ.get("CTXWRAP_NO_SYSTEMD") != "1"
 
 
-def _spawn_daemon() -> None:
+def _spawn_daemon(started_by: str) -> subprocess.Popen[bytes]:
     log = paths.daemon_log_path()
-    log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    subprocess.Popen(
+    # The daemon creates the state dir itself and reports when it cannot (a full disk).
+    with contextlib.suppress(OSError):
+        log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return subprocess.Popen(
         [sys.executable, "-m", "ctxwrap", "daemon", "run", "--log-file", str(log)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # survives the terminal that started it
         close_fds=True,
+        env={**os.environ, "CTXWRAP_STARTED_BY": started_by},
     )
+
+
+def _start_failed(child: subprocess.Popen[bytes]) -> DaemonStartError:
+    """The daemon we spawned exited before it answered: say why, from its failure record."""
+    from ctxwrap.daemon.lifecycle import read_start_failure
+
+    record = read_start_failure(child.pid)
+    log = paths.daemon_log_path()
+    if record is None:
+        return DaemonStartError(
+            f"the daemon exited during start-up (status {child.returncode})",
+            hint=f"run `ctxwrap daemon run` in the foreground to see why; log: {log}",
+        )
+    err = DaemonStartError(
+        f"the daemon could not start: {record.get('message')}", hint=record.get("hint") or None
+    )
+    if isinstance(record.get("exit_code"), int):
+        err.exit_code = record["exit_code"]
+    return err
 
 
 def stop_daemon(timeout: float = 10.0) -> bool:
@@ -195,8 +219,13 @@ def stop_daemon(timeout: float = 10.0) -> bool:
     return True
 
 
-def ensure_running(deadline_s: float = START_DEADLINE_S) -> Health:
-    """Return the health of a ready daemon of our version, starting or restarting one if needed."""
+def ensure_running(deadline_s: float = START_DEADLINE_S, *, started_by: str = "ctxwrap") -> Health:
+    """Return the health of a ready daemon of our version, starting or restarting one if needed.
+
+    A daemon that fails to start is reported as soon as it exits, with the reason it left
+    (see lifecycle.start_failure_path), not after the deadline. ``started_by`` names the
+    command, for doctor.
+    """
     first = probe()
     if isinstance(first, Ready):
         return first.health
@@ -222,14 +251,15 @@ def ensure_running(deadline_s: float = START_DEADLINE_S) -> Health:
             )
         if isinstance(result, NeedsRestart):
             stop_daemon()
-        if not systemd_unit_enabled():
-            _spawn_daemon()
+        child = None if systemd_unit_enabled() else _spawn_daemon(started_by)
         end = time.monotonic() + deadline_s
         last: ProbeResult = result
         while time.monotonic() < end:
             last = probe(timeout=0.5)
             if isinstance(last, Ready):
                 return last.health
+            if child is not None and child.poll() is not None:
+                raise _start_failed(child)
             time.sleep(0.03)
         reason = last.reason if isinstance(last, (Unreachable, NeedsRestart)) else "?"
         raise DaemonStartError(

@@ -263,6 +263,25 @@ def check_pi_and_node() -> list[Check]:
     return checks
 
 
+def node_too_old(exe: Path) -> str | None:
+    """Why pi at ``exe`` cannot run on the node its launcher picks, or None when it can (or
+    when that cannot be told). `ctxwrap pi` asks this after pi failed, so a bare SyntaxError
+    from an old Node gets an explanation without a check on every start."""
+    info = inspect_pi(exe)
+    pv = parse_version(info.version or "")
+    need = parse_version(info.engines_node or "") or (PI_NODE_MIN.get(pv[0]) if pv else None)
+    if need is None or info.node is None:
+        return None
+    nv = node_version(info.node)
+    if nv is None or nv >= need:
+        return None
+    fix = NODE22_HINT if need >= (22, 0, 0) else "install Node >= 20.6 and put it first on PATH"
+    return (
+        f"pi {info.version or '?'} needs Node >= {_fmt(need)}, but its launcher ran "
+        f"{info.node} {_fmt(nv)} (an older Node fails with a SyntaxError); {fix}"
+    )
+
+
 # -- daemon, socket dir, config, aux -------------------------------------------------------------
 
 
@@ -281,10 +300,17 @@ def check_daemon() -> Check:
                 f"pid {h.pid} runs on its last good config: {h.config_error}",
                 f"fix {paths.config_file()}; the daemon reloads it by itself",
             )
-        how = "systemd" if h.systemd else "auto-started"
-        return Check(
-            "daemon", "ok", f"ready, {h.version}, pid {h.pid} ({how}), {h.sessions} live session(s)"
-        )
+        how = "systemd" if h.systemd else _started_by(h.pid) or "started by an earlier ctxwrap"
+        summary = f"{h.version}, pid {h.pid} ({how}), {h.sessions} live session(s)"
+        if h.degraded:
+            return Check(
+                "daemon",
+                "fail",
+                f"degraded: {h.degraded}; {summary}",
+                f"free space where {paths.state_dir()} lives; the daemon recovers by itself "
+                "(meanwhile digests go on without recall, and stats are lost)",
+            )
+        return Check("daemon", "ok", f"ready, {summary}")
     if isinstance(result, NeedsRestart):
         return Check(
             "daemon",
@@ -300,6 +326,23 @@ def check_daemon() -> Check:
             "systemctl --user enable --now ctxwrap.socket; journalctl --user -u ctxwrap",
         )
     return Check("daemon", "ok", f"not running ({result.reason}); `ctxwrap pi` starts it on demand")
+
+
+def _started_by(pid: int) -> str | None:
+    """How daemon ``pid`` came to run, from the second line of its pidfile."""
+    try:
+        lines = paths.pidfile_path().read_text().splitlines()
+    except OSError:
+        return None
+    if not lines or lines[0].split()[:1] != [str(pid)]:
+        return None
+    for line in lines[1:]:
+        if line.startswith("started-by "):
+            how = line.removeprefix("started-by ").strip()
+            if how.startswith("ctxwrap pi"):
+                return f"auto-started by {how}"
+            return f"started by `{how}`"
+    return None
 
 
 def check_socket_dir() -> Check:
@@ -372,7 +415,8 @@ def _tcp_reachable(host: str, port: int, timeout: float = 1.0) -> str | None:
         return exc.strerror or str(exc)
 
 
-def check_aux(settings: object | None, pi_ok: bool) -> Check:
+def check_aux(settings: object | None, pi_failed: list[str]) -> Check:
+    """``pi_failed``: names of the failed checks among pi and node (aux "pi" needs both)."""
     from ctxwrap.config import Settings
 
     if not isinstance(settings, Settings):
@@ -387,12 +431,12 @@ def check_aux(settings: object | None, pi_ok: bool) -> Check:
         )
     if backend == "pi":
         model = settings.aux_model or "the active pi model"
-        if not pi_ok:
+        if pi_failed:
             return Check(
                 "aux backend",
                 "fail",
-                f"pi ({model}), but pi is not usable",
-                "fix the pi check above",
+                f"pi ({model}), but pi cannot run here",
+                f"fix the {' and '.join(pi_failed)} check{'s' if len(pi_failed) > 1 else ''} above",
             )
         return Check("aux backend", "ok", f"pi, with {model} (only under `ctxwrap pi`)")
     if not settings.aux_base_url:
@@ -436,8 +480,8 @@ def run_checks() -> list[Check]:
     checks.append(check_socket_dir())
     cfg, settings = check_config()
     checks.append(cfg)
-    pi_ok = all(c.level != "fail" for c in checks if c.name in {"pi", "node"})
-    checks.append(check_aux(settings, pi_ok))
+    pi_failed = [c.name for c in checks if c.name in {"pi", "node"} and c.level == "fail"]
+    checks.append(check_aux(settings, pi_failed))
     from ctxwrap.agents.claude.doctor_check import check_claude
 
     checks += check_claude()

@@ -47,6 +47,12 @@ class DaemonAlreadyRunning(DaemonError):
     """`daemon run` found another live daemon holding the pidfile lock."""
 
 
+class StateWriteError(CtxwrapError):
+    """The state directory refuses writes (disk full, quota, I/O error, read-only)."""
+
+    exit_code = 74  # EX_IOERR
+
+
 class SocketSecurityError(CtxwrapError):
     """The runtime or state directory, or the socket, is not private to this user."""
 
@@ -76,4 +82,5 @@ __all__ = [
     "NotFoundError",
     "PiNotFound",
     "SocketSecurityError",
+    "StateWriteError",
 ]

@@ -73,6 +73,10 @@ EXIT_STATUS = [
     ("69", "The daemon could not be reached or started."),
     ("70", "An internal error (a bug; --debug shows the traceback)."),
     ("73", "`config init`: the config file exists (--force replaces it and keeps a .bak copy)."),
+    (
+        "74",
+        "`daemon run`, `daemon start`: the state directory refuses writes (disk full, I/O error).",
+    ),
     ("77", "The socket directory or socket is not private to this user."),
     ("78", "The configuration is invalid."),
     ("127", "pi or claude was not found (CTXWRAP_PI, CTXWRAP_CLAUDE or PATH)."),

@@ -51,6 +51,9 @@ class Health(Reply):
     socket: str
     config_error: str | None = None
     systemd: bool = False
+    # Set while state writes fail (disk full, I/O error): the daemon still answers and digests,
+    # but stats, facts and raw outputs (recall) are being lost. Says what fails and why.
+    degraded: str | None = None
 
 
 class ErrorReply(Reply):

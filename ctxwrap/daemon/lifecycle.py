@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -27,7 +28,15 @@ from ctxwrap.config import load_config
 from ctxwrap.daemon.app import build_app
 from ctxwrap.daemon.pidfile import acquire_pidfile
 from ctxwrap.daemon.service import Daemon
-from ctxwrap.errors import ConfigError, DaemonAlreadyRunning, SocketSecurityError
+from ctxwrap.daemon.store import disk_write_failure, free_space
+from ctxwrap.errors import (
+    ConfigError,
+    CtxwrapError,
+    DaemonAlreadyRunning,
+    DaemonStartError,
+    SocketSecurityError,
+    StateWriteError,
+)
 
 log = logging.getLogger("ctxwrap.daemon")
 SD_LISTEN_FDS_START = 3
@@ -184,36 +193,120 @@ async def _housekeeping(daemon: Daemon, server: uvicorn.Server) -> None:
             server.should_exit = True
 
 
+STARTED_BY_ENV = "CTXWRAP_STARTED_BY"  # set by whoever spawns `daemon run` in the background
+
+
+def start_failure_path() -> Path:
+    """Where a daemon that could not start leaves why, for the client waiting on it.
+
+    In the runtime dir, not the state dir: the state dir's disk being full is one of the
+    reasons a start fails, and then daemon.log cannot say so either."""
+    return paths.runtime_dir() / "start-failure.json"
+
+
+def read_start_failure(pid: int) -> dict[str, Any] | None:
+    """The failure record daemon ``pid`` left, if it left one."""
+    try:
+        data = json.loads(start_failure_path().read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("pid") == pid else None
+
+
+def _record_start_failure(exc: BaseException) -> CtxwrapError:
+    """Say why start-up failed in the log and the runtime dir; return the error to raise."""
+    if isinstance(exc, CtxwrapError):
+        err = exc
+    else:
+        state = paths.state_dir()
+        cause = disk_write_failure(exc)
+        if cause is not None:
+            err = StateWriteError(
+                f"cannot write the state directory {state}: {cause} ({free_space(state)})",
+                hint=f"free space on the filesystem holding {state}, or point XDG_STATE_HOME "
+                "at another one",
+            )
+        else:
+            # SQLite's messages do not say which file: name the state dir it was opening.
+            err = DaemonStartError(
+                f"start-up failed (state dir {state}): {type(exc).__name__}: {exc}"
+            )
+    log.error("start-up failed: %s%s", err.message, f" ({err.hint})" if err.hint else "")
+    record = {
+        "pid": os.getpid(),
+        "ts": time.time(),
+        "message": err.message,
+        "hint": err.hint,
+        "exit_code": err.exit_code,
+    }
+    with contextlib.suppress(OSError):
+        path = start_failure_path()
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(record))
+        os.replace(tmp, path)
+    return err
+
+
 def run_daemon(*, log_file: Path | None = None) -> int:
     """`ctxwrap daemon run`: serve until SIGTERM/SIGINT. Returns the exit status."""
     # Whatever umask started us (000 included): the DB, its -wal/-shm, logs and raw outputs
     # hold what passed through the daemon and are the user's alone.
     os.umask(0o077)
-    state = paths.ensure_state_dir()
-    handler: logging.Handler = (
-        logging.StreamHandler(sys.stderr) if log_file is None else logging.FileHandler(log_file)
-    )
+    started_by = os.environ.pop(STARTED_BY_ENV, "") or "ctxwrap daemon run"
+    state_error: Exception | None = None
+    try:
+        state = paths.ensure_state_dir()
+    except Exception as exc:  # a full disk, a foreign dir: reported below, once logging is up
+        state, state_error = paths.state_dir(), exc
+    handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    if log_file is not None:
+        try:
+            handler = logging.FileHandler(log_file)
+        except OSError as exc:  # e.g. the state dir cannot be created: say so on stderr
+            sys.stderr.write(f"ctxwrap: cannot open the log {log_file}: {exc.strerror}\n")
     handler.setFormatter(_RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
-    runtime = paths.ensure_private_dir(paths.runtime_dir())
     sock_path = paths.socket_path()
+    pid_fd: int | None = None
+    sock: socket.socket | None = None
+    activated: socket.socket | None = None
+    bound_ino: int | None = None
     try:
-        loaded = load_config()
-        config_error = None
-    except ConfigError as exc:
-        # A broken config must not keep the daemon down: run on defaults and say why.
-        loaded = load_config(Path(os.devnull))
-        config_error = exc.message
-    pid_fd = acquire_pidfile(runtime / "daemon.pid")
-    activated = systemd_socket()
-    sock = activated or bind_socket(sock_path)
-    bound_ino = None if activated else os.stat(sock_path).st_ino
-    daemon = Daemon(
-        loaded,
-        socket=sock_path,
-        state_dir=state,
-        systemd=activated is not None or "NOTIFY_SOCKET" in os.environ,
-    )
+        if state_error is not None:
+            raise state_error
+        runtime = paths.ensure_private_dir(paths.runtime_dir())
+        try:
+            loaded = load_config()
+            config_error = None
+        except ConfigError as exc:
+            # A broken config must not keep the daemon down: run on defaults and say why.
+            loaded = load_config(Path(os.devnull))
+            config_error = exc.message
+        pid_fd = acquire_pidfile(runtime / "daemon.pid")
+        activated = systemd_socket()
+        if activated is not None:
+            started_by = "systemd"
+        sock = activated or bind_socket(sock_path)
+        bound_ino = None if activated else os.stat(sock_path).st_ino
+        daemon = Daemon(
+            loaded,
+            socket=sock_path,
+            state_dir=state,
+            systemd=activated is not None or "NOTIFY_SOCKET" in os.environ,
+        )
+    except BaseException as exc:
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        err = _record_start_failure(exc)
+        _release(sock, activated, sock_path, bound_ino, pid_fd)
+        raise err from exc
+    with contextlib.suppress(OSError):
+        start_failure_path().unlink(missing_ok=True)  # an earlier failed start's, now moot
+    # A second line after `<pid> <version>`: how this daemon came to run, for doctor/status.
+    with contextlib.suppress(OSError):
+        os.write(pid_fd, f"started-by {started_by}\n".encode())
     if config_error:
         daemon.report_config_error(config_error)
     app = build_app(daemon)
@@ -260,13 +353,25 @@ def run_daemon(*, log_file: Path | None = None) -> int:
     try:
         asyncio.run(main())
     finally:
-        if activated is None:
-            with contextlib.suppress(OSError):
-                # Only remove the socket if it is still ours (a successor may have replaced it).
-                if sock_path.exists() and os.stat(sock_path).st_ino == bound_ino:
-                    sock_path.unlink()
+        _release(sock, activated, sock_path, bound_ino, pid_fd)
+    return 0
+
+
+def _release(
+    sock: socket.socket | None,
+    activated: socket.socket | None,
+    sock_path: Path,
+    bound_ino: int | None,
+    pid_fd: int | None,
+) -> None:
+    if sock is not None and activated is None and bound_ino is not None:
+        with contextlib.suppress(OSError):
+            # Only remove the socket if it is still ours (a successor may have replaced it).
+            if sock_path.exists() and os.stat(sock_path).st_ino == bound_ino:
+                sock_path.unlink()
+    if sock is not None:
         sock.close()
+    if pid_fd is not None:
         with contextlib.suppress(OSError):
             os.ftruncate(pid_fd, 0)
         os.close(pid_fd)
-    return 0

@@ -11,6 +11,8 @@ unsupported pattern (backreferences, lookaround) is an `InvalidPattern`, never a
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import secrets
 import time
@@ -21,7 +23,7 @@ from typing import Any, TextIO
 
 import re2
 
-from ctxwrap.daemon.store import Store
+from ctxwrap.daemon.store import Store, disk_write_failure
 from ctxwrap.digest import redact_secrets
 
 _CHUNK = 1 << 16
@@ -108,8 +110,72 @@ class RawStore:
         tool_name: str,
         command: str | None,
     ) -> StoredOutput:
+        """Store ``lines`` (redacted); raises OSError when the disk refuses the write.
+
+        Even then every line has been consumed, so a digester fed by the same iterator still
+        sees the whole output; the failure is recorded in the store's write health first.
+        """
+        stored = self.try_put_lines(
+            lines,
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            command=command,
+        )
+        if stored is None:
+            raise OSError(errno.ENOSPC, f"raw store: {self.store.degraded or 'write failed'}")
+        return stored
+
+    def try_put_lines(
+        self,
+        lines: Iterable[str],
+        *,
+        session_id: str,
+        tool_call_id: str,
+        tool_name: str,
+        command: str | None,
+    ) -> StoredOutput | None:
+        """Like put_lines, but None when the disk is full (or refuses writes): the caller
+        digests anyway and offers no recall handle. Nothing half-written is left behind."""
         handle = self._new_handle()
         path = self.root / f"{handle}.txt"
+        it = iter(lines)
+        try:
+            nbytes, nlines = self._write_redacted(path, it)
+        except OSError as exc:
+            cause = disk_write_failure(exc)
+            if cause is None:
+                raise
+            self.store.health.failed("raw store", cause)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            for _ in it:  # the digester reading the same stream must still see all of it
+                pass
+            return None
+        lost_before = self.store.health.lost_writes
+        self.store.insert(
+            "raw_outputs",
+            {
+                "handle": handle,
+                "session_id": session_id,
+                "tool_call_id": tool_call_id,
+                "tool_name": tool_name,
+                "command": redact_secrets(command) if command else None,
+                "created_at": time.time(),
+                "bytes": nbytes,
+                "lines": nlines,
+                "path": str(path),
+            },
+        )
+        if self.store.health.lost_writes != lost_before:
+            # The row did not land (database full): without it the handle cannot be recalled.
+            path.unlink(missing_ok=True)
+            return None
+        self.store.health.ok("raw store")
+        self.enforce_limits()
+        return StoredOutput(handle, nbytes, nlines)
+
+    def _write_redacted(self, path: Path, lines: Iterator[str]) -> tuple[int, int]:
         nbytes = nlines = 0
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         block: list[str] = []
@@ -136,28 +202,20 @@ class RawStore:
                         break
             if block:
                 flush(out)
-        self.store.insert(
-            "raw_outputs",
-            {
-                "handle": handle,
-                "session_id": session_id,
-                "tool_call_id": tool_call_id,
-                "tool_name": tool_name,
-                "command": redact_secrets(command) if command else None,
-                "created_at": time.time(),
-                "bytes": nbytes,
-                "lines": nlines,
-                "path": str(path),
-            },
-        )
-        self.enforce_limits()
-        return StoredOutput(handle, nbytes, nlines)
+            out.flush()  # inside the try of the caller: a full disk may surface only here
+        return nbytes, nlines
 
     def put_file(self, src: Path, **meta: str | None) -> StoredOutput:
         return self.put_lines(_lines_of_file(src, self.max_bytes + _CHUNK), **meta)  # type: ignore[arg-type]
 
     def put_text(self, text: str, **meta: str | None) -> StoredOutput:
         return self.put_lines(text.split("\n"), **meta)  # type: ignore[arg-type]
+
+    def try_put_file(self, src: Path, **meta: str | None) -> StoredOutput | None:
+        return self.try_put_lines(_lines_of_file(src, self.max_bytes + _CHUNK), **meta)  # type: ignore[arg-type]
+
+    def try_put_text(self, text: str, **meta: str | None) -> StoredOutput | None:
+        return self.try_put_lines(text.split("\n"), **meta)  # type: ignore[arg-type]
 
     def enforce_limits(self) -> None:
         rows = self.store.query(

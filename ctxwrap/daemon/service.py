@@ -136,6 +136,7 @@ class Daemon:
             socket=str(self.socket),
             config_error=self.config_error,
             systemd=self.systemd,
+            degraded=self.store.degraded,
         )
 
     def live_sessions(self) -> list[SessionRuntime]:

@@ -7,6 +7,8 @@ prompts are not stored, and raw outputs are redacted before they are written.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import sqlite3
 import time
@@ -14,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("ctxwrap.daemon")
 
 SCHEMA_VERSION = 4
 
@@ -182,6 +186,113 @@ class SchemaTooNew(RuntimeError):
     pass
 
 
+# SQLite primary result codes that mean "the disk does not take writes" (sqlite3.h).
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL = 8, 10, 13
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS}
+
+
+def disk_write_failure(exc: BaseException) -> str | None:
+    """A short cause when ``exc`` means the disk refuses writes (full, quota, I/O error,
+    read-only), else None. Such failures degrade the daemon; anything else is a bug."""
+    if isinstance(exc, sqlite3.OperationalError):
+        code = getattr(exc, "sqlite_errorcode", None)
+        primary = code & 0xFF if isinstance(code, int) else None
+        text = str(exc)
+        if primary in (_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL) or any(
+            m in text for m in ("disk is full", "disk I/O error", "readonly database")
+        ):
+            return text
+        return None
+    if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+        return os.strerror(exc.errno)
+    return None
+
+
+def free_space(path: Path) -> str:
+    """'N bytes free' (or why that is unknown) for the filesystem holding ``path``."""
+    import shutil
+
+    for candidate in (path, *path.parents):
+        try:
+            return f"{shutil.disk_usage(candidate).free:,} bytes free"
+        except OSError:
+            continue
+    return "free space unknown"
+
+
+class WriteHealth:
+    """What failed to reach the disk, per component, until a later write there succeeds.
+
+    Writes that fail because the disk is full must not fail requests (the model still needs
+    its digest); they are recorded here so /v1/health can say the daemon is degraded and why.
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self._failing: dict[str, tuple[str, float]] = {}
+        self.lost_writes = 0
+
+    def failed(self, component: str, cause: str) -> None:
+        self.lost_writes += 1
+        if component not in self._failing:
+            log.error("%s: writes fail (%s): %s", component, free_space(self.state_dir), cause)
+            self._failing[component] = (cause, time.time())
+
+    def ok(self, component: str) -> None:
+        if self._failing.pop(component, None) is not None:
+            log.warning("%s: writes succeed again", component)
+
+    @property
+    def degraded(self) -> str | None:
+        """One line for health/status/doctor, or None when every write lands."""
+        if not self._failing:
+            return None
+        parts = [
+            f"{component} writes fail since {time.strftime('%H:%M:%S', time.localtime(since))}"
+            f" ({cause})"
+            for component, (cause, since) in sorted(self._failing.items())
+        ]
+        return (
+            f"{'; '.join(parts)}; {self.lost_writes} write(s) lost; state dir "
+            f"{self.state_dir}: {free_space(self.state_dir)}"
+        )
+
+
+_WRITE_VERBS = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+class GuardedConnection(sqlite3.Connection):
+    """A connection whose autocommit writes survive a full disk.
+
+    Every single-statement write (INSERT/UPDATE/DELETE/REPLACE outside an explicit
+    transaction) that fails with a disk error is recorded in ``health`` and dropped: the
+    statement rolled itself back, and the request that made it goes on. Reads, transaction
+    control and writes inside a transaction raise as usual (their caller must roll back).
+    """
+
+    health: WriteHealth | None = None
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        guarded = (
+            self.health is not None
+            and not self.in_transaction
+            and sql.lstrip()[:7].upper().startswith(_WRITE_VERBS)
+        )
+        if not guarded:
+            return super().execute(sql, parameters)
+        assert self.health is not None
+        try:
+            cur = super().execute(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            cause = disk_write_failure(exc)
+            if cause is None:
+                raise
+            self.health.failed("database", cause)
+            return super().execute("SELECT 1 WHERE 0")  # an empty cursor: nothing was written
+        self.health.ok("database")
+        return cur
+
+
 def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
@@ -196,7 +307,13 @@ def connect(path: Path, *, readonly: bool = False) -> sqlite3.Connection:
             os.close(fd)
         # check_same_thread=False: large spill files are digested in a worker thread; SQLite is
         # compiled serialized (threadsafety 3) and every write is one autocommit statement.
-        conn = sqlite3.connect(path, timeout=5.0, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            path,
+            timeout=5.0,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=GuardedConnection,
+        )
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
     conn.row_factory = sqlite3.Row
@@ -225,6 +342,15 @@ class Store:
         self.path = path
         self.conn = connect(path)
         migrate(self.conn)
+        # Only after the migration: a disk that is full at start-up must fail start-up loudly.
+        self.health = WriteHealth(path.parent)
+        if isinstance(self.conn, GuardedConnection):
+            self.conn.health = self.health
+
+    @property
+    def degraded(self) -> str | None:
+        """Why state writes are being lost (disk full, I/O error), or None."""
+        return self.health.degraded
 
     def close(self) -> None:
         self.conn.close()

@@ -94,6 +94,7 @@ def bridge_env(pi: PiInstall) -> dict[str, str]:
             "CTXWRAP_PI_PACKAGE": pi.package,
             "CTXWRAP_PI_VERSION": pi.version or "",
             "CTXWRAP_DAEMON_START": json.dumps(_daemon_start_argv()),
+            "CTXWRAP_STARTED_BY": "ctxwrap pi's bridge",  # when the bridge revives the daemon
         }
     )
     return env
@@ -104,7 +105,7 @@ def _ensure_daemon() -> bool:
     from ctxwrap.client import ensure_running
 
     try:
-        ensure_running(deadline_s=10.0)
+        ensure_running(deadline_s=10.0, started_by="ctxwrap pi")
     except CtxwrapError as exc:
         # Fail open: pi runs as plain pi would; say why once, on stderr (never on stdout).
         hint = f" (hint: {exc.hint})" if isinstance(exc, SocketSecurityError) and exc.hint else ""
@@ -150,12 +151,28 @@ def run_pi(args: list[str]) -> int:
         env = bridge_env(pi)
         env["CTXWRAP_DAEMON_LAUNCHING"] = "1"  # the bridge waits instead of starting another
     try:
-        return run_child(argv, env)
+        rc = run_child(argv, env)
     finally:
         if starting is not None:
             # Only a pi that exits at once (`--version`) gets here first; finish the start so
             # the next session finds its daemon (ensure_running bounds itself: 10 s).
             starting.join(timeout=15)
+    if 0 < rc < 128:
+        _explain_failure(pi)
+    return rc
+
+
+def _explain_failure(pi: PiInstall) -> None:
+    """pi failed: if that is because its Node is too old (pi 1.x on Node 20 dies with a bare
+    SyntaxError), say so. Checked only after a failure, so a good start pays nothing."""
+    from ctxwrap.doctor import node_too_old
+
+    try:
+        why = node_too_old(Path(pi.argv[0]))
+    except Exception:  # an explanation must never turn pi's failure into ours
+        return
+    if why:
+        sys.stderr.write(f"ctxwrap: {why}\n")
 
 
 def main(args: list[str]) -> NoReturn:

@@ -33,13 +33,15 @@ def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultR
     if req.is_error or chars_to_tokens(len(req.text)) < cfg.amnesia_min_tokens:
         return P.ToolResultReply()
     label = call_label(req.tool_name, req.input)
-    stored = d.raw.put_text(
+    stored = d.raw.try_put_text(
         req.text,
         session_id=rt.session_id,
         tool_call_id=req.tool_call_id,
         tool_name=req.tool_name,
         command=label,
     )
+    if stored is None:
+        return P.ToolResultReply()  # nothing to recall it from (state disk full): keep it
     rt.handles[req.tool_call_id] = stored.handle
     rt.call_args[req.tool_call_id] = label
     if args_sig(req.tool_name, req.input) in rt.dropped_sigs:

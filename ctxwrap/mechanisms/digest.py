@@ -66,7 +66,7 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
             )
         else:
             digester.feed(parsed.body)
-            stored = d.raw.put_text(parsed.body, **meta)
+            stored = d.raw.try_put_text(parsed.body, **meta)
     digest = digester.finish()
     status = (
         "timed out"
@@ -77,10 +77,17 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
         if exit_code is not None
         else "exit status unknown"
     )
+    # None: the state disk is full. The digest still replaces the flood; it just has no handle.
+    handle = stored.handle if stored is not None else None
+    recall = (
+        f"Search it with {recall_call(rt.agent, handle)}"
+        if handle
+        else "It could not be kept (ctxwrap's state disk is full): no recall"
+    )
     header = (
         f"[ctxwrap digest of bash output — {digest.original_lines:,} lines, {digest.original_chars:,} chars; "
         f"{status}; the raw output is not in context. "
-        f"Search it with {recall_call(rt.agent, stored.handle)}]"
+        f"{recall}]"
     )
     extract = scrub_temp_paths(digest.text)
     text = header + "\n$ " + command[:300] + "\n" + extract
@@ -98,7 +105,8 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
         },
         replace=True,
     )
-    rt.handles[req.tool_call_id] = stored.handle
+    if handle:
+        rt.handles[req.tool_call_id] = handle
     d.events.write(
         "bash_digest",
         session=rt.session_id,
@@ -116,7 +124,7 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
         else None,
     }
     if len(extract) < cfg.bash_aux_min_chars:
-        return P.ToolResultReply(action="replace", text=text, handle=stored.handle)
+        return P.ToolResultReply(action="replace", text=text, handle=handle)
     aux_prompt = prompts.digest_prompt(
         command=command, exit_code=exit_code, user_prompt=rt.user_prompt, extract=extract
     )
@@ -130,7 +138,7 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
             cfg.bash_max_summary_tokens,
             ctx,
         )
-        return P.ToolResultReply(action="replace", text=text, handle=stored.handle, aux=aux)
+        return P.ToolResultReply(action="replace", text=text, handle=handle, aux=aux)
     if d.aux.http_backend() is not None:
         answer = await d.aux.http_complete(
             rt, "digest", prompts.DIGEST_SYSTEM, aux_prompt, cfg.bash_max_summary_tokens
@@ -138,7 +146,7 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
         better = accept_digest(d, rt, PendingAux("digest", req.tool_call_id, ctx), answer)
         if better is not None:
             text = better
-    return P.ToolResultReply(action="replace", text=text, handle=stored.handle)
+    return P.ToolResultReply(action="replace", text=text, handle=handle)
 
 
 def accept_digest(
@@ -225,4 +233,4 @@ def _store_and_digest_file(
             digester.feed(line + "\n")
             yield line
 
-    return d.raw.put_lines(lines(), **meta)  # type: ignore[arg-type]
+    return d.raw.try_put_lines(lines(), **meta)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -258,3 +259,37 @@ def test_sigterm_to_ctxwrap_reaches_pi(tty: bool, xdg: Xdg, tmp_path: Path) -> N
         proc.wait(10)
         if proc.stdout:
             proc.stdout.close()
+
+
+def _old_system_node() -> str:
+    """A real Node older than pi 1.x needs (Debian's nodejs 20 here), else skip with why."""
+    node = shutil.which("node", path="/usr/local/bin:/usr/bin:/bin")
+    if node is None:
+        pytest.skip("no system node to run pi 1.x on an old Node (apt-get install nodejs)")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout
+    major, minor = (int(x) for x in version.lstrip("v").split(".")[:2])
+    if (major, minor) >= (22, 19):
+        pytest.skip(f"system node {version.strip()} is new enough; no old Node to test with")
+    return node
+
+
+def test_pi_1x_on_an_old_node_gets_a_hint_after_its_syntax_error(xdg: Xdg, tmp_path: Path) -> None:
+    """npm's layout: the bin is `#!/usr/bin/env node` cli.js, so PATH decides the Node."""
+    node = _old_system_node()
+    cli = pi_path("pi")  # our wrapper names the real cli.js; run that one through `env node`
+    entry = next(t for t in cli.read_text().replace('"', " ").split() if t.endswith("cli.js"))
+    env = xdg.env()
+    env.update(CTXWRAP_PI=entry, PATH=f"{Path(node).parent}:/bin", HOME=str(tmp_path))
+    done = subprocess.run(
+        [*CTXWRAP, "pi", "--ctxwrap-off", "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1
+    assert "SyntaxError" in done.stderr  # pi's own failure, passed through
+    hint = done.stderr[done.stderr.index("SyntaxError") :]  # said after pi's own error
+    assert "ctxwrap: pi 1.6.0 needs Node >= 22.19" in hint, done.stderr
+    assert f"its launcher ran {node}" in hint and "first on PATH" in hint

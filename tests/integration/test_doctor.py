@@ -84,6 +84,9 @@ def test_pi_1x_on_node_20_fails_and_says_which_node(env: dict[str, str], tmp_pat
     assert "22.19" in node["summary"] and "SyntaxError" in node["summary"]
     assert "Node >= 22.19" in node["fix"]
     assert "ctxwrap: error:" in stderr and "node" in stderr
+    # The aux check points at the check that failed (node), not at the pi check that passed.
+    aux = checks["aux backend"]
+    assert aux["level"] == "fail" and aux["fix"] == "fix the node check above", aux
 
 
 def test_pi_1x_on_node_22_passes(env: dict[str, str], tmp_path: Path) -> None:
@@ -251,3 +254,53 @@ def test_human_output_names_the_fix(env: dict[str, str], tmp_path: Path) -> None
     assert any(ln.startswith("FAIL  node") for ln in lines), done.stdout
     assert any("fix: install Node >= 22.19" in ln for ln in lines), done.stdout
     assert "hint: fix the FAIL lines above" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (("daemon", "start"), "started by `ctxwrap daemon start`"),
+        (("daemon", "restart"), "started by `ctxwrap daemon restart`"),
+    ],
+)
+def test_an_explicitly_started_daemon_is_not_called_auto_started(
+    env: dict[str, str], command: tuple[str, ...], expected: str
+) -> None:
+    env = {**env, "CTXWRAP_NO_SYSTEMD": "1"}
+    started = subprocess.run(
+        [sys.executable, "-m", "ctxwrap", *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert started.returncode == 0, started.stderr
+    try:
+        _, checks, _ = doctor(env)
+        summary = checks["daemon"]["summary"]
+        assert expected in summary and "auto-started" not in summary, summary
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "ctxwrap", "daemon", "stop"], env=env, timeout=30, check=False
+        )
+
+
+def test_a_foreground_daemon_is_reported_as_such(env: dict[str, str]) -> None:
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "ctxwrap", "daemon", "run"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        sock = Path(env["XDG_RUNTIME_DIR"]) / "ctxwrap" / "daemon.sock"
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _, checks, _ = doctor(env)
+        assert "started by `ctxwrap daemon run`" in checks["daemon"]["summary"], checks["daemon"]
+    finally:
+        daemon.kill()
+        daemon.wait(timeout=10)

@@ -232,3 +232,27 @@ def test_demo_end_to_end(installed: Installed) -> None:
     line = next((ln for ln in out.stdout.splitlines() if "whole request" in ln), "")
     assert re.search(r"-\d+%\s*$", line), out.stdout
     assert "Both runs ended with the same answer" in out.stdout
+    # The README shows this output as a sample: each of its lines must be what the demo prints.
+    # Per-item rows are exact; the whole-request totals also count pi's own prompt, which
+    # varies by a few tokens between runs, so their figures may differ by at most 1 %.
+    readme = (REPO / "README.md").read_text()
+    sample = readme.split("`make demo` prints", 1)[1].split("```\n", 2)[1]
+    assert sample.strip()
+    printed = out.stdout.splitlines()
+    for sample_line in filter(None, sample.splitlines()):
+        if sample_line in printed:
+            continue
+        shape = re.sub(r"[\d,]+", "#", sample_line)
+        twin = next((ln for ln in printed if re.sub(r"[\d,]+", "#", ln) == shape), None)
+        assert twin is not None and shape.lstrip().startswith(_TOTALS), (
+            f"README sample line not printed by the demo: {sample_line!r}\n{out.stdout}"
+        )
+        for want, got in zip(_figures(sample_line), _figures(twin), strict=True):
+            assert abs(want - got) <= want // 100, (sample_line, twin)  # counts: exact
+
+
+_TOTALS = ("whole request", "Across all", "ctxwrap's own aux-model calls")
+
+
+def _figures(line: str) -> list[int]:
+    return [int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", line)]
