@@ -155,13 +155,27 @@ def systemd_unit_enabled() -> bool:
     return unit.exists() and os.environ.get("CTXWRAP_NO_SYSTEMD") != "1"
 
 
+def daemon_run_argv() -> list[str]:
+    """How every starter runs a daemon (CLI, the pi bridge, the Claude Code proxy): `daemon run`
+    directly, one Python start-up; the pidfile lock makes concurrent starts safe."""
+    return [
+        sys.executable,
+        "-m",
+        "ctxwrap",
+        "daemon",
+        "run",
+        "--log-file",
+        str(paths.daemon_log_path()),
+    ]
+
+
 def _spawn_daemon(started_by: str) -> subprocess.Popen[bytes]:
     log = paths.daemon_log_path()
     # The daemon creates the state dir itself and reports when it cannot (a full disk).
     with contextlib.suppress(OSError):
         log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "ctxwrap", "daemon", "run", "--log-file", str(log)],
+        daemon_run_argv(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

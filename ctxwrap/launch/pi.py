@@ -71,21 +71,9 @@ def _package_of(exe: Path) -> tuple[str, str | None]:
     return "unknown", None
 
 
-def _daemon_start_argv() -> list[str]:
-    # `daemon run` directly, not `daemon start`: one Python start-up instead of two when the
-    # bridge revives a killed daemon; the pidfile lock already makes concurrent starts safe.
-    return [
-        sys.executable,
-        "-m",
-        "ctxwrap",
-        "daemon",
-        "run",
-        "--log-file",
-        str(paths.daemon_log_path()),
-    ]
-
-
 def bridge_env(pi: PiInstall) -> dict[str, str]:
+    from ctxwrap.client import daemon_run_argv
+
     env = dict(os.environ)
     env.update(
         {
@@ -93,7 +81,7 @@ def bridge_env(pi: PiInstall) -> dict[str, str]:
             "CTXWRAP_VERSION": __version__,
             "CTXWRAP_PI_PACKAGE": pi.package,
             "CTXWRAP_PI_VERSION": pi.version or "",
-            "CTXWRAP_DAEMON_START": json.dumps(_daemon_start_argv()),
+            "CTXWRAP_DAEMON_START": json.dumps(daemon_run_argv()),
             "CTXWRAP_STARTED_BY": "ctxwrap pi's bridge",  # when the bridge revives the daemon
         }
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwrap import __version__, paths
+from ctxwrap.client import daemon_run_argv
 from ctxwrap.errors import CtxwrapError
 from ctxwrap.launch.child import run_child
 
@@ -191,15 +192,7 @@ def run_claude(args: list[str]) -> int:
             state_dir=paths.state_dir(),
             socket_path=paths.socket_path(),
             start_info=start_info,
-            daemon_start_argv=[
-                sys.executable,
-                "-m",
-                "ctxwrap",
-                "daemon",
-                "run",
-                "--log-file",
-                str(paths.daemon_log_path()),
-            ],
+            daemon_start_argv=daemon_run_argv(),
         )
         proxy.start()
     except Exception as exc:  # anything of ours unavailable → plain Claude Code
