@@ -42,7 +42,6 @@ class LazyGroup(click.Group):
     lazy: ClassVar[dict[str, str]] = {
         "stats": "ctxwrap.stats:stats_command",
         "demo": "ctxwrap.demo:demo_cmd",
-        "doctor": "ctxwrap.doctor:doctor_cmd",
         "help": "ctxwrap.manpage:help_cmd",
         "init": "ctxwrap.shell:init_cmd",
         "service": "ctxwrap.service:service_group",
@@ -69,6 +68,38 @@ class LazyGroup(click.Group):
 def cli(ctx: click.Context, debug: bool) -> None:
     """Keep a coding agent's context window small: run `ctxwrap pi` where you ran `pi`."""
     ctx.obj = {"debug": debug}
+
+
+_MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+
+
+# Here, not in doctor.py: `ctxwrap pi` imports doctor's checks after pi failed (an old Node),
+# and that path must not load click.
+@cli.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def doctor_cmd(as_json: bool) -> None:
+    """Check pi, Node, the daemon, the socket directory, the config and the aux backend.
+
+    Prints what to fix; exits 1 when a check fails (warnings do not fail).
+    """
+    from dataclasses import asdict
+
+    from ctxwrap.doctor import DoctorFailed, run_checks
+
+    checks = run_checks()
+    if as_json:
+        click.echo(json.dumps({"checks": [asdict(c) for c in checks]}, indent=2))
+    else:
+        for c in checks:
+            click.echo(f"{_MARK[c.level]}  {c.name:12} {c.summary}")
+            if c.fix and c.level != "ok":
+                click.echo(f"      {'':12} fix: {c.fix}")
+    failed = [c.name for c in checks if c.level == "fail"]
+    if failed:
+        raise DoctorFailed(
+            f"{len(failed)} check(s) failed: {', '.join(failed)}",
+            hint="fix the FAIL lines above, then run `ctxwrap doctor` again",
+        )
 
 
 # -- pi -----------------------------------------------------------------------------------------

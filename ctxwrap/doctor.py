@@ -14,12 +14,10 @@ import shutil
 import socket
 import stat
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
-
-import click
 
 from ctxwrap import paths
 from ctxwrap.errors import CtxwrapError
@@ -486,29 +484,3 @@ def run_checks() -> list[Check]:
 
     checks += check_claude()
     return checks
-
-
-_MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
-
-
-@click.command("doctor")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def doctor_cmd(as_json: bool) -> None:
-    """Check pi, Node, the daemon, the socket directory, the config and the aux backend.
-
-    Prints what to fix; exits 1 when a check fails (warnings do not fail).
-    """
-    checks = run_checks()
-    if as_json:
-        click.echo(json.dumps({"checks": [asdict(c) for c in checks]}, indent=2))
-    else:
-        for c in checks:
-            click.echo(f"{_MARK[c.level]}  {c.name:12} {c.summary}")
-            if c.fix and c.level != "ok":
-                click.echo(f"      {'':12} fix: {c.fix}")
-    failed = [c.name for c in checks if c.level == "fail"]
-    if failed:
-        raise DoctorFailed(
-            f"{len(failed)} check(s) failed: {', '.join(failed)}",
-            hint="fix the FAIL lines above, then run `ctxwrap doctor` again",
-        )
