@@ -173,6 +173,7 @@ class Daemon:
             if not row:
                 raise RequestRefused(409, UNKNOWN_SESSION, "register with /v1/sessions/start")
             rt = SessionRuntime(session_id, int(row[0]["pid"]))
+            rt.dropped_sigs = self._hidden_signatures(session_id)
             if row[0]["agent"]:
                 rt.agent = str(row[0]["agent"])
             if row[0]["ended_at"] is not None:
@@ -199,7 +200,9 @@ class Daemon:
             }
         )
         cost_accounting.record_session_model(self.store, req.session_id, req.model, req.compaction)
-        self.sessions[req.session_id] = SessionRuntime(req.session_id, req.pid, agent=req.agent)
+        rt = SessionRuntime(req.session_id, req.pid, agent=req.agent)
+        rt.dropped_sigs = self._hidden_signatures(req.session_id)  # a resume keeps its guard
+        self.sessions[req.session_id] = rt
         self.last_activity = time.monotonic()
         if req.tools or req.skills:
             self.capabilities_catalog.update(req)
@@ -214,6 +217,21 @@ class Daemon:
         return P.SessionStartReply(
             config=bridge_view(self.cfg), totals=self.session_totals(req.session_id)
         )
+
+    def _hidden_signatures(self, session_id: str) -> set[str]:
+        rows = self.store.query(
+            "SELECT args_sig FROM hidden_sigs WHERE session_id=?", (session_id,)
+        )
+        return {str(r["args_sig"]) for r in rows}
+
+    def hide_signatures(self, rt: SessionRuntime, sigs: set[str]) -> None:
+        """Calls whose result ctxwrap hid: a repeat of one is kept whole (invariant 5). Kept in
+        SQLite too, so the guard survives a daemon restart and a resume."""
+        for sig in sigs - rt.dropped_sigs:
+            self.store.insert(
+                "hidden_sigs", {"session_id": rt.session_id, "args_sig": sig}, replace=True
+            )
+        rt.dropped_sigs |= sigs
 
     def catalog_update(self, req: P.CatalogUpdate) -> P.Ack:
         self._rt(req.session_id)

@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -171,6 +171,15 @@ MIGRATIONS: list[str] = [
     # 4: statistics records the agent adapter could not deliver (the daemon was away):
     # non-zero marks the session's figures incomplete in `ctxwrap stats`
     "ALTER TABLE sessions ADD COLUMN undelivered INTEGER NOT NULL DEFAULT 0;",
+    # 5: argsSig of every call whose result ctxwrap hid (tombstone, removal, mask), so a repeat
+    # of that call stays whole after a daemon restart or a resume too (invariant 5)
+    """
+    CREATE TABLE hidden_sigs (
+        session_id TEXT NOT NULL,
+        args_sig TEXT NOT NULL,
+        PRIMARY KEY (session_id, args_sig)
+    );
+    """,
 ]
 
 

@@ -84,7 +84,7 @@ def decide(
         return []
     cost = rewrite_cost_tokens(suffix, warm=warm)
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
-    rt.dropped_sigs |= {c.call.argsSig for c in plan}
+    d.hide_signatures(rt, {c.call.argsSig for c in plan})
     now = time.time()
     for e in edits:
         d.store.insert(

@@ -37,7 +37,7 @@ async def decide(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> P.Cont
         ),
         strip_marker_for=writes.strip_marker,
     )
-    rt.dropped_sigs |= dropped_signatures(req.tail, edits)
+    d.hide_signatures(rt, dropped_signatures(req.tail, edits))
     out = [P.Edit.model_validate(edit_to_json(e)) for e in edits]
     for edit in out:
         d.store.insert(
