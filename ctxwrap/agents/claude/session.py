@@ -69,6 +69,9 @@ class DaemonLink:
         self._client: Any = None
         self._suspended_until = 0.0
         self._lock = threading.Lock()
+        # Registers the session again (True when the daemon took it): a daemon that does not
+        # know the session answers 409 (a wiped or another state dir), as the bridge handles.
+        self.on_unknown_session: Callable[[], bool] | None = None
 
     def _revive(self) -> None:
         now = time.monotonic()
@@ -87,7 +90,9 @@ class DaemonLink:
                 close_fds=True,
             )
 
-    def call(self, path: str, body: JsonDict, timeout: float) -> JsonDict | None:
+    def call(
+        self, path: str, body: JsonDict, timeout: float, *, retry: bool = True
+    ) -> JsonDict | None:
         if self.socket_path is None or time.monotonic() < self._suspended_until:
             return None
         import httpx
@@ -107,6 +112,10 @@ class DaemonLink:
             self._revive()
             return None
         except httpx.HTTPError:
+            return None
+        if r.status_code == 409 and retry and self.on_unknown_session is not None:
+            if self.on_unknown_session():
+                return self.call(path, body, timeout, retry=False)
             return None
         if r.status_code >= 400:
             return None
@@ -144,6 +153,7 @@ class ClaudeSession:
         self.start_info = start_info  # SessionStart fields other than the id
         self.cfg: JsonDict = {}
         self.registered = False
+        daemon.on_unknown_session = self._register_again
         self.frozen: dict[str, list[Edit]] = {}
         self._keys: set[tuple[str, str]] = set()
         self.digests: dict[str, DigestRecord] = {}
@@ -206,6 +216,11 @@ class ClaudeSession:
         return True
 
     # -- daemon session -----------------------------------------------------------------------
+
+    def _register_again(self) -> bool:
+        self.registered = False
+        self.ensure_registered()
+        return self.registered
 
     def ensure_registered(self) -> None:
         if self.registered:
