@@ -29,16 +29,15 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from overhead import isolated_xdg  # bench/ is on sys.path when run as a script
 
 from ctxwrap.testing.model_server import ScriptedModelServer
 from ctxwrap.testing.pi_home import find_pi, make_pi_agent_dir, pi_command, pi_env
@@ -166,24 +165,6 @@ class Outcome:
     recount: Recount
     compactions: int
     reported: dict[str, Any] | None = None
-
-
-@contextlib.contextmanager
-def isolated_xdg(root: Path) -> Iterator[dict[str, str]]:
-    runtime = Path(tempfile.mkdtemp(prefix="cws", dir="/tmp"))
-    env = {
-        "XDG_RUNTIME_DIR": str(runtime),
-        "XDG_STATE_HOME": str(root / "state"),
-        "XDG_CONFIG_HOME": str(root / "config"),
-        "CTXWRAP_NO_SYSTEMD": "1",
-    }
-    try:
-        yield env
-    finally:
-        pidfile = runtime / "ctxwrap" / "daemon.pid"
-        with contextlib.suppress(OSError, ValueError, IndexError, ProcessLookupError):
-            os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def run(pi: Path, sc: Scenario, root: Path, xdg: dict[str, str] | None) -> Outcome:
