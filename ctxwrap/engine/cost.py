@@ -451,6 +451,28 @@ def one_off_cost(input_tokens: int, output_tokens: int, prices: Prices) -> Compa
     return CompactionCost(input_tokens, output_tokens, weighted, c.usd)
 
 
+def _predicted_compaction(
+    call: CallSizes,
+    size: int,
+    policy: CompactionPolicy,
+    summary: int,
+    compacted: bool,
+    prices: Prices,
+) -> tuple[CompactionCost, int, int]:
+    """A compaction plain pi would run at `size` tokens: its summarisation cost, and the base
+    (system + tools) and kept tail that survive it."""
+    base = min(call.plain_base_tokens, size)
+    kept = min(policy.kept, size - base)
+    ratio = call.plain_summary_ratio if call.plain_summary_ratio is not None else 1.0
+    # the messages summarised: not the kept tail, not the previous summary (it goes in as the
+    # summary to update)
+    old = summary if compacted else 0
+    cost = compaction_call_cost(
+        round(max(0, size - base - kept - old) * ratio), summary, prices, previous_summary=old
+    )
+    return cost, base, kept
+
+
 def compaction_call_cost(
     summarised_tokens: int, summary_tokens: int, prices: Prices, *, previous_summary: int = 0
 ) -> CompactionCost:
@@ -575,17 +597,8 @@ def price_session(
             check_now = policy.check == "turn" or call.new_prompt
             pre = size if policy.check == "turn" else plain_size
             if check_now and policy.crosses(pre):
-                base = min(call.plain_base_tokens, pre)
-                kept = min(policy.kept, pre - base)
-                ratio = call.plain_summary_ratio if call.plain_summary_ratio is not None else 1.0
-                # the messages summarised: not the kept tail, not the previous summary (it goes
-                # in as the summary to update)
-                old = summary if compacted else 0
-                comp = compaction_call_cost(
-                    round(max(0, pre - base - kept - old) * ratio),
-                    summary,
-                    prices,
-                    previous_summary=summary if compacted else 0,
+                comp, base, kept = _predicted_compaction(
+                    call, pre, policy, summary, compacted, prices
                 )
                 compacted = True
                 size = base + summary + kept + (size - pre)
@@ -598,15 +611,7 @@ def price_session(
         prev = call
     trailing: CompactionCost | None = None
     if prev is not None and policy.check == "prompt" and policy.crosses(plain_size):
-        prices = prices_of(prev.model)
-        base = min(prev.plain_base_tokens, plain_size)
-        kept = min(policy.kept, plain_size - base)
-        ratio = prev.plain_summary_ratio if prev.plain_summary_ratio is not None else 1.0
-        old = summary if compacted else 0
-        trailing = compaction_call_cost(
-            round(max(0, plain_size - base - kept - old) * ratio),
-            summary,
-            prices,
-            previous_summary=summary if compacted else 0,
+        trailing, _, _ = _predicted_compaction(
+            prev, plain_size, policy, summary, compacted, prices_of(prev.model)
         )
     return SessionPricing(tuple(actual), tuple(plain), tuple(comps), tuple(sizes), trailing)
