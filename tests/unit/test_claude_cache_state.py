@@ -48,6 +48,10 @@ def test_keys_ignore_the_moving_cache_marker() -> None:
     tools = [{"name": "Read", "input_schema": {}}]
     assert tools_key(tools) == tools_key([{**tools[0], "cache_control": {"type": "ephemeral"}}])
     assert tools_key(tools) != tools_key([{"name": "Bash", "input_schema": {}}])
+    system = [{"type": "text", "text": "You are Claude Code."}]
+    assert tools_key(tools, system) != tools_key(tools, [{"type": "text", "text": "other"}])
+    marked = [{**system[0], "cache_control": {"type": "ephemeral"}}]
+    assert tools_key(tools, system) == tools_key(tools, marked)
     assert head_key([]) is None
 
 

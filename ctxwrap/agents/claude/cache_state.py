@@ -43,15 +43,17 @@ def head_key(messages: list[Any]) -> str | None:
     return _digest(messages[0]) if messages else None
 
 
-def tools_key(tools: Any) -> str:
-    return _digest(tools)
+def tools_key(tools: Any, system: Any = None) -> str:
+    """What comes before the messages in the cache order: the tool list and the system prompt.
+    A change of either is reported as "tools" (the protocol's reason for a changed head)."""
+    return _digest([tools, system])
 
 
 @dataclass(frozen=True)
 class CacheState:
     at: float  # wall clock (s) of this conversation's previous main request
     model: str | None
-    tools: str | None
+    tools: str | None  # tools_key: the tool list and the system prompt
 
     def to_json(self) -> list[Any]:
         return [self.at, self.model, self.tools]

@@ -391,7 +391,9 @@ class ClaudeSession:
             return None, None
         model = body.get("model")
         now = CacheState(
-            time.time(), model if isinstance(model, str) else None, tools_key(body.get("tools"))
+            time.time(),
+            model if isinstance(model, str) else None,
+            tools_key(body.get("tools"), body.get("system")),
         )
         prev = self.conversations.get(key)
         ttl = self.cfg.get("cache_ttl_s", 300.0)
