@@ -17,6 +17,7 @@ from ctxwrap.agents.claude.cache_state import (
     head_key,
     load_states,
     tools_key,
+    variant_key,
 )
 
 
@@ -25,19 +26,26 @@ def state(at: float, model: str = "m", tools: str = "t") -> CacheState:
 
 
 def test_cold_reasons() -> None:
+    h = "head"
     prev = state(100.0)
-    assert cold_reason(prev, state(101.0), other_conversations=True, ttl_s=300) is None
-    assert cold_reason(prev, state(400.5), other_conversations=True, ttl_s=300) == "idle"
-    assert cold_reason(prev, state(101.0, model="n"), other_conversations=True, ttl_s=300) == (
-        "model"
-    )
-    assert cold_reason(prev, state(101.0, tools="u"), other_conversations=True, ttl_s=300) == (
-        "tools"
-    )
+    states = {variant_key(h, prev): prev}
+
+    def reason(now: CacheState, sts: dict[str, CacheState] = states) -> str | None:
+        return cold_reason(sts, h, now, ttl_s=300)
+
+    assert reason(state(101.0)) is None
+    assert reason(state(400.5)) == "idle"
+    assert reason(state(101.0, model="n")) == "model"
+    assert reason(state(101.0, tools="u")) == "tools"
+    # going back to a prefix used within the TTL is warm: a fork that alternates with the
+    # main conversation is one boundary, not one per switch
+    both = {**states, variant_key(h, state(102.0, tools="u")): state(102.0, tools="u")}
+    assert reason(state(103.0), both) is None
+    assert reason(state(103.0, tools="u"), both) is None
     # a first message never sent before: compaction when the session had requests ...
-    assert cold_reason(None, state(101.0), other_conversations=True, ttl_s=300) == "compaction"
+    assert cold_reason(states, "other", state(101.0), ttl_s=300) == "compaction"
     # ... and unknown (not cold) for the first request of a session without recorded state
-    assert cold_reason(None, state(101.0), other_conversations=False, ttl_s=300) is None
+    assert cold_reason({}, h, state(101.0), ttl_s=300) is None
 
 
 def test_keys_ignore_the_moving_cache_marker() -> None:

@@ -72,31 +72,36 @@ class CacheState:
         )
 
 
+def variant_key(head: str, now: CacheState) -> str:
+    """One cache prefix: a conversation's first message under one model, tool list and system."""
+    return f"{head}:{now.tools or ''}:{_digest(now.model)[:12]}"
+
+
 def cold_reason(
-    prev: CacheState | None,
-    now: CacheState,
-    *,
-    other_conversations: bool,
-    ttl_s: float,
+    states: Mapping[str, CacheState], head: str, now: CacheState, *, ttl_s: float
 ) -> ColdReason | None:
     """Why the provider cannot hold this request's message prefix, or None while it is warm.
 
-    `prev` is this conversation's state (None: its first message was never sent before);
-    `other_conversations` says whether the session sent any main request before. A first
-    message never sent before, in a session that has a history, is Claude Code's compaction
-    (or a new sub-agent, whose short history has nothing to mask): either way no cached
-    prefix covers its messages. The first request of a session with no recorded state is
-    not called cold: the gap is unknown (as the pi bridge without timestamps).
+    `states` holds the previous request of each cache prefix of the session (`variant_key`).
+    - A prefix sent before: cold when its previous request is older than the TTL (`idle`).
+    - The conversation sent before under another model or tool list / system prompt: `model` or
+      `tools`. Only the first request under the new prefix is such a boundary; going back to a
+      prefix used within the TTL is warm (a fork that alternates with the main conversation
+      masks once, not on every switch).
+    - A first message never sent before, in a session that has a history: `compaction`
+      (Claude Code's compaction, or a new sub-agent whose short history has nothing to mask):
+      no cached prefix covers its messages.
+    - The first request of a session with no recorded state: not cold, the gap is unknown (as
+      the pi bridge without timestamps).
     """
-    if prev is None:
-        return "compaction" if other_conversations else None
-    if prev.model is not None and now.model is not None and prev.model != now.model:
-        return "model"
-    if prev.tools is not None and now.tools is not None and prev.tools != now.tools:
-        return "tools"
-    if now.at - prev.at > ttl_s:
-        return "idle"
-    return None
+    prev = states.get(variant_key(head, now))
+    if prev is not None:
+        return "idle" if now.at - prev.at > ttl_s else None
+    same_head = [s for k, s in states.items() if k.split(":", 1)[0] == head]
+    if same_head:
+        latest = max(same_head, key=lambda s: s.at)
+        return "model" if latest.model != now.model else "tools"
+    return "compaction" if states else None
 
 
 def acceptable_masks(

@@ -30,6 +30,7 @@ from ctxwrap.agents.claude.cache_state import (
     head_key,
     load_states,
     tools_key,
+    variant_key,
 )
 from ctxwrap.engine.edits import (
     Edit,
@@ -395,12 +396,12 @@ class ClaudeSession:
             model if isinstance(model, str) else None,
             tools_key(body.get("tools"), body.get("system")),
         )
-        prev = self.conversations.get(key)
         ttl = self.cfg.get("cache_ttl_s", 300.0)
         ttl_s = float(ttl) if isinstance(ttl, int | float) and not isinstance(ttl, bool) else 300.0
-        reason = cold_reason(prev, now, other_conversations=bool(self.conversations), ttl_s=ttl_s)
+        reason = cold_reason(self.conversations, key, now, ttl_s=ttl_s)
+        prev = self.conversations.get(variant_key(key, now))
         gap = now.at - prev.at if prev is not None else None
-        self.conversations[key] = now
+        self.conversations[variant_key(key, now)] = now
         self._persist_cache_states()
         if self.cfg.get("mask") is False or self.cfg.get("off"):
             return None, gap
