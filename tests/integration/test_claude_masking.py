@@ -136,6 +136,19 @@ def assert_extends(bodies: list[dict[str, Any]]) -> None:
         assert b[: len(a)] == a, f"request {k + 1} rewrote what request {k} sent"
 
 
+def wait_for_saved_amnesia(xdg: Xdg, calls: int) -> list[int]:
+    """saved_amnesia of each recorded LLM call (recorded in the background after a response)."""
+    rows: list[int] = []
+    for _ in range(100):
+        with sqlite3.connect(xdg.db) as db:
+            rows = [r for (r,) in db.execute("SELECT saved_amnesia FROM llm_calls ORDER BY id")]
+        if len(rows) >= calls:
+            break
+        time.sleep(0.1)
+    assert len(rows) == calls
+    return rows
+
+
 def mask_events(xdg: Xdg) -> list[dict[str, Any]]:
     path = xdg.state / "ctxwrap" / "events.jsonl"
     events = [json.loads(line) for line in path.open()] if path.exists() else []
@@ -168,6 +181,7 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
             conv.read("toolu_new", "new.py", NEW)
             conv.answer("task two done")
             conv.prompt("and the tests?")  # warm: nothing more is masked
+            saved = wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
         finally:
             proxy.close()
         main = [r.body for r in srv.main_requests]
@@ -195,6 +209,11 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
     (event,) = mask_events(xdg)
     assert event["trigger"] == "idle" and event["gap_s"] > 2.0
     assert event["masks"][0][:2] == ["toolu_old", "earlier_task"]
+    # the stats count the mask's saving (under amnesia, as the pi bridge does) on each of the
+    # three requests that carried it, and nothing on the others
+    mask_saved = event["masks"][0][2]
+    assert mask_saved > len(OLD) - 400
+    assert sorted(saved) == [0] * (len(saved) - 3) + [mask_saved] * 3  # recorded in any order
     with sqlite3.connect(xdg.db) as db:
         assert list(db.execute("SELECT tool_call_id FROM edits WHERE kind='mask'")) == [
             ("toolu_old",)
