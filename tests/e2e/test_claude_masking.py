@@ -1,6 +1,6 @@
 """History masking under the real Claude Code: after an idle gap past the cache TTL (2 s
-here), an earlier task's large read is a tombstone with a recall handle, the current task's
-results stay whole, the view is frozen, and `--continue` replays it."""
+here), an earlier task's large read and bash digest are tombstones with recall handles, the
+current task's results stay whole, the view is frozen, and `--continue` replays it."""
 
 from __future__ import annotations
 
@@ -31,6 +31,16 @@ OLD = "# task one module\n" + "".join(
 NEW = "# task two module\n" + "".join(
     f"def new_helper_{i}(): return {i}  # new-marker\n" for i in range(150)
 )
+
+
+GEN_LOG = r"""
+for i in range(60000):
+    if i == 31337:
+        print(f"2026-11-30T10:00:{i % 60:02d} ERROR worker-7 lost connection to db-primary")
+    else:
+        print(f"2026-11-30T10:00:{i % 60:02d} INFO request {i} served in {i % 97}ms status=200")
+print("server shutdown complete: 60000 requests, 1 error")
+"""
 
 
 def results(body: dict[str, Any]) -> dict[str, Any]:
@@ -77,9 +87,11 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
     work.mkdir()
     (work / "old.py").write_text(OLD)
     (work / "new.py").write_text(NEW)
+    (work / "gen_log.py").write_text(GEN_LOG)
     steps = [
         {"text": "ready"},
         {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "old.py")}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_log.py"}}]},
         {"text": "task one done"},
         {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "new.py")}}]},
         {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo checked"}}]},
@@ -93,7 +105,8 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
             proc = subprocess.run(
                 [*CTXWRAP, "claude", *claude_print_args(prompt, *extra)],
                 cwd=work,
-                env={**base, "PI_CTX_CACHE_TTL_S": ttl},
+                # the log's digest (~550 chars) is under the default 2,000-char floor
+                env={**base, "PI_CTX_CACHE_TTL_S": ttl, "PI_CTX_MASK_MIN_CHARS": "400"},
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -107,7 +120,7 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
         run("hello", "2")
         run("task one: look at old.py", "2", "--continue")
         n_one = len(srv.main_requests)
-        assert n_one == 3
+        assert n_one == 4
         time.sleep(2.5)  # the idle gap: past the 2 s cache TTL
         two = run("task two: look at new.py", "2", "--continue")
         assert two["result"] == "task two done"
@@ -121,13 +134,20 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
     assert len(bodies) == 3
     assert "old-marker" in json.dumps(srv.main_requests[n_one - 1].body["messages"])
     # From the first request after the gap on, the earlier task's read is a tombstone ...
-    old_id, new_id, bash_id = "toolu_1_0", "toolu_3_0", "toolu_4_0"
+    old_id, log_id, new_id, bash_id = "toolu_1_0", "toolu_2_0", "toolu_4_0", "toolu_5_0"
+    digest = text_of(results(srv.main_requests[n_one - 1].body)[log_id])
+    assert digest.startswith("[ctxwrap digest of bash output") and "db-primary" in digest
     tomb = text_of(results(bodies[0])[old_id])
     assert tomb.startswith("[ctxwrap: ") and "old.py" in tomb and "earlier task" in tomb
     assert "`ctxwrap recall r" in tomb and "ctx_recall" not in tomb
+    log_tomb = text_of(results(bodies[0])[log_id])
+    assert log_tomb.startswith("[ctxwrap: ") and "gen_log.py" in log_tomb
+    assert "earlier task" in log_tomb and "`ctxwrap recall r" in log_tomb
     for body in [*bodies, last]:
         assert "old-marker" not in json.dumps(body["messages"])
+        assert "db-primary" not in json.dumps(body["messages"])
         assert text_of(results(body)[old_id]) == tomb
+        assert text_of(results(body)[log_id]) == log_tomb
     # ... the current task's results are whole, and between boundaries the view is frozen.
     assert "new_helper_149" in text_of(results(bodies[1])[new_id])
     assert "new_helper_149" in text_of(results(bodies[2])[new_id])
@@ -140,10 +160,12 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
     # recorded with its reason; the handle gives the read back
     events = [json.loads(line) for line in (xdg.state / "ctxwrap" / "events.jsonl").open()]
     (mask,) = [e for e in events if e.get("event") == "mask"]
-    assert mask["trigger"] == "idle" and mask["masks"][0][:2] == [old_id, "earlier_task"]
+    assert mask["trigger"] == "idle"
+    assert [m[:2] for m in mask["masks"]] == [[old_id, "earlier_task"], [log_id, "earlier_task"]]
     assert mask["removed_tokens"] > 1000 and mask["cost_tokens"] == 0
     with sqlite3.connect(xdg.db) as db:
-        assert list(db.execute("SELECT tool_call_id FROM edits WHERE kind='mask'")) == [(old_id,)]
+        masked = db.execute("SELECT tool_call_id FROM edits WHERE kind='mask' ORDER BY 1")
+        assert list(masked) == [(old_id,), (log_id,)]
     handle = tomb.split("ctxwrap recall ")[1].split()[0]
     recall = subprocess.run(
         [*CTXWRAP, "recall", handle, "old_helper_149"],
