@@ -2,7 +2,7 @@
 
 Requests are built the way Claude Code builds them (each extends the previous one, the
 cache marker moves to the newest block) and sent through the proxy to the scripted Anthropic
-server; the assertions are on what the server received. The daemon's cache TTL is 2 s, so a
+server; the assertions are on what the server received. The daemon's cache TTL is 3 s, so a
 sleep past it is an idle gap.
 """
 
@@ -30,7 +30,7 @@ HEADERS = {
     "content-type": "application/json",
 }
 TOOLS = [{"name": n, "input_schema": {"type": "object"}} for n in ("Bash", "Read", "Write")]
-TTL = {"PI_CTX_CACHE_TTL_S": "2"}
+TTL = {"PI_CTX_CACHE_TTL_S": "3"}
 WARM = {"PI_CTX_CACHE_TTL_S": "300"}
 OLD = "".join(f"{i:6d}\u2192def old_helper_{i}(): return {i}  # old-marker\n" for i in range(150))
 NEW = "".join(f"{i:6d}\u2192def new_helper_{i}(): return {i}  # new-marker\n" for i in range(150))
@@ -167,7 +167,7 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
             conv.read("toolu_old", "old.py", OLD, reminder=True)
             conv.answer("task one done")
             n_before_gap = len(srv.main_requests)
-            time.sleep(2.6)  # idle past the 2 s TTL
+            time.sleep(3.5)  # idle past the 3 s TTL
             # Neither a count_tokens call nor a side request without tools uses the
             # conversation's cache: they must not hide the gap.
             conv.messages.append(
@@ -207,7 +207,7 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
     assert last_block["cache_control"] == {"type": "ephemeral"}
 
     (event,) = mask_events(xdg)
-    assert event["trigger"] == "idle" and event["gap_s"] > 2.0
+    assert event["trigger"] == "idle" and event["gap_s"] > 3.0
     assert event["masks"][0][:2] == ["toolu_old", "earlier_task"]
     # the stats count the mask's saving (under amnesia, as the pi bridge does) on each of the
     # three requests that carried it, and nothing on the others
@@ -239,7 +239,7 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
 
     # ... and after a gap past the TTL, the state kept across processes makes it cold again:
     # now task two's read belongs to an earlier task.
-    time.sleep(2.6)
+    time.sleep(3.5)
     with daemon_process(xdg, TTL), ScriptedModelServer([{"text": "ok"}] * 5) as srv3:
         proxy = new_proxy(srv3, xdg)
         conv.proxy = proxy
@@ -249,7 +249,7 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
             conv.read("toolu_third", "third.py", THIRD, reminder=True)
             # A gap in the middle of task three: its own results stay whole (the reminder
             # riding along with a tool result starts no new task).
-            time.sleep(2.6)
+            time.sleep(3.5)
             conv.read("toolu_more", "new.py", NEW)
         finally:
             proxy.close()
