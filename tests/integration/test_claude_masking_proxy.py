@@ -292,3 +292,35 @@ def test_a_warm_session_and_its_sub_agent_mask_nothing(tmp_path: Path, xdg: Xdg)
     assert all("old-marker" in json.dumps(b["messages"]) for b in main[1:])
     assert_extends(main)
     assert mask_events(xdg) == []
+
+
+def test_warm_rewrite_only_with_mask_warm_and_once_it_pays(tmp_path: Path, xdg: Xdg) -> None:
+    """`mask_warm` on: warm requests ask too, and the daemon masks once the rewrite pays back
+    (the removed tokens x cache-read weight x expected calls exceed the suffix rewritten)."""
+    with (
+        daemon_process(xdg, {**WARM, "PI_CTX_MASK_WARM": "1"}),
+        ScriptedModelServer([{"text": "ok"}] * 40) as srv,
+    ):
+        proxy = new_proxy(srv, xdg)
+        conv = Conversation(proxy, tmp_path)
+        try:
+            conv.prompt("task one: look at old.py")
+            conv.read("toolu_old", "old.py", OLD)
+            conv.answer("task one done")
+            for i in range(20):
+                conv.prompt(f"task {i + 2}")
+                conv.answer(f"done {i + 2}")
+                wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
+        finally:
+            proxy.close()
+        main = [r.body for r in srv.main_requests]
+    carried = [i for i, b in enumerate(main) if "toolu_old" in results(b)]
+    whole = [i for i in carried if "old-marker" in json.dumps(main[i]["messages"])]
+    # whole on the first warm requests, then masked once and for good
+    assert whole == carried[: len(whole)] and 5 < len(whole) < len(carried)
+    first = whole[-1] + 1
+    assert_extends(main[:first])
+    assert_extends(main[first:])
+    (event,) = mask_events(xdg)
+    assert event["trigger"] == "warm" and event["masks"][0][:2] == ["toolu_old", "earlier_task"]
+    assert event["cost_tokens"] > 0  # a warm rewrite costs its extra cache write

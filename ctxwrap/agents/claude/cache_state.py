@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 ColdReason = Literal["idle", "compaction", "model", "tools"]
+MaskTrigger = Literal["idle", "compaction", "model", "tools", "warm"]  # MaskRequest.reason
 MAX_CONVERSATIONS = 16  # per session: the main one, its compactions and a few sub-agents
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude.cache_state import (
     CacheState,
-    ColdReason,
+    MaskTrigger,
     acceptable_masks,
     cold_reason,
     dump_states,
@@ -334,8 +334,9 @@ class ClaudeSession:
                 "/v1/context", request, timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000
             )
             answered = [e for e in map(edit_from_json, (reply or {}).get("edits") or []) if e]
-            # Masks rewrite seen history: only on a request we called cold, and only results
-            # we check ourselves (seen, paired, no error, no edit yet).
+            # Masks rewrite seen history: only on a request we sent `mask` with (cold, or warm
+            # with mask_warm on), and only results we check ourselves (seen, paired, no error,
+            # no edit yet).
             masks_ok = (
                 acceptable_masks(
                     messages,
@@ -381,8 +382,11 @@ class ClaudeSession:
 
     def _cache_boundary(
         self, body: JsonDict, messages: list[Any]
-    ) -> tuple[ColdReason | None, float | None]:
+    ) -> tuple[MaskTrigger | None, float | None]:
         """Record this main request in its conversation's cache state; say if it is cold.
+
+        With `mask_warm` on, a warm request of a known prefix says "warm": the daemon then
+        masks only if the rewrite pays back (as the bridge does; off by default).
 
         Called under the lock, once per main request (never for count_tokens or a side
         request without tools: those do not use the conversation's cache prefix).
@@ -405,6 +409,8 @@ class ClaudeSession:
         self._persist_cache_states()
         if self.cfg.get("mask") is False or self.cfg.get("off"):
             return None, gap
+        if reason is None and prev is not None and self.cfg.get("mask_warm") is True:
+            return "warm", gap
         return reason, gap
 
     def _result_edited(self) -> set[str]:
@@ -416,7 +422,7 @@ class ClaudeSession:
         }
 
     def _mask_request(
-        self, messages: list[Any], reason: ColdReason, gap_s: float | None, edited: set[str]
+        self, messages: list[Any], reason: MaskTrigger, gap_s: float | None, edited: set[str]
     ) -> JsonDict:
         """The whole history described (no bodies), sent once per cold boundary."""
         # Reminders riding along with tool results are no new task (cache_state.py).
