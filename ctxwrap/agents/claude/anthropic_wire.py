@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxwrap.engine.edits import Edit, StripWriteEdit, TombstoneEdit
+from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit
 
 JsonDict = dict[str, Any]
 
@@ -87,8 +87,13 @@ def _neutral_args(name: str, tool_input: Any) -> Any:
     return tool_input
 
 
-def to_neutral(messages: Iterable[Any]) -> list[JsonDict]:
-    """The pi-shaped list the engine describes: toolCall blocks, one toolResult per result."""
+def to_neutral(messages: Iterable[Any], *, notes_role: str = "user") -> list[JsonDict]:
+    """The pi-shaped list the engine describes: toolCall blocks, one toolResult per result.
+
+    `notes_role`: the role of other blocks that ride along with tool results in one user
+    message (Claude Code's system reminders, text queued while tools ran). "user" keeps them
+    as they are; masking passes "custom" so that they do not start a new task.
+    """
     names: dict[str, str] = {}
     out: list[JsonDict] = []
     for msg in messages:
@@ -120,8 +125,10 @@ def to_neutral(messages: Iterable[Any]) -> list[JsonDict]:
             continue
         if role == "user":
             rest: list[Any] = []
+            has_results = False
             for b in blocks:
                 if isinstance(b, dict) and b.get("type") == "tool_result":
+                    has_results = True
                     cid = b.get("tool_use_id")
                     raw_name = names.get(cid, "") if isinstance(cid, str) else ""
                     out.append(
@@ -136,7 +143,7 @@ def to_neutral(messages: Iterable[Any]) -> list[JsonDict]:
                 else:
                     rest.append(b)
             if rest:
-                out.append({"role": "user", "content": rest})
+                out.append({"role": notes_role if has_results else "user", "content": rest})
             continue
         out.append({"role": role if isinstance(role, str) else "", "content": content})
     return out
@@ -160,7 +167,8 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
     """Apply frozen edits to the wire body in place; returns the edits that applied.
 
     Only the edited key changes: `cache_control`, `is_error` and every other key of the block
-    stay, so Claude Code's moving cache marker and its own context edits are left alone.
+    stay, so Claude Code's moving cache marker and its own context edits are left alone. A
+    result gets at most one replacement (a tombstone or a history mask, the first frozen).
     """
     applied: list[Edit] = []
     done: set[tuple[str, str]] = set()
@@ -176,8 +184,8 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
                 if not isinstance(cid, str):
                     continue
                 for e in edits.get(cid, ()):
-                    if isinstance(e, TombstoneEdit) and (e.kind, cid) not in done:
-                        done.add((e.kind, cid))
+                    if isinstance(e, TombstoneEdit | MaskEdit) and ("result", cid) not in done:
+                        done.add(("result", cid))
                         b["content"] = e.text
                         applied.append(e)
             elif b.get("type") == "tool_use":

@@ -21,8 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from ctxwrap.agents.claude import anthropic_wire as wire
+from ctxwrap.agents.claude.cache_state import (
+    CacheState,
+    MaskTrigger,
+    acceptable_masks,
+    cold_reason,
+    dump_states,
+    head_key,
+    load_states,
+    tools_key,
+    variant_key,
+)
 from ctxwrap.engine.edits import (
     Edit,
+    MaskEdit,
     StripWriteEdit,
     TombstoneEdit,
     describe_tail,
@@ -33,6 +45,7 @@ from ctxwrap.engine.edits import (
     utf8len,
 )
 from ctxwrap.engine.facts import line_count
+from ctxwrap.engine.masking import call_paths
 
 JsonDict = dict[str, Any]
 AuxRunner = Callable[
@@ -169,7 +182,10 @@ class ClaudeSession:
         self.exit_marker = f"CTXWRAP-EXIT-{secrets.token_hex(6)}"
         self.original_commands: dict[str, str] = {}
         self.facts: dict[str, str] = {}  # Write tool_use_id → its one-line fact
+        # Prompt-cache state per conversation (cache_state.py), kept across `--continue`.
+        self.conversations: dict[str, CacheState] = {}
         self._load()
+        self._load_cache_states()
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -206,6 +222,33 @@ class ClaudeSession:
                 fh.write("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
         except OSError:
             pass  # the in-memory set still replays for this process
+
+    @property
+    def cache_file(self) -> Path | None:
+        return self.state_file.with_suffix(".cache.json") if self.state_file else None
+
+    def _load_cache_states(self) -> None:
+        path = self.cache_file
+        if path is None:
+            return
+        # No state yet (or torn): the first gap is unknown, never called cold.
+        with contextlib.suppress(OSError, ValueError):
+            self.conversations = load_states(json.loads(path.read_text(encoding="utf-8")))
+
+    def _persist_cache_states(self) -> None:
+        path = self.cache_file
+        if path is None:
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(dump_states(self.conversations), fh)
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
 
     def _freeze(self, edit: Edit) -> bool:
         key = (edit.kind, edit.toolCallId)
@@ -251,6 +294,7 @@ class ClaudeSession:
             # must neither mark the history as seen nor get edits decided.
             return self.replay(body)
         neutral = wire.to_neutral(messages)
+        self.ensure_registered()  # the cache TTL is the daemon's setting
         with self.lock:
             if self.first_request:
                 # History in the first request (--continue, --resume) was seen by the model.
@@ -258,6 +302,8 @@ class ClaudeSession:
                 self.first_request = False
             tail = describe_tail(neutral, self.seen)
             ids = tail_ids(tail)
+            seen_before = set(self.seen)
+            cold, gap_s = self._cache_boundary(body, messages)
             fresh: list[Edit] = []
             for m in tail.messages:
                 cid = m.toolCallId
@@ -268,25 +314,48 @@ class ClaudeSession:
                     )
                     self.digests[cid] = DigestRecord(plain, u16len(text))
             waits = [self.pending_tags[i] for i in ids if i in self.pending_tags]
-        if tail.messages:
+        if tail.messages or cold is not None:
             deadline = time.monotonic() + self._cfg_int("tag_wait_ms", 400) / 1000
             for ev in waits:  # still pending after the grace → RETAIN (invariant 4)
                 ev.wait(max(0.0, deadline - time.monotonic()))
             self.ensure_registered()
+            with self.lock:
+                edited = self._result_edited()
+            mask = self._mask_request(messages, cold, gap_s, edited) if cold else None
+            request: JsonDict = {
+                "session_id": self.session_id,
+                "call_index": self.call_index,
+                "message_count": len(neutral),
+                "tail": tail.to_json(),
+            }
+            if mask is not None:
+                request["mask"] = mask
             reply = self.daemon.call(
-                "/v1/context",
-                {
-                    "session_id": self.session_id,
-                    "call_index": self.call_index,
-                    "message_count": len(neutral),
-                    "tail": tail.to_json(),
-                },
-                timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000,
+                "/v1/context", request, timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000
             )
-            for raw in (reply or {}).get("edits") or []:
-                edit = edit_from_json(raw)
-                # Only the unseen tail may ever be edited (invariant 3): check, don't trust.
-                if edit is None or edit.toolCallId not in ids:
+            answered = [e for e in map(edit_from_json, (reply or {}).get("edits") or []) if e]
+            # Masks rewrite seen history: only on a request we sent `mask` with (cold, or warm
+            # with mask_warm on), and only results we check ourselves (seen, paired, no error,
+            # no edit yet).
+            masks_ok = (
+                acceptable_masks(
+                    messages,
+                    [e.toolCallId for e in answered if isinstance(e, MaskEdit)],
+                    seen_before,
+                    edited,
+                )
+                if mask is not None
+                else set()
+            )
+            for edit in answered:
+                if isinstance(edit, MaskEdit):
+                    if edit.toolCallId not in masks_ok:
+                        continue
+                    masks_ok.discard(edit.toolCallId)
+                    fresh.append(edit.model_copy(update={"text": recall_hint(edit.text)}))
+                    continue
+                # Tail edits: only the unseen tail may ever be edited (invariant 3).
+                if edit.toolCallId not in ids:
                     continue
                 if isinstance(edit, TombstoneEdit):
                     edit = edit.model_copy(update={"text": recall_hint(edit.text)})
@@ -311,6 +380,62 @@ class ClaudeSession:
                 self.pending_tags.pop(i, None)
             return wire.apply_edits(body, self.frozen)
 
+    def _cache_boundary(
+        self, body: JsonDict, messages: list[Any]
+    ) -> tuple[MaskTrigger | None, float | None]:
+        """Record this main request in its conversation's cache state; say if it is cold.
+
+        With `mask_warm` on, a warm request of a known prefix says "warm": the daemon then
+        masks only if the rewrite pays back (as the bridge does; off by default).
+
+        Called under the lock, once per main request (never for count_tokens or a side
+        request without tools: those do not use the conversation's cache prefix).
+        """
+        key = head_key(messages)
+        if key is None:
+            return None, None
+        model = body.get("model")
+        now = CacheState(
+            time.time(),
+            model if isinstance(model, str) else None,
+            tools_key(body.get("tools"), body.get("system")),
+        )
+        ttl = self.cfg.get("cache_ttl_s", 300.0)
+        ttl_s = float(ttl) if isinstance(ttl, int | float) and not isinstance(ttl, bool) else 300.0
+        reason = cold_reason(self.conversations, key, now, ttl_s=ttl_s)
+        prev = self.conversations.get(variant_key(key, now))
+        gap = now.at - prev.at if prev is not None else None
+        self.conversations[variant_key(key, now)] = now
+        self._persist_cache_states()
+        if self.cfg.get("mask") is False or self.cfg.get("off"):
+            return None, gap
+        if reason is None and prev is not None and self.cfg.get("mask_warm") is True:
+            return "warm", gap
+        return reason, gap
+
+    def _result_edited(self) -> set[str]:
+        """Result ids with a tombstone or a mask: their first edit stays forever."""
+        return {
+            cid
+            for cid, edits in self.frozen.items()
+            if any(not isinstance(e, StripWriteEdit) for e in edits)
+        }
+
+    def _mask_request(
+        self, messages: list[Any], reason: MaskTrigger, gap_s: float | None, edited: set[str]
+    ) -> JsonDict:
+        """The whole history described (no bodies), sent once per cold boundary."""
+        # Reminders riding along with tool results are no new task (cache_state.py).
+        neutral = wire.to_neutral(messages, notes_role="custom")
+        return {
+            "reason": reason,
+            "gap_s": round(gap_s, 3) if gap_s is not None else None,
+            "history": describe_tail(neutral, ()).to_json(),
+            "paths": call_paths(neutral),
+            "edited": sorted(edited),
+            "calls": self.call_index,
+        }
+
     def replay(self, body: JsonDict) -> list[Edit]:
         """Frozen edits only, no decisions (count_tokens, or our side is failing)."""
         with self.lock:
@@ -324,10 +449,13 @@ class ClaudeSession:
             bash = sum(
                 d.plain_chars - d.digest_chars for c, d in self.digests.items() if c in present
             )
+            # A mask counts here like in the pi bridge; on a digested result it removes the
+            # digest (its savedChars are measured against the digest, not the raw output).
             amnesia = sum(
                 e.savedChars
                 for e in applied
-                if isinstance(e, TombstoneEdit) and e.toolCallId not in self.digests
+                if (isinstance(e, TombstoneEdit) and e.toolCallId not in self.digests)
+                or isinstance(e, MaskEdit)
             )
             writes = sum(e.savedChars for e in applied if isinstance(e, StripWriteEdit))
             index, self.call_index = self.call_index, self.call_index + 1

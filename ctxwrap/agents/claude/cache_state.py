@@ -1,0 +1,165 @@
+"""When Claude Code's prompt cache is cold anyway, and which history masks the proxy accepts.
+
+The proxy's side of history masking (docs/architecture.md, "History masking"): the daemon's
+policy (`ctxwrap.engine.masking`) picks the results; this module says when a request may be
+rewritten and checks each mask before it is frozen. No I/O and no decisions beyond those two.
+
+Claude Code sends several conversations under one session id: the main one, sub-agents
+(their own system prompt, tools and first message), and side requests without tools (the
+title) or to count_tokens. A prompt-cache prefix belongs to one conversation, so the cache
+state is kept per conversation, keyed by its first message: a sub-agent interleaved with the
+main conversation is neither a "head change" nor an idle gap for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+ColdReason = Literal["idle", "compaction", "model", "tools"]
+MaskTrigger = Literal["idle", "compaction", "model", "tools", "warm"]  # MaskRequest.reason
+MAX_CONVERSATIONS = 16  # per session: the main one, its compactions and a few sub-agents
+
+
+def strip_cache_control(value: Any) -> Any:
+    """The value without `cache_control` keys: Claude Code moves its cache markers every
+    request; they mark breakpoints and are not part of the cached content."""
+    if isinstance(value, dict):
+        return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache_control(v) for v in value]
+    return value
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(strip_cache_control(value), ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def head_key(messages: list[Any]) -> str | None:
+    """The conversation a request belongs to: a digest of its first message."""
+    return _digest(messages[0]) if messages else None
+
+
+def tools_key(tools: Any, system: Any = None) -> str:
+    """What comes before the messages in the cache order: the tool list and the system prompt.
+    A change of either is reported as "tools" (the protocol's reason for a changed head)."""
+    return _digest([tools, system])
+
+
+@dataclass(frozen=True)
+class CacheState:
+    at: float  # wall clock (s) of this conversation's previous main request
+    model: str | None
+    tools: str | None  # tools_key: the tool list and the system prompt
+
+    def to_json(self) -> list[Any]:
+        return [self.at, self.model, self.tools]
+
+    @staticmethod
+    def from_json(raw: Any) -> CacheState | None:
+        if not isinstance(raw, list) or len(raw) != 3:
+            return None
+        at, model, tools = raw
+        if not isinstance(at, int | float) or isinstance(at, bool):
+            return None
+        return CacheState(
+            float(at),
+            model if isinstance(model, str) else None,
+            tools if isinstance(tools, str) else None,
+        )
+
+
+def variant_key(head: str, now: CacheState) -> str:
+    """One cache prefix: a conversation's first message under one model, tool list and system."""
+    return f"{head}:{now.tools or ''}:{_digest(now.model)[:12]}"
+
+
+def cold_reason(
+    states: Mapping[str, CacheState], head: str, now: CacheState, *, ttl_s: float
+) -> ColdReason | None:
+    """Why the provider cannot hold this request's message prefix, or None while it is warm.
+
+    `states` holds the previous request of each cache prefix of the session (`variant_key`).
+    - A prefix sent before: cold when its previous request is older than the TTL (`idle`).
+    - The conversation sent before under another model or tool list / system prompt: `model` or
+      `tools`. Only the first request under the new prefix is such a boundary; going back to a
+      prefix used within the TTL is warm (a fork that alternates with the main conversation
+      masks once, not on every switch).
+    - A first message never sent before, in a session that has a history: `compaction`
+      (Claude Code's compaction, or a new sub-agent whose short history has nothing to mask):
+      no cached prefix covers its messages.
+    - The first request of a session with no recorded state: not cold, the gap is unknown (as
+      the pi bridge without timestamps).
+    """
+    prev = states.get(variant_key(head, now))
+    if prev is not None:
+        return "idle" if now.at - prev.at > ttl_s else None
+    same_head = [s for k, s in states.items() if k.split(":", 1)[0] == head]
+    if same_head:
+        latest = max(same_head, key=lambda s: s.at)
+        return "model" if latest.model != now.model else "tools"
+    return "compaction" if states else None
+
+
+def acceptable_masks(
+    messages: Iterable[Any],
+    candidates: Iterable[str],
+    seen: Collection[str],
+    edited: Collection[str],
+) -> set[str]:
+    """The masks the proxy accepts: the daemon's answer is checked, not trusted.
+
+    Twin of acceptableMasks in the pi bridge, on the Anthropic wire shape: a mask may only
+    hide an existing tool_result whose tool_use came before it, that the model has seen, that
+    is not an error and has no edit yet, and whose id occurs once.
+    """
+    wanted = set(candidates)
+    if not wanted:
+        return set()
+    calls: set[str] = set()
+    ok: set[str] = set()
+    twice: set[str] = set()
+    found: set[str] = set()
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            continue
+        for b in content:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+                calls.add(b["id"])
+            elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                cid = b["tool_use_id"]
+                if cid in found:
+                    twice.add(cid)
+                found.add(cid)
+                if (
+                    cid in wanted
+                    and cid in calls
+                    and cid in seen
+                    and cid not in edited
+                    and b.get("is_error") is not True
+                ):
+                    ok.add(cid)
+    return ok - twice
+
+
+def load_states(raw: Any) -> dict[str, CacheState]:
+    out: dict[str, CacheState] = {}
+    heads = raw.get("heads") if isinstance(raw, dict) else None
+    if isinstance(heads, dict):
+        for key, value in heads.items():
+            state = CacheState.from_json(value)
+            if isinstance(key, str) and state is not None:
+                out[key] = state
+    return out
+
+
+def dump_states(states: Mapping[str, CacheState]) -> dict[str, Any]:
+    newest = sorted(states.items(), key=lambda kv: kv[1].at)[-MAX_CONVERSATIONS:]
+    return {"v": 1, "heads": {k: s.to_json() for k, s in newest}}

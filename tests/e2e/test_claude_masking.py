@@ -1,0 +1,178 @@
+"""History masking under the real Claude Code: after an idle gap past the cache TTL (2 s
+here), an earlier task's large read and bash digest are tombstones with recall handles, the
+current task's results stay whole, the view is frozen, and `--continue` replays it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import CTXWRAP, Xdg
+
+from ctxwrap.agents.claude.cache_state import strip_cache_control
+from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
+from ctxwrap.testing.model_server import ScriptedModelServer
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        find_claude() is None, reason="claude not installed (scripts/install-tools.sh)"
+    ),
+]
+
+OLD = "# task one module\n" + "".join(
+    f"def old_helper_{i}(): return {i}  # old-marker\n" for i in range(150)
+)
+NEW = "# task two module\n" + "".join(
+    f"def new_helper_{i}(): return {i}  # new-marker\n" for i in range(150)
+)
+
+
+GEN_LOG = r"""
+for i in range(60000):
+    if i == 31337:
+        print(f"2026-11-30T10:00:{i % 60:02d} ERROR worker-7 lost connection to db-primary")
+    else:
+        print(f"2026-11-30T10:00:{i % 60:02d} INFO request {i} served in {i % 97}ms status=200")
+print("server shutdown complete: 60000 requests, 1 error")
+"""
+
+
+def results(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        b["tool_use_id"]: b["content"]
+        for m in body["messages"]
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    }
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
+def cached_form(messages: list[Any]) -> list[str]:
+    """Messages as the prompt cache sees them: no cache markers, and a lone text block the same
+    as a string (Claude Code sends its newest prompt as a block to mark it, then as a string)."""
+    out = []
+    for m in strip_cache_control(messages):
+        c = m.get("content")
+        if (
+            isinstance(c, list)
+            and len(c) == 1
+            and set(c[0]) == {"type", "text"}
+            and c[0]["type"] == "text"
+        ):
+            m = {**m, "content": c[0]["text"]}
+        out.append(json.dumps(m))
+    return out
+
+
+def assert_extends(bodies: list[dict[str, Any]]) -> None:
+    for k in range(len(bodies) - 1):
+        a = cached_form(bodies[k]["messages"])
+        b = cached_form(bodies[k + 1]["messages"])
+        assert b[: len(a)] == a, f"request {k + 1} rewrote what request {k} sent"
+
+
+def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: Xdg) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "old.py").write_text(OLD)
+    (work / "new.py").write_text(NEW)
+    (work / "gen_log.py").write_text(GEN_LOG)
+    steps = [
+        {"text": "ready"},
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "old.py")}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_log.py"}}]},
+        {"text": "task one done"},
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "new.py")}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo checked"}}]},
+        {"text": "task two done"},
+        {"text": "resumed"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        base = claude_env(xdg.env(), home=tmp_path / "home", base_url=srv.root_url)
+
+        def run(prompt: str, ttl: str, *extra: str) -> dict[str, Any]:
+            proc = subprocess.run(
+                [*CTXWRAP, "claude", *claude_print_args(prompt, *extra)],
+                cwd=work,
+                # the log's digest (~550 chars) is under the default 2,000-char floor
+                env={**base, "PI_CTX_CACHE_TTL_S": ttl, "PI_CTX_MASK_MIN_CHARS": "400"},
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            return dict(json.loads(proc.stdout))
+
+        # Claude Code's first run in a fresh home sends other tool descriptions than later runs
+        # (a tool-set change: cold anyway); a first task settles that, so that the boundary
+        # below is the idle gap alone.
+        run("hello", "2")
+        run("task one: look at old.py", "2", "--continue")
+        n_one = len(srv.main_requests)
+        assert n_one == 4
+        time.sleep(2.5)  # the idle gap: past the 2 s cache TTL
+        two = run("task two: look at new.py", "2", "--continue")
+        assert two["result"] == "task two done"
+        bodies = [r.body for r in srv.main_requests[n_one:]]
+        # --continue with a warm cache (a new daemon with a long TTL: the running one's
+        # settings win over a client's env): the same view, nothing new masked.
+        xdg.kill_daemon()
+        run("and now?", "300", "--continue")
+        last = srv.main_requests[-1].body
+
+    assert len(bodies) == 3
+    assert "old-marker" in json.dumps(srv.main_requests[n_one - 1].body["messages"])
+    # From the first request after the gap on, the earlier task's read is a tombstone ...
+    old_id, log_id, new_id, bash_id = "toolu_1_0", "toolu_2_0", "toolu_4_0", "toolu_5_0"
+    digest = text_of(results(srv.main_requests[n_one - 1].body)[log_id])
+    assert digest.startswith("[ctxwrap digest of bash output") and "db-primary" in digest
+    tomb = text_of(results(bodies[0])[old_id])
+    assert tomb.startswith("[ctxwrap: ") and "old.py" in tomb and "earlier task" in tomb
+    assert "`ctxwrap recall r" in tomb and "ctx_recall" not in tomb
+    log_tomb = text_of(results(bodies[0])[log_id])
+    assert log_tomb.startswith("[ctxwrap: ") and "gen_log.py" in log_tomb
+    assert "earlier task" in log_tomb and "`ctxwrap recall r" in log_tomb
+    for body in [*bodies, last]:
+        assert "old-marker" not in json.dumps(body["messages"])
+        assert "db-primary" not in json.dumps(body["messages"])
+        assert text_of(results(body)[old_id]) == tomb
+        assert text_of(results(body)[log_id]) == log_tomb
+    # ... the current task's results are whole, and between boundaries the view is frozen.
+    assert "new_helper_149" in text_of(results(bodies[1])[new_id])
+    assert "new_helper_149" in text_of(results(bodies[2])[new_id])
+    assert "checked" in text_of(results(bodies[2])[bash_id])
+    assert_extends(bodies)
+    # --continue replays the same view: the old rounds as they were last sent
+    assert results(last) == results(bodies[-1])
+    assert_extends([bodies[-1], last])
+
+    # recorded with its reason; the handle gives the read back
+    events = [json.loads(line) for line in (xdg.state / "ctxwrap" / "events.jsonl").open()]
+    (mask,) = [e for e in events if e.get("event") == "mask"]
+    assert mask["trigger"] == "idle"
+    assert [m[:2] for m in mask["masks"]] == [[old_id, "earlier_task"], [log_id, "earlier_task"]]
+    assert mask["removed_tokens"] > 1000 and mask["cost_tokens"] == 0
+    with sqlite3.connect(xdg.db) as db:
+        masked = db.execute("SELECT tool_call_id FROM edits WHERE kind='mask' ORDER BY 1")
+        assert list(masked) == [(old_id,), (log_id,)]
+    handle = tomb.split("ctxwrap recall ")[1].split()[0]
+    recall = subprocess.run(
+        [*CTXWRAP, "recall", handle, "old_helper_149"],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert recall.returncode == 0, recall.stderr
+    assert "old_helper_149" in recall.stdout
