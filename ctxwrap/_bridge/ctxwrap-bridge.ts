@@ -774,6 +774,8 @@ function install(pi: any): void {
 	let toolsChars = 0;
 	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
 	let pendingTags = new Map<string, Promise<void>>();
+	let pendingFacts = new Map<string, Promise<void>>(); // aux facts still running (not waited for)
+	let lateFacts = new Map<string, string>(); // toolCallId → aux fact to steer after the next round
 	// Cost model (docs/accounting.md): last request's blocks as sent and as plain pi's, and
 	// per-message sizes by identity, so each call measures only what is new or edited.
 	let prevSentBlocks: Block[] = [];
@@ -944,6 +946,8 @@ function install(pi: any): void {
 			blockChars = new Map();
 			promptIndex = 0;
 			pendingTags = new Map();
+			pendingFacts = new Map();
+			lateFacts = new Map();
 			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
 		} catch {}
@@ -1090,6 +1094,7 @@ function install(pi: any): void {
 	pi.on("tool_result", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
+			deliverLateFacts();
 			const name = String(event?.toolName ?? "");
 			if (name === "bash" && cfg.bash) return await onBash(event, ctx);
 			if (["read", "grep", "find", "ls", "find_capability"].includes(name) && cfg.amnesia) return onMeta(event, ctx);
@@ -1193,20 +1198,38 @@ function install(pi: any): void {
 			},
 			cfg.bridge_timeout_ms,
 		);
-		let fact: string | null = typeof reply?.text === "string" ? reply.text : null;
+		const fact: string | null = typeof reply?.text === "string" ? reply.text : null;
+		if (fact) steerFact(fact);
 		if (reply?.aux) {
-			// The heuristic fact is ready now; the aux fact replaces it only within the round's budget.
-			const fin = await finishAux(ctx, reply.aux as AuxRequest);
-			if (fin?.accepted && typeof fin.text === "string") fact = fin.text;
-		}
-		if (fact) {
-			try {
-				// Steered: lands right after this tool round, before the next LLM call, and is
-				// persisted as a custom message, so /resume keeps it.
-				pi.sendMessage({ customType: FACT_TYPE, content: fact, display: false }, { deliverAs: "steer" });
-			} catch {}
+			// The heuristic fact went out at once; the aux fact is not waited for (an aux round
+			// trip per write was most of ctxwrap's latency). It follows a round later, if better.
+			const aux = reply.aux as AuxRequest;
+			const id = String(event.toolCallId);
+			const job = (async () => {
+				if (Date.now() < auxSlowUntil) return;
+				const outcome = await runAux(ctx, cfg, aux, aux.timeout_ms);
+				const fin = await daemon.call<Json>("/v1/aux/result", { session_id: sessionId, aux_id: aux.aux_id, ...outcome }, cfg.bridge_timeout_ms);
+				if (fin?.accepted && typeof fin.text === "string" && fin.text !== fact) lateFacts.set(id, fin.text);
+			})().catch(() => {});
+			pendingFacts.set(id, job);
+			void job.finally(() => pendingFacts.delete(id));
 		}
 		return undefined;
+	};
+
+	/** Steered: lands right after this tool round, before the next LLM call, and is persisted as
+	 * a custom message, so /resume keeps it. */
+	const steerFact = (fact: string) => {
+		try {
+			pi.sendMessage({ customType: FACT_TYPE, content: fact, display: false }, { deliverAs: "steer" });
+		} catch {}
+	};
+
+	/** Aux facts that came in after their round: they follow the next tool round. */
+	const deliverLateFacts = () => {
+		if (!lateFacts.size) return;
+		for (const fact of lateFacts.values()) steerFact(fact);
+		lateFacts.clear();
 	};
 
 	/** Chars of one message, cached: a sent message never changes (edits are frozen). */
