@@ -169,7 +169,7 @@ class Daemon {
 	async revive(waitMs: number): Promise<boolean> {
 		const until = Date.now() + waitMs;
 		while (Date.now() < until) {
-			await new Promise((r) => setTimeout(r, 100));
+			await new Promise((r) => setTimeout(r, 100).unref?.());
 			const health = await this.get<Json>("/v1/health", 300);
 			if (health && health.protocol === PROTOCOL) {
 				this.suspendedUntil = 0;
@@ -222,9 +222,11 @@ class Daemon {
 		this.refusedWhy = null;
 		return new Promise<Answer<T>>((resolve) => {
 			let done = false;
+			const sentAt = Date.now();
 			const finish = (status: number, v: T | null) => {
 				if (!done) {
 					done = true;
+					trace(`${method} ${path}: ${status || "no answer"} in ${Date.now() - sentAt} ms`);
 					clearTimeout(timer);
 					resolve({ status, value: v });
 				}
@@ -954,6 +956,7 @@ function install(pi: any): void {
 	});
 
 	pi.on("session_shutdown", async (event: any) => {
+		trace("session_shutdown");
 		try {
 			// Pending tags are for a context that will not be built again: abort, don't wait.
 			for (const c of inflightAux) c.abort();
@@ -1342,7 +1345,16 @@ function install(pi: any): void {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
 			if (waits.length) {
 				// Tags still running after this grace count as RETAIN (invariant 4).
-				await Promise.race([Promise.allSettled(waits), new Promise((r) => setTimeout(r, cfg.tag_wait_ms))]);
+				// The grace timer is cleared when the tags finish first: left running it kept
+				// `pi -p` alive for the rest of tag_wait_ms after its last request.
+				let grace: ReturnType<typeof setTimeout> | undefined;
+				await Promise.race([
+					Promise.allSettled(waits),
+					new Promise((r) => {
+						grace = setTimeout(r, cfg.tag_wait_ms);
+					}),
+				]);
+				clearTimeout(grace);
 			}
 			const edited = resultEdited();
 			const mask = maskReason ? maskRequest(messages, maskReason, edited, gapS) : undefined;

@@ -94,6 +94,29 @@ def test_aux_down_retains_everything_without_delay(pi: str, tmp_path: Path, xdg:
     assert slow.elapsed < run.elapsed + 4, (slow.elapsed, run.elapsed)
 
 
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_the_tag_grace_does_not_keep_pi_alive(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """The tags answer at once; the grace timer the context step armed for them must not hold
+    `pi -p` open after its last request (it did, for the rest of tag_wait_ms)."""
+    script = [
+        {"tool_calls": [{"name": "read", "arguments": {"path": "LICENSE"}}]},
+        {"text": "done"},
+    ]
+    run = run_ctxwrap_pi(
+        pi,
+        tmp_path,
+        xdg,
+        script,
+        aux_rules=DROP_LICENSE,
+        files=FILES,
+        extra_env={"PI_CTX_TAG_WAIT_MS": "8000"},
+    )
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert [r.aux_task for r in run.server.aux_requests] == ["tag"]
+    assert "judged not needed" in json.dumps(run.main_bodies()[-1]["messages"])  # tag applied
+    assert run.ended_at - run.server.main_requests[-1].timestamp < 4.0
+
+
 WRITE = [
     {
         "tool_calls": [
