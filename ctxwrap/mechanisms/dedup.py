@@ -27,13 +27,15 @@ if TYPE_CHECKING:
 
 # Only whole-file reads: a listing or a search can change without its arguments changing, a
 # read's content is exactly what is compared.
-_READERS = frozenset({"read", "Read"})
+_READERS = frozenset({"read"})
 
 
 def note_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> bool:
     """Record a read's result; True when it repeats an earlier one the model still has whole
     (its tail edit is then a pointer, made at the next context step)."""
-    if not d.cfg.dedup or req.tool_name not in _READERS or req.is_error:
+    # pi only: its bridge reports head changes (compaction) on every context step; the Claude
+    # Code proxy does not yet, and a pointer to a read compacted away would point at nothing.
+    if not d.cfg.dedup or rt.agent != "pi" or req.tool_name not in _READERS or req.is_error:
         return False
     sig = args_sig(req.tool_name, req.input)
     digest = hashlib.blake2b(req.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
