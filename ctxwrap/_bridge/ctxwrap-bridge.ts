@@ -169,7 +169,8 @@ class Daemon {
 	async revive(waitMs: number): Promise<boolean> {
 		const until = Date.now() + waitMs;
 		while (Date.now() < until) {
-			await new Promise((r) => setTimeout(r, 100).unref?.());
+			// Not unref'd: pi awaits this (a bash digest) and an empty event loop would end `pi -p`.
+			await new Promise((r) => setTimeout(r, 100));
 			const health = await this.get<Json>("/v1/health", 300);
 			if (health && health.protocol === PROTOCOL) {
 				this.suspendedUntil = 0;
