@@ -5,7 +5,8 @@ Each scenario runs once with plain `pi -p` and once with `ctxwrap pi -p`, agains
 model server that simulates an automatic prefix cache, and is recounted from what the server
 received (ctxwrap/testing/recount.py):
 
-- chars: characters of every main request (what reached the model), plain vs ctxwrap;
+- chars: characters of every main request (what reached the model), plain vs ctxwrap, and
+  net of aux: ctxwrap's main requests plus its aux requests, against plain pi's;
 - cost: cache-priced input-equivalent tokens (cache read 0.1×, fresh 1×; idle gaps longer than
   the TTL re-send everything), pi's summarisation requests and ctxwrap's aux calls included;
 - aux share: ctxwrap's aux calls as a share of its own total;
@@ -239,36 +240,46 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="cw-savings-") as tmp:
         root = Path(tmp)
-        with isolated_xdg(root) as xdg:
-            for version in args.versions.split(","):
-                pi = find_pi(version)
-                if pi is None:
-                    print(f"{version}: not installed, skipped")
-                    continue
-                for name in args.scenarios.split(","):
-                    sc = table[name]
+        for version in args.versions.split(","):
+            pi = find_pi(version)
+            if pi is None:
+                print(f"{version}: not installed, skipped")
+                continue
+            for name in args.scenarios.split(","):
+                sc = table[name]
+                # A daemon per scenario: PI_CTX_* settings are the daemon's, so a scenario's
+                # own (the multi one's short cache TTL) must not meet a daemon started by another.
+                scenario_root = root / f"{version}-{name}"
+                scenario_root.mkdir()
+                with isolated_xdg(scenario_root) as xdg:
                     t0 = time.monotonic()
-                    plain = run(pi, sc, root, None)
-                    wrapped = run(pi, sc, root, xdg)
+                    plain = run(pi, sc, scenario_root, None)
+                    wrapped = run(pi, sc, scenario_root, xdg)
                     rows.append((version, sc, plain, wrapped, time.monotonic() - t0))
     print()
     print(
-        f"{'pi':8} {'scenario':11} {'chars plain':>12} {'ctxwrap':>9} {'Δ':>6}"
-        f" {'cost plain':>11} {'ctxwrap':>9} {'Δ':>6} {'aux':>5} {'compactions':>12} {'reported':>9}"
+        f"{'pi':8} {'scenario':11} {'chars plain':>12} {'ctxwrap':>9} {'+aux':>7} {'Δ net':>6}"
+        f" {'aux/plain':>9} {'cost plain':>11} {'ctxwrap':>9} {'Δ':>6} {'aux':>5}"
+        f" {'compactions':>12} {'reported':>9}"
     )
     for version, sc, plain, wrapped, _elapsed in rows:
         p, w = plain.recount, wrapped.recount
         reported = (wrapped.reported or {}).get("total_saved_pct")
         rep = "-" if reported is None else f"{-reported:+.0f}%"
+        net = w.main_chars + w.aux_chars
+        aux_of_plain = 100.0 * w.aux_chars / p.main_chars if p.main_chars else 0.0
         print(
-            f"{version:8} {sc.name:11} {p.main_chars:>12,} {w.main_chars:>9,} {pct(w.main_chars, p.main_chars):>6}"
+            f"{version:8} {sc.name:11} {p.main_chars:>12,} {w.main_chars:>9,} {w.aux_chars:>7,}"
+            f" {pct(net, p.main_chars):>6} {aux_of_plain:>8.1f}%"
             f" {round(p.total):>11,} {round(w.total):>9,} {-reduction_pct(p, w):>+5.0f}%"
             f" {w.aux_share_pct:>4.0f}% {plain.compactions:>5} → {wrapped.compactions:<4} {rep:>9}"
         )
     print(
-        "\nchars: every main request; cost: cache-priced input-equivalent tokens incl. pi's"
-        "\nsummarisation and ctxwrap's aux calls; aux: aux share of ctxwrap's cost;"
-        "\ncompactions: plain pi → ctxwrap; reported: what `ctxwrap stats --json` claimed."
+        "\nchars: every main request; +aux: chars of ctxwrap's aux requests; Δ net: ctxwrap's"
+        "\nmain + aux chars against plain pi's; aux/plain: aux chars as a share of plain pi's;"
+        "\ncost: cache-priced input-equivalent tokens incl. pi's summarisation and ctxwrap's aux"
+        "\ncalls; aux: aux share of ctxwrap's cost; compactions: plain pi → ctxwrap; reported:"
+        "\nthe cost reduction `ctxwrap stats --json` claimed."
     )
     return 0
 

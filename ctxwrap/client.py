@@ -17,13 +17,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctxwrap import PROTOCOL_VERSION, __version__, paths
+from ctxwrap.daemon.argv import daemon_run_argv
 from ctxwrap.daemon.pidfile import pidfile_locked, read_pidfile
 from ctxwrap.errors import DaemonStartError, DaemonUnreachable, SocketSecurityError
 
@@ -153,20 +153,6 @@ def systemd_unit_enabled() -> bool:
     """When the user installed the systemd units, socket activation owns start-up."""
     unit = paths.config_dir().parent / "systemd/user/ctxwrap.socket"
     return unit.exists() and os.environ.get("CTXWRAP_NO_SYSTEMD") != "1"
-
-
-def daemon_run_argv() -> list[str]:
-    """How every starter runs a daemon (CLI, the pi bridge, the Claude Code proxy): `daemon run`
-    directly, one Python start-up; the pidfile lock makes concurrent starts safe."""
-    return [
-        sys.executable,
-        "-m",
-        "ctxwrap",
-        "daemon",
-        "run",
-        "--log-file",
-        str(paths.daemon_log_path()),
-    ]
 
 
 def _spawn_daemon(started_by: str) -> subprocess.Popen[bytes]:

@@ -66,6 +66,10 @@ class Settings(BaseSettings):
         6000, ge=200, description="How much of a result the tagger sees."
     )
     tag_max_tokens: int = Field(24, ge=4, description="Tagger output cap.")
+    dedup: bool = Field(
+        True,
+        description="A file read again with identical content points at the earlier result instead of repeating it.",
+    )
     tag_view_chars: int = Field(
         1500,
         ge=200,

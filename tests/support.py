@@ -179,6 +179,7 @@ class PiRun:
     agent_dir: Path
     elapsed: float
     env: dict[str, str] = field(default_factory=dict)
+    ended_at: float = 0.0  # time.time() when the process had exited
 
     def session_files(self) -> list[Path]:
         return sorted((self.agent_dir / "sessions").rglob("*.jsonl"))
@@ -246,7 +247,8 @@ def run_ctxwrap_pi(
             timeout=timeout,
         )
         elapsed = time.monotonic() - start
+        ended_at = time.time()
     finally:
         if own:
             srv.close()
-    return PiRun(proc, srv, home, work, agent_dir, elapsed, env)
+    return PiRun(proc, srv, home, work, agent_dir, elapsed, env, ended_at)

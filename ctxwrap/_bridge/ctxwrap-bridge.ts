@@ -169,6 +169,7 @@ class Daemon {
 	async revive(waitMs: number): Promise<boolean> {
 		const until = Date.now() + waitMs;
 		while (Date.now() < until) {
+			// Not unref'd: pi awaits this (a bash digest) and an empty event loop would end `pi -p`.
 			await new Promise((r) => setTimeout(r, 100));
 			const health = await this.get<Json>("/v1/health", 300);
 			if (health && health.protocol === PROTOCOL) {
@@ -222,9 +223,11 @@ class Daemon {
 		this.refusedWhy = null;
 		return new Promise<Answer<T>>((resolve) => {
 			let done = false;
+			const sentAt = Date.now();
 			const finish = (status: number, v: T | null) => {
 				if (!done) {
 					done = true;
+					trace(`${method} ${path}: ${status || "no answer"} in ${Date.now() - sentAt} ms`);
 					clearTimeout(timer);
 					resolve({ status, value: v });
 				}
@@ -774,6 +777,8 @@ function install(pi: any): void {
 	let toolsChars = 0;
 	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
 	let pendingTags = new Map<string, Promise<void>>();
+	let pendingFacts = new Map<string, Promise<void>>(); // aux facts still running (not waited for)
+	let lateFacts = new Map<string, string>(); // toolCallId → aux fact to steer after the next round
 	// Cost model (docs/accounting.md): last request's blocks as sent and as plain pi's, and
 	// per-message sizes by identity, so each call measures only what is new or edited.
 	let prevSentBlocks: Block[] = [];
@@ -944,12 +949,15 @@ function install(pi: any): void {
 			blockChars = new Map();
 			promptIndex = 0;
 			pendingTags = new Map();
+			pendingFacts = new Map();
+			lateFacts = new Map();
 			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
 		} catch {}
 	});
 
 	pi.on("session_shutdown", async (event: any) => {
+		trace("session_shutdown");
 		try {
 			// Pending tags are for a context that will not be built again: abort, don't wait.
 			for (const c of inflightAux) c.abort();
@@ -1090,6 +1098,7 @@ function install(pi: any): void {
 	pi.on("tool_result", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
+			deliverLateFacts();
 			const name = String(event?.toolName ?? "");
 			if (name === "bash" && cfg.bash) return await onBash(event, ctx);
 			if (["read", "grep", "find", "ls", "find_capability"].includes(name) && cfg.amnesia) return onMeta(event, ctx);
@@ -1193,20 +1202,38 @@ function install(pi: any): void {
 			},
 			cfg.bridge_timeout_ms,
 		);
-		let fact: string | null = typeof reply?.text === "string" ? reply.text : null;
+		const fact: string | null = typeof reply?.text === "string" ? reply.text : null;
+		if (fact) steerFact(fact);
 		if (reply?.aux) {
-			// The heuristic fact is ready now; the aux fact replaces it only within the round's budget.
-			const fin = await finishAux(ctx, reply.aux as AuxRequest);
-			if (fin?.accepted && typeof fin.text === "string") fact = fin.text;
-		}
-		if (fact) {
-			try {
-				// Steered: lands right after this tool round, before the next LLM call, and is
-				// persisted as a custom message, so /resume keeps it.
-				pi.sendMessage({ customType: FACT_TYPE, content: fact, display: false }, { deliverAs: "steer" });
-			} catch {}
+			// The heuristic fact went out at once; the aux fact is not waited for (an aux round
+			// trip per write was most of ctxwrap's latency). It follows a round later, if better.
+			const aux = reply.aux as AuxRequest;
+			const id = String(event.toolCallId);
+			const job = (async () => {
+				if (Date.now() < auxSlowUntil) return;
+				const outcome = await runAux(ctx, cfg, aux, aux.timeout_ms);
+				const fin = await daemon.call<Json>("/v1/aux/result", { session_id: sessionId, aux_id: aux.aux_id, ...outcome }, cfg.bridge_timeout_ms);
+				if (fin?.accepted && typeof fin.text === "string" && fin.text !== fact) lateFacts.set(id, fin.text);
+			})().catch(() => {});
+			pendingFacts.set(id, job);
+			void job.finally(() => pendingFacts.delete(id));
 		}
 		return undefined;
+	};
+
+	/** Steered: lands right after this tool round, before the next LLM call, and is persisted as
+	 * a custom message, so /resume keeps it. */
+	const steerFact = (fact: string) => {
+		try {
+			pi.sendMessage({ customType: FACT_TYPE, content: fact, display: false }, { deliverAs: "steer" });
+		} catch {}
+	};
+
+	/** Aux facts that came in after their round: they follow the next tool round. */
+	const deliverLateFacts = () => {
+		if (!lateFacts.size) return;
+		for (const fact of lateFacts.values()) steerFact(fact);
+		lateFacts.clear();
 	};
 
 	/** Chars of one message, cached: a sent message never changes (edits are frozen). */
@@ -1319,7 +1346,16 @@ function install(pi: any): void {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
 			if (waits.length) {
 				// Tags still running after this grace count as RETAIN (invariant 4).
-				await Promise.race([Promise.allSettled(waits), new Promise((r) => setTimeout(r, cfg.tag_wait_ms))]);
+				// The grace timer is cleared when the tags finish first: left running it kept
+				// `pi -p` alive for the rest of tag_wait_ms after its last request.
+				let grace: ReturnType<typeof setTimeout> | undefined;
+				await Promise.race([
+					Promise.allSettled(waits),
+					new Promise((r) => {
+						grace = setTimeout(r, cfg.tag_wait_ms);
+					}),
+				]);
+				clearTimeout(grace);
 			}
 			const edited = resultEdited();
 			const mask = maskReason ? maskRequest(messages, maskReason, edited, gapS) : undefined;

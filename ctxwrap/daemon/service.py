@@ -29,6 +29,7 @@ from ctxwrap.mechanisms import (
     accounting,
     amnesia,
     cost_accounting,
+    dedup,
     digest,
     tail_edits,
     tool_kind,
@@ -266,6 +267,8 @@ class Daemon:
         if kind == "bash" and cfg.bash:
             return await digest.bash_result(self, rt, req)
         if kind == "amnesia" and cfg.amnesia:
+            if dedup.note_result(self, rt, req):
+                return P.ToolResultReply()  # a repeat of a result the model has: no tag needed
             return amnesia.start_tag(self, rt, req)
         if kind == "write" and cfg.write:
             return await writes.write_result(self, rt, req)

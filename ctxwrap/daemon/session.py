@@ -25,6 +25,12 @@ class PendingAux:
     context: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ReadSeen:
+    tool_call_id: str
+    digest: str  # of the result text
+
+
 @dataclass
 class SessionRuntime:
     session_id: str
@@ -42,6 +48,10 @@ class SessionRuntime:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
     # http backend: when this tool round's aux budget runs out (monotonic; 0 = no round yet).
     aux_round_deadline: float = 0.0
+    # Re-reads (mechanisms/dedup.py): the latest whole result of each read signature, and the
+    # results that repeat one (toolCallId → the earlier result they point at).
+    reads: dict[str, ReadSeen] = field(default_factory=dict)
+    dedups: dict[str, ReadSeen] = field(default_factory=dict)
 
 
 def call_label(tool: str, args: dict[str, Any]) -> str:

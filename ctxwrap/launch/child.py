@@ -10,14 +10,18 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
 
 
-def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
+def run_child(
+    argv: Sequence[str], env: Mapping[str, str], on_started: Callable[[], object] | None = None
+) -> int:
+    """`on_started` runs once the agent's process exists: work of ours that can overlap the
+    agent's own start-up (seconds of Node) goes there, not before it."""
     if os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno()):
-        return run_under_pty(argv, env)
+        return run_under_pty(argv, env, on_started=on_started)
     # No terminal (scripts, -p, --mode json|rpc): the agent gets our stdio as it is.
     started: list[subprocess.Popen[bytes]] = []
     early: list[int] = []
@@ -37,6 +41,8 @@ def run_child(argv: Sequence[str], env: Mapping[str, str]) -> int:
         started.append(proc)
         for signum in early:
             proc.send_signal(signum)
+        if on_started is not None:
+            on_started()
         while True:
             try:
                 proc.wait()

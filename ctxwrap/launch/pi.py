@@ -11,10 +11,8 @@ import os
 import shutil
 import sys
 import threading
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from ctxwrap import __version__, paths
 from ctxwrap.errors import CtxwrapError, PiNotFound, SocketSecurityError
@@ -24,15 +22,15 @@ OFF_FLAG = "--ctxwrap-off"
 INSTALL_HINT = "install it with `npm install -g @earendil-works/pi-coding-agent` (needs Node >= 22.19), or set CTXWRAP_PI"
 
 
-@dataclass(frozen=True)
-class PiInstall:
+class PiInstall(NamedTuple):  # not a dataclass: its import is ~7 ms of every `ctxwrap pi`
     argv: list[str]  # command that runs pi (may be a wrapper script)
     package: str  # npm package name, when known
     version: str | None
 
 
 def bridge_path() -> Path:
-    return Path(str(resources.files("ctxwrap") / "_bridge" / "ctxwrap-bridge.ts"))
+    # A file next to ours (pi loads it by path), not importlib.resources: ~9 ms of imports.
+    return Path(__file__).resolve().parent.parent / "_bridge" / "ctxwrap-bridge.ts"
 
 
 def find_pi() -> PiInstall:
@@ -72,7 +70,7 @@ def _package_of(exe: Path) -> tuple[str, str | None]:
 
 
 def bridge_env(pi: PiInstall) -> dict[str, str]:
-    from ctxwrap.client import daemon_run_argv
+    from ctxwrap.daemon.argv import daemon_run_argv
 
     env = dict(os.environ)
     env.update(
@@ -117,10 +115,9 @@ def _runtime_dir_safe() -> bool:
 
 def _ensure_daemon_beside_pi() -> threading.Thread:
     """Make sure the daemon runs while pi starts, not before: pi's own start-up (seconds) hides
-    the probe (~0.2 s) and a cold daemon start; the bridge waits for the daemon itself."""
-    thread = threading.Thread(target=_ensure_daemon, name="ctxwrap-ensure-daemon", daemon=True)
-    thread.start()
-    return thread
+    the probe and a cold daemon start; the bridge waits for the daemon itself. Started once
+    pi's process exists, so its imports do not delay pi's exec."""
+    return threading.Thread(target=_ensure_daemon, name="ctxwrap-ensure-daemon", daemon=True)
 
 
 def run_pi(args: list[str]) -> int:
@@ -139,9 +136,9 @@ def run_pi(args: list[str]) -> int:
         env = bridge_env(pi)
         env["CTXWRAP_DAEMON_LAUNCHING"] = "1"  # the bridge waits instead of starting another
     try:
-        rc = run_child(argv, env)
+        rc = run_child(argv, env, on_started=starting.start if starting is not None else None)
     finally:
-        if starting is not None:
+        if starting is not None and starting.ident is not None:
             # Only a pi that exits at once (`--version`) gets here first; finish the start so
             # the next session finds its daemon (ensure_running bounds itself: 10 s).
             starting.join(timeout=15)

@@ -17,7 +17,7 @@ import select
 import signal
 import termios
 import tty
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 FORWARDED = (
     signal.SIGTERM,
@@ -68,9 +68,16 @@ def exit_status(wait_status: int) -> int:
 
 
 def run_under_pty(
-    argv: Sequence[str], env: Mapping[str, str], *, stdin_fd: int = 0, stdout_fd: int = 1
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    stdin_fd: int = 0,
+    stdout_fd: int = 1,
+    on_started: Callable[[], object] | None = None,
 ) -> int:
-    """Spawn argv on a new PTY, proxy stdin/stdout, return the child's exit status."""
+    """Spawn argv on a new PTY, proxy stdin/stdout, return the child's exit status.
+
+    `on_started` runs once the child exists (the launcher's own work then overlaps its start)."""
     pid, master = pty.fork()
     if pid == 0:  # child: exec pi with the terminal as its controlling tty
         try:
@@ -78,6 +85,8 @@ def run_under_pty(
         except OSError as exc:
             os.write(2, f"ctxwrap: cannot run {argv[0]}: {exc.strerror}\n".encode())
             os._exit(127)
+    if on_started is not None:
+        on_started()
     _copy_winsize(stdout_fd if os.isatty(stdout_fd) else stdin_fd, master)
 
     sig_r, sig_w = os.pipe()

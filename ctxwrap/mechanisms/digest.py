@@ -225,12 +225,12 @@ def digest_refusal(answer: str, must_keep: list[str]) -> str | None:
 def _store_and_digest_file(
     d: Daemon, source: Path, digester: StreamingDigester, meta: dict[str, str | None]
 ) -> Any:
-    # One pass over the spill file feeds both the digester and the redacted store.
+    # One pass over the spill file feeds both the digester and the redacted store, in blocks.
     def lines() -> Any:
-        from ctxwrap.daemon.rawstore import _lines_of_file
+        from ctxwrap.daemon.rawstore import line_blocks_of_file
 
-        for line in _lines_of_file(source, 1 << 40):
-            digester.feed(line + "\n")
-            yield line
+        for block in line_blocks_of_file(source, 1 << 40):
+            digester.feed(block + "\n")
+            yield block
 
     return d.raw.try_put_lines(lines(), **meta)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
 from ctxwrap.engine.edits import decide_edits, dropped_signatures, edit_to_json
-from ctxwrap.mechanisms import amnesia, masking, writes
+from ctxwrap.mechanisms import amnesia, dedup, masking, writes
 
 if TYPE_CHECKING:
     from ctxwrap.daemon.service import Daemon
@@ -26,15 +26,16 @@ async def decide(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> P.Cont
     )
     if cfg.off:
         return P.ContextReply()
+    dedup.settle(d, rt, req)
     edits = decide_edits(
         req.tail,
         amnesia.drop_tags(d, rt),
         mode=cfg.amnesia_mode,
         dropped_sigs=rt.dropped_sigs,
         write_min_bytes=cfg.write_min_bytes if cfg.write else 1 << 62,
-        tombstone_for=lambda result, call: amnesia.tombstone(
-            rt, result.toolCallId or call.id, result.chars or 0
-        ),
+        tombstone_for=lambda result, call: (
+            dedup.tombstone if (result.toolCallId or call.id) in rt.dedups else amnesia.tombstone
+        )(rt, result.toolCallId or call.id, result.chars or 0),
         strip_marker_for=writes.strip_marker,
     )
     d.hide_signatures(rt, dropped_signatures(req.tail, edits))

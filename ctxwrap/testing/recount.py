@@ -64,6 +64,7 @@ class Recount:
     summaries: float  # pi's summarisation requests, input + output
     aux: float  # ctxwrap's aux calls, input (as the provider reported it) + output
     summary_requests: int
+    aux_chars: int = 0  # chars of ctxwrap's aux requests (what the aux model read)
 
     @property
     def total(self) -> float:
@@ -102,6 +103,7 @@ def recount(
         summaries=summary_cost,
         aux=aux_cost,
         summary_requests=len(summaries),
+        aux_chars=sum(request_chars(r.body) for r in requests if r.kind == "aux"),
     )
 
 

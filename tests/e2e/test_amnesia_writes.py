@@ -94,13 +94,40 @@ def test_aux_down_retains_everything_without_delay(pi: str, tmp_path: Path, xdg:
     assert slow.elapsed < run.elapsed + 4, (slow.elapsed, run.elapsed)
 
 
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_the_tag_grace_does_not_keep_pi_alive(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """The tags answer at once; the grace timer the context step armed for them must not hold
+    `pi -p` open after its last request (it did, for the rest of tag_wait_ms)."""
+    script = [
+        {"tool_calls": [{"name": "read", "arguments": {"path": "LICENSE"}}]},
+        {"text": "done"},
+    ]
+    run = run_ctxwrap_pi(
+        pi,
+        tmp_path,
+        xdg,
+        script,
+        aux_rules=DROP_LICENSE,
+        files=FILES,
+        extra_env={"PI_CTX_TAG_WAIT_MS": "8000"},
+    )
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert [r.aux_task for r in run.server.aux_requests] == ["tag"]
+    assert "judged not needed" in json.dumps(run.main_bodies()[-1]["messages"])  # tag applied
+    assert run.ended_at - run.server.main_requests[-1].timestamp < 4.0
+
+
 WRITE = [
     {
         "tool_calls": [
             {"name": "write", "arguments": {"path": "src/model.py", "content": WRITE_BODY}}
         ]
     },
-    {"tool_calls": [{"name": "bash", "arguments": {"command": "wc -l src/model.py"}}]},
+    # The model "thinks" for a second: the aux fact (not waited for) is in by the next round.
+    {
+        "tool_calls": [{"name": "bash", "arguments": {"command": "wc -l src/model.py"}}],
+        "delay_s": 1.0,
+    },
     {"text": "done"},
 ]
 
@@ -117,7 +144,12 @@ def test_write_body_is_stripped_and_a_fact_kept(pi: str, tmp_path: Path, xdg: Xd
         text = json.dumps(body["messages"], ensure_ascii=False)
         assert "layer_219" not in text, "the write body was sent again"
         assert "content stripped by ctxwrap" in text
-        assert "[Wrote src/model.py — small CNN definition with 220 conv layers" in text
+        # The heuristic fact at once: the write round does not wait for the aux model ...
+        assert "[Wrote src/model.py — Model definition: a small CNN." in text
+    # ... whose fact follows one round later.
+    aux_fact = "[Wrote src/model.py — small CNN definition with 220 conv layers"
+    assert aux_fact not in json.dumps(bodies[1]["messages"], ensure_ascii=False)
+    assert aux_fact in json.dumps(bodies[2]["messages"], ensure_ascii=False)
     out = ctxwrap(xdg, "facts", "--json")
     facts = json.loads(out.stdout)["facts"]
     assert [f["path"] for f in facts] == ["src/model.py"] and facts[0]["source"] == "aux"
@@ -125,7 +157,7 @@ def test_write_body_is_stripped_and_a_fact_kept(pi: str, tmp_path: Path, xdg: Xd
         pi, tmp_path, xdg, [{"text": "resumed"}], home=run.home, args=("--continue",)
     )
     text = json.dumps(resumed.main_bodies()[0]["messages"], ensure_ascii=False)
-    assert "[Wrote src/model.py" in text and "layer_219" not in text
+    assert aux_fact in text and "layer_219" not in text
 
 
 @pytest.mark.parametrize("pi", ["pi"])

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwrap import __version__, paths
-from ctxwrap.client import daemon_run_argv
+from ctxwrap.daemon.argv import daemon_run_argv
 from ctxwrap.errors import CtxwrapError
 from ctxwrap.launch.child import run_child
 

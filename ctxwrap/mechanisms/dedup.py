@@ -1,0 +1,90 @@
+"""Re-reads: a file read again with the same arguments and the same content is not sent twice.
+
+Agents re-read files they already have (to check before an edit, after losing track). When the
+new result is identical, character for character, to an earlier result of the same call that the
+model still has whole, the new one becomes a one-line note pointing at it. It is a tail edit
+(decided before the model sees the result, frozen and replayed like any other), so the prompt
+cache is untouched, and no aux call is made for it.
+
+When the earlier result may no longer be in the context, nothing is deduplicated: after a
+compaction or any head change (the adapter says so), after a session (re)start, and once the
+earlier result has an edit of its own (a tombstone, a mask). A call repeated after its result was
+deduplicated is kept whole (invariant 5, through the hidden signatures).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from ctxwrap import protocol as P
+from ctxwrap.daemon.session import ReadSeen, call_label
+from ctxwrap.engine.edits import args_sig
+
+if TYPE_CHECKING:
+    from ctxwrap.daemon.service import Daemon
+    from ctxwrap.daemon.session import SessionRuntime
+
+# Only whole-file reads: a listing or a search can change without its arguments changing, a
+# read's content is exactly what is compared.
+_READERS = frozenset({"read"})
+
+
+def note_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> bool:
+    """Record a read's result; True when it repeats an earlier one the model still has whole
+    (its tail edit is then a pointer, made at the next context step)."""
+    # pi only: its bridge reports head changes (compaction) on every context step; the Claude
+    # Code proxy does not yet, and a pointer to a read compacted away would point at nothing.
+    if not d.cfg.dedup or rt.agent != "pi" or req.tool_name not in _READERS or req.is_error:
+        return False
+    sig = args_sig(req.tool_name, req.input)
+    digest = hashlib.blake2b(req.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    earlier = rt.reads.get(sig)
+    if (
+        earlier is not None
+        and earlier.digest == digest
+        and sig not in rt.dropped_sigs  # asked again after a hide: the model wants it whole
+        and not _has_edit(d, rt, earlier.tool_call_id)
+    ):
+        rt.dedups[req.tool_call_id] = earlier
+        rt.tags[req.tool_call_id] = "DROP"  # the tail-edit path turns it into the pointer
+        rt.sizes[req.tool_call_id] = len(req.text)
+        rt.call_args[req.tool_call_id] = call_label(req.tool_name, req.input)
+        return True
+    rt.reads[sig] = ReadSeen(req.tool_call_id, digest)
+    return False
+
+
+def forget(rt: SessionRuntime) -> None:
+    """The earlier results may be gone from the context (compaction, a new process)."""
+    rt.reads.clear()
+    for cid in [c for c in rt.dedups if rt.tags.get(c) == "DROP"]:
+        rt.tags[cid] = "RETAIN"  # not applied yet: keep the result whole
+    rt.dedups.clear()
+
+
+def settle(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> None:
+    """Before the tail's edits are decided: no pointer to a result that may be gone."""
+    if req.head_changed:
+        forget(rt)
+        return
+    for cid, earlier in list(rt.dedups.items()):
+        if rt.tags.get(cid) == "DROP" and _has_edit(d, rt, earlier.tool_call_id):
+            rt.tags[cid] = "RETAIN"
+            del rt.dedups[cid]
+
+
+def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:
+    label = rt.call_args.get(call_id, "read")
+    return (
+        f"[ctxwrap: {label} returned the same {chars:,} chars as the earlier identical call "
+        "above (unchanged); that result is current, so it is not repeated]"
+    )
+
+
+def _has_edit(d: Daemon, rt: SessionRuntime, tool_call_id: str) -> bool:
+    rows = d.store.query(
+        "SELECT 1 FROM edits WHERE session_id=? AND tool_call_id=? LIMIT 1",
+        (rt.session_id, tool_call_id),
+    )
+    return bool(rows)
