@@ -740,6 +740,18 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest, timeoutMs = 
 
 // -- the extension ---------------------------------------------------------------------------
 
+/** Results a RETAIN/DROP tag may hide. */
+const META_TOOLS = ["read", "grep", "find", "ls", "find_capability"];
+/** At most this many results per tag request (the daemon accepts 64): bounds one aux prompt. */
+const TAG_BATCH_MAX = 16;
+
+interface TagBatch {
+	items: Json[];
+	ctx: any; // of the latest result: runAux takes the model and abort signal from it
+	done: Promise<void>;
+	resolve: () => void;
+}
+
 const STATE_ENTRY = "ctxwrap-state";
 const OWN_TOOLS = new Set(["ctx_recall", "find_capability"]);
 const FACT_TYPE = "ctxwm-fact";
@@ -774,6 +786,10 @@ function install(pi: any): void {
 	let toolsChars = 0;
 	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
 	let pendingTags = new Map<string, Promise<void>>();
+	// Batched tags: the read-like calls of the latest assistant message whose result has not
+	// arrived yet, and the taggable results collected so far; one aux call tags the round.
+	let tagRound = new Set<string>();
+	let tagBatch: TagBatch | null = null;
 	// Cost model (docs/accounting.md): last request's blocks as sent and as plain pi's, and
 	// per-message sizes by identity, so each call measures only what is new or edited.
 	let prevSentBlocks: Block[] = [];
@@ -944,6 +960,8 @@ function install(pi: any): void {
 			blockChars = new Map();
 			promptIndex = 0;
 			pendingTags = new Map();
+			tagRound = new Set();
+			tagBatch = null;
 			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
 		} catch {}
@@ -1087,12 +1105,41 @@ function install(pi: any): void {
 		return undefined;
 	});
 
+	// The read-like calls of each assistant message: their results are tagged in one batch.
+	pi.on("message_end", (event: any) => {
+		try {
+			const m = event?.message;
+			if (m?.role !== "assistant" || !Array.isArray(m.content)) return undefined;
+			if (tagBatch) {
+				// A round whose calls never all ended (aborted): send what it has.
+				const batch = tagBatch;
+				tagBatch = null;
+				flushTags(batch);
+			}
+			tagRound = new Set(
+				m.content.filter((b: any) => b?.type === "toolCall" && META_TOOLS.includes(String(b.name))).map((b: any) => String(b.id)),
+			);
+		} catch {}
+		return undefined;
+	});
+	// A call that never executes (blocked, invalid arguments) has no tool_result but still ends.
+	pi.on("tool_execution_end", (event: any) => {
+		try {
+			if (!event?.parentToolCallId) tagArrived(String(event?.toolCallId));
+		} catch {}
+		return undefined;
+	});
+
 	pi.on("tool_result", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
 			const name = String(event?.toolName ?? "");
 			if (name === "bash" && cfg.bash) return await onBash(event, ctx);
-			if (["read", "grep", "find", "ls", "find_capability"].includes(name) && cfg.amnesia) return onMeta(event, ctx);
+			if (META_TOOLS.includes(name)) {
+				if (cfg.amnesia) onMeta(event, ctx);
+				tagArrived(String(event.toolCallId));
+				return undefined;
+			}
 			if (name === "write" && cfg.write) return await onWrite(event, ctx);
 		} catch {}
 		return undefined;
@@ -1146,27 +1193,54 @@ function install(pi: any): void {
 		const text = textOf(event.content);
 		if (event.isError || tokens(text.length) < cfg.amnesia_min_tokens) return undefined;
 		const id = String(event.toolCallId);
+		const item: Json = { tool_call_id: id, tool_name: String(event.toolName), input: event.input ?? {}, text };
 		// Tagging is out of band: tool_result returns at once, the tag runs beside the tool round.
-		const job = (async () => {
-			const reply = await daemon.call<Json>(
-				"/v1/tool_result",
-				{
-					session_id: sessionId,
-					tool_call_id: id,
-					tool_name: String(event.toolName),
-					input: event.input ?? {},
-					text,
-					is_error: false,
-				},
-				cfg.bridge_timeout_ms,
-			);
+		if (!tagRound.has(id)) {
+			// Not a call of the round we know (a nested call): tagged on its own, at once.
+			const single = newTagBatch(ctx);
+			single.items.push(item);
+			pendingTags.set(id, single.done);
+			flushTags(single);
+			return undefined;
+		}
+		if (!tagBatch) tagBatch = newTagBatch(ctx);
+		tagBatch.items.push(item);
+		tagBatch.ctx = ctx;
+		pendingTags.set(id, tagBatch.done);
+		return undefined;
+	};
+
+	const newTagBatch = (ctx: any): TagBatch => {
+		let resolve: () => void = () => {};
+		const done = new Promise<void>((r) => (resolve = r));
+		return { items: [], ctx, done, resolve };
+	};
+
+	/** A call of the round has its result (or ended without one): the last one sends the batch. */
+	const tagArrived = (id: string) => {
+		if (!tagRound.delete(id) || tagRound.size > 0 || !tagBatch) return;
+		const batch = tagBatch;
+		tagBatch = null;
+		flushTags(batch);
+	};
+
+	/** One /v1/tag_batch per batch (chunks of TAG_BATCH_MAX), each answered by one aux call. */
+	const flushTags = (batch: TagBatch) => {
+		// A result the model has seen can only be masked later: not worth a tag without masking.
+		const items = cfg.mask ? batch.items : batch.items.filter((it) => !seen.has(String(it.tool_call_id)));
+		const chunks: Json[][] = [];
+		for (let i = 0; i < items.length; i += TAG_BATCH_MAX) chunks.push(items.slice(i, i + TAG_BATCH_MAX));
+		const runChunk = async (results: Json[]) => {
+			const reply = await daemon.call<Json>("/v1/tag_batch", { session_id: sessionId, results }, cfg.bridge_timeout_ms);
 			if (reply?.aux) {
-				const outcome = await runAux(ctx, cfg, reply.aux as AuxRequest);
+				const outcome = await runAux(batch.ctx, cfg, reply.aux as AuxRequest);
 				await daemon.call("/v1/aux/result", { session_id: sessionId, aux_id: reply.aux.aux_id, ...outcome }, cfg.bridge_timeout_ms);
 			}
-		})().catch(() => {});
-		pendingTags.set(id, job);
-		return undefined;
+		};
+		Promise.allSettled(chunks.map((c) => runChunk(c).catch(() => {}))).then(
+			() => batch.resolve(),
+			() => batch.resolve(),
+		);
 	};
 
 	const onWrite = async (event: any, ctx: any) => {
@@ -1315,6 +1389,13 @@ function install(pi: any): void {
 				tail.messages.some((m) =>
 					(m.toolCalls ?? []).some((c) => c.name === "write" && (c.writeContentBytes ?? 0) >= cfg.write_min_bytes),
 				));
+		if (tagBatch) {
+			// Results of a round whose last call never reported: their tag starts now.
+			const batch = tagBatch;
+			tagBatch = null;
+			tagRound = new Set();
+			flushTags(batch);
+		}
 		if (tail.messages.length > 0 && editable) {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
 			if (waits.length) {

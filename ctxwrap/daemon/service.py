@@ -271,6 +271,12 @@ class Daemon:
             return await writes.write_result(self, rt, req)
         return P.ToolResultReply()
 
+    def tag_batch(self, req: P.TagBatch) -> P.TagBatchReply:
+        rt = self._rt(req.session_id)
+        if self.cfg.off or not self.cfg.amnesia:
+            return P.TagBatchReply()
+        return amnesia.start_tag_batch(self, rt, req)
+
     def aux_result(self, req: P.AuxResult) -> P.AuxResultReply:
         """An aux answer the adapter ran for us: record its cost, hand it to its mechanism."""
         rt = self._rt(req.session_id)
