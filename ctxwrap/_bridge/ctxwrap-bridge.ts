@@ -745,11 +745,61 @@ const META_TOOLS = ["read", "grep", "find", "ls", "find_capability"];
 /** At most this many results per tag request (the daemon accepts 64): bounds one aux prompt. */
 const TAG_BATCH_MAX = 16;
 
-interface TagBatch {
+export interface TagBatch {
 	items: Json[];
 	ctx: any; // of the latest result: runAux takes the model and abort signal from it
-	done: Promise<void>;
+	done: Promise<void>; // settles when the batch's tag is answered (or given up)
 	resolve: () => void;
+}
+
+export function newTagBatch(ctx: any): TagBatch {
+	let resolve: () => void = () => {};
+	const done = new Promise<void>((r) => (resolve = r));
+	return { items: [], ctx, done, resolve };
+}
+
+/**
+ * One tool round's tag batch: the read-like calls of the latest assistant message, and the
+ * taggable results collected for them. The batch is due when the last of those calls ends;
+ * calls of other tools (a slow bash) never hold it back.
+ */
+export class TagRound {
+	private waiting = new Set<string>();
+	private open: TagBatch | null = null;
+
+	/** A new assistant message with these read-like calls; returns what the previous round
+	 * still held (its calls never all ended), to send now. */
+	start(ids: Iterable<string>): TagBatch | null {
+		const left = this.take();
+		this.waiting = new Set(ids);
+		return left;
+	}
+
+	/** A taggable result of the round joins its batch (returned); null: not a call of this
+	 * round (a nested call), to be tagged on its own. */
+	add(id: string, item: Json, ctx: any): TagBatch | null {
+		if (!this.waiting.has(id)) return null;
+		this.open ??= newTagBatch(ctx);
+		this.open.items.push(item);
+		this.open.ctx = ctx;
+		return this.open;
+	}
+
+	/** A call ended (with or without a result); the batch when it was the round's last call. */
+	ended(id: string): TagBatch | null {
+		if (!this.waiting.delete(id) || this.waiting.size > 0) return null;
+		const due = this.open;
+		this.open = null;
+		return due;
+	}
+
+	/** Whatever is collected, at once (the next LLM call is starting); the round is over. */
+	take(): TagBatch | null {
+		const due = this.open;
+		this.open = null;
+		this.waiting = new Set();
+		return due;
+	}
 }
 
 const STATE_ENTRY = "ctxwrap-state";
@@ -788,8 +838,7 @@ function install(pi: any): void {
 	let pendingTags = new Map<string, Promise<void>>();
 	// Batched tags: the read-like calls of the latest assistant message whose result has not
 	// arrived yet, and the taggable results collected so far; one aux call tags the round.
-	let tagRound = new Set<string>();
-	let tagBatch: TagBatch | null = null;
+	let tagRound = new TagRound();
 	// Cost model (docs/accounting.md): last request's blocks as sent and as plain pi's, and
 	// per-message sizes by identity, so each call measures only what is new or edited.
 	let prevSentBlocks: Block[] = [];
@@ -960,8 +1009,7 @@ function install(pi: any): void {
 			blockChars = new Map();
 			promptIndex = 0;
 			pendingTags = new Map();
-			tagRound = new Set();
-			tagBatch = null;
+			tagRound = new TagRound();
 			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
 		} catch {}
@@ -1110,15 +1158,9 @@ function install(pi: any): void {
 		try {
 			const m = event?.message;
 			if (m?.role !== "assistant" || !Array.isArray(m.content)) return undefined;
-			if (tagBatch) {
-				// A round whose calls never all ended (aborted): send what it has.
-				const batch = tagBatch;
-				tagBatch = null;
-				flushTags(batch);
-			}
-			tagRound = new Set(
-				m.content.filter((b: any) => b?.type === "toolCall" && META_TOOLS.includes(String(b.name))).map((b: any) => String(b.id)),
-			);
+			const calls = m.content.filter((b: any) => b?.type === "toolCall" && META_TOOLS.includes(String(b.name)));
+			const left = tagRound.start(calls.map((b: any) => String(b.id)));
+			if (left) flushTags(left); // a round whose calls never all ended: send what it has
 		} catch {}
 		return undefined;
 	});
@@ -1195,33 +1237,23 @@ function install(pi: any): void {
 		const id = String(event.toolCallId);
 		const item: Json = { tool_call_id: id, tool_name: String(event.toolName), input: event.input ?? {}, text };
 		// Tagging is out of band: tool_result returns at once, the tag runs beside the tool round.
-		if (!tagRound.has(id)) {
-			// Not a call of the round we know (a nested call): tagged on its own, at once.
-			const single = newTagBatch(ctx);
-			single.items.push(item);
-			pendingTags.set(id, single.done);
-			flushTags(single);
+		const batch = tagRound.add(id, item, ctx);
+		if (batch) {
+			pendingTags.set(id, batch.done);
 			return undefined;
 		}
-		if (!tagBatch) tagBatch = newTagBatch(ctx);
-		tagBatch.items.push(item);
-		tagBatch.ctx = ctx;
-		pendingTags.set(id, tagBatch.done);
+		// Not a call of the round we know (a nested call): tagged on its own, at once.
+		const single = newTagBatch(ctx);
+		single.items.push(item);
+		pendingTags.set(id, single.done);
+		flushTags(single);
 		return undefined;
-	};
-
-	const newTagBatch = (ctx: any): TagBatch => {
-		let resolve: () => void = () => {};
-		const done = new Promise<void>((r) => (resolve = r));
-		return { items: [], ctx, done, resolve };
 	};
 
 	/** A call of the round has its result (or ended without one): the last one sends the batch. */
 	const tagArrived = (id: string) => {
-		if (!tagRound.delete(id) || tagRound.size > 0 || !tagBatch) return;
-		const batch = tagBatch;
-		tagBatch = null;
-		flushTags(batch);
+		const due = tagRound.ended(id);
+		if (due) flushTags(due);
 	};
 
 	/** One /v1/tag_batch per batch (chunks of TAG_BATCH_MAX), each answered by one aux call. */
@@ -1389,13 +1421,8 @@ function install(pi: any): void {
 				tail.messages.some((m) =>
 					(m.toolCalls ?? []).some((c) => c.name === "write" && (c.writeContentBytes ?? 0) >= cfg.write_min_bytes),
 				));
-		if (tagBatch) {
-			// Results of a round whose last call never reported: their tag starts now.
-			const batch = tagBatch;
-			tagBatch = null;
-			tagRound = new Set();
-			flushTags(batch);
-		}
+		const unsent = tagRound.take(); // a round whose last call never reported: tag it now
+		if (unsent) flushTags(unsent);
 		if (tail.messages.length > 0 && editable) {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
 			if (waits.length) {
