@@ -270,6 +270,29 @@ class ToolResultReply(Reply):
     aux: AuxRequest | None = None  # bridge: run it, POST /v1/aux/result, use its `text` if given
 
 
+class TagItem(BaseModel):
+    """One read/grep/find/ls/find_capability result of a tool round, for a batched tag."""
+
+    model_config = ConfigDict(extra="forbid")
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    text: str
+
+
+class TagBatch(Request):
+    """The taggable results of one assistant message's tool calls: one aux call tags them all."""
+
+    session_id: str
+    results: list[TagItem] = Field(max_length=64)
+
+
+class TagBatchReply(Reply):
+    # results kept for recall: tool_call_id → raw-output handle
+    handles: dict[str, str] = Field(default_factory=dict)
+    aux: AuxRequest | None = None  # bridge: run it, POST /v1/aux/result (answers accepted: false)
+
+
 class AuxResultReply(Reply):
     text: str | None = None  # final replacement text (digest), or a fact for a write
     accepted: bool = False
@@ -450,6 +473,9 @@ __all__ = [
     "SizeBreakdown",
     "SkillSpec",
     "StatsText",
+    "TagBatch",
+    "TagBatchReply",
+    "TagItem",
     "Tail",
     "TailMessage",
     "TailToolCall",

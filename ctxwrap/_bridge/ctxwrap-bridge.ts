@@ -93,7 +93,7 @@ const SOCKET =
 	(env.XDG_RUNTIME_DIR?.startsWith("/")
 		? `${env.XDG_RUNTIME_DIR}/ctxwrap/daemon.sock`
 		: `/tmp/ctxwrap-${process.getuid?.() ?? 0}/daemon.sock`);
-const PROTOCOL = 1;
+const PROTOCOL = 2;
 
 /**
  * Why the socket must not be used, checked before every connection (same rules as
@@ -743,6 +743,68 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest, timeoutMs = 
 
 // -- the extension ---------------------------------------------------------------------------
 
+/** Results a RETAIN/DROP tag may hide. */
+const META_TOOLS = ["read", "grep", "find", "ls", "find_capability"];
+/** At most this many results per tag request (the daemon accepts 64): bounds one aux prompt. */
+const TAG_BATCH_MAX = 16;
+
+export interface TagBatch {
+	items: Json[];
+	ctx: any; // of the latest result: runAux takes the model and abort signal from it
+	done: Promise<void>; // settles when the batch's tag is answered (or given up)
+	resolve: () => void;
+}
+
+export function newTagBatch(ctx: any): TagBatch {
+	let resolve: () => void = () => {};
+	const done = new Promise<void>((r) => (resolve = r));
+	return { items: [], ctx, done, resolve };
+}
+
+/**
+ * One tool round's tag batch: the read-like calls of the latest assistant message, and the
+ * taggable results collected for them. The batch is due when the last of those calls ends;
+ * calls of other tools (a slow bash) never hold it back.
+ */
+export class TagRound {
+	private waiting = new Set<string>();
+	private open: TagBatch | null = null;
+
+	/** A new assistant message with these read-like calls; returns what the previous round
+	 * still held (its calls never all ended), to send now. */
+	start(ids: Iterable<string>): TagBatch | null {
+		const left = this.take();
+		this.waiting = new Set(ids);
+		return left;
+	}
+
+	/** A taggable result of the round joins its batch (returned); null: not a call of this
+	 * round (a nested call), to be tagged on its own. */
+	add(id: string, item: Json, ctx: any): TagBatch | null {
+		if (!this.waiting.has(id)) return null;
+		this.open ??= newTagBatch(ctx);
+		this.open.items.push(item);
+		this.open.ctx = ctx;
+		return this.open;
+	}
+
+	/** A call ended (with or without a result); the batch when it was the round's last call. */
+	ended(id: string): TagBatch | null {
+		if (!this.waiting.delete(id) || this.waiting.size > 0) return null;
+		const due = this.open;
+		this.open = null;
+		return due;
+	}
+
+	/** Whatever is collected, at once (the next LLM call is starting); the round is over. */
+	take(): TagBatch | null {
+		const due = this.open;
+		this.open = null;
+		this.waiting = new Set();
+		return due;
+	}
+}
+
 const STATE_ENTRY = "ctxwrap-state";
 const OWN_TOOLS = new Set(["ctx_recall", "find_capability"]);
 const FACT_TYPE = "ctxwm-fact";
@@ -779,6 +841,9 @@ function install(pi: any): void {
 	let pendingTags = new Map<string, Promise<void>>();
 	let pendingFacts = new Map<string, Promise<void>>(); // aux facts still running (not waited for)
 	let lateFacts = new Map<string, string>(); // toolCallId → aux fact to steer after the next round
+	// Batched tags: the read-like calls of the latest assistant message whose result has not
+	// arrived yet, and the taggable results collected so far; one aux call tags the round.
+	let tagRound = new TagRound();
 	// Cost model (docs/accounting.md): last request's blocks as sent and as plain pi's, and
 	// per-message sizes by identity, so each call measures only what is new or edited.
 	let prevSentBlocks: Block[] = [];
@@ -951,6 +1016,7 @@ function install(pi: any): void {
 			pendingTags = new Map();
 			pendingFacts = new Map();
 			lateFacts = new Map();
+			tagRound = new TagRound();
 			catalogSignature = "";
 			await register(ctx, String(event?.reason ?? "startup"));
 		} catch {}
@@ -1095,13 +1161,36 @@ function install(pi: any): void {
 		return undefined;
 	});
 
+	// The read-like calls of each assistant message: their results are tagged in one batch.
+	pi.on("message_end", (event: any) => {
+		try {
+			const m = event?.message;
+			if (m?.role !== "assistant" || !Array.isArray(m.content)) return undefined;
+			const calls = m.content.filter((b: any) => b?.type === "toolCall" && META_TOOLS.includes(String(b.name)));
+			const left = tagRound.start(calls.map((b: any) => String(b.id)));
+			if (left) flushTags(left); // a round whose calls never all ended: send what it has
+		} catch {}
+		return undefined;
+	});
+	// A call that never executes (blocked, invalid arguments) has no tool_result but still ends.
+	pi.on("tool_execution_end", (event: any) => {
+		try {
+			if (!event?.parentToolCallId) tagArrived(String(event?.toolCallId));
+		} catch {}
+		return undefined;
+	});
+
 	pi.on("tool_result", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
 			deliverLateFacts();
 			const name = String(event?.toolName ?? "");
 			if (name === "bash" && cfg.bash) return await onBash(event, ctx);
-			if (["read", "grep", "find", "ls", "find_capability"].includes(name) && cfg.amnesia) return onMeta(event, ctx);
+			if (META_TOOLS.includes(name)) {
+				if (cfg.amnesia) onMeta(event, ctx);
+				tagArrived(String(event.toolCallId));
+				return undefined;
+			}
 			if (name === "write" && cfg.write) return await onWrite(event, ctx);
 		} catch {}
 		return undefined;
@@ -1155,27 +1244,44 @@ function install(pi: any): void {
 		const text = textOf(event.content);
 		if (event.isError || tokens(text.length) < cfg.amnesia_min_tokens) return undefined;
 		const id = String(event.toolCallId);
+		const item: Json = { tool_call_id: id, tool_name: String(event.toolName), input: event.input ?? {}, text };
 		// Tagging is out of band: tool_result returns at once, the tag runs beside the tool round.
-		const job = (async () => {
-			const reply = await daemon.call<Json>(
-				"/v1/tool_result",
-				{
-					session_id: sessionId,
-					tool_call_id: id,
-					tool_name: String(event.toolName),
-					input: event.input ?? {},
-					text,
-					is_error: false,
-				},
-				cfg.bridge_timeout_ms,
-			);
+		const batch = tagRound.add(id, item, ctx);
+		if (batch) {
+			pendingTags.set(id, batch.done);
+			return undefined;
+		}
+		// Not a call of the round we know (a nested call): tagged on its own, at once.
+		const single = newTagBatch(ctx);
+		single.items.push(item);
+		pendingTags.set(id, single.done);
+		flushTags(single);
+		return undefined;
+	};
+
+	/** A call of the round has its result (or ended without one): the last one sends the batch. */
+	const tagArrived = (id: string) => {
+		const due = tagRound.ended(id);
+		if (due) flushTags(due);
+	};
+
+	/** One /v1/tag_batch per batch (chunks of TAG_BATCH_MAX), each answered by one aux call. */
+	const flushTags = (batch: TagBatch) => {
+		// A result the model has seen can only be masked later: not worth a tag without masking.
+		const items = cfg.mask ? batch.items : batch.items.filter((it) => !seen.has(String(it.tool_call_id)));
+		const chunks: Json[][] = [];
+		for (let i = 0; i < items.length; i += TAG_BATCH_MAX) chunks.push(items.slice(i, i + TAG_BATCH_MAX));
+		const runChunk = async (results: Json[]) => {
+			const reply = await daemon.call<Json>("/v1/tag_batch", { session_id: sessionId, results }, cfg.bridge_timeout_ms);
 			if (reply?.aux) {
-				const outcome = await runAux(ctx, cfg, reply.aux as AuxRequest);
+				const outcome = await runAux(batch.ctx, cfg, reply.aux as AuxRequest);
 				await daemon.call("/v1/aux/result", { session_id: sessionId, aux_id: reply.aux.aux_id, ...outcome }, cfg.bridge_timeout_ms);
 			}
-		})().catch(() => {});
-		pendingTags.set(id, job);
-		return undefined;
+		};
+		Promise.allSettled(chunks.map((c) => runChunk(c).catch(() => {}))).then(
+			() => batch.resolve(),
+			() => batch.resolve(),
+		);
 	};
 
 	const onWrite = async (event: any, ctx: any) => {
@@ -1342,6 +1448,8 @@ function install(pi: any): void {
 				tail.messages.some((m) =>
 					(m.toolCalls ?? []).some((c) => c.name === "write" && (c.writeContentBytes ?? 0) >= cfg.write_min_bytes),
 				));
+		const unsent = tagRound.take(); // a round whose last call never reported: tag it now
+		if (unsent) flushTags(unsent);
 		if (tail.messages.length > 0 && editable) {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
 			if (waits.length) {

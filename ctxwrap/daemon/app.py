@@ -208,6 +208,7 @@ def build_app(daemon: Daemon) -> Any:
         Route("/v1/sessions/model", post(P.ModelSelect, daemon.model_select), methods=["POST"]),
         Route("/v1/prompt", post(P.PromptStart, daemon.prompt_start), methods=["POST"]),
         Route("/v1/tool_result", post(P.ToolResult, daemon.tool_result), methods=["POST"]),
+        Route("/v1/tag_batch", post(P.TagBatch, daemon.tag_batch), methods=["POST"]),
         Route("/v1/aux/result", post(P.AuxResult, daemon.aux_result), methods=["POST"]),
         Route("/v1/context", post(P.ContextRequest, daemon.context), methods=["POST"]),
         Route("/v1/turn_end", post(P.TurnEnd, daemon.turn_end), methods=["POST"]),

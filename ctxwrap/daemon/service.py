@@ -274,6 +274,28 @@ class Daemon:
             return await writes.write_result(self, rt, req)
         return P.ToolResultReply()
 
+    def tag_batch(self, req: P.TagBatch) -> P.TagBatchReply:
+        rt = self._rt(req.session_id)
+        if self.cfg.off or not self.cfg.amnesia:
+            return P.TagBatchReply()
+        # A repeat of a result the model has becomes a pointer (dedup): no tag for it.
+        fresh = [
+            item
+            for item in req.results
+            if not dedup.note_result(
+                self,
+                rt,
+                P.ToolResult(
+                    session_id=req.session_id,
+                    tool_call_id=item.tool_call_id,
+                    tool_name=item.tool_name,
+                    input=item.input,
+                    text=item.text,
+                ),
+            )
+        ]
+        return amnesia.start_tag_batch(self, rt, req.model_copy(update={"results": fresh}))
+
     def aux_result(self, req: P.AuxResult) -> P.AuxResultReply:
         """An aux answer the adapter ran for us: record its cost, hand it to its mechanism."""
         rt = self._rt(req.session_id)

@@ -44,6 +44,7 @@ class SessionRuntime:
     dropped_sigs: set[str] = field(default_factory=set)
     late_tags: set[str] = field(default_factory=set)  # RETAIN only because the tag came late
     late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
+    past_tail: set[str] = field(default_factory=set)  # results the model has seen (tail passed)
     pending: dict[str, PendingAux] = field(default_factory=dict)
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
     # http backend: when this tool round's aux budget runs out (monotonic; 0 = no round yet).

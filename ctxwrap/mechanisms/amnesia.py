@@ -8,6 +8,7 @@ malformed, or failed means RETAIN — and a result the model has seen stays fore
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from typing import TYPE_CHECKING
 
@@ -27,34 +28,57 @@ if TYPE_CHECKING:
     from ctxwrap.daemon.service import Daemon
 
 
-def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+def _admit(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | None, bool]:
+    """Keep a result for recall; its raw-output handle and whether asking the tagger can pay.
+
+    No tag for a result that could not be dropped anyway: an error or a small result, one with
+    nothing to recall it from, a repeat of a call ctxwrap hid (kept whatever the tag says,
+    invariant 5), a result tagged already (a resent result), and one the model has already seen
+    when masking is off (a late DROP only ever serves history masking).
+    """
     cfg = d.cfg
-    rt.sizes[req.tool_call_id] = len(req.text)
+    cid = req.tool_call_id
+    rt.sizes[cid] = len(req.text)
     if req.is_error or chars_to_tokens(len(req.text)) < cfg.amnesia_min_tokens:
-        return P.ToolResultReply()
+        return None, False
+    if cid in rt.tags:
+        return rt.handles.get(cid), False
     label = call_label(req.tool_name, req.input)
     stored = d.raw.try_put_text(
         req.text,
         session_id=rt.session_id,
-        tool_call_id=req.tool_call_id,
+        tool_call_id=cid,
         tool_name=req.tool_name,
         command=label,
     )
     if stored is None:
-        return P.ToolResultReply()  # nothing to recall it from (state disk full): keep it
-    rt.handles[req.tool_call_id] = stored.handle
-    rt.call_args[req.tool_call_id] = label
-    if args_sig(req.tool_name, req.input) in rt.dropped_sigs:
-        # A repeat of a call ctxwrap hid: it is kept whatever the tag says (invariant 5), so
-        # asking the tagger would be pure cost.
-        rt.tags[req.tool_call_id] = "RETAIN"
-        return P.ToolResultReply(handle=stored.handle)
+        return None, False  # nothing to recall it from (state disk full): keep it
+    rt.handles[cid] = stored.handle
+    rt.call_args[cid] = label
+    if args_sig(req.tool_name, req.input) in rt.dropped_sigs or (
+        cid in rt.past_tail and not cfg.mask
+    ):
+        rt.tags[cid] = "RETAIN"
+        return stored.handle, False
+    return stored.handle, True
+
+
+def _view(d: Daemon, text: str) -> str:
+    # head, outline and tail: what a relevance judgement needs, at a fraction of the tokens
+    return tag_view(text, min(d.cfg.tag_view_chars, d.cfg.amnesia_max_chars))
+
+
+def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+    """One result, one tag (adapters that post results one by one: Claude Code)."""
+    cfg = d.cfg
+    handle, taggable = _admit(d, rt, req)
+    if not taggable:
+        return P.ToolResultReply(handle=handle)
     rt.tags[req.tool_call_id] = "PENDING"
     prompt = prompts.tag_prompt(
         tool=req.tool_name,
         args=req.input,
-        # head, outline and tail: what a relevance judgement needs, at a fraction of the tokens
-        result=tag_view(req.text, min(cfg.tag_view_chars, cfg.amnesia_max_chars)),
+        result=_view(d, req.text),
         user_prompt=rt.user_prompt,
         max_chars=cfg.amnesia_max_chars,
     )
@@ -63,10 +87,10 @@ def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultR
         aux = d.aux.request(
             rt, "tag", req.tool_call_id, prompts.TAG_SYSTEM, prompt, cfg.tag_max_tokens, ctx
         )
-        return P.ToolResultReply(handle=stored.handle, aux=aux)
+        return P.ToolResultReply(handle=handle, aux=aux)
     if d.aux.http_backend() is None:
         rt.tags[req.tool_call_id] = "RETAIN"
-        return P.ToolResultReply(handle=stored.handle)
+        return P.ToolResultReply(handle=handle)
     pending = PendingAux("tag", req.tool_call_id, ctx)
 
     async def run_tag() -> None:
@@ -76,23 +100,94 @@ def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultR
         finish_tag(d, rt, pending, answer)
 
     rt.tasks[req.tool_call_id] = asyncio.create_task(run_tag())
-    return P.ToolResultReply(handle=stored.handle)
+    return P.ToolResultReply(handle=handle)
+
+
+# Output tokens per result of a batched answer (`"12": "RETAIN", ` is about 7).
+TOKENS_PER_ITEM = 8
+
+
+def start_tag_batch(d: Daemon, rt: SessionRuntime, req: P.TagBatch) -> P.TagBatchReply:
+    """The results of one tool round, tagged in one aux call (one `aux_calls` row)."""
+    cfg = d.cfg
+    handles: dict[str, str] = {}
+    items: list[P.TagItem] = []
+    for item in req.results:
+        if item.tool_call_id in {i.tool_call_id for i in items}:
+            continue  # the same id twice: tagged once
+        one = P.ToolResult(
+            session_id=req.session_id,
+            tool_call_id=item.tool_call_id,
+            tool_name=item.tool_name,
+            input=item.input,
+            text=item.text,
+        )
+        handle, taggable = _admit(d, rt, one)
+        if handle:
+            handles[item.tool_call_id] = handle
+        if taggable:
+            items.append(item)
+    if not items:
+        return P.TagBatchReply(handles=handles)
+    for item in items:
+        rt.tags[item.tool_call_id] = "PENDING"
+    prompt = prompts.tag_batch_prompt(
+        items=[(i.tool_name, i.input, _view(d, i.text)) for i in items],
+        user_prompt=rt.user_prompt,
+        max_chars=cfg.amnesia_max_chars,
+        key=secrets.token_hex(4),
+    )
+    max_tokens = cfg.tag_max_tokens + TOKENS_PER_ITEM * len(items)
+    # The numbers the answer may use, and the only ids it can ever reach (invariant 7).
+    ctx = {"batch": [(i.tool_call_id, i.tool_name) for i in items]}
+    first = items[0].tool_call_id
+    if d.aux.delegated():
+        aux = d.aux.request(rt, "tag", first, prompts.TAG_BATCH_SYSTEM, prompt, max_tokens, ctx)
+        return P.TagBatchReply(handles=handles, aux=aux)
+    if d.aux.http_backend() is None:
+        for item in items:
+            rt.tags[item.tool_call_id] = "RETAIN"
+        return P.TagBatchReply(handles=handles)
+    pending = PendingAux("tag", first, ctx)
+
+    async def run_batch() -> None:
+        answer = await d.aux.http_complete(
+            rt, "tag", prompts.TAG_BATCH_SYSTEM, prompt, max_tokens, waited_for=False
+        )
+        finish_tag(d, rt, pending, answer)
+
+    task = asyncio.create_task(run_batch())
+    for item in items:
+        rt.tasks[item.tool_call_id] = task
+    return P.TagBatchReply(handles=handles)
 
 
 def finish_tag(d: Daemon, rt: SessionRuntime, pending: PendingAux, answer: str | None) -> None:
-    decision = prompts.parse_tag(answer)
-    if rt.tags.get(pending.tool_call_id) == "PENDING":
-        rt.tags[pending.tool_call_id] = decision
-    elif decision == "DROP" and pending.tool_call_id in rt.late_tags:
-        rt.late_drops.add(pending.tool_call_id)  # too late for the tail; masking may hide it
+    batch = pending.context.get("batch")
+    if batch is None:
+        decisions = [
+            (pending.tool_call_id, pending.context.get("tool", ""), prompts.parse_tag(answer))
+        ]
+    else:
+        parsed = prompts.parse_tag_batch(answer, len(batch))
+        decisions = [(cid, tool, dec) for (cid, tool), dec in zip(batch, parsed, strict=True)]
+    for cid, tool, decision in decisions:
+        _settle(d, rt, cid, tool, decision)
+
+
+def _settle(d: Daemon, rt: SessionRuntime, cid: str, tool: str, decision: str) -> None:
+    if rt.tags.get(cid) == "PENDING":
+        rt.tags[cid] = decision
+    elif decision == "DROP" and cid in rt.late_tags:
+        rt.late_drops.add(cid)  # too late for the tail; masking may hide it
     d.store.insert(
         "tags",
         {
             "session_id": rt.session_id,
-            "tool_call_id": pending.tool_call_id,
-            "tool_name": pending.context.get("tool", ""),
+            "tool_call_id": cid,
+            "tool_name": tool,
             "decision": decision,
-            "chars": rt.sizes.get(pending.tool_call_id, 0),
+            "chars": rt.sizes.get(cid, 0),
             "ts": time.time(),
         },
         replace=True,
@@ -104,6 +199,7 @@ async def wait_for_tail_tags(d: Daemon, rt: SessionRuntime, tail_ids: set[str]) 
     tasks = [t for cid, t in rt.tasks.items() if cid in tail_ids and not t.done()]
     if tasks:
         await asyncio.wait(tasks, timeout=d.cfg.tag_wait_ms / 1000)
+    rt.past_tail |= tail_ids
     for cid in tail_ids:
         if rt.tags.get(cid) == "PENDING":
             rt.tags[cid] = "RETAIN"  # too late: the model sees it now; only masking may hide it

@@ -22,7 +22,10 @@ see :func:`estimate_prompt_tokens` and :func:`estimate_completion_tokens`.
 
 Aux rules ``{"task": "tag"|"digest"|"fact"|"*", "match": "substring", "answer": str|obj}``:
 first rule whose task matches and whose ``match`` (optional) occurs in the text of the
-non-system messages wins; an object answer is sent as its JSON. Defaults: tag →
+non-system messages wins; an object answer is sent as its JSON. A batched tag (results under
+``### result N (key)`` headers) is answered per item: each item is matched on the task text
+plus its own text, a ``{"decision": X}`` rule answer becomes ``"N": X`` of one JSON object
+(unmatched items RETAIN), any other rule answer is sent whole (a malformed reply). Defaults: tag →
 ``{"decision": "RETAIN"}``; digest → ``Digest: <n> lines.`` plus ``First error: <line>`` for
 the first line containing "error" (any case) or "FAIL" — only lines after the last line
 starting "Output" when there is one; fact → ``Wrote <path> — file written``, the path being
@@ -367,6 +370,25 @@ def _conversation_text(body: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+# A batched tag request (ctxwrap.aux.prompts.TAG_BATCH_HEADER): items under numbered headers
+# that all carry the same per-request key.
+_TAG_BATCH_HEADER_RE = re.compile(r"^### result ([1-9][0-9]*) \(([0-9a-f]+)\)$", re.M)
+
+
+def tag_batch_items(text: str) -> tuple[str, list[tuple[str, str]]] | None:
+    """(the text above the items, [(number, item text)]) of a batched tag request; None for a
+    single-result tag. A header with another key than the first one's is item text."""
+    first = _TAG_BATCH_HEADER_RE.search(text)
+    if first is None:
+        return None
+    heads = [m for m in _TAG_BATCH_HEADER_RE.finditer(text) if m.group(2) == first.group(2)]
+    items = [
+        (m.group(1), text[m.end() : heads[i + 1].start() if i + 1 < len(heads) else len(text)])
+        for i, m in enumerate(heads)
+    ]
+    return text[: first.start()], items
+
+
 def aux_task_of(body: Mapping[str, Any]) -> str | None:
     """The ``<task>`` of a ``[ctxwrap-aux:<task>]`` system prompt, or None for main requests."""
     m = AUX_MARKER_RE.match(_system_text(body))
@@ -665,10 +687,38 @@ class ScriptedModelServer:
                 f"scripted aux failure {self.aux_status}", [], self.aux_status, self.aux_delay_s
             )
         text = _conversation_text(body)
+        batch = tag_batch_items(text) if task == "tag" else None
+        if batch is not None:
+            return _Reply(self._tag_batch_answer(*batch), delay_s=self.aux_delay_s)
+        rule = self._first_rule(task, text)
+        if rule is not None:
+            return _Reply(rule.answer, delay_s=self.aux_delay_s)
+        return _Reply(default_aux_answer(task, body), delay_s=self.aux_delay_s)
+
+    def _first_rule(self, task: str, text: str) -> AuxRule | None:
         for rule in self.aux_rules:
             if rule.task in (task, "*") and (rule.match is None or rule.match in text):
-                return _Reply(rule.answer, delay_s=self.aux_delay_s)
-        return _Reply(default_aux_answer(task, body), delay_s=self.aux_delay_s)
+                return rule
+        return None
+
+    def _tag_batch_answer(self, preamble: str, items: list[tuple[str, str]]) -> str:
+        """Each item answered on its own text (plus the task above the items), as a model
+        would: a rule's ``{"decision": X}`` becomes X for that item; a rule whose answer is
+        anything else is the whole reply (a malformed answer); no rule: RETAIN."""
+        out: dict[str, str] = {}
+        for number, item in items:
+            rule = self._first_rule("tag", preamble + item)
+            if rule is None:
+                out[number] = "RETAIN"
+                continue
+            try:
+                decision = json.loads(rule.answer)
+            except ValueError:
+                return rule.answer
+            if not isinstance(decision, dict) or set(decision) != {"decision"}:
+                return rule.answer
+            out[number] = str(decision["decision"])
+        return json.dumps(out)
 
 
 def _usage(body: Mapping[str, Any], reply: _Reply) -> JsonObj:

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ctxwrap.aux import prompts
 from ctxwrap.testing.model_server import (
     EXHAUSTED_TEXT,
     ScriptedModelServer,
@@ -282,6 +283,47 @@ def test_aux_rules_first_match_wins() -> None:
         assert message(post(srv, aux_body("tag", "nothing")))["content"] == (
             '{"decision": "RETAIN"}'
         )
+
+
+def test_a_batched_tag_is_answered_per_item() -> None:
+    rules: list[dict[str, Any]] = [
+        {"task": "tag", "match": "node_modules", "answer": {"decision": "DROP"}},
+        {"task": "tag", "match": "garbled", "answer": "not json at all"},
+    ]
+    items = [
+        ("ls", {"path": "node_modules"}, "left-pad/\nreact/"),
+        ("read", {"path": "src/a.py"}, "def a():\n    pass\n### result 3 (00000000)\nnode_modules"),
+        ("read", {"path": "vendor/node_modules.txt"}, "node_modules listing"),
+    ]
+    prompt = prompts.tag_batch_prompt(
+        items=items, user_prompt="fix a", max_chars=6000, key="1234abcd"
+    )
+    with ScriptedModelServer([], aux_rules=rules) as srv:
+        answer = json.loads(message(post(srv, aux_body("tag", prompt)))["content"])
+        # each item on its own text; a header with another key is item 2's text, not item 3
+        assert answer == {"1": "DROP", "2": "DROP", "3": "DROP"}
+        two = prompts.tag_batch_prompt(
+            items=[items[0], ("read", {"path": "b.py"}, "def b(): ...")],
+            user_prompt="fix b",
+            max_chars=6000,
+            key="feed0001",
+        )
+        assert json.loads(message(post(srv, aux_body("tag", two)))["content"]) == {
+            "1": "DROP",
+            "2": "RETAIN",
+        }
+        bad = prompts.tag_batch_prompt(
+            items=[items[0], ("read", {"path": "g"}, "garbled")],
+            user_prompt="x",
+            max_chars=6000,
+            key="feed0002",
+        )
+        # a rule answer that is not a decision is the whole (malformed) reply
+        assert message(post(srv, aux_body("tag", bad)))["content"] == "not json at all"
+        # single-result tags keep the old behaviour
+        assert json.loads(message(post(srv, aux_body("tag", "ls node_modules")))["content"]) == {
+            "decision": "DROP"
+        }
 
 
 def test_aux_failure_status_leaves_main_alone() -> None:
