@@ -8,6 +8,7 @@ is `ctxwrap.engine.cost` (pure).
 
 from __future__ import annotations
 
+import bisect
 import math
 import sqlite3
 import time
@@ -279,20 +280,18 @@ def _session_costs(
         if per_call > 0:
             scale = min(4.0, max(0.5, per_turn / per_call))
         out_tokens = round((turns[2] or 0) / turns[0])
-    # What pi kept after each real compaction: the first request after it, less system, tools
-    # and the summary. Used for pi 0.73 only: it compacts when a run has ended and cuts at a
-    # user message, so what it keeps depends on the turns, not on keepRecentTokens (seen: ~0
-    # of 4000); pi 1.x splits turns and keeps about keepRecentTokens.
     check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
-    kept_seen: list[int] = []
-    for cts, _before, summary_chars, _summarized in comps:
-        after = next((r for r in rows if r[0] > cts), None)
-        if after is not None:
-            kept_seen.append(max(0, after[1] - tokens_of(after[12]) - tokens_of(summary_chars)))
+    # pi 0.73 can run the same compaction twice back to back (its end-of-run check and the
+    # next prompt's): both summarisations cost, but it is one compaction of the session
+    call_ts = [r[0] for r in rows]
+    repeats = [
+        i > 0
+        and comps[i - 1][1] == before
+        and bisect.bisect_right(call_ts, ts) == bisect.bisect_right(call_ts, comps[i - 1][0])
+        for i, (ts, before, _s, _z) in enumerate(comps)
+    ]
     policy = CompactionPolicy(
-        kept_tokens=round(sum(kept_seen) / len(kept_seen))
-        if kept_seen and check == "prompt"
-        else None,
+        repeat_at_prompt=check == "prompt" and any(repeats),
         scale=scale,
         output_tokens=out_tokens,
         context_window=window,
@@ -302,20 +301,31 @@ def _session_costs(
         check=check,
         summary_tokens=summary,
     )
+    growth_at = _growth_at_compactions(conn, sid, comps)
     calls: list[CallSizes] = []
     ci = 0
     ncomps = len(comps) if new_schema else 0
     prev_ts = -math.inf
     prev_count: int | None = None
     prev_prompt: int | None = None
-    for ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, _ in rows:
+    for ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, sb in rows:
+        grown: int | None = None
         if ncomps:
             compacted = False
             while ci < ncomps and comps[ci][0] <= ts:
-                compacted = compacted or comps[ci][0] > prev_ts
+                if comps[ci][0] > prev_ts and not compacted:
+                    compacted = True
+                    grown = growth_at[ci]
                 ci += 1
         else:  # no compaction events recorded: infer from a head change that dropped messages
             compacted = bool(head) and prev_count is not None and count < prev_count
+        if grown is not None and check == "turn":
+            # pi 1.x compacts with new tool results in, and plain pi's were bigger by what
+            # ctxwrap kept out of them: this request's saving less the saving on system +
+            # tools, all taken as on the new part (an upper bound when an older digested
+            # result survived the compaction). pi 0.73 compacts before a prompt: the new
+            # messages are the final reply and the prompt, which ctxwrap does not edit.
+            grown += max(0, (plain_tok - sent_tok) - (-(-base // 4) - tokens_of(sb)))
         calls.append(
             CallSizes(
                 ts,
@@ -328,6 +338,7 @@ def _session_costs(
                 compacted and bool(calls),
                 prompt is not None and prompt != prev_prompt,
                 model or session_model,
+                grown,
             )
         )
         prev_ts, prev_count, prev_prompt = ts, count, prompt
@@ -348,20 +359,17 @@ def _session_costs(
         costs.plain_trailing = (calls[-1].ts, priced.plain_trailing_compaction)
     main = prices_of(calls[-1].model if calls else session_model)
     previous = 0
-    last: tuple[float, int] | None = None
-    for ts, before, summary_chars, summarized_chars in comps:
-        # pi 0.73 can run the same compaction twice back to back (its end-of-run check and the
-        # next prompt's): both summarisations cost, but it is one compaction of the session
-        again = (
-            last is not None and last[1] == before and not any(last[0] < c.ts <= ts for c in calls)
-        )
-        last = (ts, before)
-        # pi's own measure when the bridge saw it; else the context less what pi keeps
-        summarised = (
-            tokens_of(summarized_chars)
-            if summarized_chars is not None
-            else max(0, before - keep) + previous
-        )
+    last_summarised: int | None = None
+    for (ts, before, summary_chars, summarized_chars), again in zip(comps, repeats, strict=True):
+        # pi's own measure when the bridge saw it (a repeat summarises the same messages as
+        # the compaction it repeats); else the context less what pi keeps
+        if summarized_chars is not None:
+            summarised = tokens_of(summarized_chars)
+        elif again and last_summarised is not None:
+            summarised = last_summarised
+        else:
+            summarised = max(0, before - keep) + previous
+        last_summarised = summarised
         costs.compactions.append(
             (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main), not again)
         )
@@ -375,6 +383,32 @@ def _session_costs(
         prices = prices_of(r[4] or session_model)
         costs.aux.append((float(r[0]), str(r[1]), one_off_cost(int(r[2]), int(r[3]), prices)))
     return costs
+
+
+def _growth_at_compactions(
+    conn: sqlite3.Connection, sid: str, comps: list[tuple[float, int, int, int | None]]
+) -> list[int | None]:
+    """Per compaction: what the conversation grew by between the request before it and the
+    request after it, in the session's (sent) tokens; None = unknown.
+
+    pi's `tokensBefore` is the last reply's usage (the request's input + the reply) plus
+    chars/4 of the messages after it, so that less the request's input is what was added.
+    The turn of that request is the last one the provider reported before the compaction.
+    """
+    turns = conn.execute(
+        """SELECT ts, input_tokens + cache_read_tokens + cache_write_tokens FROM turns
+           WHERE session_id=? ORDER BY ts, id""",
+        (sid,),
+    ).fetchall()
+    out: list[int | None] = []
+    ti = 0
+    last_input: int | None = None
+    for cts, before, _summary, _summarised in comps:
+        while ti < len(turns) and turns[ti][0] <= cts:
+            last_input = int(turns[ti][1])
+            ti += 1
+        out.append(None if last_input is None or before <= 0 else max(0, before - last_input))
+    return out
 
 
 # -- figures ------------------------------------------------------------------------------------
