@@ -328,9 +328,9 @@ def compute_stats(
                 if b != last_bucket:
                     last_bucket, acc = b, cell(sid, b).cost
                 acc.add_call(ca, cp, comp)
-        for ts, one, counts in costs.compactions:
+        for ts, one in costs.compactions:
             if since is None or ts >= since:
-                cell(sid, bucket_of(ts)).cost.add_compaction(one, counts)
+                cell(sid, bucket_of(ts)).cost.add_compaction(one)
         if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
             ts, one = costs.plain_trailing
             cell(sid, bucket_of(ts)).cost.add_plain_compaction(one)

@@ -380,7 +380,8 @@ class CompactionPolicy:
     scale: float = 1.0
     output_tokens: int = 0
     # pi 0.73 can run a compaction at a prompt twice back to back (its end-of-run check and
-    # the next prompt's race); when the session's own compactions did, plain pi's would too
+    # the next prompt's race); when the session's own compactions did, plain pi's summarised
+    # twice too (its session file keeps one entry, as seen under `pi -p`)
     repeat_at_prompt: bool = False
 
     def kept(self, chunks: Sequence[int]) -> tuple[int, int]:

@@ -141,7 +141,7 @@ class SessionCosts:
     calls: list[tuple[float, PricedInput, PricedInput, CompactionCost | None]] = field(
         default_factory=list
     )
-    compactions: list[tuple[float, CompactionCost, bool]] = field(default_factory=list)  # counts
+    compactions: list[tuple[float, CompactionCost]] = field(default_factory=list)
     aux: list[tuple[float, str, CompactionCost]] = field(default_factory=list)  # ts, mechanism
     models: dict[str, ModelPrices] = field(default_factory=dict)
     policy: CompactionPolicy | None = None
@@ -262,7 +262,8 @@ def _session_costs(
     )
     rows = conn.execute(
         f"""SELECT ts, {_tok(sent_sql)}, {_tok(plain_sql)}, {base_sql}, {plain_sql},
-                   head_changed, message_count, {extra}, sent_system + sent_tools
+                   head_changed, message_count, {extra}, sent_system + sent_tools,
+                   saved_bash
             FROM llm_calls WHERE session_id=? ORDER BY id""",
         (sid,),
     ).fetchall()
@@ -281,8 +282,8 @@ def _session_costs(
             scale = min(4.0, max(0.5, per_turn / per_call))
         out_tokens = round((turns[2] or 0) / turns[0])
     check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
-    # pi 0.73 can run the same compaction twice back to back (its end-of-run check and the
-    # next prompt's): both summarisations cost, but it is one compaction of the session
+    # pi 0.73 can run a compaction twice back to back (its end-of-run check races the next
+    # prompt's): two compactions in its session file, the second on the same tokensBefore
     call_ts = [r[0] for r in rows]
     repeats = [
         i > 0
@@ -308,7 +309,22 @@ def _session_costs(
     prev_ts = -math.inf
     prev_count: int | None = None
     prev_prompt: int | None = None
-    for ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, sb in rows:
+    for (
+        ts,
+        sent_tok,
+        plain_tok,
+        base,
+        plain,
+        head,
+        count,
+        sp,
+        pp,
+        prompt,
+        model,
+        summ,
+        _,
+        bash,
+    ) in rows:
         grown: int | None = None
         if ncomps:
             compacted = False
@@ -320,12 +336,13 @@ def _session_costs(
         else:  # no compaction events recorded: infer from a head change that dropped messages
             compacted = bool(head) and prev_count is not None and count < prev_count
         if grown is not None and check == "turn":
-            # pi 1.x compacts with new tool results in, and plain pi's were bigger by what
-            # ctxwrap kept out of them: this request's saving less the saving on system +
-            # tools, all taken as on the new part (an upper bound when an older digested
-            # result survived the compaction). pi 0.73 compacts before a prompt: the new
-            # messages are the final reply and the prompt, which ctxwrap does not edit.
-            grown += max(0, (plain_tok - sent_tok) - (-(-base // 4) - tokens_of(sb)))
+            # pi 1.x compacts with new tool results in; pi's measure of them is of its session
+            # messages, which hold bash results as digested (other edits are views of the
+            # request only), so plain pi's were bigger by this request's bash saving, all
+            # taken as on the new results (an upper bound when an older digest survived the
+            # compaction). pi 0.73 compacts before a prompt: the new messages are the final
+            # reply and the prompt, which ctxwrap does not edit.
+            grown += max(0, tokens_of(bash))
         calls.append(
             CallSizes(
                 ts,
@@ -358,20 +375,26 @@ def _session_costs(
     if priced.plain_trailing_compaction is not None:
         costs.plain_trailing = (calls[-1].ts, priced.plain_trailing_compaction)
     main = prices_of(calls[-1].model if calls else session_model)
+    # A compaction and its repeats summarise the same messages; the two runs overlap, so the
+    # bridge may have measured either one of them.
+    group: list[int] = []
+    for i, again in enumerate(repeats):
+        group.append(group[-1] if again else i)
+    measured: dict[int, int] = {}
+    for g, event in zip(group, comps, strict=True):
+        if event[3] is not None:
+            measured.setdefault(g, event[3])
     previous = 0
-    last_summarised: int | None = None
-    for (ts, before, summary_chars, summarized_chars), again in zip(comps, repeats, strict=True):
-        # pi's own measure when the bridge saw it (a repeat summarises the same messages as
-        # the compaction it repeats); else the context less what pi keeps
-        if summarized_chars is not None:
-            summarised = tokens_of(summarized_chars)
-        elif again and last_summarised is not None:
-            summarised = last_summarised
-        else:
-            summarised = max(0, before - keep) + previous
-        last_summarised = summarised
+    summarised_in: dict[int, int] = {}
+    for (ts, before, summary_chars, _), g in zip(comps, group, strict=True):
+        # pi's own measure when the bridge saw it; else the context less what pi keeps
+        if g not in summarised_in:
+            summarised_in[g] = (
+                tokens_of(measured[g]) if g in measured else max(0, before - keep) + previous
+            )
+        summarised = summarised_in[g]
         costs.compactions.append(
-            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main), not again)
+            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main))
         )
         previous = tokens_of(summary_chars)
     aux_model = "model" if new_schema else "NULL"
@@ -474,8 +497,8 @@ class CostFigures:
         self.plain_compaction_weighted += c.weighted_tokens
         self.plain_compaction_usd = _add_usd(self.plain_compaction_usd, c.usd)
 
-    def add_compaction(self, c: CompactionCost, counts: bool = True) -> None:
-        self.compactions += int(counts)
+    def add_compaction(self, c: CompactionCost) -> None:
+        self.compactions += 1
         self.compaction_weighted += c.weighted_tokens
         self.compaction_usd = _add_usd(self.compaction_usd, c.usd)
 
@@ -542,9 +565,9 @@ def figures_of(costs: SessionCosts, since: float | None = None) -> CostFigures:
     for ts, a, p, comp in costs.calls:
         if since is None or ts >= since:
             f.add_call(a, p, comp)
-    for ts, c, counts in costs.compactions:
+    for ts, c in costs.compactions:
         if since is None or ts >= since:
-            f.add_compaction(c, counts)
+            f.add_compaction(c)
     if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
         f.add_plain_compaction(costs.plain_trailing[1])
     for ts, _mech, c in costs.aux:

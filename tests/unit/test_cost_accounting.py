@@ -205,7 +205,10 @@ def test_cost_settings_env_over_file_over_defaults(
     assert _cost_settings() == (300.0, {})
 
 
-def test_a_compaction_pi_ran_twice_costs_twice_and_counts_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("measured", [None, "first", "second"])
+def test_a_compaction_pi_ran_twice_costs_and_counts_twice(
+    tmp_path: Path, measured: str | None
+) -> None:
     conn = connect(build(tmp_path, pi_version="0.73.1"))
     row = conn.execute("SELECT ts, tokens_before, summary_chars FROM compactions").fetchone()
     conn.execute(
@@ -213,10 +216,17 @@ def test_a_compaction_pi_ran_twice_costs_twice_and_counts_once(tmp_path: Path) -
         " VALUES (?, ?, 'threshold', ?, ?)",
         (SID, row[0] + 0.5, row[1], row[2]),
     )
+    if measured is not None:  # the bridge measured one of the two overlapping runs: 400 tokens
+        conn.execute(
+            "UPDATE compactions SET summarized_chars=1600 WHERE id=(SELECT "
+            + ("MIN" if measured == "first" else "MAX")
+            + "(id) FROM compactions)"
+        )
     c = compute_stats(conn, session=SID).totals.cost
-    assert c.compactions == 1
-    # the 2nd (not measured by the bridge) summarises what the 1st did
-    assert c.compaction_weighted == pytest.approx(1350 + 1350)
+    assert c.compactions == 2  # two entries in pi's session file
+    # both summarise the same messages: 900-200 (or the measured 400) + 400 in, 50 out × 5
+    each = 1350 if measured is None else 400 + 400 + 250
+    assert c.compaction_weighted == pytest.approx(2 * each)
     conn.close()
 
 
