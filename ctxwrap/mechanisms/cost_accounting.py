@@ -9,10 +9,11 @@ is `ctxwrap.engine.cost` (pure).
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -560,20 +561,146 @@ class CostFigures:
         return self.plain_compactions - self.compactions
 
 
-def figures_of(costs: SessionCosts, since: float | None = None) -> CostFigures:
-    f = CostFigures()
+# -- the priced figures cache ----------------------------------------------------------------
+
+# Figures are kept per session and 15-minute UTC bucket: every real UTC offset is a multiple of
+# 15 minutes, so a bucket falls within one local day (`ctxwrap stats --by day`).
+BUCKET_S = 900
+# Bump when the pricing of a session changes (code, not data): figures cached by an older
+# daemon are priced again.
+COST_MODEL_VERSION = 1
+_FIELDS = tuple(CostFigures.__dataclass_fields__)
+
+
+def bucket_figures(costs: SessionCosts, since: float | None = None) -> dict[int, CostFigures]:
+    """A priced session's figures per bucket, from its events at or after `since`."""
+    out: dict[int, CostFigures] = {}
+
+    def at(ts: float) -> CostFigures:
+        b = int(ts / BUCKET_S)
+        f = out.get(b)
+        if f is None:
+            f = out[b] = CostFigures()
+        return f
+
+    last_bucket, acc = None, CostFigures()
     for ts, a, p, comp in costs.calls:
         if since is None or ts >= since:
-            f.add_call(a, p, comp)
+            b = int(ts / BUCKET_S)
+            if b != last_bucket:  # calls are in order: look the bucket up when it changes
+                last_bucket, acc = b, at(ts)
+            acc.add_call(a, p, comp)
     for ts, c in costs.compactions:
         if since is None or ts >= since:
-            f.add_compaction(c)
+            at(ts).add_compaction(c)
     if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
-        f.add_plain_compaction(costs.plain_trailing[1])
+        at(costs.plain_trailing[0]).add_plain_compaction(costs.plain_trailing[1])
     for ts, _mech, c in costs.aux:
         if since is None or ts >= since:
-            f.add_aux(c)
-    return f
+            at(ts).add_aux(c)
+    return out
+
+
+def cost_cache_keys(
+    conn: sqlite3.Connection,
+    ttl_s: float,
+    overrides: Mapping[str, Prices] | None,
+    only: Sequence[str] | None = None,
+) -> dict[str, str]:
+    """Per session (all, or `only` these few), what its priced figures depend on: every row a
+    session's pricing reads (counted, and the newest id: rows are only ever added), its pi
+    version and model, the settings and the pricing code's version. Cheap: a few grouped
+    index scans."""
+    settings = f"v{COST_MODEL_VERSION}|{float(ttl_s)!r}|{sorted((overrides or {}).items())!r}"
+    where, params = "", tuple(only or ())
+    if only is not None:
+        where = f" WHERE session_id IN ({', '.join('?' for _ in params)})"
+    parts: dict[str, list[str]] = {}
+    for r in conn.execute(f"SELECT session_id, pi_version, model FROM sessions{where}", params):
+        parts[r[0]] = [settings, f"{r[1]}|{r[2]}"]
+    for table in ("llm_calls", "aux_calls", "turns", "compactions", "session_models"):
+        for r in conn.execute(
+            f"SELECT session_id, COUNT(*), MAX(id) FROM {table}{where} GROUP BY session_id",
+            params,
+        ):
+            parts.setdefault(r[0], [settings, "-"]).append(f"{table}:{r[1]}:{r[2]}")
+    return {sid: "|".join(p) for sid, p in parts.items()}
+
+
+def _encode(buckets: Mapping[int, CostFigures]) -> str:
+    return json.dumps([[b, [getattr(f, n) for n in _FIELDS]] for b, f in sorted(buckets.items())])
+
+
+def _decode(text: str) -> dict[int, CostFigures]:
+    return {int(b): CostFigures(*values) for b, values in json.loads(text)}
+
+
+def priced_buckets(
+    conn: sqlite3.Connection,
+    session_ids: Iterable[str],
+    *,
+    ttl_s: float = 300.0,
+    overrides: Mapping[str, Prices] | None = None,
+    since: float | None = None,
+    write: bool = False,
+) -> dict[str, dict[int, CostFigures]]:
+    """Per session, its figures per bucket from events at or after `since`: the cached ones
+    when the session has not changed since they were priced (and `since` does not fall inside
+    one of its buckets), else priced now, and cached when `write` (the daemon's connection;
+    `ctxwrap stats` reads only). Identical to pricing afresh: both go through
+    `bucket_figures`, and a bucket wholly at or after `since` is the same either way."""
+    sids = sorted(set(session_ids))
+    cached: dict[str, tuple[str, str]] = {}
+    keys: dict[str, str] = {}
+    if sids and _has_table(conn, "cost_cache"):
+        few = sids if len(sids) <= 50 else None  # else scanning everything once is cheaper
+        keys = cost_cache_keys(conn, ttl_s, overrides, few)
+        wanted = set(sids)
+        if few is None:
+            rows = conn.execute("SELECT session_id, key, buckets FROM cost_cache")
+        else:
+            rows = conn.execute(
+                "SELECT session_id, key, buckets FROM cost_cache WHERE session_id IN"
+                f" ({', '.join('?' for _ in few)})",
+                few,
+            )
+        cached = {r[0]: (r[1], r[2]) for r in rows if r[0] in wanted}
+    cut = None if since is None else int(since / BUCKET_S)
+    out: dict[str, dict[int, CostFigures]] = {}
+    for sid in sids:
+        hit = cached.get(sid)
+        if hit is not None and hit[0] == keys.get(sid):
+            buckets = _decode(hit[1])
+            if cut is None or since is None:
+                out[sid] = buckets
+                continue
+            if cut * BUCKET_S == since or cut not in buckets:
+                out[sid] = {b: f for b, f in buckets.items() if b >= cut}
+                continue
+        costs = _session_costs(conn, sid, ttl_s, overrides)
+        if write and sid in keys:
+            whole = bucket_figures(costs)
+            conn.execute(
+                "INSERT OR REPLACE INTO cost_cache (session_id, key, buckets) VALUES (?, ?, ?)",
+                (sid, keys[sid], _encode(whole)),
+            )
+            if since is None:
+                out[sid] = whole
+                continue
+        out[sid] = bucket_figures(costs, since)
+    return out
+
+
+def refresh_cost_cache(conn: sqlite3.Connection, session_id: str, cfg: Settings) -> None:
+    """Price a session into the cache unless its cached figures still hold (the daemon, when
+    a session ends: a finished session is then priced once)."""
+    priced_buckets(
+        conn,
+        [session_id],
+        ttl_s=cfg.cache_ttl_s,
+        overrides=settings_overrides(cfg.prices),
+        write=True,
+    )
 
 
 def settings_overrides(prices: str | None) -> dict[str, Prices]:
@@ -590,11 +717,18 @@ def settings_overrides(prices: str | None) -> dict[str, Prices]:
 def fill_cost_totals(
     conn: sqlite3.Connection, totals: P.SessionTotals, session_id: str, cfg: Settings
 ) -> None:
-    """Add the session's cache-priced figures to the totals the status line shows."""
-    costs = load_session_costs(
-        conn, [session_id], ttl_s=cfg.cache_ttl_s, overrides=settings_overrides(cfg.prices)
+    """Add the session's cache-priced figures to the totals the status line shows (and keep
+    them in the cache `ctxwrap stats` reads)."""
+    f = CostFigures()
+    buckets = priced_buckets(
+        conn,
+        [session_id],
+        ttl_s=cfg.cache_ttl_s,
+        overrides=settings_overrides(cfg.prices),
+        write=True,
     )[session_id]
-    f = figures_of(costs)
+    for b in sorted(buckets):
+        f.add(buckets[b])
     totals.cost_weighted = round(f.total_weighted, 1)
     totals.plain_cost_weighted = round(f.total_plain_weighted, 1)
     totals.cost_saved_pct = f.total_saved_pct
