@@ -24,9 +24,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from ctxwrap import protocol as P
 from ctxwrap.config import Settings
 from ctxwrap.daemon.store import Store, connect
-from ctxwrap.mechanisms.cost_accounting import refresh_cost_cache
+from ctxwrap.mechanisms.cost_accounting import (
+    PricedSession,
+    fill_cost_totals,
+    record_session_model,
+    refresh_cost_cache,
+)
 from ctxwrap.stats import compute_stats
 
 TARGET_MS = 300.0
@@ -99,6 +105,82 @@ def compute_runs(conn: sqlite3.Connection, runs: int) -> float:
     return statistics.median(samples)
 
 
+def turn_end_ms(db: Path, calls: int, seed: int = 5) -> tuple[float, float]:
+    """One live session growing to `calls` calls; at each of its last 50 turn_ends, the
+    median ms of the daemon's turn_end cost figures (incremental) and of pricing the whole
+    session again (what turn_end did before)."""
+    rng = random.Random(seed)
+    store = Store(db)
+    sid = "live-bench-session"
+    t0 = time.time() - calls * 20
+    store.upsert_session(
+        {
+            "session_id": sid,
+            "session_file": None,
+            "cwd": "/tmp",
+            "pid": 1,
+            "pi_version": "1.6.0",
+            "pi_package": "pi",
+            "model": "anthropic/claude-sonnet-4-5",
+            "started_at": t0,
+        }
+    )
+    model = P.ModelRef(provider="anthropic", id="claude-sonnet-4-5", context_window=200_000)
+    record_session_model(store, sid, model, None)
+    cfg = Settings()
+    incremental: list[float] = []
+    whole: list[float] = []
+    sent = 0
+    for i in range(calls):
+        sent = sent + rng.randint(500, 8000) if sent < 600_000 else 40_000
+        store.insert(
+            "llm_calls",
+            {
+                "session_id": sid,
+                "call_index": i,
+                "ts": t0 + i * 20,
+                "sent_system": 8000,
+                "sent_messages": sent,
+                "sent_tools": 12_000,
+                "saved_bash": rng.randint(0, 40_000),
+                "saved_amnesia": rng.randint(0, 20_000),
+                "saved_writes": 0,
+                "saved_skills": 6000,
+                "saved_tools": 3000,
+                "head_changed": 0,
+                "message_count": 2 + i,
+                "sent_prefix_chars": sent - 2000,
+                "plain_prefix_chars": sent + 40_000,
+                "plain_summary_chars": sent // 3,
+                "prompt_index": i // 10,
+                "model": "anthropic/claude-sonnet-4-5",
+            },
+        )
+        store.insert(
+            "turns",
+            {
+                "session_id": sid,
+                "ts": t0 + i * 20 + 5,
+                "turn_index": i,
+                "input_tokens": 300,
+                "output_tokens": 200,
+                "cache_read_tokens": sent // 4,
+                "cache_write_tokens": 500,
+            },
+        )
+        t = time.perf_counter()
+        fill_cost_totals(store.conn, P.SessionTotals(), sid, cfg)
+        if i >= calls - 50:
+            incremental.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            session = PricedSession(sid, cfg.cache_ttl_s, None)
+            session.refresh(store.conn)
+            session.buckets()
+            whole.append((time.perf_counter() - t) * 1000)
+    store.close()
+    return statistics.median(incremental), statistics.median(whole)
+
+
 def time_cmd(argv: list[str], env: dict[str, str], runs: int) -> float:
     samples = []
     for _ in range(runs):
@@ -113,6 +195,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=10_000)
     ap.add_argument("--sessions", type=int, default=50)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--live-calls", type=int, default=2000)
     args = ap.parse_args()
     exe = shutil.which("ctxwrap", path=str(Path(sys.executable).parent)) or "ctxwrap"
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,6 +232,11 @@ def main() -> None:
             ),
             ("ctxwrap stats --by day", time_cmd([exe, "stats", "--by", "day"], env, args.runs)),
         ]
+        live_ms, whole_ms = turn_end_ms(Path(tmp) / "live.db", args.live_calls)
+    print(
+        f"turn_end cost figures of a {args.live_calls}-call live session (median of its last"
+        f" 50): {live_ms:.2f} ms incremental, {whole_ms:.2f} ms pricing it whole"
+    )
     print(f"median of {args.runs} runs, target {TARGET_MS:.0f} ms; nproc {os.cpu_count()},")
     print(f"load average {os.getloadavg()[0]:.2f} (a loaded machine slows the floor too)")
     floor = rows[0][1]

@@ -574,6 +574,129 @@ class SessionPricing:
         return a, p
 
 
+class SessionPricer:
+    """`price_session` one request at a time, so a live session is priced incrementally: the
+    daemon keeps one per session and feeds it the new calls at each turn_end.
+
+    The plain simulation depends on the policy's calibration (`scale`, `output_tokens`, which
+    move with every turn the provider reports) only through the compaction checks made so far;
+    `holds_for` tells whether a recalibrated policy takes each of them the same way, in which
+    case the state is what pricing afresh with that policy would reach, and pricing goes on.
+    """
+
+    def __init__(
+        self,
+        prices_of: Callable[[str | None], Prices],
+        policy: CompactionPolicy,
+        *,
+        ttl_s: float = 300.0,
+    ) -> None:
+        self.prices_of = prices_of
+        self.policy = policy
+        self.ttl_s = ttl_s
+        self.compacted = False  # plain pi has a summary to update
+        self.prev: CallSizes | None = None
+        self.plain_size = 0  # simulated plain request size of the previous call
+        self.chunks: list[int] = []  # what each plain request added since its last compaction
+        # the checks so far: the smallest size plain pi compacted at, the largest it did not
+        self.crossed_min: int | None = None
+        self.held_max: int | None = None
+
+    def holds_for(self, policy: CompactionPolicy) -> bool:
+        """Would `policy` have decided every compaction check so far the same way? (Only its
+        calibration may differ: the caller compares the rest.)"""
+        crossed = self.crossed_min is None or policy.crosses(self.crossed_min)
+        held = self.held_max is None or not policy.crosses(self.held_max)
+        return crossed and held
+
+    def _crosses(self, size: int) -> bool:
+        if self.policy.crosses(size):
+            self.crossed_min = size if self.crossed_min is None else min(self.crossed_min, size)
+            return True
+        self.held_max = size if self.held_max is None else max(self.held_max, size)
+        return False
+
+    def add(self, call: CallSizes) -> tuple[PricedInput, PricedInput, CompactionCost | None, int]:
+        """The next request: (as sent, as plain pi would have sent it, the compaction plain pi
+        ran just before it or None, the simulated plain request size)."""
+        policy, prev = self.policy, self.prev
+        prices = self.prices_of(call.model)
+        wt = weights(prices)
+        warm = prev is not None and call.ts - prev.ts <= self.ttl_s and call.model == prev.model
+        # -- actual
+        if call.sent_prefix_tokens is not None:
+            sent_read = call.sent_prefix_tokens
+        elif prev is not None and not call.compacted_before:
+            sent_read = prev.sent_tokens  # older bridge: assume an append-only list
+        else:
+            sent_read = 0
+        actual = _prefixed_cost(call.sent_tokens, sent_read, prices, wt, warm)
+        # -- plain counterfactual
+        comp: CompactionCost | None = None
+        if prev is None:
+            size = call.plain_tokens
+            rewritten = size
+            self.chunks.append(max(0, size - call.plain_base_tokens))
+        else:
+            if call.compacted_before:
+                # the real session's sizes restart here; plain pi's did not: it grew by what
+                # was added since the previous request
+                growth = call.growth_tokens or 0
+                rewritten = growth
+            else:
+                growth = call.plain_tokens - prev.plain_tokens
+                if call.plain_prefix_tokens is not None:
+                    rewritten = call.plain_tokens - call.plain_prefix_tokens
+                else:
+                    rewritten = max(0, growth)
+            size = max(0, self.plain_size + growth)
+            # pi 1.x checks with this request's new messages in; pi 0.73 before the prompt,
+            # on the previous request's messages (whose summariser view that request measured)
+            turn = policy.check == "turn"
+            pre = size if turn else self.plain_size
+            if turn and growth > 0:
+                self.chunks.append(growth)
+            if (turn or call.new_prompt) and self._crosses(pre):
+                comp, base, kept = _predicted_compaction(
+                    call if turn else prev,
+                    pre,
+                    self.chunks,
+                    policy,
+                    policy.summary_tokens,
+                    self.compacted,
+                    prices,
+                )
+                if not turn and policy.repeat_at_prompt:
+                    comp = _twice(comp)
+                self.compacted = True
+                size = base + policy.summary_tokens + kept + (size - pre)
+                rewritten = size - base
+            if not turn and growth > 0:
+                self.chunks.append(growth)
+        rewritten = max(0, min(rewritten, size))
+        plain = _prefixed_cost(size, size - rewritten, prices, wt, warm)
+        self.plain_size = size
+        self.prev = call
+        return actual, plain, comp, size
+
+    def trailing(self) -> CompactionCost | None:
+        """pi 0.73 also checks when the last run ends: the compaction plain pi would run after
+        the last request so far (not a check the pricing goes on from)."""
+        prev, policy = self.prev, self.policy
+        if prev is None or policy.check != "prompt" or not policy.crosses(self.plain_size):
+            return None
+        comp, _, _ = _predicted_compaction(
+            prev,
+            self.plain_size,
+            list(self.chunks),
+            policy,
+            policy.summary_tokens,
+            self.compacted,
+            self.prices_of(prev.model),
+        )
+        return comp
+
+
 def price_session(
     calls: Sequence[CallSizes],
     prices_of: Callable[[str | None], Prices],
@@ -592,72 +715,12 @@ def price_session(
     saving is claimed past that point. Where the real session compacted, the plain one only
     compacts if its own threshold says so.
     """
-    actual: list[PricedInput] = []
-    plain: list[PricedInput] = []
-    comps: list[CompactionCost | None] = []
-    sizes: list[int] = []
-    summary = policy.summary_tokens
-    compacted = False  # plain pi has a summary to update
-    prev: CallSizes | None = None
-    plain_size = 0  # simulated plain request size of the previous call
-    chunks: list[int] = []  # what each plain request added since plain pi's last compaction
-    for call in calls:
-        prices = prices_of(call.model)
-        wt = weights(prices)
-        warm = prev is not None and call.ts - prev.ts <= ttl_s and call.model == prev.model
-        # -- actual
-        if call.sent_prefix_tokens is not None:
-            sent_read = call.sent_prefix_tokens
-        elif prev is not None and not call.compacted_before:
-            sent_read = prev.sent_tokens  # older bridge: assume an append-only list
-        else:
-            sent_read = 0
-        actual.append(_prefixed_cost(call.sent_tokens, sent_read, prices, wt, warm))
-        # -- plain counterfactual
-        comp: CompactionCost | None = None
-        if prev is None:
-            size = call.plain_tokens
-            rewritten = size
-            chunks.append(max(0, size - call.plain_base_tokens))
-        else:
-            if call.compacted_before:
-                # the real session's sizes restart here; plain pi's did not: it grew by what
-                # was added since the previous request
-                growth = call.growth_tokens or 0
-                rewritten = growth
-            else:
-                growth = call.plain_tokens - prev.plain_tokens
-                if call.plain_prefix_tokens is not None:
-                    rewritten = call.plain_tokens - call.plain_prefix_tokens
-                else:
-                    rewritten = max(0, growth)
-            size = max(0, plain_size + growth)
-            # pi 1.x checks with this request's new messages in; pi 0.73 before the prompt,
-            # on the previous request's messages (whose summariser view that request measured)
-            turn = policy.check == "turn"
-            pre = size if turn else plain_size
-            if turn and growth > 0:
-                chunks.append(growth)
-            if (turn or call.new_prompt) and policy.crosses(pre):
-                comp, base, kept = _predicted_compaction(
-                    call if turn else prev, pre, chunks, policy, summary, compacted, prices
-                )
-                if not turn and policy.repeat_at_prompt:
-                    comp = _twice(comp)
-                compacted = True
-                size = base + summary + kept + (size - pre)
-                rewritten = size - base
-            if not turn and growth > 0:
-                chunks.append(growth)
-        rewritten = max(0, min(rewritten, size))
-        plain.append(_prefixed_cost(size, size - rewritten, prices, wt, warm))
-        comps.append(comp)
-        sizes.append(size)
-        plain_size = size
-        prev = call
-    trailing: CompactionCost | None = None
-    if prev is not None and policy.check == "prompt" and policy.crosses(plain_size):
-        trailing, _, _ = _predicted_compaction(
-            prev, plain_size, chunks, policy, summary, compacted, prices_of(prev.model)
-        )
-    return SessionPricing(tuple(actual), tuple(plain), tuple(comps), tuple(sizes), trailing)
+    pricer = SessionPricer(prices_of, policy, ttl_s=ttl_s)
+    priced = [pricer.add(call) for call in calls]
+    return SessionPricing(
+        tuple(p[0] for p in priced),
+        tuple(p[1] for p in priced),
+        tuple(p[2] for p in priced),
+        tuple(p[3] for p in priced),
+        pricer.trailing(),
+    )

@@ -13,9 +13,11 @@ import json
 import math
 import sqlite3
 import time
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxwrap.engine.cost import (
     DEFAULT_SUMMARY_TOKENS,
@@ -25,13 +27,13 @@ from ctxwrap.engine.cost import (
     CompactionPolicy,
     PricedInput,
     Prices,
+    SessionPricer,
     caching_for_api,
     compaction_call_cost,
     default_prices,
     match_prices,
     one_off_cost,
     parse_price_overrides,
-    price_session,
     registry_prices,
 )
 
@@ -209,134 +211,237 @@ def _tok(expr: str) -> str:
 def _session_costs(
     conn: sqlite3.Connection, sid: str, ttl_s: float, overrides: Mapping[str, Prices] | None
 ) -> SessionCosts:
-    book = PriceBook(overrides)
-    sess = conn.execute(
-        "SELECT model, pi_version FROM sessions WHERE session_id=?", (sid,)
-    ).fetchone()
-    session_model = sess[0] if sess else None
-    pi_version = (sess[1] if sess else None) or ""
-    new_schema = _has_table(conn, "session_models")
-    window: int | None = None
-    reserve, keep, enabled = 16384, 20000, True
-    if new_schema:
-        for r in conn.execute(
-            """SELECT model, api, context_window, price_input, price_output, price_cache_read,
-                      price_cache_write, compaction_enabled, reserve_tokens, keep_recent_tokens
-               FROM session_models WHERE session_id=? ORDER BY ts, id""",
-            (sid,),
-        ):
-            book.learn(
-                r[0],
-                r[1],
-                {"input": r[3], "output": r[4], "cacheRead": r[5], "cacheWrite": r[6]},
-            )
-            if r[2]:
-                window = int(r[2])
-            if r[7] is not None:
-                enabled = bool(r[7])
-            if r[8] is not None:
-                reserve = int(r[8])
-            if r[9] is not None:
-                keep = int(r[9])
-    comps: list[tuple[float, int, int, int | None]] = []
-    if new_schema:
-        comps = [
-            (float(r[0]), int(r[1]), int(r[2]), r[3])
+    session = PricedSession(sid, ttl_s, overrides)
+    session.refresh(conn)
+    return session.costs()
+
+
+# Sums and chars/4 in SQL: `ctxwrap stats` prices every call of every session it shows.
+_SENT_SQL = "(sent_system + sent_messages + sent_tools)"
+_BASE_SQL = "(sent_system + sent_tools + saved_skills + saved_tools)"
+_PLAIN_SQL = (
+    f"({_SENT_SQL} + saved_bash + saved_amnesia + saved_writes + saved_skills + saved_tools)"
+)
+
+
+class PricedSession:
+    """One session priced from the store, and kept up to date: `refresh` reads what was added
+    since the last one and prices only the new calls, unless a compaction, a model record or
+    the session's own record changed (then everything is read again), or the recalibrated
+    compaction policy would have decided an earlier check otherwise (then every call is
+    priced again, from the calls already read). The daemon keeps one per live session, so the
+    turn_end totals cost what the turn added; `ctxwrap stats` uses a fresh one per session.
+    """
+
+    def __init__(self, sid: str, ttl_s: float, overrides: Mapping[str, Prices] | None) -> None:
+        self.sid = sid
+        self.ttl_s = ttl_s
+        self.overrides = overrides
+        self.signature: tuple[object, ...] | None = None
+        self.resets = 0  # times everything was read again, and priced again (tests, bench)
+        self.repricings = 0
+
+    def _signature(self, conn: sqlite3.Connection) -> tuple[object, ...]:
+        sess = conn.execute(
+            "SELECT model, pi_version FROM sessions WHERE session_id=?", (self.sid,)
+        ).fetchone()
+        sig: list[object] = [None if sess is None else tuple(sess)]
+        if _has_table(conn, "session_models"):
+            for table in ("session_models", "compactions"):
+                sig.append(
+                    tuple(
+                        conn.execute(
+                            f"SELECT COUNT(*), MAX(id) FROM {table} WHERE session_id=?",
+                            (self.sid,),
+                        ).fetchone()
+                    )
+                )
+        return tuple(sig)
+
+    def _reset(self, conn: sqlite3.Connection, signature: tuple[object, ...]) -> None:
+        sid = self.sid
+        self.signature = signature
+        self.resets += 1
+        self.book = book = PriceBook(self.overrides)
+        self.models: dict[str, ModelPrices] = {}
+        sess = conn.execute(
+            "SELECT model, pi_version FROM sessions WHERE session_id=?", (sid,)
+        ).fetchone()
+        self.session_model: str | None = sess[0] if sess else None
+        pi_version = (sess[1] if sess else None) or ""
+        self.new_schema = new_schema = len(signature) > 1
+        window: int | None = None
+        reserve, keep, enabled = 16384, 20000, True
+        if new_schema:
             for r in conn.execute(
-                """SELECT ts, tokens_before, summary_chars, summarized_chars FROM compactions
-                   WHERE session_id=? ORDER BY ts, id""",
+                """SELECT model, api, context_window, price_input, price_output,
+                          price_cache_read, price_cache_write, compaction_enabled,
+                          reserve_tokens, keep_recent_tokens
+                   FROM session_models WHERE session_id=? ORDER BY ts, id""",
                 (sid,),
-            )
+            ):
+                book.learn(
+                    r[0],
+                    r[1],
+                    {"input": r[3], "output": r[4], "cacheRead": r[5], "cacheWrite": r[6]},
+                )
+                if r[2]:
+                    window = int(r[2])
+                if r[7] is not None:
+                    enabled = bool(r[7])
+                if r[8] is not None:
+                    reserve = int(r[8])
+                if r[9] is not None:
+                    keep = int(r[9])
+        self.keep = keep
+        comps: list[tuple[float, int, int, int | None]] = []
+        if new_schema:
+            comps = [
+                (float(r[0]), int(r[1]), int(r[2]), r[3])
+                for r in conn.execute(
+                    """SELECT ts, tokens_before, summary_chars, summarized_chars
+                       FROM compactions WHERE session_id=? ORDER BY ts, id""",
+                    (sid,),
+                )
+            ]
+        self.comps = comps
+        summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
+        summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
+        self.check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
+        # pi 0.73 can run a compaction twice back to back (its end-of-run check races the
+        # next prompt's): two compactions in its session file, the second on the same
+        # tokensBefore. Calls only come after the compactions read here.
+        call_ts = [
+            float(r[0])
+            for r in conn.execute("SELECT ts FROM llm_calls WHERE session_id=? ORDER BY id", (sid,))
         ]
-    summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
-    summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
-    extra = (
-        "sent_prefix_chars, plain_prefix_chars, prompt_index, model, plain_summary_chars"
-        if new_schema
-        else "NULL, NULL, NULL, NULL, NULL"
-    )
-    # Sums and chars/4 in SQL: `ctxwrap stats` prices every call of every session it shows.
-    sent_sql = "(sent_system + sent_messages + sent_tools)"
-    base_sql = "(sent_system + sent_tools + saved_skills + saved_tools)"
-    plain_sql = (
-        f"({sent_sql} + saved_bash + saved_amnesia + saved_writes + saved_skills + saved_tools)"
-    )
-    rows = conn.execute(
-        f"""SELECT ts, {_tok(sent_sql)}, {_tok(plain_sql)}, {base_sql}, {plain_sql},
-                   head_changed, message_count, {extra}, sent_system + sent_tools,
-                   saved_bash
-            FROM llm_calls WHERE session_id=? ORDER BY id""",
-        (sid,),
-    ).fetchall()
-    # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
-    # reported for this session's turns (input incl. cache reads/writes, and output).
-    turns = conn.execute(
-        """SELECT COUNT(*), SUM(input_tokens + cache_read_tokens + cache_write_tokens),
-                  SUM(output_tokens) FROM turns WHERE session_id=?""",
-        (sid,),
-    ).fetchone()
-    scale, out_tokens = 1.0, 0
-    if turns[0] and turns[1] and rows:
-        per_turn = turns[1] / turns[0]
-        per_call = sum(r[1] for r in rows) / len(rows)
-        if per_call > 0:
-            scale = min(4.0, max(0.5, per_turn / per_call))
-        out_tokens = round((turns[2] or 0) / turns[0])
-    check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
-    # pi 0.73 can run a compaction twice back to back (its end-of-run check races the next
-    # prompt's): two compactions in its session file, the second on the same tokensBefore
-    call_ts = [r[0] for r in rows]
-    repeats = [
-        i > 0
-        and comps[i - 1][1] == before
-        and bisect.bisect_right(call_ts, ts) == bisect.bisect_right(call_ts, comps[i - 1][0])
-        for i, (ts, before, _s, _z) in enumerate(comps)
-    ]
-    policy = CompactionPolicy(
-        repeat_at_prompt=check == "prompt" and any(repeats),
-        scale=scale,
-        output_tokens=out_tokens,
-        context_window=window,
-        reserve_tokens=reserve,
-        keep_recent_tokens=keep,
-        enabled=enabled,
-        check=check,
-        summary_tokens=summary,
-    )
-    growth_at = _growth_at_compactions(conn, sid, comps)
-    calls: list[CallSizes] = []
-    ci = 0
-    ncomps = len(comps) if new_schema else 0
-    prev_ts = -math.inf
-    prev_count: int | None = None
-    prev_prompt: int | None = None
-    for (
-        ts,
-        sent_tok,
-        plain_tok,
-        base,
-        plain,
-        head,
-        count,
-        sp,
-        pp,
-        prompt,
-        model,
-        summ,
-        _,
-        bash,
-    ) in rows:
+        self.repeats = [
+            i > 0
+            and comps[i - 1][1] == before
+            and bisect.bisect_right(call_ts, ts) == bisect.bisect_right(call_ts, comps[i - 1][0])
+            for i, (ts, before, _s, _z) in enumerate(comps)
+        ]
+        self.static_policy = CompactionPolicy(
+            repeat_at_prompt=self.check == "prompt" and any(self.repeats),
+            context_window=window,
+            reserve_tokens=reserve,
+            keep_recent_tokens=keep,
+            enabled=enabled,
+            check=self.check,
+            summary_tokens=summary,
+        )
+        self.growth_at = _growth_at_compactions(conn, sid, comps)
+        # what has been read: calls (and the state of reading them), turns, aux calls
+        self.calls: list[CallSizes] = []
+        self.last_call_id = self.last_turn_id = self.last_aux_id = 0
+        self.sent_sum = 0
+        self.turns = [0, 0, 0]  # count, provider input (incl. cache), output
+        self.aux: list[tuple[float, str, CompactionCost]] = []
+        self.aux_buckets: dict[int, CostFigures] = {}  # aux calls alone, per bucket
+        self._ci = 0
+        self._prev_ts = -math.inf
+        self._prev_count: int | None = None
+        self._prev_prompt: int | None = None
+        self.pricer: SessionPricer | None = None
+
+    def prices_of(self, model: str | None) -> Prices:
+        key = model or "unknown"
+        if key not in self.models:
+            self.models[key] = self.book.resolve(model)
+        return self.models[key].prices
+
+    def refresh(self, conn: sqlite3.Connection) -> None:
+        signature = self._signature(conn)
+        if signature != self.signature:
+            self._reset(conn, signature)
+        sid = self.sid
+        extra = (
+            "sent_prefix_chars, plain_prefix_chars, prompt_index, model, plain_summary_chars"
+            if self.new_schema
+            else "NULL, NULL, NULL, NULL, NULL"
+        )
+        rows = conn.execute(
+            f"""SELECT id, ts, {_tok(_SENT_SQL)}, {_tok(_PLAIN_SQL)}, {_BASE_SQL}, {_PLAIN_SQL},
+                       head_changed, message_count, {extra}, saved_bash
+                FROM llm_calls WHERE session_id=? AND id > ? ORDER BY id""",
+            (sid, self.last_call_id),
+        ).fetchall()
+        for row in rows:
+            self._add_call(row[1:])
+        if rows:
+            self.last_call_id = rows[-1][0]
+        # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
+        # reported for this session's turns (input incl. cache reads/writes, and output).
+        turns = conn.execute(
+            """SELECT COUNT(*), SUM(input_tokens + cache_read_tokens + cache_write_tokens),
+                      SUM(output_tokens), MAX(id) FROM turns WHERE session_id=? AND id > ?""",
+            (sid, self.last_turn_id),
+        ).fetchone()
+        if turns[0]:
+            self.turns[0] += turns[0]
+            self.turns[1] += turns[1] or 0
+            self.turns[2] += turns[2] or 0
+            self.last_turn_id = turns[3]
+        aux_model = "model" if self.new_schema else "NULL"
+        for r in conn.execute(
+            f"""SELECT id, ts, mechanism, input_tokens, output_tokens, {aux_model}
+                FROM aux_calls WHERE session_id=? AND id > ? ORDER BY id""",
+            (sid, self.last_aux_id),
+        ):
+            prices = self.prices_of(r[5] or self.session_model)
+            cost = one_off_cost(int(r[3]), int(r[4]), prices)
+            self.aux.append((float(r[1]), str(r[2]), cost))
+            self.aux_buckets.setdefault(int(r[1] / BUCKET_S), CostFigures()).add_aux(cost)
+            self.last_aux_id = r[0]
+        self._price()
+
+    def policy(self) -> CompactionPolicy:
+        scale, out_tokens = 1.0, 0
+        count, provider_input, output = self.turns
+        if count and provider_input and self.calls:
+            per_turn = provider_input / count
+            per_call = self.sent_sum / len(self.calls)
+            if per_call > 0:
+                scale = min(4.0, max(0.5, per_turn / per_call))
+            out_tokens = round(output / count)
+        return replace(self.static_policy, scale=scale, output_tokens=out_tokens)
+
+    def _price(self) -> None:
+        policy = self.policy()
+        if self.pricer is None or not self.pricer.holds_for(policy):
+            if self.pricer is not None:
+                self.repricings += 1
+            self.pricer = SessionPricer(self.prices_of, policy, ttl_s=self.ttl_s)
+            self.priced: list[tuple[float, PricedInput, PricedInput, CompactionCost | None]] = []
+            self.call_buckets: dict[int, CostFigures] = {}
+            last_bucket, acc = None, CostFigures()
+        else:
+            self.pricer.policy = policy
+            last_bucket = int(self.priced[-1][0] / BUCKET_S) if self.priced else None
+            acc = self.call_buckets[last_bucket] if last_bucket is not None else CostFigures()
+        for call in self.calls[len(self.priced) :]:
+            a, p, comp, _size = self.pricer.add(call)
+            self.priced.append((call.ts, a, p, comp))
+            b = int(call.ts / BUCKET_S)
+            if b != last_bucket:
+                last_bucket = b
+                acc = self.call_buckets.setdefault(b, CostFigures())
+            acc.add_call(a, p, comp)
+
+    def _add_call(self, row: tuple[Any, ...]) -> None:
+        ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, bash = row
+        comps = self.comps
         grown: int | None = None
-        if ncomps:
+        if comps:
             compacted = False
-            while ci < ncomps and comps[ci][0] <= ts:
-                if comps[ci][0] > prev_ts and not compacted:
+            while self._ci < len(comps) and comps[self._ci][0] <= ts:
+                if comps[self._ci][0] > self._prev_ts and not compacted:
                     compacted = True
-                    grown = growth_at[ci]
-                ci += 1
+                    grown = self.growth_at[self._ci]
+                self._ci += 1
         else:  # no compaction events recorded: infer from a head change that dropped messages
-            compacted = bool(head) and prev_count is not None and count < prev_count
-        if grown is not None and check == "turn":
+            compacted = bool(head) and self._prev_count is not None and count < self._prev_count
+        if grown is not None and self.check == "turn":
             # pi 1.x compacts with new tool results in; pi's measure of them is of its session
             # messages, which hold bash results as digested (other edits are views of the
             # request only), so plain pi's were bigger by this request's bash saving, all
@@ -344,7 +449,7 @@ def _session_costs(
             # compaction). pi 0.73 compacts before a prompt: the new messages are the final
             # reply and the prompt, which ctxwrap does not edit.
             grown += max(0, tokens_of(bash))
-        calls.append(
+        self.calls.append(
             CallSizes(
                 ts,
                 sent_tok,
@@ -353,60 +458,75 @@ def _session_costs(
                 None if pp is None else -(-pp // 4),
                 -(-base // 4),
                 None if summ is None or plain <= base else min(1.0, summ / (plain - base)),
-                compacted and bool(calls),
-                prompt is not None and prompt != prev_prompt,
-                model or session_model,
+                compacted and len(self.calls) > 0,
+                prompt is not None and prompt != self._prev_prompt,
+                model or self.session_model,
                 grown,
             )
         )
-        prev_ts, prev_count, prev_prompt = ts, count, prompt
-    costs = SessionCosts(sid, policy=policy)
+        self.sent_sum += sent_tok
+        self._prev_ts, self._prev_count, self._prev_prompt = ts, count, prompt
 
-    def prices_of(model: str | None) -> Prices:
-        key = model or "unknown"
-        if key not in costs.models:
-            costs.models[key] = book.resolve(model)
-        return costs.models[key].prices
+    def _compaction_costs(self) -> list[tuple[float, CompactionCost]]:
+        """pi's real compactions, priced by the session's latest model."""
+        main = self.prices_of(self.calls[-1].model if self.calls else self.session_model)
+        comps, keep = self.comps, self.keep
+        # A compaction and its repeats summarise the same messages; the two runs overlap, so
+        # the bridge may have measured either one of them.
+        group: list[int] = []
+        for i, again in enumerate(self.repeats):
+            group.append(group[-1] if again else i)
+        measured: dict[int, int] = {}
+        for g, event in zip(group, comps, strict=True):
+            if event[3] is not None:
+                measured.setdefault(g, event[3])
+        out: list[tuple[float, CompactionCost]] = []
+        previous = 0
+        summarised_in: dict[int, int] = {}
+        for (ts, before, summary_chars, _), g in zip(comps, group, strict=True):
+            # pi's own measure when the bridge saw it; else the context less what pi keeps
+            if g not in summarised_in:
+                summarised_in[g] = (
+                    tokens_of(measured[g]) if g in measured else max(0, before - keep) + previous
+                )
+            out.append((ts, compaction_call_cost(summarised_in[g], tokens_of(summary_chars), main)))
+            previous = tokens_of(summary_chars)
+        return out
 
-    priced = price_session(calls, prices_of, policy, ttl_s=ttl_s)
-    for call, a, p, comp in zip(
-        calls, priced.actual, priced.plain, priced.plain_compactions, strict=True
-    ):
-        costs.calls.append((call.ts, a, p, comp))
-    if priced.plain_trailing_compaction is not None:
-        costs.plain_trailing = (calls[-1].ts, priced.plain_trailing_compaction)
-    main = prices_of(calls[-1].model if calls else session_model)
-    # A compaction and its repeats summarise the same messages; the two runs overlap, so the
-    # bridge may have measured either one of them.
-    group: list[int] = []
-    for i, again in enumerate(repeats):
-        group.append(group[-1] if again else i)
-    measured: dict[int, int] = {}
-    for g, event in zip(group, comps, strict=True):
-        if event[3] is not None:
-            measured.setdefault(g, event[3])
-    previous = 0
-    summarised_in: dict[int, int] = {}
-    for (ts, before, summary_chars, _), g in zip(comps, group, strict=True):
-        # pi's own measure when the bridge saw it; else the context less what pi keeps
-        if g not in summarised_in:
-            summarised_in[g] = (
-                tokens_of(measured[g]) if g in measured else max(0, before - keep) + previous
-            )
-        summarised = summarised_in[g]
-        costs.compactions.append(
-            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main))
-        )
-        previous = tokens_of(summary_chars)
-    aux_model = "model" if new_schema else "NULL"
-    for r in conn.execute(
-        f"""SELECT ts, mechanism, input_tokens, output_tokens, {aux_model}
-            FROM aux_calls WHERE session_id=? ORDER BY id""",
-        (sid,),
-    ):
-        prices = prices_of(r[4] or session_model)
-        costs.aux.append((float(r[0]), str(r[1]), one_off_cost(int(r[2]), int(r[3]), prices)))
-    return costs
+    def _trailing(self) -> tuple[float, CompactionCost] | None:
+        assert self.pricer is not None
+        trailing = self.pricer.trailing()
+        return None if trailing is None else (self.calls[-1].ts, trailing)
+
+    def costs(self) -> SessionCosts:
+        """Every priced event of the session."""
+        assert self.pricer is not None
+        costs = SessionCosts(self.sid, policy=self.pricer.policy)
+        costs.calls = list(self.priced)
+        costs.plain_trailing = self._trailing()
+        costs.compactions = self._compaction_costs()
+        costs.aux = list(self.aux)
+        costs.models = self.models
+        return costs
+
+    def buckets(self) -> dict[int, CostFigures]:
+        """`bucket_figures(self.costs())`, without going over every call again."""
+        out = {b: replace(f) for b, f in self.call_buckets.items()}
+
+        def at(ts: float) -> CostFigures:
+            return out.setdefault(int(ts / BUCKET_S), CostFigures())
+
+        for ts, c in self._compaction_costs():
+            at(ts).add_compaction(c)
+        trailing = self._trailing()
+        if trailing is not None:
+            at(trailing[0]).add_plain_compaction(trailing[1])
+        # nothing else adds to the aux figures: their sums, kept as the calls came, are the
+        # same floats `bucket_figures` adds up
+        for b, aux in self.aux_buckets.items():
+            f = out.setdefault(b, CostFigures())
+            f.aux_weighted, f.aux_usd = aux.aux_weighted, aux.aux_usd
+        return out
 
 
 def _growth_at_compactions(
@@ -677,23 +797,54 @@ def priced_buckets(
             if cut * BUCKET_S == since or cut not in buckets:
                 out[sid] = {b: f for b, f in buckets.items() if b >= cut}
                 continue
-        costs = _session_costs(conn, sid, ttl_s, overrides)
-        if write and sid in keys:
-            whole = bucket_figures(costs)
-            conn.execute(
-                "INSERT OR REPLACE INTO cost_cache (session_id, key, buckets) VALUES (?, ?, ?)",
-                (sid, keys[sid], _encode(whole)),
-            )
+        if write:
+            session = _live_session(conn, sid, ttl_s, overrides)
+        else:
+            session = PricedSession(sid, ttl_s, overrides)
+        session.refresh(conn)
+        if since is None or write:
+            whole = session.buckets()
+            if write and sid in keys:
+                conn.execute(
+                    "INSERT OR REPLACE INTO cost_cache (session_id, key, buckets) VALUES (?, ?, ?)",
+                    (sid, keys[sid], _encode(whole)),
+                )
             if since is None:
                 out[sid] = whole
                 continue
-        out[sid] = bucket_figures(costs, since)
+        out[sid] = bucket_figures(session.costs(), since)
     return out
+
+
+# The daemon's PricedSession per session, per connection (a new Store starts afresh), the
+# most recently used kept: live sessions are priced incrementally at each turn_end.
+_LIVE: weakref.WeakKeyDictionary[sqlite3.Connection, OrderedDict[tuple[str, str], PricedSession]]
+_LIVE = weakref.WeakKeyDictionary()
+LIVE_SESSIONS_KEPT = 64
+
+
+def _live_session(
+    conn: sqlite3.Connection, sid: str, ttl_s: float, overrides: Mapping[str, Prices] | None
+) -> PricedSession:
+    live = _LIVE.setdefault(conn, OrderedDict())
+    key = (sid, f"{float(ttl_s)!r}|{sorted((overrides or {}).items())!r}")
+    session = live.pop(key, None) or PricedSession(sid, ttl_s, overrides)
+    live[key] = session
+    while len(live) > LIVE_SESSIONS_KEPT:
+        live.popitem(last=False)
+    return session
+
+
+def forget_live_session(conn: sqlite3.Connection, sid: str) -> None:
+    live = _LIVE.get(conn)
+    if live is not None:
+        for key in [k for k in live if k[0] == sid]:
+            del live[key]
 
 
 def refresh_cost_cache(conn: sqlite3.Connection, session_id: str, cfg: Settings) -> None:
     """Price a session into the cache unless its cached figures still hold (the daemon, when
-    a session ends: a finished session is then priced once)."""
+    a session ends: a finished session is then priced once), and stop keeping it live."""
     priced_buckets(
         conn,
         [session_id],
@@ -701,6 +852,7 @@ def refresh_cost_cache(conn: sqlite3.Connection, session_id: str, cfg: Settings)
         overrides=settings_overrides(cfg.prices),
         write=True,
     )
+    forget_live_session(conn, session_id)
 
 
 def settings_overrides(prices: str | None) -> dict[str, Prices]:

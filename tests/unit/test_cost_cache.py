@@ -126,10 +126,11 @@ def generate(db: Path, sessions: int = 12, seed: int = 3) -> list[str]:
                     "session_id": sid,
                     "ts": t + 1,
                     "turn_index": i,
-                    "input_tokens": rng.randint(0, 500),
-                    "output_tokens": rng.randint(5, 400),
-                    "cache_read_tokens": sent // 4,
-                    "cache_write_tokens": rng.randint(0, 2000),
+                    # the provider counts about 8 % more than chars/4, as real sessions show
+                    "input_tokens": rng.randint(0, 50),
+                    "output_tokens": rng.randint(100, 120),
+                    "cache_read_tokens": (sent + 10_000) * 27 // 100,
+                    "cache_write_tokens": 0,
                     "model": model,
                 },
             )
@@ -187,13 +188,13 @@ def test_cached_figures_are_the_fresh_ones(tmp_path: Path, monkeypatch: pytest.M
     assert rw.execute("SELECT COUNT(*) FROM cost_cache").fetchone()[0] == len(sids)
 
     priced: list[str] = []
-    real = CA._session_costs
+    real = CA.PricedSession.refresh
 
-    def spy(conn: sqlite3.Connection, sid: str, *a: Any) -> CA.SessionCosts:
-        priced.append(sid)
-        return real(conn, sid, *a)
+    def spy(self: CA.PricedSession, conn: sqlite3.Connection) -> None:
+        priced.append(self.sid)
+        real(self, conn)
 
-    monkeypatch.setattr(CA, "_session_costs", spy)
+    monkeypatch.setattr(CA.PricedSession, "refresh", spy)
     for (by, since), want in fresh.items():
         assert report(ro, by, since) == want, (by, since)
     # only the --since inside a bucket re-prices, and only sessions with events in that bucket
@@ -216,9 +217,9 @@ def test_cached_figures_are_the_fresh_ones(tmp_path: Path, monkeypatch: pytest.M
         f"INSERT INTO llm_calls ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
         tuple(row.values()),
     )
-    monkeypatch.setattr(CA, "_session_costs", real)
+    monkeypatch.setattr(CA.PricedSession, "refresh", real)
     want = report(ro, "session", None)
-    monkeypatch.setattr(CA, "_session_costs", spy)
+    monkeypatch.setattr(CA.PricedSession, "refresh", spy)
     assert report(ro, "session", None) == want
     assert priced == [row["session_id"]]
     priced.clear()
@@ -241,3 +242,72 @@ def test_a_database_without_the_cache_table_is_priced_fresh(tmp_path: Path) -> N
     conn.execute("DROP TABLE cost_cache")  # a daemon of schema 5 wrote this database
     assert report(conn, "session", None) == want
     conn.close()
+
+
+def replay(
+    src: sqlite3.Connection, db: Path, at: tuple[str, ...]
+) -> tuple[Store, dict[str, CA.PricedSession]]:
+    """Insert `src`'s rows into a new daemon store in time order; after each row of the `at`
+    tables, take the turn_end path's figures and check them against pricing afresh."""
+    events: list[tuple[float, int, str, dict[str, Any]]] = []
+    for order, table in enumerate(
+        ("session_models", "compactions", "llm_calls", "turns", "aux_calls")
+    ):
+        for r in src.execute(f"SELECT * FROM {table}"):
+            row = dict(r)
+            del row["id"]
+            events.append((row["ts"], order, table, row))
+    events.sort(key=lambda e: (e[0], e[1]))
+    store = Store(db)
+    for r in src.execute("SELECT * FROM sessions"):
+        store.conn.execute(
+            f"INSERT INTO sessions ({', '.join(r.keys())}) VALUES ({', '.join('?' for _ in r)})",
+            tuple(r),
+        )
+    checked = 0
+    for _ts, _order, table, row in events:
+        store.insert(table, row)
+        if table not in at:
+            continue
+        sid = row["session_id"]
+        live = CA.priced_buckets(store.conn, [sid], write=True)[sid]
+        fresh = CA.PricedSession(sid, 300.0, None)
+        fresh.refresh(store.conn)
+        assert live == CA.bucket_figures(fresh.costs()), (table, row)
+        checked += 1
+    assert checked > 100
+    sessions = {k[0]: s for k, s in CA._LIVE[store.conn].items()}
+    return store, sessions
+
+
+def test_the_daemon_prices_a_live_session_incrementally_with_the_fresh_figures(
+    tmp_path: Path,
+) -> None:
+    """Generated sessions replayed into a daemon's store: after every row, the turn_end
+    path's figures (and the cache it writes) equal pricing the session afresh; at turn_ends
+    only (as the daemon prices), a session is read whole again only when a compaction or a
+    model record came, and priced whole again only when recalibration flips a check."""
+    full = tmp_path / "full.db"
+    sids = generate(full, sessions=6, seed=11)
+    src = connect(full, readonly=True)
+    every = ("session_models", "compactions", "llm_calls", "turns", "aux_calls")
+    store, _ = replay(src, tmp_path / "every.db", every)
+    store.close()
+    store, sessions = replay(src, tmp_path / "live.db", ("turns",))
+    ro = connect(tmp_path / "live.db", readonly=True)
+    for sid in sids:
+        session = sessions[sid]
+        static = src.execute(
+            "SELECT (SELECT COUNT(*) FROM compactions WHERE session_id=?)"
+            " + (SELECT COUNT(*) FROM session_models WHERE session_id=?)",
+            (sid, sid),
+        ).fetchone()[0]
+        assert session.resets <= static + 1
+        assert session.repricings <= max(2, len(session.calls) // 10), (
+            session.repricings,
+            len(session.calls),
+        )
+        # ctxwrap stats (read-only) is served from the cache the daemon wrote
+        assert CA.priced_buckets(ro, [sid])[sid] == CA.priced_buckets(store.conn, [sid])[sid]
+    ro.close()
+    store.close()
