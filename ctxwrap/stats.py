@@ -26,7 +26,7 @@ import click
 from ctxwrap import paths
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.errors import NotFoundError
-from ctxwrap.mechanisms.cost_accounting import CostFigures, load_session_costs
+from ctxwrap.mechanisms.cost_accounting import BUCKET_S, CostFigures, priced_buckets
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -230,8 +230,9 @@ def resolve_session(conn: sqlite3.Connection, wanted: str) -> str:
 
 # Grouping by day in SQL with date(ts, 'localtime') costs a libc call per row; 15-minute UTC
 # buckets are plain integer math and every real UTC offset is a multiple of 15 minutes, so each
-# bucket falls within one local day. Buckets are only made when --by day asks for days.
-_BUCKET_S = 900
+# bucket falls within one local day. Buckets are only made when --by day asks for days (the
+# cost figures, priced per session, are kept in the same buckets).
+_BUCKET_S = BUCKET_S
 
 
 def compute_stats(
@@ -244,8 +245,10 @@ def compute_stats(
     is_alive: Callable[[int], bool] = pid_alive,
     ttl_s: float = 300.0,
     prices: Mapping[str, Prices] | None = None,
+    write_cache: bool = False,
 ) -> StatsReport:
-    """Aggregate the store into a report. Reads only; `session` may be a unique id prefix."""
+    """Aggregate the store into a report; `session` may be a unique id prefix. Reads only,
+    unless `write_cache` (the daemon's connection): then sessions priced now are cached."""
     if session is not None:
         session = resolve_session(conn, session)
     where: list[str] = ["1=1"]
@@ -314,29 +317,19 @@ def compute_stats(
             turns[i] += v
 
     # Cache-priced figures: each session is priced whole (a call's price depends on the calls
-    # before it), then each priced event lands in its cell like the rows above.
-    def bucket_of(ts: float) -> int:
-        return int(ts / _BUCKET_S) if by == "day" else 0
-
-    priced = load_session_costs(conn, {sid for sid, _ in cells}, ttl_s=ttl_s, overrides=prices)
-    for sid, costs in priced.items():
-        # one accumulator per cell, looked up only when the bucket changes (calls are in order)
-        last_bucket, acc = None, CostFigures()
-        for ts, ca, cp, comp in costs.calls:
-            if since is None or ts >= since:
-                b = bucket_of(ts)
-                if b != last_bucket:
-                    last_bucket, acc = b, cell(sid, b).cost
-                acc.add_call(ca, cp, comp)
-        for ts, one, counts in costs.compactions:
-            if since is None or ts >= since:
-                cell(sid, bucket_of(ts)).cost.add_compaction(one, counts)
-        if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
-            ts, one = costs.plain_trailing
-            cell(sid, bucket_of(ts)).cost.add_plain_compaction(one)
-        for ts, _mech, one in costs.aux:
-            if since is None or ts >= since:
-                cell(sid, bucket_of(ts)).cost.add_aux(one)
+    # before it), per 15-minute bucket, as the daemon cached them unless the session changed
+    # since; each bucket lands in its cell like the rows above.
+    priced = priced_buckets(
+        conn,
+        {sid for sid, _ in cells},
+        ttl_s=ttl_s,
+        overrides=prices,
+        since=since,
+        write=write_cache,
+    )
+    for sid, buckets in priced.items():
+        for b in sorted(buckets):
+            cell(sid, b).cost.add(buckets[b])
 
     infos = _session_infos(conn, session, {sid for sid, _ in cells}, is_alive)
     live = tuple(sorted(s.session_id for s in infos.values() if s.live))

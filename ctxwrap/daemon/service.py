@@ -156,6 +156,8 @@ class Daemon:
             for task in rt.tasks.values():
                 task.cancel()
         self.store.end_session(session_id, reason, undelivered=undelivered)
+        # priced once more with whatever came after its last turn: `ctxwrap stats` reads it
+        cost_accounting.refresh_cost_cache(self.store.conn, session_id, self.cfg)
         self.capabilities_catalog.forget(session_id)
         self.events.write("session_end", session=session_id, reason=reason)
         if not self.sessions:

@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -178,6 +178,16 @@ MIGRATIONS: list[str] = [
         session_id TEXT NOT NULL,
         args_sig TEXT NOT NULL,
         PRIMARY KEY (session_id, args_sig)
+    );
+    """,
+    # 6: a session's cache-priced figures per 15-minute bucket, as last priced by the daemon,
+    # with what they were priced from (`key`): `ctxwrap stats` reuses them while the key holds
+    # instead of pricing every call of every session again (mechanisms/cost_accounting.py)
+    """
+    CREATE TABLE cost_cache (
+        session_id TEXT PRIMARY KEY,
+        key TEXT NOT NULL,
+        buckets TEXT NOT NULL
     );
     """,
 ]

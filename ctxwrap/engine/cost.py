@@ -357,6 +357,9 @@ class CallSizes(NamedTuple):
     compacted_before: bool = False  # the session compacted between the previous call and this
     new_prompt: bool = False  # first request of a user prompt
     model: str | None = None
+    # compacted_before only: what the conversation grew by since the previous request (the
+    # messages the compaction kept are no measure of it), in plain tokens; None = unknown (0)
+    growth_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -376,13 +379,33 @@ class CompactionPolicy:
     # token, measured on the session) and `output_tokens` is the typical reply added on top.
     scale: float = 1.0
     output_tokens: int = 0
-    # what pi really kept after its compactions in this session (its cut point lands on a
-    # turn boundary, so it keeps more or less than keep_recent_tokens); None = not seen
-    kept_tokens: int | None = None
+    # pi 0.73 can run a compaction at a prompt twice back to back (its end-of-run check and
+    # the next prompt's race); when the session's own compactions did, plain pi's summarised
+    # twice too (its session file keeps one entry, as seen under `pi -p`)
+    repeat_at_prompt: bool = False
 
-    @property
-    def kept(self) -> int:
-        return self.keep_recent_tokens if self.kept_tokens is None else self.kept_tokens
+    def kept(self, chunks: Sequence[int]) -> tuple[int, int]:
+        """What pi keeps of the conversation since its last compaction, given what each request
+        added to it (`chunks`, oldest first: an assistant reply and the tool results or user
+        prompt after it): (tokens, number of chunks kept).
+
+        pi (`findCutPoint`) walks back from the newest message summing chars/4 until the sum
+        reaches keep_recent_tokens, then cuts at the first user or assistant message at or after
+        that one: the message that crossed (a tool result, mostly) goes with everything older.
+        So it keeps the newest chunks that fit, which may be far less than keep_recent_tokens.
+        When the newest chunk alone is too big, pi 1.x keeps it (the cut falls back to its
+        assistant tool call); pi 0.73 checks only after a run's final reply, which is a cut point
+        after the crossing results, so it keeps only that reply (part of the next request).
+        """
+        total = n = 0
+        for size in reversed(chunks):
+            if total + size >= self.keep_recent_tokens:
+                if n == 0 and self.check == "turn":
+                    return size, 1
+                break
+            total += size
+            n += 1
+        return total, n
 
     def crosses(self, tokens: int) -> bool:
         t = self.threshold
@@ -454,15 +477,20 @@ def one_off_cost(input_tokens: int, output_tokens: int, prices: Prices) -> Compa
 def _predicted_compaction(
     call: CallSizes,
     size: int,
+    chunks: list[int],
     policy: CompactionPolicy,
     summary: int,
     compacted: bool,
     prices: Prices,
 ) -> tuple[CompactionCost, int, int]:
-    """A compaction plain pi would run at `size` tokens: its summarisation cost, and the base
-    (system + tools) and kept tail that survive it."""
+    """A compaction plain pi would run at `size` tokens, `call` being the request whose
+    messages it summarises: its summarisation cost, and the base (system + tools) and kept
+    tail that survive it. `chunks` (what each request added since the last compaction) is cut
+    down to the kept ones."""
     base = min(call.plain_base_tokens, size)
-    kept = min(policy.kept, size - base)
+    kept, n = policy.kept(chunks)
+    kept = min(kept, size - base)
+    del chunks[: len(chunks) - n]
     ratio = call.plain_summary_ratio if call.plain_summary_ratio is not None else 1.0
     # the messages summarised: not the kept tail, not the previous summary (it goes in as the
     # summary to update)
@@ -471,6 +499,12 @@ def _predicted_compaction(
         round(max(0, size - base - kept - old) * ratio), summary, prices, previous_summary=old
     )
     return cost, base, kept
+
+
+def _twice(c: CompactionCost) -> CompactionCost:
+    """One compaction whose summarisation ran twice."""
+    usd = None if c.usd is None else 2 * c.usd
+    return CompactionCost(2 * c.input_tokens, 2 * c.output_tokens, 2 * c.weighted_tokens, usd)
 
 
 def compaction_call_cost(
@@ -540,6 +574,129 @@ class SessionPricing:
         return a, p
 
 
+class SessionPricer:
+    """`price_session` one request at a time, so a live session is priced incrementally: the
+    daemon keeps one per session and feeds it the new calls at each turn_end.
+
+    The plain simulation depends on the policy's calibration (`scale`, `output_tokens`, which
+    move with every turn the provider reports) only through the compaction checks made so far;
+    `holds_for` tells whether a recalibrated policy takes each of them the same way, in which
+    case the state is what pricing afresh with that policy would reach, and pricing goes on.
+    """
+
+    def __init__(
+        self,
+        prices_of: Callable[[str | None], Prices],
+        policy: CompactionPolicy,
+        *,
+        ttl_s: float = 300.0,
+    ) -> None:
+        self.prices_of = prices_of
+        self.policy = policy
+        self.ttl_s = ttl_s
+        self.compacted = False  # plain pi has a summary to update
+        self.prev: CallSizes | None = None
+        self.plain_size = 0  # simulated plain request size of the previous call
+        self.chunks: list[int] = []  # what each plain request added since its last compaction
+        # the checks so far: the smallest size plain pi compacted at, the largest it did not
+        self.crossed_min: int | None = None
+        self.held_max: int | None = None
+
+    def holds_for(self, policy: CompactionPolicy) -> bool:
+        """Would `policy` have decided every compaction check so far the same way? (Only its
+        calibration may differ: the caller compares the rest.)"""
+        crossed = self.crossed_min is None or policy.crosses(self.crossed_min)
+        held = self.held_max is None or not policy.crosses(self.held_max)
+        return crossed and held
+
+    def _crosses(self, size: int) -> bool:
+        if self.policy.crosses(size):
+            self.crossed_min = size if self.crossed_min is None else min(self.crossed_min, size)
+            return True
+        self.held_max = size if self.held_max is None else max(self.held_max, size)
+        return False
+
+    def add(self, call: CallSizes) -> tuple[PricedInput, PricedInput, CompactionCost | None, int]:
+        """The next request: (as sent, as plain pi would have sent it, the compaction plain pi
+        ran just before it or None, the simulated plain request size)."""
+        policy, prev = self.policy, self.prev
+        prices = self.prices_of(call.model)
+        wt = weights(prices)
+        warm = prev is not None and call.ts - prev.ts <= self.ttl_s and call.model == prev.model
+        # -- actual
+        if call.sent_prefix_tokens is not None:
+            sent_read = call.sent_prefix_tokens
+        elif prev is not None and not call.compacted_before:
+            sent_read = prev.sent_tokens  # older bridge: assume an append-only list
+        else:
+            sent_read = 0
+        actual = _prefixed_cost(call.sent_tokens, sent_read, prices, wt, warm)
+        # -- plain counterfactual
+        comp: CompactionCost | None = None
+        if prev is None:
+            size = call.plain_tokens
+            rewritten = size
+            self.chunks.append(max(0, size - call.plain_base_tokens))
+        else:
+            if call.compacted_before:
+                # the real session's sizes restart here; plain pi's did not: it grew by what
+                # was added since the previous request
+                growth = call.growth_tokens or 0
+                rewritten = growth
+            else:
+                growth = call.plain_tokens - prev.plain_tokens
+                if call.plain_prefix_tokens is not None:
+                    rewritten = call.plain_tokens - call.plain_prefix_tokens
+                else:
+                    rewritten = max(0, growth)
+            size = max(0, self.plain_size + growth)
+            # pi 1.x checks with this request's new messages in; pi 0.73 before the prompt,
+            # on the previous request's messages (whose summariser view that request measured)
+            turn = policy.check == "turn"
+            pre = size if turn else self.plain_size
+            if turn and growth > 0:
+                self.chunks.append(growth)
+            if (turn or call.new_prompt) and self._crosses(pre):
+                comp, base, kept = _predicted_compaction(
+                    call if turn else prev,
+                    pre,
+                    self.chunks,
+                    policy,
+                    policy.summary_tokens,
+                    self.compacted,
+                    prices,
+                )
+                if not turn and policy.repeat_at_prompt:
+                    comp = _twice(comp)
+                self.compacted = True
+                size = base + policy.summary_tokens + kept + (size - pre)
+                rewritten = size - base
+            if not turn and growth > 0:
+                self.chunks.append(growth)
+        rewritten = max(0, min(rewritten, size))
+        plain = _prefixed_cost(size, size - rewritten, prices, wt, warm)
+        self.plain_size = size
+        self.prev = call
+        return actual, plain, comp, size
+
+    def trailing(self) -> CompactionCost | None:
+        """pi 0.73 also checks when the last run ends: the compaction plain pi would run after
+        the last request so far (not a check the pricing goes on from)."""
+        prev, policy = self.prev, self.policy
+        if prev is None or policy.check != "prompt" or not policy.crosses(self.plain_size):
+            return None
+        comp, _, _ = _predicted_compaction(
+            prev,
+            self.plain_size,
+            list(self.chunks),
+            policy,
+            policy.summary_tokens,
+            self.compacted,
+            self.prices_of(prev.model),
+        )
+        return comp
+
+
 def price_session(
     calls: Sequence[CallSizes],
     prices_of: Callable[[str | None], Prices],
@@ -558,60 +715,12 @@ def price_session(
     saving is claimed past that point. Where the real session compacted, the plain one only
     compacts if its own threshold says so.
     """
-    actual: list[PricedInput] = []
-    plain: list[PricedInput] = []
-    comps: list[CompactionCost | None] = []
-    sizes: list[int] = []
-    summary = policy.summary_tokens
-    compacted = False  # plain pi has a summary to update
-    prev: CallSizes | None = None
-    plain_size = 0  # simulated plain request size of the previous call
-    for call in calls:
-        prices = prices_of(call.model)
-        wt = weights(prices)
-        warm = prev is not None and call.ts - prev.ts <= ttl_s and call.model == prev.model
-        # -- actual
-        if call.sent_prefix_tokens is not None:
-            sent_read = call.sent_prefix_tokens
-        elif prev is not None and not call.compacted_before:
-            sent_read = prev.sent_tokens  # older bridge: assume an append-only list
-        else:
-            sent_read = 0
-        actual.append(_prefixed_cost(call.sent_tokens, sent_read, prices, wt, warm))
-        # -- plain counterfactual
-        comp: CompactionCost | None = None
-        if prev is None:
-            size = call.plain_tokens
-            rewritten = size
-        else:
-            if call.compacted_before:
-                growth = 0  # the real session's sizes restart here; plain pi's did not
-                rewritten = 0
-            else:
-                growth = call.plain_tokens - prev.plain_tokens
-                if call.plain_prefix_tokens is not None:
-                    rewritten = call.plain_tokens - call.plain_prefix_tokens
-                else:
-                    rewritten = max(0, growth)
-            size = max(0, plain_size + growth)
-            check_now = policy.check == "turn" or call.new_prompt
-            pre = size if policy.check == "turn" else plain_size
-            if check_now and policy.crosses(pre):
-                comp, base, kept = _predicted_compaction(
-                    call, pre, policy, summary, compacted, prices
-                )
-                compacted = True
-                size = base + summary + kept + (size - pre)
-                rewritten = size - base
-        rewritten = max(0, min(rewritten, size))
-        plain.append(_prefixed_cost(size, size - rewritten, prices, wt, warm))
-        comps.append(comp)
-        sizes.append(size)
-        plain_size = size
-        prev = call
-    trailing: CompactionCost | None = None
-    if prev is not None and policy.check == "prompt" and policy.crosses(plain_size):
-        trailing, _, _ = _predicted_compaction(
-            prev, plain_size, policy, summary, compacted, prices_of(prev.model)
-        )
-    return SessionPricing(tuple(actual), tuple(plain), tuple(comps), tuple(sizes), trailing)
+    pricer = SessionPricer(prices_of, policy, ttl_s=ttl_s)
+    priced = [pricer.add(call) for call in calls]
+    return SessionPricing(
+        tuple(p[0] for p in priced),
+        tuple(p[1] for p in priced),
+        tuple(p[2] for p in priced),
+        tuple(p[3] for p in priced),
+        pricer.trailing(),
+    )

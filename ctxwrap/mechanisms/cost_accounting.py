@@ -8,12 +8,16 @@ is `ctxwrap.engine.cost` (pure).
 
 from __future__ import annotations
 
+import bisect
+import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxwrap.engine.cost import (
     DEFAULT_SUMMARY_TOKENS,
@@ -23,13 +27,13 @@ from ctxwrap.engine.cost import (
     CompactionPolicy,
     PricedInput,
     Prices,
+    SessionPricer,
     caching_for_api,
     compaction_call_cost,
     default_prices,
     match_prices,
     one_off_cost,
     parse_price_overrides,
-    price_session,
     registry_prices,
 )
 
@@ -140,7 +144,7 @@ class SessionCosts:
     calls: list[tuple[float, PricedInput, PricedInput, CompactionCost | None]] = field(
         default_factory=list
     )
-    compactions: list[tuple[float, CompactionCost, bool]] = field(default_factory=list)  # counts
+    compactions: list[tuple[float, CompactionCost]] = field(default_factory=list)
     aux: list[tuple[float, str, CompactionCost]] = field(default_factory=list)  # ts, mechanism
     models: dict[str, ModelPrices] = field(default_factory=dict)
     policy: CompactionPolicy | None = None
@@ -207,116 +211,245 @@ def _tok(expr: str) -> str:
 def _session_costs(
     conn: sqlite3.Connection, sid: str, ttl_s: float, overrides: Mapping[str, Prices] | None
 ) -> SessionCosts:
-    book = PriceBook(overrides)
-    sess = conn.execute(
-        "SELECT model, pi_version FROM sessions WHERE session_id=?", (sid,)
-    ).fetchone()
-    session_model = sess[0] if sess else None
-    pi_version = (sess[1] if sess else None) or ""
-    new_schema = _has_table(conn, "session_models")
-    window: int | None = None
-    reserve, keep, enabled = 16384, 20000, True
-    if new_schema:
-        for r in conn.execute(
-            """SELECT model, api, context_window, price_input, price_output, price_cache_read,
-                      price_cache_write, compaction_enabled, reserve_tokens, keep_recent_tokens
-               FROM session_models WHERE session_id=? ORDER BY ts, id""",
-            (sid,),
-        ):
-            book.learn(
-                r[0],
-                r[1],
-                {"input": r[3], "output": r[4], "cacheRead": r[5], "cacheWrite": r[6]},
-            )
-            if r[2]:
-                window = int(r[2])
-            if r[7] is not None:
-                enabled = bool(r[7])
-            if r[8] is not None:
-                reserve = int(r[8])
-            if r[9] is not None:
-                keep = int(r[9])
-    comps: list[tuple[float, int, int, int | None]] = []
-    if new_schema:
-        comps = [
-            (float(r[0]), int(r[1]), int(r[2]), r[3])
+    session = PricedSession(sid, ttl_s, overrides)
+    session.refresh(conn)
+    return session.costs()
+
+
+# Sums and chars/4 in SQL: `ctxwrap stats` prices every call of every session it shows.
+_SENT_SQL = "(sent_system + sent_messages + sent_tools)"
+_BASE_SQL = "(sent_system + sent_tools + saved_skills + saved_tools)"
+_PLAIN_SQL = (
+    f"({_SENT_SQL} + saved_bash + saved_amnesia + saved_writes + saved_skills + saved_tools)"
+)
+
+
+class PricedSession:
+    """One session priced from the store, and kept up to date: `refresh` reads what was added
+    since the last one and prices only the new calls, unless a compaction, a model record or
+    the session's own record changed (then everything is read again), or the recalibrated
+    compaction policy would have decided an earlier check otherwise (then every call is
+    priced again, from the calls already read). The daemon keeps one per live session, so the
+    turn_end totals cost what the turn added; `ctxwrap stats` uses a fresh one per session.
+    """
+
+    def __init__(self, sid: str, ttl_s: float, overrides: Mapping[str, Prices] | None) -> None:
+        self.sid = sid
+        self.ttl_s = ttl_s
+        self.overrides = overrides
+        self.signature: tuple[object, ...] | None = None
+        self.resets = 0  # times everything was read again, and priced again (tests, bench)
+        self.repricings = 0
+
+    def _signature(self, conn: sqlite3.Connection) -> tuple[object, ...]:
+        sess = conn.execute(
+            "SELECT model, pi_version FROM sessions WHERE session_id=?", (self.sid,)
+        ).fetchone()
+        sig: list[object] = [None if sess is None else tuple(sess)]
+        if _has_table(conn, "session_models"):
+            for table in ("session_models", "compactions"):
+                sig.append(
+                    tuple(
+                        conn.execute(
+                            f"SELECT COUNT(*), MAX(id) FROM {table} WHERE session_id=?",
+                            (self.sid,),
+                        ).fetchone()
+                    )
+                )
+        return tuple(sig)
+
+    def _reset(self, conn: sqlite3.Connection, signature: tuple[object, ...]) -> None:
+        sid = self.sid
+        self.signature = signature
+        self.resets += 1
+        self.book = book = PriceBook(self.overrides)
+        self.models: dict[str, ModelPrices] = {}
+        sess = conn.execute(
+            "SELECT model, pi_version FROM sessions WHERE session_id=?", (sid,)
+        ).fetchone()
+        self.session_model: str | None = sess[0] if sess else None
+        pi_version = (sess[1] if sess else None) or ""
+        self.new_schema = new_schema = len(signature) > 1
+        window: int | None = None
+        reserve, keep, enabled = 16384, 20000, True
+        if new_schema:
             for r in conn.execute(
-                """SELECT ts, tokens_before, summary_chars, summarized_chars FROM compactions
-                   WHERE session_id=? ORDER BY ts, id""",
+                """SELECT model, api, context_window, price_input, price_output,
+                          price_cache_read, price_cache_write, compaction_enabled,
+                          reserve_tokens, keep_recent_tokens
+                   FROM session_models WHERE session_id=? ORDER BY ts, id""",
                 (sid,),
-            )
+            ):
+                book.learn(
+                    r[0],
+                    r[1],
+                    {"input": r[3], "output": r[4], "cacheRead": r[5], "cacheWrite": r[6]},
+                )
+                if r[2]:
+                    window = int(r[2])
+                if r[7] is not None:
+                    enabled = bool(r[7])
+                if r[8] is not None:
+                    reserve = int(r[8])
+                if r[9] is not None:
+                    keep = int(r[9])
+        self.keep = keep
+        comps: list[tuple[float, int, int, int | None]] = []
+        if new_schema:
+            comps = [
+                (float(r[0]), int(r[1]), int(r[2]), r[3])
+                for r in conn.execute(
+                    """SELECT ts, tokens_before, summary_chars, summarized_chars
+                       FROM compactions WHERE session_id=? ORDER BY ts, id""",
+                    (sid,),
+                )
+            ]
+        self.comps = comps
+        summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
+        summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
+        self.check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
+        # pi 0.73 can run a compaction twice back to back (its end-of-run check races the
+        # next prompt's): two compactions in its session file, the second on the same
+        # tokensBefore. Calls only come after the compactions read here.
+        call_ts = [
+            float(r[0])
+            for r in conn.execute("SELECT ts FROM llm_calls WHERE session_id=? ORDER BY id", (sid,))
         ]
-    summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
-    summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
-    extra = (
-        "sent_prefix_chars, plain_prefix_chars, prompt_index, model, plain_summary_chars"
-        if new_schema
-        else "NULL, NULL, NULL, NULL, NULL"
-    )
-    # Sums and chars/4 in SQL: `ctxwrap stats` prices every call of every session it shows.
-    sent_sql = "(sent_system + sent_messages + sent_tools)"
-    base_sql = "(sent_system + sent_tools + saved_skills + saved_tools)"
-    plain_sql = (
-        f"({sent_sql} + saved_bash + saved_amnesia + saved_writes + saved_skills + saved_tools)"
-    )
-    rows = conn.execute(
-        f"""SELECT ts, {_tok(sent_sql)}, {_tok(plain_sql)}, {base_sql}, {plain_sql},
-                   head_changed, message_count, {extra}, sent_system + sent_tools
-            FROM llm_calls WHERE session_id=? ORDER BY id""",
-        (sid,),
-    ).fetchall()
-    # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
-    # reported for this session's turns (input incl. cache reads/writes, and output).
-    turns = conn.execute(
-        """SELECT COUNT(*), SUM(input_tokens + cache_read_tokens + cache_write_tokens),
-                  SUM(output_tokens) FROM turns WHERE session_id=?""",
-        (sid,),
-    ).fetchone()
-    scale, out_tokens = 1.0, 0
-    if turns[0] and turns[1] and rows:
-        per_turn = turns[1] / turns[0]
-        per_call = sum(r[1] for r in rows) / len(rows)
-        if per_call > 0:
-            scale = min(4.0, max(0.5, per_turn / per_call))
-        out_tokens = round((turns[2] or 0) / turns[0])
-    # What pi kept after each real compaction: the first request after it, less system, tools
-    # and the summary. Used for pi 0.73 only: it compacts when a run has ended and cuts at a
-    # user message, so what it keeps depends on the turns, not on keepRecentTokens (seen: ~0
-    # of 4000); pi 1.x splits turns and keeps about keepRecentTokens.
-    check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
-    kept_seen: list[int] = []
-    for cts, _before, summary_chars, _summarized in comps:
-        after = next((r for r in rows if r[0] > cts), None)
-        if after is not None:
-            kept_seen.append(max(0, after[1] - tokens_of(after[12]) - tokens_of(summary_chars)))
-    policy = CompactionPolicy(
-        kept_tokens=round(sum(kept_seen) / len(kept_seen))
-        if kept_seen and check == "prompt"
-        else None,
-        scale=scale,
-        output_tokens=out_tokens,
-        context_window=window,
-        reserve_tokens=reserve,
-        keep_recent_tokens=keep,
-        enabled=enabled,
-        check=check,
-        summary_tokens=summary,
-    )
-    calls: list[CallSizes] = []
-    ci = 0
-    ncomps = len(comps) if new_schema else 0
-    prev_ts = -math.inf
-    prev_count: int | None = None
-    prev_prompt: int | None = None
-    for ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, _ in rows:
-        if ncomps:
+        self.repeats = [
+            i > 0
+            and comps[i - 1][1] == before
+            and bisect.bisect_right(call_ts, ts) == bisect.bisect_right(call_ts, comps[i - 1][0])
+            for i, (ts, before, _s, _z) in enumerate(comps)
+        ]
+        self.static_policy = CompactionPolicy(
+            repeat_at_prompt=self.check == "prompt" and any(self.repeats),
+            context_window=window,
+            reserve_tokens=reserve,
+            keep_recent_tokens=keep,
+            enabled=enabled,
+            check=self.check,
+            summary_tokens=summary,
+        )
+        self.growth_at = _growth_at_compactions(conn, sid, comps)
+        # what has been read: calls (and the state of reading them), turns, aux calls
+        self.calls: list[CallSizes] = []
+        self.last_call_id = self.last_turn_id = self.last_aux_id = 0
+        self.sent_sum = 0
+        self.turns = [0, 0, 0]  # count, provider input (incl. cache), output
+        self.aux: list[tuple[float, str, CompactionCost]] = []
+        self.aux_buckets: dict[int, CostFigures] = {}  # aux calls alone, per bucket
+        self._ci = 0
+        self._prev_ts = -math.inf
+        self._prev_count: int | None = None
+        self._prev_prompt: int | None = None
+        self.pricer: SessionPricer | None = None
+
+    def prices_of(self, model: str | None) -> Prices:
+        key = model or "unknown"
+        if key not in self.models:
+            self.models[key] = self.book.resolve(model)
+        return self.models[key].prices
+
+    def refresh(self, conn: sqlite3.Connection) -> None:
+        signature = self._signature(conn)
+        if signature != self.signature:
+            self._reset(conn, signature)
+        sid = self.sid
+        extra = (
+            "sent_prefix_chars, plain_prefix_chars, prompt_index, model, plain_summary_chars"
+            if self.new_schema
+            else "NULL, NULL, NULL, NULL, NULL"
+        )
+        rows = conn.execute(
+            f"""SELECT id, ts, {_tok(_SENT_SQL)}, {_tok(_PLAIN_SQL)}, {_BASE_SQL}, {_PLAIN_SQL},
+                       head_changed, message_count, {extra}, saved_bash
+                FROM llm_calls WHERE session_id=? AND id > ? ORDER BY id""",
+            (sid, self.last_call_id),
+        ).fetchall()
+        for row in rows:
+            self._add_call(row[1:])
+        if rows:
+            self.last_call_id = rows[-1][0]
+        # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
+        # reported for this session's turns (input incl. cache reads/writes, and output).
+        turns = conn.execute(
+            """SELECT COUNT(*), SUM(input_tokens + cache_read_tokens + cache_write_tokens),
+                      SUM(output_tokens), MAX(id) FROM turns WHERE session_id=? AND id > ?""",
+            (sid, self.last_turn_id),
+        ).fetchone()
+        if turns[0]:
+            self.turns[0] += turns[0]
+            self.turns[1] += turns[1] or 0
+            self.turns[2] += turns[2] or 0
+            self.last_turn_id = turns[3]
+        aux_model = "model" if self.new_schema else "NULL"
+        for r in conn.execute(
+            f"""SELECT id, ts, mechanism, input_tokens, output_tokens, {aux_model}
+                FROM aux_calls WHERE session_id=? AND id > ? ORDER BY id""",
+            (sid, self.last_aux_id),
+        ):
+            prices = self.prices_of(r[5] or self.session_model)
+            cost = one_off_cost(int(r[3]), int(r[4]), prices)
+            self.aux.append((float(r[1]), str(r[2]), cost))
+            self.aux_buckets.setdefault(int(r[1] / BUCKET_S), CostFigures()).add_aux(cost)
+            self.last_aux_id = r[0]
+        self._price()
+
+    def policy(self) -> CompactionPolicy:
+        scale, out_tokens = 1.0, 0
+        count, provider_input, output = self.turns
+        if count and provider_input and self.calls:
+            per_turn = provider_input / count
+            per_call = self.sent_sum / len(self.calls)
+            if per_call > 0:
+                scale = min(4.0, max(0.5, per_turn / per_call))
+            out_tokens = round(output / count)
+        return replace(self.static_policy, scale=scale, output_tokens=out_tokens)
+
+    def _price(self) -> None:
+        policy = self.policy()
+        if self.pricer is None or not self.pricer.holds_for(policy):
+            if self.pricer is not None:
+                self.repricings += 1
+            self.pricer = SessionPricer(self.prices_of, policy, ttl_s=self.ttl_s)
+            self.priced: list[tuple[float, PricedInput, PricedInput, CompactionCost | None]] = []
+            self.call_buckets: dict[int, CostFigures] = {}
+            last_bucket, acc = None, CostFigures()
+        else:
+            self.pricer.policy = policy
+            last_bucket = int(self.priced[-1][0] / BUCKET_S) if self.priced else None
+            acc = self.call_buckets[last_bucket] if last_bucket is not None else CostFigures()
+        for call in self.calls[len(self.priced) :]:
+            a, p, comp, _size = self.pricer.add(call)
+            self.priced.append((call.ts, a, p, comp))
+            b = int(call.ts / BUCKET_S)
+            if b != last_bucket:
+                last_bucket = b
+                acc = self.call_buckets.setdefault(b, CostFigures())
+            acc.add_call(a, p, comp)
+
+    def _add_call(self, row: tuple[Any, ...]) -> None:
+        ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, bash = row
+        comps = self.comps
+        grown: int | None = None
+        if comps:
             compacted = False
-            while ci < ncomps and comps[ci][0] <= ts:
-                compacted = compacted or comps[ci][0] > prev_ts
-                ci += 1
+            while self._ci < len(comps) and comps[self._ci][0] <= ts:
+                if comps[self._ci][0] > self._prev_ts and not compacted:
+                    compacted = True
+                    grown = self.growth_at[self._ci]
+                self._ci += 1
         else:  # no compaction events recorded: infer from a head change that dropped messages
-            compacted = bool(head) and prev_count is not None and count < prev_count
-        calls.append(
+            compacted = bool(head) and self._prev_count is not None and count < self._prev_count
+        if grown is not None and self.check == "turn":
+            # pi 1.x compacts with new tool results in; pi's measure of them is of its session
+            # messages, which hold bash results as digested (other edits are views of the
+            # request only), so plain pi's were bigger by this request's bash saving, all
+            # taken as on the new results (an upper bound when an older digest survived the
+            # compaction). pi 0.73 compacts before a prompt: the new messages are the final
+            # reply and the prompt, which ctxwrap does not edit.
+            grown += max(0, tokens_of(bash))
+        self.calls.append(
             CallSizes(
                 ts,
                 sent_tok,
@@ -325,56 +458,101 @@ def _session_costs(
                 None if pp is None else -(-pp // 4),
                 -(-base // 4),
                 None if summ is None or plain <= base else min(1.0, summ / (plain - base)),
-                compacted and bool(calls),
-                prompt is not None and prompt != prev_prompt,
-                model or session_model,
+                compacted and len(self.calls) > 0,
+                prompt is not None and prompt != self._prev_prompt,
+                model or self.session_model,
+                grown,
             )
         )
-        prev_ts, prev_count, prev_prompt = ts, count, prompt
-    costs = SessionCosts(sid, policy=policy)
+        self.sent_sum += sent_tok
+        self._prev_ts, self._prev_count, self._prev_prompt = ts, count, prompt
 
-    def prices_of(model: str | None) -> Prices:
-        key = model or "unknown"
-        if key not in costs.models:
-            costs.models[key] = book.resolve(model)
-        return costs.models[key].prices
+    def _compaction_costs(self) -> list[tuple[float, CompactionCost]]:
+        """pi's real compactions, priced by the session's latest model."""
+        main = self.prices_of(self.calls[-1].model if self.calls else self.session_model)
+        comps, keep = self.comps, self.keep
+        # A compaction and its repeats summarise the same messages; the two runs overlap, so
+        # the bridge may have measured either one of them.
+        group: list[int] = []
+        for i, again in enumerate(self.repeats):
+            group.append(group[-1] if again else i)
+        measured: dict[int, int] = {}
+        for g, event in zip(group, comps, strict=True):
+            if event[3] is not None:
+                measured.setdefault(g, event[3])
+        out: list[tuple[float, CompactionCost]] = []
+        previous = 0
+        summarised_in: dict[int, int] = {}
+        for (ts, before, summary_chars, _), g in zip(comps, group, strict=True):
+            # pi's own measure when the bridge saw it; else the context less what pi keeps
+            if g not in summarised_in:
+                summarised_in[g] = (
+                    tokens_of(measured[g]) if g in measured else max(0, before - keep) + previous
+                )
+            out.append((ts, compaction_call_cost(summarised_in[g], tokens_of(summary_chars), main)))
+            previous = tokens_of(summary_chars)
+        return out
 
-    priced = price_session(calls, prices_of, policy, ttl_s=ttl_s)
-    for call, a, p, comp in zip(
-        calls, priced.actual, priced.plain, priced.plain_compactions, strict=True
-    ):
-        costs.calls.append((call.ts, a, p, comp))
-    if priced.plain_trailing_compaction is not None:
-        costs.plain_trailing = (calls[-1].ts, priced.plain_trailing_compaction)
-    main = prices_of(calls[-1].model if calls else session_model)
-    previous = 0
-    last: tuple[float, int] | None = None
-    for ts, before, summary_chars, summarized_chars in comps:
-        # pi 0.73 can run the same compaction twice back to back (its end-of-run check and the
-        # next prompt's): both summarisations cost, but it is one compaction of the session
-        again = (
-            last is not None and last[1] == before and not any(last[0] < c.ts <= ts for c in calls)
-        )
-        last = (ts, before)
-        # pi's own measure when the bridge saw it; else the context less what pi keeps
-        summarised = (
-            tokens_of(summarized_chars)
-            if summarized_chars is not None
-            else max(0, before - keep) + previous
-        )
-        costs.compactions.append(
-            (ts, compaction_call_cost(summarised, tokens_of(summary_chars), main), not again)
-        )
-        previous = tokens_of(summary_chars)
-    aux_model = "model" if new_schema else "NULL"
-    for r in conn.execute(
-        f"""SELECT ts, mechanism, input_tokens, output_tokens, {aux_model}
-            FROM aux_calls WHERE session_id=? ORDER BY id""",
+    def _trailing(self) -> tuple[float, CompactionCost] | None:
+        assert self.pricer is not None
+        trailing = self.pricer.trailing()
+        return None if trailing is None else (self.calls[-1].ts, trailing)
+
+    def costs(self) -> SessionCosts:
+        """Every priced event of the session."""
+        assert self.pricer is not None
+        costs = SessionCosts(self.sid, policy=self.pricer.policy)
+        costs.calls = list(self.priced)
+        costs.plain_trailing = self._trailing()
+        costs.compactions = self._compaction_costs()
+        costs.aux = list(self.aux)
+        costs.models = self.models
+        return costs
+
+    def buckets(self) -> dict[int, CostFigures]:
+        """`bucket_figures(self.costs())`, without going over every call again."""
+        out = {b: replace(f) for b, f in self.call_buckets.items()}
+
+        def at(ts: float) -> CostFigures:
+            return out.setdefault(int(ts / BUCKET_S), CostFigures())
+
+        for ts, c in self._compaction_costs():
+            at(ts).add_compaction(c)
+        trailing = self._trailing()
+        if trailing is not None:
+            at(trailing[0]).add_plain_compaction(trailing[1])
+        # nothing else adds to the aux figures: their sums, kept as the calls came, are the
+        # same floats `bucket_figures` adds up
+        for b, aux in self.aux_buckets.items():
+            f = out.setdefault(b, CostFigures())
+            f.aux_weighted, f.aux_usd = aux.aux_weighted, aux.aux_usd
+        return out
+
+
+def _growth_at_compactions(
+    conn: sqlite3.Connection, sid: str, comps: list[tuple[float, int, int, int | None]]
+) -> list[int | None]:
+    """Per compaction: what the conversation grew by between the request before it and the
+    request after it, in the session's (sent) tokens; None = unknown.
+
+    pi's `tokensBefore` is the last reply's usage (the request's input + the reply) plus
+    chars/4 of the messages after it, so that less the request's input is what was added.
+    The turn of that request is the last one the provider reported before the compaction.
+    """
+    turns = conn.execute(
+        """SELECT ts, input_tokens + cache_read_tokens + cache_write_tokens FROM turns
+           WHERE session_id=? ORDER BY ts, id""",
         (sid,),
-    ):
-        prices = prices_of(r[4] or session_model)
-        costs.aux.append((float(r[0]), str(r[1]), one_off_cost(int(r[2]), int(r[3]), prices)))
-    return costs
+    ).fetchall()
+    out: list[int | None] = []
+    ti = 0
+    last_input: int | None = None
+    for cts, before, _summary, _summarised in comps:
+        while ti < len(turns) and turns[ti][0] <= cts:
+            last_input = int(turns[ti][1])
+            ti += 1
+        out.append(None if last_input is None or before <= 0 else max(0, before - last_input))
+    return out
 
 
 # -- figures ------------------------------------------------------------------------------------
@@ -440,8 +618,8 @@ class CostFigures:
         self.plain_compaction_weighted += c.weighted_tokens
         self.plain_compaction_usd = _add_usd(self.plain_compaction_usd, c.usd)
 
-    def add_compaction(self, c: CompactionCost, counts: bool = True) -> None:
-        self.compactions += int(counts)
+    def add_compaction(self, c: CompactionCost) -> None:
+        self.compactions += 1
         self.compaction_weighted += c.weighted_tokens
         self.compaction_usd = _add_usd(self.compaction_usd, c.usd)
 
@@ -503,20 +681,178 @@ class CostFigures:
         return self.plain_compactions - self.compactions
 
 
-def figures_of(costs: SessionCosts, since: float | None = None) -> CostFigures:
-    f = CostFigures()
+# -- the priced figures cache ----------------------------------------------------------------
+
+# Figures are kept per session and 15-minute UTC bucket: every real UTC offset is a multiple of
+# 15 minutes, so a bucket falls within one local day (`ctxwrap stats --by day`).
+BUCKET_S = 900
+# Bump when the pricing of a session changes (code, not data): figures cached by an older
+# daemon are priced again.
+COST_MODEL_VERSION = 1
+_FIELDS = tuple(CostFigures.__dataclass_fields__)
+
+
+def bucket_figures(costs: SessionCosts, since: float | None = None) -> dict[int, CostFigures]:
+    """A priced session's figures per bucket, from its events at or after `since`."""
+    out: dict[int, CostFigures] = {}
+
+    def at(ts: float) -> CostFigures:
+        b = int(ts / BUCKET_S)
+        f = out.get(b)
+        if f is None:
+            f = out[b] = CostFigures()
+        return f
+
+    last_bucket, acc = None, CostFigures()
     for ts, a, p, comp in costs.calls:
         if since is None or ts >= since:
-            f.add_call(a, p, comp)
-    for ts, c, counts in costs.compactions:
+            b = int(ts / BUCKET_S)
+            if b != last_bucket:  # calls are in order: look the bucket up when it changes
+                last_bucket, acc = b, at(ts)
+            acc.add_call(a, p, comp)
+    for ts, c in costs.compactions:
         if since is None or ts >= since:
-            f.add_compaction(c, counts)
+            at(ts).add_compaction(c)
     if costs.plain_trailing and (since is None or costs.plain_trailing[0] >= since):
-        f.add_plain_compaction(costs.plain_trailing[1])
+        at(costs.plain_trailing[0]).add_plain_compaction(costs.plain_trailing[1])
     for ts, _mech, c in costs.aux:
         if since is None or ts >= since:
-            f.add_aux(c)
-    return f
+            at(ts).add_aux(c)
+    return out
+
+
+def cost_cache_keys(
+    conn: sqlite3.Connection,
+    ttl_s: float,
+    overrides: Mapping[str, Prices] | None,
+    only: Sequence[str] | None = None,
+) -> dict[str, str]:
+    """Per session (all, or `only` these few), what its priced figures depend on: every row a
+    session's pricing reads (counted, and the newest id: rows are only ever added), its pi
+    version and model, the settings and the pricing code's version. Cheap: a few grouped
+    index scans."""
+    settings = f"v{COST_MODEL_VERSION}|{float(ttl_s)!r}|{sorted((overrides or {}).items())!r}"
+    where, params = "", tuple(only or ())
+    if only is not None:
+        where = f" WHERE session_id IN ({', '.join('?' for _ in params)})"
+    parts: dict[str, list[str]] = {}
+    for r in conn.execute(f"SELECT session_id, pi_version, model FROM sessions{where}", params):
+        parts[r[0]] = [settings, f"{r[1]}|{r[2]}"]
+    for table in ("llm_calls", "aux_calls", "turns", "compactions", "session_models"):
+        for r in conn.execute(
+            f"SELECT session_id, COUNT(*), MAX(id) FROM {table}{where} GROUP BY session_id",
+            params,
+        ):
+            parts.setdefault(r[0], [settings, "-"]).append(f"{table}:{r[1]}:{r[2]}")
+    return {sid: "|".join(p) for sid, p in parts.items()}
+
+
+def _encode(buckets: Mapping[int, CostFigures]) -> str:
+    return json.dumps([[b, [getattr(f, n) for n in _FIELDS]] for b, f in sorted(buckets.items())])
+
+
+def _decode(text: str) -> dict[int, CostFigures]:
+    return {int(b): CostFigures(*values) for b, values in json.loads(text)}
+
+
+def priced_buckets(
+    conn: sqlite3.Connection,
+    session_ids: Iterable[str],
+    *,
+    ttl_s: float = 300.0,
+    overrides: Mapping[str, Prices] | None = None,
+    since: float | None = None,
+    write: bool = False,
+) -> dict[str, dict[int, CostFigures]]:
+    """Per session, its figures per bucket from events at or after `since`: the cached ones
+    when the session has not changed since they were priced (and `since` does not fall inside
+    one of its buckets), else priced now, and cached when `write` (the daemon's connection;
+    `ctxwrap stats` reads only). Identical to pricing afresh: both go through
+    `bucket_figures`, and a bucket wholly at or after `since` is the same either way."""
+    sids = sorted(set(session_ids))
+    cached: dict[str, tuple[str, str]] = {}
+    keys: dict[str, str] = {}
+    if sids and _has_table(conn, "cost_cache"):
+        few = sids if len(sids) <= 50 else None  # else scanning everything once is cheaper
+        keys = cost_cache_keys(conn, ttl_s, overrides, few)
+        wanted = set(sids)
+        if few is None:
+            rows = conn.execute("SELECT session_id, key, buckets FROM cost_cache")
+        else:
+            rows = conn.execute(
+                "SELECT session_id, key, buckets FROM cost_cache WHERE session_id IN"
+                f" ({', '.join('?' for _ in few)})",
+                few,
+            )
+        cached = {r[0]: (r[1], r[2]) for r in rows if r[0] in wanted}
+    cut = None if since is None else int(since / BUCKET_S)
+    out: dict[str, dict[int, CostFigures]] = {}
+    for sid in sids:
+        hit = cached.get(sid)
+        if hit is not None and hit[0] == keys.get(sid):
+            buckets = _decode(hit[1])
+            if cut is None or since is None:
+                out[sid] = buckets
+                continue
+            if cut * BUCKET_S == since or cut not in buckets:
+                out[sid] = {b: f for b, f in buckets.items() if b >= cut}
+                continue
+        if write:
+            session = _live_session(conn, sid, ttl_s, overrides)
+        else:
+            session = PricedSession(sid, ttl_s, overrides)
+        session.refresh(conn)
+        if since is None or write:
+            whole = session.buckets()
+            if write and sid in keys:
+                conn.execute(
+                    "INSERT OR REPLACE INTO cost_cache (session_id, key, buckets) VALUES (?, ?, ?)",
+                    (sid, keys[sid], _encode(whole)),
+                )
+            if since is None:
+                out[sid] = whole
+                continue
+        out[sid] = bucket_figures(session.costs(), since)
+    return out
+
+
+# The daemon's PricedSession per session, per connection (a new Store starts afresh), the
+# most recently used kept: live sessions are priced incrementally at each turn_end.
+_LIVE: weakref.WeakKeyDictionary[sqlite3.Connection, OrderedDict[tuple[str, str], PricedSession]]
+_LIVE = weakref.WeakKeyDictionary()
+LIVE_SESSIONS_KEPT = 64
+
+
+def _live_session(
+    conn: sqlite3.Connection, sid: str, ttl_s: float, overrides: Mapping[str, Prices] | None
+) -> PricedSession:
+    live = _LIVE.setdefault(conn, OrderedDict())
+    key = (sid, f"{float(ttl_s)!r}|{sorted((overrides or {}).items())!r}")
+    session = live.pop(key, None) or PricedSession(sid, ttl_s, overrides)
+    live[key] = session
+    while len(live) > LIVE_SESSIONS_KEPT:
+        live.popitem(last=False)
+    return session
+
+
+def forget_live_session(conn: sqlite3.Connection, sid: str) -> None:
+    live = _LIVE.get(conn)
+    if live is not None:
+        for key in [k for k in live if k[0] == sid]:
+            del live[key]
+
+
+def refresh_cost_cache(conn: sqlite3.Connection, session_id: str, cfg: Settings) -> None:
+    """Price a session into the cache unless its cached figures still hold (the daemon, when
+    a session ends: a finished session is then priced once), and stop keeping it live."""
+    priced_buckets(
+        conn,
+        [session_id],
+        ttl_s=cfg.cache_ttl_s,
+        overrides=settings_overrides(cfg.prices),
+        write=True,
+    )
+    forget_live_session(conn, session_id)
 
 
 def settings_overrides(prices: str | None) -> dict[str, Prices]:
@@ -533,11 +869,18 @@ def settings_overrides(prices: str | None) -> dict[str, Prices]:
 def fill_cost_totals(
     conn: sqlite3.Connection, totals: P.SessionTotals, session_id: str, cfg: Settings
 ) -> None:
-    """Add the session's cache-priced figures to the totals the status line shows."""
-    costs = load_session_costs(
-        conn, [session_id], ttl_s=cfg.cache_ttl_s, overrides=settings_overrides(cfg.prices)
+    """Add the session's cache-priced figures to the totals the status line shows (and keep
+    them in the cache `ctxwrap stats` reads)."""
+    f = CostFigures()
+    buckets = priced_buckets(
+        conn,
+        [session_id],
+        ttl_s=cfg.cache_ttl_s,
+        overrides=settings_overrides(cfg.prices),
+        write=True,
     )[session_id]
-    f = figures_of(costs)
+    for b in sorted(buckets):
+        f.add(buckets[b])
     totals.cost_weighted = round(f.total_weighted, 1)
     totals.plain_cost_weighted = round(f.total_plain_weighted, 1)
     totals.cost_saved_pct = f.total_saved_pct

@@ -3,6 +3,9 @@ change, compaction, aux calls, unknown prices, automatic caching, price override
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Literal
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -243,16 +246,17 @@ def test_session_without_compaction_prices_both_series_by_their_prefixes() -> No
 
 def test_plain_pi_compacts_at_its_own_threshold_and_the_saving_is_capped_there() -> None:
     priced = price_session(_calls(), lambda _m: SONNET, POLICY)
-    # call 2: plain would send 900 > 1000-200: compacts to base 100 + summary 50 + kept 200
-    assert priced.plain_tokens == (300, 600, 350, 650)
+    # call 2: plain would send 900 > 1000-200: compacts to base 100 + summary 50 + the kept
+    # tail; the newest 300 alone is over keepRecentTokens (200), so pi 1.x keeps just that
+    assert priced.plain_tokens == (300, 600, 450, 750)
     _, plain = priced.totals()
     assert plain.compactions == 1
-    assert plain.weighted_tokens == pytest.approx(375 + 405 + (10 + 312.5) + (35 + 375))
+    assert plain.weighted_tokens == pytest.approx(375 + 405 + (10 + 437.5) + (45 + 375))
     comp = priced.plain_compactions[2]
-    # summarisation: 900-100-200 summarised + 400 of pi's prompt fresh, 50 output at 5x (15/3)
-    assert comp is not None and (comp.input_tokens, comp.output_tokens) == (1000, 50)
-    assert plain.compaction_weighted_tokens == pytest.approx(1000 + 250)
-    assert plain.compaction_usd == pytest.approx(1000 * 3e-6 + 50 * 15e-6)
+    # summarisation: 900-100-300 summarised + 400 of pi's prompt fresh, 50 output at 5x (15/3)
+    assert comp is not None and (comp.input_tokens, comp.output_tokens) == (900, 50)
+    assert plain.compaction_weighted_tokens == pytest.approx(900 + 250)
+    assert plain.compaction_usd == pytest.approx(900 * 3e-6 + 50 * 15e-6)
 
 
 def test_pi_073_compacts_only_before_a_new_prompt() -> None:
@@ -264,8 +268,12 @@ def test_pi_073_compacts_only_before_a_new_prompt() -> None:
         check="prompt",
     )
     priced = price_session(_calls(new_prompt_at=3), lambda _m: SONNET, policy)
-    # no check inside the run: 900 stays; before prompt 2 the last request (900) is over
-    assert priced.plain_tokens == (300, 600, 900, 100 + 50 + 200 + 300)
+    # no check inside the run: 900 stays; before prompt 2 the last request (900) is over.
+    # pi 0.73 cuts at the run's final reply: the 300 before it is over keepRecentTokens, so
+    # it keeps nothing older; the new prompt's 300 follows the summary
+    assert priced.plain_tokens == (300, 600, 900, 100 + 50 + 0 + 300)
+    comp = priced.plain_compactions[3]
+    assert comp is not None and comp.input_tokens == 800 + 400
     assert [c is not None for c in priced.plain_compactions] == [False, False, False, True]
 
 
@@ -284,6 +292,11 @@ def test_a_real_compaction_does_not_shrink_the_plain_counterfactual() -> None:
     calls[3] = CallSizes(3.0, 200, 250, 100, 100, 100, compacted_before=True, model="m")
     priced = price_session(calls, lambda _m: SONNET, CompactionPolicy(None))
     assert priced.plain_tokens[3] == 900  # plain pi carried on with what it had
+    assert priced.plain[3].cache_read_tokens == 900
+    # what the conversation grew by meanwhile (known from pi's tokensBefore) is added
+    calls[3] = calls[3]._replace(growth_tokens=300)
+    priced = price_session(calls, lambda _m: SONNET, CompactionPolicy(None))
+    assert priced.plain_tokens[3] == 1200
     assert priced.plain[3].cache_read_tokens == 900
     # an older bridge sent no prefixes: append-only assumed, nothing read after a compaction
     legacy = [CallSizes(0, 100, 100, None, None), CallSizes(1, 150, 150, None, None)]
@@ -317,4 +330,42 @@ def test_plain_summarisation_input_follows_pis_tool_result_cut() -> None:
         for c in _calls()
     ]
     comp = price_session(calls, lambda _m: SONNET, POLICY).plain_compactions[2]
-    assert comp is not None and comp.input_tokens == 300 + 400  # half of 600 survives the cut
+    assert comp is not None and comp.input_tokens == 250 + 400  # half of 500 survives the cut
+
+
+@pytest.mark.parametrize(
+    ("check", "chunks", "kept"),
+    [
+        # pi walks back until keepRecentTokens (1000) is reached and cuts after that message
+        ("turn", [500, 400, 300, 200], (900, 3)),
+        ("turn", [950, 99], (99, 1)),
+        ("turn", [100, 200], (300, 2)),  # all fits: nothing older to cut
+        # the newest alone is too big: 1.x keeps it, 0.73 only the final reply after it
+        ("turn", [200, 1500], (1500, 1)),
+        ("prompt", [200, 1500], (0, 0)),
+        ("prompt", [990, 50], (50, 1)),
+    ],
+)
+def test_pi_keeps_the_newest_whole_requests_that_fit(
+    check: Literal["turn", "prompt"], chunks: list[int], kept: tuple[int, int]
+) -> None:
+    policy = CompactionPolicy(context_window=10_000, keep_recent_tokens=1000, check=check)
+    assert policy.kept(chunks) == kept
+
+
+def test_pi_073_repeated_compactions_cost_twice_and_count_once() -> None:
+    policy = CompactionPolicy(
+        context_window=1000,
+        reserve_tokens=200,
+        keep_recent_tokens=200,
+        summary_tokens=50,
+        check="prompt",
+    )
+    once = price_session(_calls(new_prompt_at=3), lambda _m: SONNET, policy)
+    twice = price_session(
+        _calls(new_prompt_at=3), lambda _m: SONNET, replace(policy, repeat_at_prompt=True)
+    )
+    a, b = once.totals()[1], twice.totals()[1]
+    assert a.compactions == b.compactions == 1
+    assert b.compaction_weighted_tokens == pytest.approx(2 * a.compaction_weighted_tokens)
+    assert once.plain_tokens == twice.plain_tokens

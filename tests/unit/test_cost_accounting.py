@@ -106,23 +106,24 @@ def test_priced_figures_by_hand(tmp_path: Path) -> None:
     c = compute_stats(conn, session=SID).totals.cost
     # as sent: 375 + (30+62.5) + (35+62.5) + (40+62.5); see tests/unit/test_cost.py
     assert c.sent_weighted == pytest.approx(667.5)
-    # plain pi compacts before call 2 (900 > 1000-200) down to 100 + summary 50 + kept 200
-    assert c.plain_weighted == pytest.approx(375 + 405 + 322.5 + 410)
+    # plain pi compacts before call 2 (900 > 1000-200) down to 100 + summary 50 + the last
+    # request's 300 (over keepRecentTokens by itself: pi 1.x keeps it whole)
+    assert c.plain_weighted == pytest.approx(375 + 405 + 447.5 + 420)
     assert c.plain_compactions == 1 and c.compactions == 1 and c.compactions_avoided == 0
-    # plain's summarisation: 600 + pi's prompt 400 in, 50 out × 5; the real one (no measure
+    # plain's summarisation: 500 + pi's prompt 400 in, 50 out × 5; the real one (no measure
     # from the bridge): 900-200 + 400 in, 50 out × 5
-    assert c.plain_compaction_weighted == pytest.approx(1250)
+    assert c.plain_compaction_weighted == pytest.approx(1150)
     assert c.compaction_weighted == pytest.approx(1350)
     # aux priced by its own model (haiku 1/5): 100 in + 10 out × 5
     assert c.aux_weighted == pytest.approx(150)
     assert c.aux_usd == pytest.approx(100e-6 + 50e-6)
-    assert c.saved_weighted == pytest.approx(1512.5 - 667.5 - 150)
-    assert c.saved_pct == pytest.approx(round(100 * 695 / 1512.5, 2))
-    assert c.total_saved_pct == pytest.approx(round(100 * (2762.5 - 2167.5) / 2762.5, 2))
+    assert c.saved_weighted == pytest.approx(1647.5 - 667.5 - 150)
+    assert c.saved_pct == pytest.approx(round(100 * 830 / 1647.5, 2))
+    assert c.total_saved_pct == pytest.approx(round(100 * (2797.5 - 2167.5) / 2797.5, 2))
     assert c.sent_usd == pytest.approx((1050 * 0.3 + 450 * 3.75) / 1e6)
     assert c.saved_usd is not None and c.saved_usd > 0
     text = render_text(compute_stats(conn, session=SID), color=False, width=120)
-    assert "cache-priced input: sent 668, plain pi 1,512, aux 150 → saved 46.0%" in text
+    assert "cache-priced input: sent 668, plain pi 1,648, aux 150 → saved 50.4%" in text
     assert "compactions 1, plain pi 1 (0 avoided" in text
     conn.close()
 
@@ -204,7 +205,10 @@ def test_cost_settings_env_over_file_over_defaults(
     assert _cost_settings() == (300.0, {})
 
 
-def test_a_compaction_pi_ran_twice_costs_twice_and_counts_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("measured", [None, "first", "second"])
+def test_a_compaction_pi_ran_twice_costs_and_counts_twice(
+    tmp_path: Path, measured: str | None
+) -> None:
     conn = connect(build(tmp_path, pi_version="0.73.1"))
     row = conn.execute("SELECT ts, tokens_before, summary_chars FROM compactions").fetchone()
     conn.execute(
@@ -212,23 +216,44 @@ def test_a_compaction_pi_ran_twice_costs_twice_and_counts_once(tmp_path: Path) -
         " VALUES (?, ?, 'threshold', ?, ?)",
         (SID, row[0] + 0.5, row[1], row[2]),
     )
+    if measured is not None:  # the bridge measured one of the two overlapping runs: 400 tokens
+        conn.execute(
+            "UPDATE compactions SET summarized_chars=1600 WHERE id=(SELECT "
+            + ("MIN" if measured == "first" else "MAX")
+            + "(id) FROM compactions)"
+        )
     c = compute_stats(conn, session=SID).totals.cost
-    assert c.compactions == 1
-    assert c.compaction_weighted == pytest.approx(1350 + 1400)  # the 2nd updates a summary
+    assert c.compactions == 2  # two entries in pi's session file
+    # both summarise the same messages: 900-200 (or the measured 400) + 400 in, 50 out × 5
+    each = 1350 if measured is None else 400 + 400 + 250
+    assert c.compaction_weighted == pytest.approx(2 * each)
     conn.close()
 
 
-def test_pi_073_plain_keeps_what_the_real_compactions_kept(tmp_path: Path) -> None:
-    db = build(tmp_path, pi_version="0.73.1")
+@pytest.mark.parametrize(("pi_version", "plain_after"), [("1.6.0", 1403), ("0.73.1", 1203)])
+def test_plain_pi_grows_across_a_real_compaction_by_what_was_added(
+    tmp_path: Path, pi_version: str, plain_after: int
+) -> None:
+    db = build(tmp_path, window=100_000, pi_version=pi_version)  # plain pi never compacts
     conn = connect(db)
-    # the real compaction happened before the last call, which then carried system + tools
-    # (100) + summary (50) + 20 kept tokens
+    # pi compacted before the last call: that call carries system + tools (100), the summary
+    # (50) and 300 tokens (the new tool result), 200 more for plain pi (a digested output)
     t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
-    conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
-    conn.execute("UPDATE llm_calls SET sent_messages=? WHERE call_index=3", ((50 + 20) * 4,))
+    conn.execute("UPDATE compactions SET ts=?, tokens_before=?", (t3 - 0.5, 400 + 3 + 300))
+    conn.execute(
+        "UPDATE llm_calls SET sent_messages=?, saved_bash=? WHERE call_index=3",
+        ((50 + 300) * 4, 200 * 4),
+    )
+    # the provider's usage of the request before it: 400 in, 3 out (pi's tokensBefore is that
+    # plus chars/4 of the messages after it: 300)
+    conn.execute(
+        "INSERT INTO turns (session_id, ts, turn_index, input_tokens, output_tokens,"
+        " cache_read_tokens, cache_write_tokens) VALUES (?, ?, 2, 50, 3, 350, 0)",
+        (SID, t3 - 0.7),
+    )
     costs = CA.load_session_costs(conn, [SID])[SID]
-    assert costs.policy is not None and costs.policy.kept_tokens == 20
-    conn.execute("UPDATE sessions SET pi_version='1.6.0'")
-    costs = CA.load_session_costs(conn, [SID])[SID]
-    assert costs.policy is not None and costs.policy.kept_tokens is None  # pi 1.x: keepRecent
+    plain = [p.input_tokens for _ts, _a, p, _c in costs.calls]
+    # plain pi had 900 and got the 303 new tokens; pi 1.x compacts with new tool results in,
+    # so ctxwrap's saving on them (200) is plain pi's too; pi 0.73 compacts before a prompt
+    assert plain == [300, 600, 900, plain_after]
     conn.close()
