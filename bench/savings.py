@@ -44,7 +44,6 @@ from ctxwrap.testing.model_server import ScriptedModelServer
 from ctxwrap.testing.pi_home import find_pi, make_pi_agent_dir, pi_command, pi_env
 from ctxwrap.testing.recount import Recount, recount, reduction_pct
 
-REPO = Path(__file__).resolve().parent.parent
 CTXWRAP = [sys.executable, "-m", "ctxwrap"]
 RULES = [{"task": "tag", "match": "vendored license", "answer": '{"decision": "DROP"}'}]
 
@@ -72,10 +71,14 @@ LICENSE = "".join(
 )
 
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "savings"
+
+
 def source_files() -> dict[str, str]:
-    """Real source files of this repository, copied into the work dir."""
-    names = ["ctxwrap/engine/cost.py", "ctxwrap/stats.py", "ctxwrap/config.py", "ctxwrap/paths.py"]
-    out = {f"src/{Path(n).name}": (REPO / n).read_text() for n in names}
+    """Real source files (four of this repository's modules, frozen at 4a1567b in
+    bench/fixtures/savings/ so the yardstick does not move when the code does), copied into
+    the work dir."""
+    out = {f"src/{p.stem}": p.read_text() for p in sorted(FIXTURES.glob("*.py.txt"))}
     out["test.log"] = TEST_LOG
     out["VENDOR_LICENSE"] = LICENSE
     return out

@@ -145,9 +145,9 @@ def test_small_window_session_counts_compactions_and_caps_the_saving(
     check(plain, wrapped, cost)
 
 
-# bench/savings.py's compaction-heavy scenario: real source files of this repository (sizes
-# from 6 to 35 kB, so pi's cut point keeps far less or far more than keepRecentTokens) and
-# newline-heavy command output
+# bench/savings.py's compaction-heavy scenario: real source files of this repository, frozen in
+# bench/fixtures/savings/ (sizes from 6 to 35 kB, so pi's cut point keeps far less or far more
+# than keepRecentTokens) and newline-heavy command output
 SOURCES = ["ctxwrap/engine/cost.py", "ctxwrap/stats.py", "ctxwrap/config.py", "ctxwrap/paths.py"]
 
 
@@ -165,8 +165,8 @@ def heavy_task(i: int) -> list[dict[str, Any]]:
 def test_compaction_heavy_session_reports_the_recounted_reduction(
     pi: str, tmp_path: Path, xdg: Xdg
 ) -> None:
-    repo = Path(__file__).resolve().parents[2]
-    work = {f"src/{Path(n).name}": (repo / n).read_text() for n in SOURCES}
+    fixtures = Path(__file__).resolve().parents[2] / "bench" / "fixtures" / "savings"
+    work = {f"src/{Path(n).name}": (fixtures / f"{Path(n).name}.txt").read_text() for n in SOURCES}
     work["VENDOR_LICENSE"] = LICENSE
     # threshold = 128000 - 112000 = 16000 tokens; pi keeps 4000 recent tokens
     settings = {"compaction": {"reserveTokens": 112000, "keepRecentTokens": 4000}}
