@@ -2,7 +2,8 @@
 
 `ctxwrap pi` is what users type instead of `pi`, every time; its start-up is pure overhead on
 their session. click and the CLI module cost ~130 ms to import, and `pi` takes every argument
-unparsed anyway, so that one command goes straight to the launcher. Everything else (and
+unparsed anyway, so that one command goes straight to the launcher; so does `ctxwrap hook
+claude` (run by Claude Code around every Bash call, no arguments). Everything else (and
 `ctxwrap --debug pi …`) goes through `ctxwrap.cli`.
 """
 
@@ -17,6 +18,12 @@ def main() -> NoReturn:
         from ctxwrap.launch.pi import main as pi_main
 
         pi_main(sys.argv[2:])
+    if sys.argv[1:] == ["hook", "claude"]:
+        # Claude Code runs the hook twice per Bash call (Pre and Post): the CLI framework's
+        # import was most of its start-up.
+        from ctxwrap.agents.claude.hook import main as hook_main
+
+        sys.exit(hook_main())
     from ctxwrap.cli import main as cli_main
 
     cli_main()

@@ -245,3 +245,21 @@ def test_doctor_checks_claude(monkeypatch: Any) -> None:
         ("claude hook", "ok"),
     ]
     assert "2.1." in checks[0].summary
+
+
+def test_the_hook_command_starts_without_the_cli_framework(tmp_path: Path) -> None:
+    """`ctxwrap hook claude` runs twice per Bash call: it must not pay click's import."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "ctxwrap", "hook", "claude"],
+        input=b"{}",
+        capture_output=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout == b""  # no proxy: nothing, exit 0
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()}
+    assert "ctxwrap.agents.claude.hook" in imported
+    assert "click" not in imported and "ctxwrap.cli" not in imported
