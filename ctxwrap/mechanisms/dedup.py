@@ -14,12 +14,12 @@ deduplicated is kept whole (invariant 5, through the hidden signatures).
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
 from ctxwrap.daemon.session import ReadSeen, call_label
 from ctxwrap.engine.edits import args_sig
+from ctxwrap.engine.rereads import pointer_text, result_digest
 
 if TYPE_CHECKING:
     from ctxwrap.daemon.service import Daemon
@@ -38,7 +38,7 @@ def note_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> bool:
     if not d.cfg.dedup or rt.agent != "pi" or req.tool_name not in _READERS or req.is_error:
         return False
     sig = args_sig(req.tool_name, req.input)
-    digest = hashlib.blake2b(req.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    digest = result_digest(req.text)
     earlier = rt.reads.get(sig)
     if (
         earlier is not None
@@ -75,11 +75,7 @@ def settle(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> None:
 
 
 def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:
-    label = rt.call_args.get(call_id, "read")
-    return (
-        f"[ctxwrap: {label} returned the same {chars:,} chars as the earlier identical call "
-        "above (unchanged); that result is current, so it is not repeated]"
-    )
+    return pointer_text(rt.call_args.get(call_id, "read"), chars)
 
 
 def _has_edit(d: Daemon, rt: SessionRuntime, tool_call_id: str) -> bool:

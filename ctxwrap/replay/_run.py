@@ -166,7 +166,7 @@ def session_json(r: SessionReplay, costs: CallCosts, *, per_call: bool) -> dict[
         "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},
         "interventions": {
             k: sum(1 for i in r.interventions if i.kind == k)
-            for k in ("digest", "strip", "mask", "tombstone-bound")
+            for k in ("digest", "strip", "mask", "pointer", "tombstone-bound")
         },
     }
     if per_call:

@@ -33,7 +33,9 @@ from typing import Any
 
 from ctxwrap.aux import prompts
 from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
+from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.facts import heuristic_fact, line_count
+from ctxwrap.engine.rereads import pointer_text, result_digest
 from ctxwrap.replay._read import Compaction, Event, Header, Message, SystemPrompt, ToolCall
 
 Tagger = Callable[
@@ -67,6 +69,7 @@ class Thresholds:
     write_max_content_chars: int = 6000
     lazy_skills: bool = True
     ttl_s: float = 300.0
+    dedup: bool = True
 
     @classmethod
     def from_settings(cls, s: Any) -> Thresholds:
@@ -79,12 +82,13 @@ class Thresholds:
             write_min_bytes=s.write_min_bytes,
             write_max_content_chars=s.write_max_content_chars,
             lazy_skills=s.lazy_skills and s.lazy,
+            dedup=s.dedup,
         )
 
 
 @dataclass
 class Intervention:
-    kind: str  # digest | strip | mask | tombstone-bound
+    kind: str  # digest | strip | mask | pointer | tombstone-bound
     call_index: int  # first call that would not carry it
     tool: str
     label: str
@@ -137,6 +141,7 @@ class _Item:
     read_key: str | None = None
     masked: bool = False
     is_error: bool = False
+    pinned: bool = False  # a later pointer refers to it: never masked (its signature is hidden)
 
 
 @dataclass
@@ -245,6 +250,10 @@ class SessionSimulator:
         self.pending_compaction = False
         self.pending_mask = False
         self.latest_read: dict[str, int] = {}  # read key → position of its newest result
+        # Re-reads (mechanisms/dedup.py): read signature → (entry id, digest) of the latest
+        # whole result, forgotten at a head change; signatures already answered by a pointer.
+        self.read_seen: dict[str, tuple[str, str]] = {}
+        self.pointed: set[str] = set()
 
     # -- context bookkeeping --------------------------------------------------------------
 
@@ -293,6 +302,7 @@ class SessionSimulator:
             it.read_key: i for i, it in enumerate(self.items) if it.read_key is not None
         }
         self.pending_compaction = True  # the head of the cached prefix changed
+        self.read_seen.clear()
 
     # -- events ---------------------------------------------------------------------------
 
@@ -320,6 +330,7 @@ class SessionSimulator:
         self._reset(keep)
         self.r.compactions += 1
         self.pending_compaction = True
+        self.read_seen.clear()  # as the daemon: a head change forgets what was read
         if ev.summary_chars:
             self._add(
                 _Item(f"compaction-{self.r.compactions}", "custom", ev.summary_chars, {}, self.task)
@@ -422,7 +433,9 @@ class SessionSimulator:
                 key = str(args.get("path", args.get("file_path", "")))
                 if args.get("offset") is None and args.get("limit") is None and key:
                     item.read_key = key
-            if tokens(m.chars) >= self.th.amnesia_min_tokens and self.tagger is not None:
+            if self._reread(item, m, args, label):
+                pass  # a pointer to the earlier identical result: no tag
+            elif tokens(m.chars) >= self.th.amnesia_min_tokens and self.tagger is not None:
                 self._tag_for_real(item, m, tool, args, label)
             elif tokens(m.chars) >= self.th.amnesia_min_tokens:
                 tomb = _tombstone(label, m.chars)
@@ -453,6 +466,45 @@ class SessionSimulator:
             self.latest_read[item.read_key] = len(self.items)
         return item
 
+    def _reread(self, item: _Item, m: Message, args: dict[str, Any], label: str) -> bool:
+        """An unchanged re-read becomes a pointer, as mechanisms/dedup.py decides it (pi only,
+        results the bridge sends: at least amnesia_min_tokens; the earlier result still whole)."""
+        if (
+            not self.th.dedup
+            or self.r.fmt != "pi"
+            or m.tool_name != "read"
+            or tokens(m.chars) < self.th.amnesia_min_tokens
+        ):
+            return False
+        sig = args_sig("read", args)
+        digest = result_digest(m.text)
+        earlier = self.read_seen.get(sig)
+        if earlier is not None and earlier[1] == digest and sig not in self.pointed:
+            pos = self.index.get(earlier[0])
+            if (
+                pos is not None
+                and not self.items[pos].saved.get("amnesia")
+                and not (self.items[pos].saved.get("masking"))
+            ):
+                text = pointer_text(label, m.chars)
+                item.saved["amnesia"] = m.chars - len(text)
+                self.pointed.add(sig)
+                self.items[pos].pinned = True
+                self.r.interventions.append(
+                    Intervention(
+                        "pointer",
+                        len(self.r.calls),
+                        "read",
+                        label,
+                        m.chars,
+                        len(text),
+                        "the same content as an earlier read",
+                    )
+                )
+                return True
+        self.read_seen[sig] = (m.entry_id, digest)
+        return False
+
     def _tag_for_real(
         self, item: _Item, m: Message, tool: str, args: dict[str, Any], label: str
     ) -> None:
@@ -479,7 +531,7 @@ class SessionSimulator:
         changed = False
         min_chars = self.th.amnesia_min_tokens * 4
         for pos, it in enumerate(self.items):
-            if it.role != "tool_result" or it.masked or it.is_error:
+            if it.role != "tool_result" or it.masked or it.is_error or it.pinned:
                 continue
             current = it.chars - sum(it.saved.values())
             if current < min_chars:

@@ -179,7 +179,7 @@ def test_report_in_headless_chromium(replayed: tuple[Path, dict[str, Any]], tmp_
         cost["ctxwrap"]["weighted_tokens"], abs=1
     )
     kinds = re.findall(r'<tr class="intervention" data-kind="([a-z-]+)"', dom)
-    assert sorted(kinds) == ["digest", "strip"]
+    assert sorted(kinds) == ["digest", "pointer", "strip"]  # pointer: the unchanged re-read
     assert dom.count('data-mark="compaction"') == session["compactions"]
     assert console_messages(stderr) == []
     assert page_requests(net) == set()

@@ -139,8 +139,11 @@ def test_idle_gap_masks_superseded_reads_and_earlier_prompts(tmp_path: Path) -> 
     paused, quick = tmp_path / "paused.jsonl", tmp_path / "quick.jsonl"
     paused.write_text(_with_prompt_after(lines, 600))
     quick.write_text(_with_prompt_after(lines, 10))
-    [s] = replay(paused)["groups"]
-    [q] = replay(quick)["groups"]
+    # Re-read pointers off: the fixture's second read of NOTES.txt is unchanged and would be a
+    # pointer (pinning the first read), see the next test.
+    th = Thresholds(dedup=False)
+    [s] = replay(paused, thresholds=th)["groups"]
+    [q] = replay(quick, thresholds=th)["groups"]
     assert s["calls"][-1]["masked"] and not any(c["masked"] for c in q["calls"])
     assert {m["mechanism"]: m["saved_chars"] for m in q["mechanisms"]}["masking"] == 0
     masked = [i for i in s["intervention_list"] if i["kind"] == "mask"]
@@ -152,6 +155,19 @@ def test_idle_gap_masks_superseded_reads_and_earlier_prompts(tmp_path: Path) -> 
         c["messages_chars"] for c in s["calls"][-1:]
     )
     assert s["calls"][-1]["saved"]["masking"] > 0
+
+
+def test_an_unchanged_reread_is_a_pointer_and_pins_the_first_read(tmp_path: Path) -> None:
+    """As the daemon decides (mechanisms/dedup.py): the repeat is a pointer counted under
+    amnesia, and the read it points at is never masked, even after an idle gap."""
+    paused = tmp_path / "paused.jsonl"
+    paused.write_text(_with_prompt_after(PI16.read_text().splitlines(), 600))
+    [s] = replay(paused)["groups"]
+    [pointer] = [i for i in s["intervention_list"] if i["kind"] == "pointer"]
+    assert pointer["label"] == "read NOTES.txt" and pointer["replacement_chars"] < 200
+    assert {m["mechanism"]: m["saved_chars"] for m in s["mechanisms"]}["amnesia"] > 0
+    masked = [i["label"] for i in s["intervention_list"] if i["kind"] == "mask"]
+    assert "read NOTES.txt" not in masked
 
 
 def test_thresholds_come_from_the_config() -> None:
