@@ -42,6 +42,10 @@ def heuristic_fact(
     m = _COMMENT.match(content)
     if m:
         summary = next(g for g in m.groups() if g).strip().rstrip("*/").strip()
+        # "parser.c — recursive-descent parser": the fact names the file already.
+        name = path.rsplit("/", 1)[-1]
+        if name and summary.lower().startswith(name.lower()):
+            summary = summary[len(name) :].lstrip(" :-—–") or summary
         if summary and redact_secrets(summary) == summary:
             parts.append(summary[:100])
     names = list(dict.fromkeys(_DEF.findall(content)))

@@ -70,6 +70,12 @@ def test_heuristic_fact_says_what_the_file_is() -> None:
     assert "empty file" in heuristic_fact("e.txt", "")
     assert "binary" in heuristic_fact("b.bin", "\x00\x01\x02")
     assert len(heuristic_fact("x.py", "# " + "y" * 5000)) <= 240
+    # a first comment that starts with the file's own name does not say it twice
+    c_src = "/* parser.c — recursive-descent parser for the config language */\nint x;\n"
+    assert heuristic_fact("src/parser.c", c_src).startswith(
+        "[Wrote src/parser.c — recursive-descent parser for the config language — "
+    )
+    assert "— parser.c" in heuristic_fact("src/parser.c", "# parser.c\n")  # nothing else: kept
 
 
 @pytest.mark.parametrize(
