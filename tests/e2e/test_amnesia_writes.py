@@ -160,6 +160,20 @@ def test_write_body_is_stripped_and_a_fact_kept(pi: str, tmp_path: Path, xdg: Xd
     assert aux_fact in text and "layer_219" not in text
 
 
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_a_slow_aux_model_does_not_delay_the_write_round(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """The aux fact is not waited for: a write round with an aux model that takes 4 s to answer
+    goes on at once, with the heuristic fact (it waited up to the round's 20 s budget)."""
+    rules = [{"task": "fact", "answer": "small CNN definition with 220 conv layers"}]
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, WRITE, aux_rules=rules, aux_delay_s=4.0)
+    assert run.proc.returncode == 0, run.proc.stderr
+    first, second, _ = run.server.main_requests
+    assert second.timestamp - first.timestamp < 2.5, second.timestamp - first.timestamp
+    assert "[Wrote src/model.py — Model definition: a small CNN." in json.dumps(
+        second.body["messages"], ensure_ascii=False
+    )
+
+
 @pytest.mark.parametrize("pi", ["pi"])
 def test_write_fact_falls_back_to_heuristic_and_small_writes_pass(
     pi: str, tmp_path: Path, xdg: Xdg
