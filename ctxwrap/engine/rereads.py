@@ -14,9 +14,11 @@ def result_digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def pointer_text(label: str, chars: int) -> str:
-    """The one line a repeat becomes."""
+def pointer_text(label: str, chars: int, recall: str | None = None) -> str:
+    """The one line a repeat becomes. `recall` says how to get the earlier result back: a
+    later compaction may summarise it away while this pointer stays."""
+    how = f"; if it is no longer above, recall it with {recall}" if recall else ""
     return (
         f"[ctxwrap: {label} returned the same {chars:,} chars as the earlier identical call "
-        "above (unchanged); that result is current, so it is not repeated]"
+        f"above (unchanged); that result is current, so it is not repeated{how}]"
     )

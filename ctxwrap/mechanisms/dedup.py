@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.session import ReadSeen, call_label
+from ctxwrap.daemon.session import ReadSeen, call_label, recall_call
 from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.rereads import pointer_text, result_digest
 
@@ -68,14 +68,20 @@ def settle(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> None:
     if req.head_changed:
         forget(rt)
         return
+    tail = {m.toolCallId for m in req.tail.messages if m.toolCallId}
     for cid, earlier in list(rt.dedups.items()):
+        if cid not in tail:
+            continue  # decided at an earlier context step (frozen there) or not arrived yet
         if rt.tags.get(cid) == "DROP" and _has_edit(d, rt, earlier.tool_call_id):
             rt.tags[cid] = "RETAIN"
             del rt.dedups[cid]
 
 
 def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:
-    return pointer_text(rt.call_args.get(call_id, "read"), chars)
+    earlier = rt.dedups.get(call_id)
+    handle = rt.handles.get(earlier.tool_call_id) if earlier is not None else None
+    recall = recall_call(rt.agent, handle) if handle else None
+    return pointer_text(rt.call_args.get(call_id, "read"), chars, recall)
 
 
 def _has_edit(d: Daemon, rt: SessionRuntime, tool_call_id: str) -> bool:
