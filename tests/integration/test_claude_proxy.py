@@ -192,3 +192,35 @@ def test_usage_reader_sse_across_chunk_boundaries() -> None:
         42,
     )
     assert u.model == "claude-x"
+
+
+def test_usage_reader_reports_tool_calls_and_the_end_of_the_message() -> None:
+    stream = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"usage":{}}}\n\n'
+        b'data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+        b'data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use",'
+        b'"id":"toolu_A","name":"Read","input":{}}}\n\n'
+        b'data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use",'
+        b'"id":"toolu_B","name":"Bash","input":{}}}\n\n'
+        b'data: {"type":"message_delta","usage":{"output_tokens":9}}\n\n'
+        b'data: {"type":"message_stop"}\n\n'
+    )
+    seen: list[object] = []
+    reader = wire.UsageReader(streaming=True)
+    reader.on_tool_use = lambda cid, name: seen.append((cid, name))
+    reader.on_end = lambda: seen.append("end")
+    for i in range(0, len(stream), 5):
+        reader.feed(stream[i : i + 5])
+    assert seen == [("toolu_A", "Read"), ("toolu_B", "Bash"), "end"]  # all before finish()
+    reader.finish()
+    assert seen[-1] == "end" and len(seen) == 3
+
+    message = {"type": "message", "usage": {}, "content": [
+        {"type": "tool_use", "id": "toolu_C", "name": "Grep", "input": {}}]}  # fmt: skip
+    seen.clear()
+    reader = wire.UsageReader(streaming=False)
+    reader.on_tool_use = lambda cid, name: seen.append((cid, name))
+    reader.on_end = lambda: seen.append("end")
+    reader.feed(json.dumps(message).encode())
+    reader.finish()
+    assert seen == [("toolu_C", "Grep"), "end"]

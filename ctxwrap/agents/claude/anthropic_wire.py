@@ -9,10 +9,11 @@ gets a sibling module with the same four jobs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,11 +251,18 @@ class Usage:
 
 @dataclass
 class UsageReader:
-    """Reads usage from a response as its bytes pass through (SSE or JSON; gzip tolerated)."""
+    """Reads usage from a response as its bytes pass through (SSE or JSON; gzip tolerated).
+
+    It also reports the model's tool calls (``on_tool_use(id, name)``) and the end of the
+    message (``on_end()``), each before the bytes that carry them are passed on: a tool's
+    PostToolUse hook can then never arrive before its call is known.
+    """
 
     streaming: bool
     encoding: str = ""
     usage: Usage = field(default_factory=Usage)
+    on_tool_use: Callable[[str, str], None] | None = None
+    on_end: Callable[[], None] | None = None
     _buf: bytearray = field(default_factory=bytearray)
     _inflate: Any = None
     _limit: int = 8 << 20  # a JSON body larger than this is not parsed for usage
@@ -299,6 +307,19 @@ class UsageReader:
                 self.usage.update(m.get("usage"), m.get("model"))
             elif data.get("type") == "message_delta":
                 self.usage.update(data.get("usage"))
+            elif data.get("type") == "content_block_start":
+                self._tool_use(data.get("content_block"))
+            elif data.get("type") == "message_stop" and self.on_end is not None:
+                with contextlib.suppress(Exception):  # never at the cost of the stream
+                    self.on_end()
+
+    def _tool_use(self, block: Any) -> None:
+        if not isinstance(block, dict) or block.get("type") != "tool_use":
+            return
+        cid, name = block.get("id"), block.get("name")
+        if self.on_tool_use is not None and isinstance(cid, str) and isinstance(name, str):
+            with contextlib.suppress(Exception):  # never at the cost of the stream
+                self.on_tool_use(cid, name)
 
     def finish(self) -> Usage:
         if not self.streaming and self._buf:
@@ -308,4 +329,10 @@ class UsageReader:
                 return self.usage
             if isinstance(data, dict) and data.get("type") == "message":
                 self.usage.update(data.get("usage"), data.get("model"))
+                content = data.get("content")
+                for block in content if isinstance(content, list) else []:
+                    self._tool_use(block)
+                if self.on_end is not None:
+                    with contextlib.suppress(Exception):
+                        self.on_end()
         return self.usage

@@ -87,7 +87,8 @@ def hook_settings(command: str) -> dict[str, Any]:
             "PreToolUse": [{"matcher": "Bash", "hooks": [entry]}],
             "PostToolUse": [{"matcher": HOOK_TOOLS, "hooks": [entry]}],
             # A failing command skips PostToolUse; its output is digested on the request path.
-            "PostToolUseFailure": [{"matcher": "Bash", "hooks": [entry]}],
+            # A failed Read/Grep/Glob ends its call, so its round's tag batch need not wait.
+            "PostToolUseFailure": [{"matcher": "Bash|Read|Grep|Glob", "hooks": [entry]}],
         }
     }
 

@@ -283,11 +283,17 @@ def _make_handler(proxy: ClaudeProxy) -> type[BaseHTTPRequestHandler]:
                 self._plain(502, json.dumps(err).encode())
                 return
             reader = None
+            tag_round = None
             if body is not None and resp.status_code == 200:
                 streaming = "text/event-stream" in resp.headers.get("content-type", "")
                 reader = wire.UsageReader(
                     streaming, resp.headers.get("content-encoding", "").lower()
                 )
+                if sess is not None:
+                    # The read-like calls of this message are tagged as one batch.
+                    tag_round = sess.open_round()
+                    reader.on_tool_use = lambda cid, name: sess.round_tool_use(tag_round, cid, name)
+                    reader.on_end = lambda: sess.round_ended(tag_round)
             try:
                 self.send_response(resp.status_code)
                 for k, v in resp.headers.multi_items():
@@ -320,6 +326,8 @@ def _make_handler(proxy: ClaudeProxy) -> type[BaseHTTPRequestHandler]:
                 resp.close()
             if sess is not None and body is not None:
                 usage = reader.finish() if reader is not None else None
+                if tag_round is not None:
+                    sess.round_ended(tag_round)  # a stream cut short ends its round too
                 _background(lambda: sess.record_call(body, applied, usage))
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle

@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ WRITE_CONTENT_MAX = 64 * 1024
 FAILED_OUTPUT_CAP = 10_000  # what Claude Code 2.1 keeps of a failing command's output
 FALLBACK_HEAD_CHARS = 1500
 FALLBACK_TAIL_BYTES = 3000  # the daemon needs the head of a file for a fact, not all of it
+TAG_BATCH_MAX = 16  # results per /v1/tag_batch (the bridge's chunk size)
 _RECALL_HINT_RE = re.compile(r'ctx_recall\(handle="([A-Za-z0-9_-]+)", pattern=\.\.\.\)')
 
 
@@ -144,6 +145,21 @@ class DaemonLink:
 
 
 @dataclass
+class TagRound:
+    """The read-like calls of one assistant message and the results collected for them.
+
+    One `/v1/tag_batch` (one aux call) tags them all when the message has ended and every
+    call of it has its hook — or, at the latest, when the next request sends their results.
+    """
+
+    waiting: set[str] = field(default_factory=set)  # calls without their hook yet
+    items: list[JsonDict] = field(default_factory=list)  # TagItem fields
+    done: threading.Event = field(default_factory=threading.Event)  # the batch's tags settled
+    ended: bool = False  # the message has ended: no call joins any more
+    flushed: bool = False
+
+
+@dataclass
 class DigestRecord:
     plain_chars: int  # what plain Claude Code would have sent for this result
     digest_chars: int
@@ -172,6 +188,7 @@ class ClaudeSession:
         self.digests: dict[str, DigestRecord] = {}
         self.pending_digests: dict[str, tuple[str, int]] = {}  # failure path: text, plain chars
         self.pending_tags: dict[str, threading.Event] = {}
+        self.rounds: dict[str, TagRound] = {}  # read-like tool_use id → its unsent round
         self.seen: set[str] = set()
         self.first_request = True
         self.call_index = 0
@@ -313,7 +330,14 @@ class ClaudeSession:
                         TombstoneEdit(toolCallId=cid, text=text, savedChars=plain - u16len(text))
                     )
                     self.digests[cid] = DigestRecord(plain, u16len(text))
+            # Results the next request carries: their round's batch is due now, whatever of
+            # it is still missing (a denied call never gets a hook).
+            due = {id(r): r for i in ids if (r := self.rounds.get(i)) is not None}
+            for r in due.values():
+                self._take_round(r)
             waits = [self.pending_tags[i] for i in ids if i in self.pending_tags]
+        for r in due.values():
+            self._send_round(r)
         if tail.messages or cold is not None:
             deadline = time.monotonic() + self._cfg_int("tag_wait_ms", 400) / 1000
             for ev in waits:  # still pending after the grace → RETAIN (invariant 4)
@@ -517,7 +541,10 @@ class ClaudeSession:
             self._bash_failure(cid, event)
             return {}
         if tool in AMNESIA_HOOK_TOOLS and name == "PostToolUse":
-            self._start_tag(cid, AMNESIA_HOOK_TOOLS[tool], event)
+            self._add_tag(cid, AMNESIA_HOOK_TOOLS[tool], event)
+            return {}
+        if tool in AMNESIA_HOOK_TOOLS and name == "PostToolUseFailure":
+            self._round_call_ended(cid)  # nothing to tag; the rest of the round need not wait
             return {}
         if tool == "Write" and name == "PostToolUse":
             # The fact joins the stub that replaces the write's content in the next request
@@ -689,7 +716,59 @@ class ClaudeSession:
             with self.lock:
                 self.pending_digests[cid] = (digest, u16len(error))
 
-    def _start_tag(self, cid: str, tool: str, event: JsonDict) -> None:
+    # -- batched tags: one /v1/tag_batch and one aux call per tool round -------------------------
+
+    def open_round(self) -> TagRound:
+        """A response is starting; its read-like calls will form one round."""
+        return TagRound()
+
+    def round_tool_use(self, round_: TagRound, cid: str, tool: str) -> None:
+        """The response carries this call (seen before Claude Code can run it)."""
+        if tool not in AMNESIA_HOOK_TOOLS:
+            return
+        with self.lock:
+            if round_.ended or round_.flushed:
+                return
+            round_.waiting.add(cid)
+            self.rounds[cid] = round_
+
+    def round_ended(self, round_: TagRound) -> None:
+        """The message is complete (or its stream broke): no call joins any more."""
+        with self.lock:
+            if round_.ended:
+                return
+            round_.ended = True
+            due = self._due(round_)
+        if due:
+            self._send_round(round_)
+
+    def _due(self, round_: TagRound) -> bool:
+        """With the lock held: the batch is complete, so take it (True: send it)."""
+        if round_.flushed or not round_.ended or round_.waiting:
+            return False
+        self._take_round(round_)
+        return True
+
+    def _take_round(self, round_: TagRound) -> None:
+        """With the lock held: the round is over; its ids no longer collect anything."""
+        round_.flushed = True
+        round_.ended = True
+        round_.waiting.clear()
+        for cid in [c for c, r in self.rounds.items() if r is round_]:
+            del self.rounds[cid]
+
+    def _round_call_ended(self, cid: str) -> None:
+        with self.lock:
+            round_ = self.rounds.get(cid)
+            if round_ is None:
+                return
+            round_.waiting.discard(cid)
+            due = self._due(round_)
+        if due:
+            self._send_round(round_)
+
+    def _add_tag(self, cid: str, tool: str, event: JsonDict) -> None:
+        """A Read/Grep/Glob result joins its round's batch; the hook returns at once."""
         resp = event.get("tool_response")
         tool_input = event.get("tool_input") if isinstance(event.get("tool_input"), dict) else {}
         if tool == "read" and isinstance(resp, dict) and isinstance(resp.get("file"), dict):
@@ -699,31 +778,43 @@ class ClaudeSession:
         args = dict(tool_input or {})
         if "file_path" in args:
             args = {"path": args.pop("file_path"), **args}
-        reply = self.daemon.call(
-            "/v1/tool_result",
-            {
-                "session_id": self.session_id,
-                "tool_call_id": cid,
-                "tool_name": tool,
-                "input": args,
-                "text": text,
-            },
-            timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000,
-        )
-        aux = (reply or {}).get("aux")
-        if not isinstance(aux, dict) or self.aux is None:
-            return
-        done = threading.Event()
+        item = {"tool_call_id": cid, "tool_name": tool, "input": args, "text": text}
         with self.lock:
-            self.pending_tags[cid] = done
+            round_ = self.rounds.get(cid)
+            if round_ is None:
+                # A call of no known round (a response we could not read): a batch of its
+                # own, at once, as before batching.
+                round_ = TagRound(ended=True)
+            round_.items.append(item)
+            round_.waiting.discard(cid)
+            self.pending_tags[cid] = round_.done
+            due = self._due(round_)
+        if due:
+            self._send_round(round_)
 
-        def run() -> None:  # out of band: the tool round does not wait for the tag
+    def _send_round(self, round_: TagRound) -> None:
+        """Tag a taken round's results out of band; `done` is set when their tags settled."""
+        items = list(round_.items)
+        if not items:
+            round_.done.set()
+            return
+
+        def run() -> None:
             try:
-                self._run_aux(aux, time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000)
+                deadline = time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
+                for i in range(0, len(items), TAG_BATCH_MAX):
+                    reply = self.daemon.call(
+                        "/v1/tag_batch",
+                        {"session_id": self.session_id, "results": items[i : i + TAG_BATCH_MAX]},
+                        timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000,
+                    )
+                    aux = (reply or {}).get("aux")
+                    if isinstance(aux, dict) and self.aux is not None:
+                        self._run_aux(aux, deadline)
             finally:
-                done.set()
+                round_.done.set()
 
-        threading.Thread(target=run, name=f"ctxwrap-tag-{cid}", daemon=True).start()
+        threading.Thread(target=run, name="ctxwrap-tag-round", daemon=True).start()
 
     def _write_fact(self, cid: str, event: JsonDict) -> str | None:
         tool_input = event.get("tool_input")
