@@ -279,6 +279,16 @@ class TagItem(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict)
     text: str
 
+    def as_result(self, session_id: str) -> ToolResult:
+        """The same result as `/v1/tool_result` would carry it (what the mechanisms take)."""
+        return ToolResult(
+            session_id=session_id,
+            tool_call_id=self.tool_call_id,
+            tool_name=self.tool_name,
+            input=self.input,
+            text=self.text,
+        )
+
 
 class TagBatch(Request):
     """The taggable results of one assistant message's tool calls: one aux call tags them all."""

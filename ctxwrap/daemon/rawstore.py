@@ -69,8 +69,8 @@ class Recall:
     truncated: bool
 
 
-def line_blocks_of_file(path: Path, limit_bytes: int) -> Iterator[str]:
-    """A file's decoded lines joined by "\\n", in blocks of about 64 KB, reading at most
+def line_blocks_of_file(path: Path, limit_bytes: int, block_bytes: int = _CHUNK) -> Iterator[str]:
+    """A file's decoded lines joined by "\\n", in blocks of about `block_bytes`, reading at most
     limit_bytes (memory stays bounded). A line over 1 MB comes in pieces, each a line.
 
     One Python step per block, not per line: a 30,000-line spill file is stored and digested in
@@ -79,7 +79,7 @@ def line_blocks_of_file(path: Path, limit_bytes: int) -> Iterator[str]:
     pending = b""
     with path.open("rb") as fh:
         while read < limit_bytes:
-            chunk = fh.read(min(_CHUNK, limit_bytes - read))
+            chunk = fh.read(min(block_bytes, limit_bytes - read))
             if not chunk:
                 break
             read += len(chunk)
@@ -266,21 +266,10 @@ class RawStore:
         )
 
 
-def _line_blocks(path: Path, block_bytes: int = 1 << 20) -> Iterator[list[str]]:
-    """The file's lines, a block (~1 MB of whole lines) at a time; decoded as line_blocks_of_file."""
-    pending = b""
-    with path.open("rb") as fh:
-        while chunk := fh.read(block_bytes):
-            pending += chunk
-            cut = pending.rfind(b"\n")
-            if cut < 0 and len(pending) <= 1 << 20:
-                continue
-            if cut < 0:  # a single huge line: flush it in pieces
-                cut = len(pending) - 1
-            yield pending[:cut].decode("utf-8", errors="replace").split("\n")
-            pending = pending[cut + 1 :]
-    if pending:
-        yield pending.decode("utf-8", errors="replace").split("\n")
+def _line_blocks(path: Path) -> Iterator[list[str]]:
+    """The file's lines, a block (~1 MB of whole lines) at a time."""
+    for block in line_blocks_of_file(path, 1 << 62, block_bytes=1 << 20):
+        yield block.split("\n")
 
 
 def scan(

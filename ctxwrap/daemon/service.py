@@ -284,17 +284,7 @@ class Daemon:
         fresh = [
             item
             for item in req.results
-            if not dedup.note_result(
-                self,
-                rt,
-                P.ToolResult(
-                    session_id=req.session_id,
-                    tool_call_id=item.tool_call_id,
-                    tool_name=item.tool_name,
-                    input=item.input,
-                    text=item.text,
-                ),
-            )
+            if not dedup.note_result(self, rt, item.as_result(req.session_id))
         ]
         return amnesia.start_tag_batch(self, rt, req.model_copy(update={"results": fresh}))
 

@@ -69,7 +69,8 @@ def _view(d: Daemon, text: str) -> str:
 
 
 def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
-    """One result, one tag (adapters that post results one by one: Claude Code)."""
+    """One result, one tag: a read-like result posted on its own to `/v1/tool_result` (both
+    adapters now send a tool round's results to `/v1/tag_batch` instead)."""
     cfg = d.cfg
     handle, taggable = _admit(d, rt, req)
     if not taggable:
@@ -115,14 +116,7 @@ def start_tag_batch(d: Daemon, rt: SessionRuntime, req: P.TagBatch) -> P.TagBatc
     for item in req.results:
         if item.tool_call_id in {i.tool_call_id for i in items}:
             continue  # the same id twice: tagged once
-        one = P.ToolResult(
-            session_id=req.session_id,
-            tool_call_id=item.tool_call_id,
-            tool_name=item.tool_name,
-            input=item.input,
-            text=item.text,
-        )
-        handle, taggable = _admit(d, rt, one)
+        handle, taggable = _admit(d, rt, item.as_result(req.session_id))
         if handle:
             handles[item.tool_call_id] = handle
         if taggable:

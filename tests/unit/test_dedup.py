@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,24 @@ TEXT = "".join(f"line {i} of the module\n" for i in range(400))
 SID = "s-dedup"
 
 
+Send = Callable[..., None]
+
+
+@pytest.fixture(params=["tag_batch", "tool_result"])
+def result(request: pytest.FixtureRequest) -> Send:
+    """Both ways a read reaches the daemon: a tool round's batch (what the adapters send) and
+    a result posted on its own."""
+
+    def send(d: Daemon, cid: str, text: str = TEXT) -> None:
+        item = P.TagItem(tool_call_id=cid, tool_name="read", input={"path": "m.py"}, text=text)
+        if request.param == "tag_batch":
+            d.tag_batch(P.TagBatch(session_id=SID, results=[item]))
+        else:
+            asyncio.run(d.tool_result(item.as_result(SID)))
+
+    return send
+
+
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[Daemon]:
     loaded = load_config(tmp_path / "absent.toml", environ={"PI_CTX_AUX_BACKEND": "none"})
@@ -30,13 +48,6 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
     d.session_start(P.SessionStart(session_id=SID, cwd=str(tmp_path), pid=os.getpid()))
     yield d
     d.store.close()
-
-
-def result(d: Daemon, cid: str, text: str = TEXT) -> P.ToolResultReply:
-    req = P.ToolResult(
-        session_id=SID, tool_call_id=cid, tool_name="read", input={"path": "m.py"}, text=text
-    )
-    return asyncio.run(d.tool_result(req))
 
 
 def context(d: Daemon, cid: str, *, head_changed: bool = False) -> list[P.Edit]:
@@ -60,14 +71,14 @@ def pointers(edits: list[P.Edit]) -> list[str]:
     return [e.toolCallId for e in edits if "returned the same" in getattr(e, "text", "")]
 
 
-def test_identical_reread_becomes_a_pointer(daemon: Daemon) -> None:
+def test_identical_reread_becomes_a_pointer(daemon: Daemon, result: Send) -> None:
     result(daemon, "c1")
     context(daemon, "c1")
     result(daemon, "c2")
     assert pointers(context(daemon, "c2")) == ["c2"]
 
 
-def test_no_pointer_across_a_head_change(daemon: Daemon) -> None:
+def test_no_pointer_across_a_head_change(daemon: Daemon, result: Send) -> None:
     result(daemon, "c1")
     result(daemon, "c2")
     assert pointers(context(daemon, "c2", head_changed=True)) == []
@@ -77,7 +88,7 @@ def test_no_pointer_across_a_head_change(daemon: Daemon) -> None:
     assert pointers(context(daemon, "c4")) == ["c4"]
 
 
-def test_no_pointer_to_a_result_with_an_edit(daemon: Daemon) -> None:
+def test_no_pointer_to_a_result_with_an_edit(daemon: Daemon, result: Send) -> None:
     result(daemon, "c1")
     daemon.store.insert(
         "edits",
@@ -87,7 +98,7 @@ def test_no_pointer_to_a_result_with_an_edit(daemon: Daemon) -> None:
     assert pointers(context(daemon, "c2")) == []
 
 
-def test_masked_after_the_note_but_before_the_context(daemon: Daemon) -> None:
+def test_masked_after_the_note_but_before_the_context(daemon: Daemon, result: Send) -> None:
     result(daemon, "c1")
     result(daemon, "c2")
     daemon.store.insert(
@@ -97,13 +108,13 @@ def test_masked_after_the_note_but_before_the_context(daemon: Daemon) -> None:
     assert pointers(context(daemon, "c2")) == []
 
 
-def test_changed_content_is_whole(daemon: Daemon) -> None:
+def test_changed_content_is_whole(daemon: Daemon, result: Send) -> None:
     result(daemon, "c1")
     result(daemon, "c2", TEXT + "one more line\n")
     assert pointers(context(daemon, "c2")) == []
 
 
-def test_dedup_off(tmp_path: Path) -> None:
+def test_dedup_off(tmp_path: Path, result: Send) -> None:
     loaded = load_config(
         tmp_path / "absent.toml", environ={"PI_CTX_AUX_BACKEND": "none", "PI_CTX_DEDUP": "0"}
     )

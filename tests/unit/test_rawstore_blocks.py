@@ -69,3 +69,16 @@ def test_a_large_spill_file_is_read_in_blocks(tmp_path: Path) -> None:
     src.write_bytes(CASES["seq"])
     blocks = list(line_blocks_of_file(src, 1 << 40))
     assert len(blocks) <= len(CASES["seq"]) // (1 << 16) + 2
+
+
+def test_recall_blocks_keep_every_byte_of_a_huge_line(tmp_path: Path) -> None:
+    """Recall reads a stored output in ~1 MB blocks; a line longer than that comes in pieces,
+    and no byte may fall between two pieces (the recall reader once dropped one per piece)."""
+    from ctxwrap.daemon.rawstore import _line_blocks
+
+    line = "".join(chr(ord("a") + i % 26) for i in range(3 << 20))
+    src = tmp_path / "stored.txt"
+    src.write_text(f"first\n{line}\nlast\n")
+    lines = [ln for block in _line_blocks(src) for ln in block]
+    assert lines[0] == "first" and lines[-1] == "last"
+    assert "".join(lines[1:-1]) == line
