@@ -342,7 +342,6 @@ class ClaudeSession:
             deadline = time.monotonic() + self._cfg_int("tag_wait_ms", 400) / 1000
             for ev in waits:  # still pending after the grace → RETAIN (invariant 4)
                 ev.wait(max(0.0, deadline - time.monotonic()))
-            self.ensure_registered()
             with self.lock:
                 edited = self._result_edited()
             mask = self._mask_request(messages, cold, gap_s, edited) if cold else None
