@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Node 22, the pinned pi versions and Claude Code into a user-local prefix (no root, no network but npm).
+# Install Node 22, the pinned pi versions, Claude Code and Codex CLI into a user-local prefix (no root, no network but npm).
 # Idempotent: an existing install at the pinned version is kept.
 #   TOOLS_DIR  where to install (default: <repo>/.tools)
 set -euo pipefail
@@ -11,6 +11,9 @@ PI0_PKG=@mariozechner/pi-coding-agent@0.73.1
 # Claude Code ships a native binary inside the npm package (bin/claude.exe, any Node); the
 # version the research note and the e2e tests were checked against.
 CLAUDE_PKG=@anthropic-ai/claude-code@2.1.197
+# Codex CLI: a native binary in a platform package (@openai/codex-linux-x64, an optional
+# dependency); bin/codex.js only finds and execs it.
+CODEX_PKG=@openai/codex@0.171.0
 
 mkdir -p "$TOOLS_DIR"
 install_pkg() { # dir spec
@@ -31,6 +34,7 @@ export PATH="$node22_bin:$PATH"
 install_pkg "$TOOLS_DIR/pi1" "$PI1_PKG"
 install_pkg "$TOOLS_DIR/pi0" "$PI0_PKG"
 install_pkg "$TOOLS_DIR/claude" "$CLAUDE_PKG"
+install_pkg "$TOOLS_DIR/codex" "$CODEX_PKG"
 
 mkdir -p "$TOOLS_DIR/bin"
 ln -sf "$node22_bin/node" "$TOOLS_DIR/bin/node"
@@ -50,4 +54,5 @@ cat >"$TOOLS_DIR/bin/claude" <<W
 exec "$TOOLS_DIR/claude/node_modules/@anthropic-ai/claude-code/bin/claude.exe" "\$@"
 W
 chmod +x "$TOOLS_DIR/bin/claude"
+write_wrapper codex "$TOOLS_DIR/codex/node_modules/@openai/codex/bin/codex.js"
 echo "$TOOLS_DIR/bin"
