@@ -67,6 +67,9 @@ after ~2 s; 0.73: the openai SDK, ``x-stainless-retry-count: 1``) and the retry 
 the next step. This server
 accepts content as str or as a list of ``{"type": "text", "text"}`` parts everywhere.
 
+OpenAI Responses (what Codex CLI sends): ``POST /v1/responses`` answers from the same script,
+with usage from a simulated automatic prefix cache; see :mod:`ctxwrap.testing.responses_api`.
+
 Anthropic Messages (what Claude Code 2.1 sends; see docs/research/claude-code-notes.md)
 -------------------------------------------------------------------------------------------
 ``POST /v1/messages`` (any query, e.g. ``?beta=true``) answers from the same script: a step's
@@ -110,6 +113,8 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Literal, Self
 
+from ctxwrap.testing import responses_api
+
 __all__ = [
     "EXHAUSTED_TEXT",
     "MODEL_ID",
@@ -134,7 +139,7 @@ _STREAM_TEXT_CHUNK = 32
 
 JsonObj = dict[str, Any]
 RequestKind = Literal["main", "aux", "summary", "count_tokens", "other"]
-ApiKind = Literal["openai", "anthropic"]
+ApiKind = Literal["openai", "anthropic", "responses"]  # responses: see responses_api.py
 # pi's compaction summariser (1.6 and 0.73 core/compaction/utils.js): answered with
 # `summary_text`, never from the script, so a session that compacts keeps its steps.
 SUMMARY_PROMPT_PREFIX = "You are a context summarization assistant"
@@ -353,6 +358,8 @@ def _content_text(content: object) -> str:
 
 
 def _system_text(body: Mapping[str, Any]) -> str:
+    if "input" in body:  # OpenAI Responses (Codex CLI)
+        return responses_api.system_text(body)
     if body.get("system") is not None:  # Anthropic: messages may hold mid-conversation system
         return _content_text(body["system"])
     for msg in body.get("messages") or []:
@@ -362,6 +369,8 @@ def _system_text(body: Mapping[str, Any]) -> str:
 
 
 def _conversation_text(body: Mapping[str, Any]) -> str:
+    if "input" in body:  # OpenAI Responses (Codex CLI)
+        return responses_api.conversation_text(body)
     parts = [
         _content_text(m.get("content"))
         for m in body.get("messages") or []
@@ -485,6 +494,7 @@ class ScriptedModelServer:
         self._requests: list[RecordedRequest] = []
         self._all: list[RecordedRequest] = []
         self.cache = PromptCacheSim(cache_ttl_s)
+        self.responses_cache = responses_api.ResponsesCacheSim(cache_ttl_s)
         self._httpd = _QuietHTTPServer(("127.0.0.1", port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -652,6 +662,16 @@ class ScriptedModelServer:
     def _usage_of(self, api: ApiKind, body: JsonObj, reply: _Reply, now: float) -> JsonObj:
         if api == "openai":
             return _usage(body, reply)
+        if api == "responses":
+            total, cached = self.responses_cache.usage(body, now)
+            out = estimate_completion_tokens(
+                reply.text,
+                [
+                    ToolCall(c["function"]["name"], c["function"]["arguments"])
+                    for c in reply.tool_calls
+                ],
+            )
+            return responses_api.usage_json(total, cached, out)
         cache = self.cache.usage(body, now)
         calls = [
             ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls
@@ -786,6 +806,8 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 api = "openai"
             elif route in ("/v1/messages", "/messages", "/v1/messages/count_tokens"):
                 api = "anthropic"
+            elif responses_api.is_responses_route(route):
+                api = "responses"
             else:
                 server._record_other("other", "POST", self.path, headers, {})
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
@@ -811,9 +833,14 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     if api == "anthropic":
                         err = {"type": "api_error", "message": msg}
                         self._send_json(reply.status, {"type": "error", "error": err})
+                    elif api == "responses":
+                        err = {"message": msg, "type": "server_error", "code": "scripted"}
+                        self._send_json(reply.status, {"error": err})
                     else:
                         err = {"message": msg, "type": "scripted_error"}
                         self._send_json(reply.status, {"error": err})
+                elif api == "responses":
+                    self._responses(body, reply)
                 elif api == "anthropic" and body.get("stream"):
                     self._anthropic_stream(body, reply)
                 elif api == "anthropic":
@@ -824,6 +851,33 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     self._send_json(200, self._completion(body, reply))
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+
+        # -- OpenAI Responses (Codex CLI); the format lives in responses_api.py ------------
+
+        def _responses(self, body: JsonObj, reply: _Reply) -> None:
+            calls = [
+                responses_api.ScriptedCall(
+                    c["id"], c["function"]["name"], c["function"]["arguments"]
+                )
+                for c in reply.tool_calls
+            ]
+            serial = time.monotonic_ns()
+            items = responses_api.output_items(body, reply.text, calls, serial)
+            if not body.get("stream"):
+                obj = responses_api.response_object(body, items, reply.usage, serial)
+                self._send_json(200, obj)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def write(data: bytes) -> None:
+                self.wfile.write(data)
+                self.wfile.flush()
+
+            responses_api.write_sse(write, body, items, reply.usage, serial)
 
         def _anthropic_blocks(self, reply: _Reply) -> list[JsonObj]:
             blocks: list[JsonObj] = []

@@ -1,0 +1,116 @@
+"""The scripted server's OpenAI Responses path (Codex CLI) over real HTTP on loopback."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from ctxwrap.testing.model_server import ScriptedModelServer
+from ctxwrap.testing.responses_api import prompt_tokens
+
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+    {"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}},
+]
+
+
+def body(items: list[dict[str, Any]], *, stream: bool = True) -> dict[str, Any]:
+    return {
+        "model": "gpt-test",
+        "stream": stream,
+        "input": items,
+        "tools": TOOLS,
+        "store": False,
+        "prompt_cache_key": "thread-1",
+    }
+
+
+def dev(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "role": "developer",
+        "content": [{"type": "input_text", "text": text}],
+    }
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+def events(resp: httpx.Response) -> list[dict[str, Any]]:
+    out = []
+    for frame in resp.text.split("\n\n"):
+        for line in frame.splitlines():
+            if line.startswith("data: "):
+                out.append(json.loads(line[6:]))
+    return out
+
+
+def test_function_and_custom_calls_stream_with_prefix_cache() -> None:
+    steps = [
+        {
+            "tool_calls": [
+                {"name": "exec_command", "arguments": {"cmd": "ls"}},
+                {"name": "apply_patch", "arguments": "*** Begin Patch\n*** End Patch\n"},
+            ]
+        },
+        {"text": "done"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        first = [dev("You are Codex." * 50), user("go")]
+        r1 = httpx.post(f"{srv.base_url}/responses", json=body(first))
+        assert r1.status_code == 200
+        assert r1.headers["content-type"].startswith("text/event-stream")
+        ev = events(r1)
+        assert ev[0]["type"] == "response.created"
+        done = [e["item"] for e in ev if e["type"] == "response.output_item.done"]
+        assert [i["type"] for i in done] == ["function_call", "custom_tool_call"]
+        assert done[0]["call_id"] == "call_0_0"
+        assert json.loads(done[0]["arguments"]) == {"cmd": "ls"}
+        assert done[1]["input"] == "*** Begin Patch\n*** End Patch\n"
+        usage1 = ev[-1]["response"]["usage"]
+        assert ev[-1]["type"] == "response.completed"
+        assert usage1["input_tokens"] == prompt_tokens(body(first))
+        assert usage1["input_tokens_details"]["cached_tokens"] == 0
+
+        second = [
+            *first,
+            done[0],
+            {"type": "function_call_output", "call_id": "call_0_0", "output": "a\nb\n"},
+            done[1],
+            {"type": "custom_tool_call_output", "call_id": "call_0_1", "output": "ok"},
+        ]
+        ev2 = events(httpx.post(f"{srv.base_url}/responses", json=body(second)))
+        usage2 = ev2[-1]["response"]["usage"]
+        # the whole first request is a cached prefix of the second
+        cached2 = usage2["input_tokens_details"]["cached_tokens"]
+        assert usage1["input_tokens"] - 1 <= cached2 <= usage1["input_tokens"]
+        deltas = "".join(e["delta"] for e in ev2 if e["type"] == "response.output_text.delta")
+        assert deltas == "done"
+        assert [r.kind for r in srv.requests] == ["main", "main"]
+
+
+def test_aux_request_by_instructions_and_json_reply() -> None:
+    with ScriptedModelServer(
+        [], aux_rules=[{"task": "tag", "answer": {"decision": "DROP"}}]
+    ) as srv:
+        aux = {
+            "model": "small",
+            "instructions": "[ctxwrap-aux:tag] decide",
+            "input": [user("a result")],
+            "stream": False,
+        }
+        r = httpx.post(f"{srv.base_url}/responses", json=aux)
+        out = r.json()["output"][0]["content"][0]["text"]
+        assert json.loads(out) == {"decision": "DROP"}
+        assert srv.aux_requests[0].aux_task == "tag"
+        assert srv.steps_consumed == 0
+
+
+def test_error_step() -> None:
+    with ScriptedModelServer([{"status": 400, "text": "bad"}]) as srv:
+        r = httpx.post(f"{srv.base_url}/responses", json=body([user("x")]))
+        assert r.status_code == 400
+        assert r.json()["error"]["message"] == "bad"
