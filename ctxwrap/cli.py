@@ -149,6 +149,31 @@ def claude_cmd(args: tuple[str, ...]) -> None:
     raise ExitCode(run_claude(list(args)))
 
 
+# -- `ctxwrap codex` (agents/codex/): the same launcher contract as `pi` and `claude` -------------
+
+
+@cli.command(
+    "codex",
+    context_settings={
+        **CONTEXT,
+        "ignore_unknown_options": True,
+        "allow_interspersed_args": False,
+        "help_option_names": [],
+    },
+    add_help_option=False,
+)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def codex_cmd(args: tuple[str, ...]) -> None:
+    """Run Codex CLI exactly as `codex ARGS…` would, through ctxwrap's loopback proxy.
+
+    Every argument goes to codex unchanged; the exit status is codex's. `--ctxwrap-off` or
+    PI_CTX_OFF=1 runs plain Codex.
+    """
+    from ctxwrap.agents.codex.launcher import run_codex
+
+    raise ExitCode(run_codex(list(args)))
+
+
 @cli.group("hook", context_settings=CONTEXT)
 def hook_group() -> None:
     """Agent hooks (run by the agent, not by people)."""

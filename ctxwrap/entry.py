@@ -24,6 +24,10 @@ def main() -> NoReturn:
         from ctxwrap.agents.claude.hook import main as hook_main
 
         sys.exit(hook_main())
+    if sys.argv[1:2] == ["codex"]:  # like `pi`: every argument is Codex's, unparsed
+        from ctxwrap.agents.codex.launcher import main as codex_main
+
+        codex_main(sys.argv[2:])
     from ctxwrap.cli import main as cli_main
 
     cli_main()

@@ -114,8 +114,8 @@ class SessionStart(Request):
     skills: list[SkillSpec] = Field(default_factory=list)
     active_tools: list[str] = Field(default_factory=list)
     # Which agent runs the session (stored in sessions.agent; `ctxwrap stats --by agent`).
-    # For "claude", pi_version / pi_package name Claude Code's version and npm package.
-    agent: Literal["pi", "claude"] = "pi"
+    # For "claude" / "codex", pi_version / pi_package name the agent's version and npm package.
+    agent: Literal["pi", "claude", "codex"] = "pi"
     compaction: CompactionSettings | None = None
 
 

@@ -196,7 +196,7 @@ MIGRATIONS: list[str] = [
 def agent_of(row: dict[str, Any]) -> str:
     """The session's agent: SessionStart.agent when the caller passes it, else from the package."""
     agent = row.get("agent")
-    if agent in ("pi", "claude"):
+    if agent in ("pi", "claude", "codex"):
         return str(agent)
     return "claude" if "claude-code" in str(row.get("pi_package") or "") else "pi"
 

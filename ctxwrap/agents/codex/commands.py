@@ -1,0 +1,162 @@
+"""What Codex's tool calls are, read from their text: pure functions, no I/O.
+
+Codex reads files through the shell (``cat``, ``sed -n``, ``rg``, ``ls``), so a "read" is a
+command; its outputs carry a header Codex wrote (``Chunk ID … Process exited with code N …
+Output:``); ``apply_patch`` is freeform patch text. Nothing here runs or changes a command
+(invariant 9): it only says what a command was, so the right mechanism sees its output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+# The first word of a command that only reads → the mechanism's tool kind (pi's names).
+READ_COMMANDS = {
+    "cat": "read",
+    "head": "read",
+    "tail": "read",
+    "nl": "read",
+    "less": "read",
+    "bat": "read",
+    "sed": "read",  # only with -n (printing a range), checked below
+    "rg": "grep",
+    "grep": "grep",
+    "egrep": "grep",
+    "ag": "grep",
+    "ls": "find",
+    "find": "find",
+    "fd": "find",
+    "tree": "find",
+}
+_SHELL_OPERATORS = re.compile(r"[;&|<>`$()]")
+_OUTPUT_MARK = "\nOutput:\n"
+_EXIT_RE = re.compile(r"^Process exited with code (-?\d+)$", re.M)
+_JS_EXEC_RE = re.compile(
+    r"""exec_command\(\s*\{\s*cmd\s*:\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
+)
+
+
+def shell_words(command: str) -> list[str] | None:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return None
+
+
+def read_kind(command: str) -> str | None:
+    """ "read" / "grep" / "find" for a plain read-like command, else None.
+
+    Only one simple command (no pipes, redirections, substitutions or `;`/`&&`): anything
+    else may also write or run something, and its output is then not a read. ``bash -lc X``
+    is unwrapped once. ``sed`` counts only with ``-n`` (printing), never with ``-i``.
+    """
+    words = shell_words(command)
+    if not words:
+        return None
+    if (
+        len(words) == 3
+        and words[0] in ("bash", "/bin/bash", "sh", "/bin/sh", "zsh")
+        and words[1] in ("-lc", "-c")
+    ):
+        return read_kind(words[2])
+    if _SHELL_OPERATORS.search(command):
+        return None
+    kind = READ_COMMANDS.get(words[0].rsplit("/", 1)[-1])
+    if kind is None:
+        return None
+    if words[0].endswith("sed") and ("-n" not in words or any(w.startswith("-i") for w in words)):
+        return None
+    if words[0] in ("find",) and any(w in ("-exec", "-execdir", "-delete", "-ok") for w in words):
+        return None
+    return kind
+
+
+@dataclass(frozen=True)
+class ExecOutput:
+    header: str  # Codex's lines up to and including "Output:\n" ("" when there are none)
+    body: str  # what the command printed, as Codex kept it
+    exit_code: int | None
+
+
+def split_exec_output(text: str) -> ExecOutput:
+    """Codex's exec_command / shell output: its header, then what the command printed."""
+    cut = text.find(_OUTPUT_MARK)
+    if cut < 0 or cut > 2000:
+        if text.startswith("Output:\n"):
+            return ExecOutput("Output:\n", text[8:], None)
+        return ExecOutput("", text, None)
+    header = text[: cut + len(_OUTPUT_MARK)]
+    m = _EXIT_RE.search(header)
+    return ExecOutput(header, text[cut + len(_OUTPUT_MARK) :], int(m.group(1)) if m else None)
+
+
+def shell_command_of(name: str, arguments: object) -> str | None:
+    """The command line of an exec-like call: exec_command {cmd}, shell {command: [argv]},
+    local_shell {action: {command}}, or the JS ``exec`` tool's ``tools.exec_command({cmd})``."""
+    if name == "exec" and isinstance(arguments, str):
+        m = _JS_EXEC_RE.search(arguments)
+        if m is None:
+            return None
+        lit = m.group(1)
+        if lit.startswith("'"):
+            lit = '"' + lit[1:-1].replace('"', '\\"').replace("\\'", "'") + '"'
+        try:
+            value = json.loads(lit)
+        except ValueError:
+            return None
+        return value if isinstance(value, str) else None
+    if not isinstance(arguments, dict):
+        return None
+    if name == "exec_command" and isinstance(arguments.get("cmd"), str):
+        return str(arguments["cmd"])
+    command = arguments.get("command")
+    if name == "local_shell_call" and isinstance(arguments.get("action"), dict):
+        command = arguments["action"].get("command")
+    if isinstance(command, list) and all(isinstance(w, str) for w in command):
+        if len(command) == 3 and command[1] in ("-lc", "-c"):
+            return str(command[2])
+        return shlex.join(command)
+    if isinstance(command, str) and name in ("shell", "shell_command"):
+        return command
+    return None
+
+
+@dataclass(frozen=True)
+class AddedFile:
+    path: str
+    content: str  # the file's text (the `+` prefixes removed)
+    start: int  # offset of the first `+` line in the patch text
+    end: int  # offset just past the last `+` line
+
+
+_ADD_RE = re.compile(r"^\*\*\* Add File: (.+)\n", re.M)
+
+
+def added_files(patch: str) -> list[AddedFile]:
+    """The ``*** Add File:`` hunks of an apply_patch text, with where their bodies are."""
+    out: list[AddedFile] = []
+    for m in _ADD_RE.finditer(patch):
+        pos = m.end()
+        lines: list[str] = []
+        while pos < len(patch) and patch.startswith("+", pos):
+            nl = patch.find("\n", pos)
+            stop = len(patch) if nl < 0 else nl + 1
+            lines.append(patch[pos + 1 : stop])
+            pos = stop
+        if lines:
+            out.append(AddedFile(m.group(1).strip(), "".join(lines), m.end(), pos))
+    return out
+
+
+def largest_added_file(patch: str) -> AddedFile | None:
+    files = added_files(patch)
+    return max(files, key=lambda f: len(f.content)) if files else None
+
+
+def patch_succeeded(output: str) -> bool:
+    """apply_patch's output says it applied (Codex 0.171: ``Exit code: 0`` … ``Success.``)."""
+    head = output[:400]
+    return ("Success." in head and "Exit code: 0" in head) or head.startswith("Success.")

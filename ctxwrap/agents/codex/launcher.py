@@ -1,0 +1,374 @@
+"""`ctxwrap codex …`: run Codex CLI exactly as `codex …` would, with ctxwrap around it.
+
+- The loopback Responses proxy runs in this process. The active provider's ``base_url`` is
+  redirected for this launch only, by a ``-c`` override on the command line: the user's
+  ``config.toml`` is never written. Built-in ``openai``: ``-c openai_base_url=…`` (Codex
+  refuses ``model_providers.openai.*``); a custom provider: ``-c
+  model_providers.<id>.base_url=…``. The upstream is where that provider pointed.
+- Arguments pass through, the exit status is Codex's; ``--ctxwrap-off`` / PI_CTX_OFF=1 runs
+  plain Codex, and so does any failure of ours or a provider the proxy cannot serve (one
+  warning on stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ctxwrap import __version__, paths
+from ctxwrap.daemon.argv import daemon_run_argv
+from ctxwrap.errors import CtxwrapError
+from ctxwrap.launch.child import run_child
+
+OFF_FLAG = "--ctxwrap-off"
+CODEX_PACKAGE = "@openai/codex"
+INSTALL_HINT = f"install it with `npm install -g {CODEX_PACKAGE}`, or set CTXWRAP_CODEX"
+# Subcommands that never talk to a model: run as they are.
+PLAIN_SUBCOMMANDS = frozenset(
+    {
+        "login",
+        "logout",
+        "mcp",
+        "mcp-server",
+        "app-server",
+        "completion",
+        "sandbox",
+        "debug",
+        "apply",
+        "a",
+        "cloud",
+        "features",
+        "help",
+        "generate-ts",
+    }
+)
+# Root options that take a value (so their value is not taken for a subcommand).
+VALUE_OPTIONS = frozenset(
+    {
+        "-c",
+        "--config",
+        "-m",
+        "--model",
+        "-p",
+        "--profile",
+        "-s",
+        "--sandbox",
+        "-a",
+        "--ask-for-approval",
+        "-C",
+        "--cd",
+        "-i",
+        "--image",
+        "--add-dir",
+        "--enable",
+        "--disable",
+        "--local-provider",
+        "--remote",
+        "--remote-auth-token-env",
+    }
+)
+RESUME_WORDS = frozenset({"resume", "fork"})
+_PROVIDER_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+class CodexNotFound(CtxwrapError):
+    exit_code = 127
+
+
+class Unsupported(Exception):
+    """The launch is one the proxy cannot serve: run plain Codex (one warning)."""
+
+
+@dataclass(frozen=True)
+class CodexInstall:
+    argv: list[str]
+
+
+def find_codex() -> CodexInstall:
+    override = os.environ.get("CTXWRAP_CODEX", "")
+    if override:
+        found = shutil.which(override) or (override if os.access(override, os.X_OK) else None)
+        if not found:
+            raise CodexNotFound(
+                f"CTXWRAP_CODEX={override!r} is not an executable", hint=INSTALL_HINT
+            )
+    else:
+        found = shutil.which("codex")
+        if not found:
+            raise CodexNotFound("codex is not on PATH", hint=INSTALL_HINT)
+    return CodexInstall([found])
+
+
+def codex_version(codex: CodexInstall, timeout: float = 5.0) -> str | None:
+    """`codex --version` → "0.171.0"."""
+    try:
+        out = subprocess.run(
+            [*codex.argv, "--version"], capture_output=True, text=True, timeout=timeout, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = out.strip().split()
+    return words[-1] if words else None
+
+
+def codex_home(env: dict[str, str]) -> Path:
+    value = env.get("CODEX_HOME", "")
+    return Path(value) if value else Path.home() / ".codex"
+
+
+# -- what the user's command line and config select ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Invocation:
+    subcommand: str | None
+    overrides: list[tuple[str, str]]  # -c key=value, in order
+    profile: str | None
+    oss: bool
+
+
+def parse_args(args: list[str]) -> Invocation:
+    sub: str | None = None
+    overrides: list[tuple[str, str]] = []
+    profile: str | None = None
+    oss = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            break
+        value: str | None = None
+        name = a
+        if a.startswith("--") and "=" in a:
+            name, value = a.split("=", 1)
+        elif a.startswith("-c") and len(a) > 2 and not a.startswith("--"):
+            name, value = "-c", a[2:]
+        if name in VALUE_OPTIONS:
+            if value is None:
+                value = args[i + 1] if i + 1 < len(args) else ""
+                i += 1
+            if name in ("-c", "--config") and "=" in value:
+                k, v = value.split("=", 1)
+                overrides.append((k.strip(), v))
+            elif name in ("-p", "--profile"):
+                profile = value
+        elif a == "--oss":
+            oss = True
+        elif not a.startswith("-") and sub is None:
+            sub = a
+            # A subcommand's own options (`exec -c …`) are parsed by the same loop.
+        i += 1
+    return Invocation(sub, overrides, profile, oss)
+
+
+def _toml_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # Codex takes a value that is no TOML as a literal string
+
+
+def _set_dotted(config: dict[str, Any], key: str, value: Any) -> None:
+    parts = [p.strip().strip('"') for p in key.split(".")]
+    node = config
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def _merge(base: dict[str, Any], layer: dict[str, Any]) -> None:
+    for k, v in layer.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _merge(base[k], v)
+        else:
+            base[k] = v
+
+
+def effective_config(home: Path, inv: Invocation) -> dict[str, Any]:
+    """config.toml, the selected profile (``[profiles.X]`` and ``X.config.toml``), then -c."""
+    config: dict[str, Any] = {}
+    path = home / "config.toml"
+    if path.is_file():
+        config = tomllib.loads(path.read_text(encoding="utf-8"))
+    profile = inv.profile or (
+        config.get("profile") if isinstance(config.get("profile"), str) else None
+    )
+    if profile:
+        table = (config.get("profiles") or {}).get(profile)
+        if isinstance(table, dict):
+            _merge(config, table)
+        layer = home / f"{profile}.config.toml"
+        if layer.is_file():
+            _merge(config, tomllib.loads(layer.read_text(encoding="utf-8")))
+    for key, raw in inv.overrides:
+        _set_dotted(config, key, _toml_value(raw))
+    return config
+
+
+@dataclass(frozen=True)
+class Route:
+    provider: str
+    upstream: str | None  # None: the built-in OpenAI provider picks by login (proxy.py)
+    override_key: str  # the -c key that points the provider at the proxy
+
+
+def route_for(config: dict[str, Any], env: dict[str, str]) -> Route:
+    provider = config.get("model_provider", "openai")
+    if not isinstance(provider, str):
+        raise Unsupported("model_provider is not a string")
+    if provider == "openai":
+        base = config.get("openai_base_url") or env.get("OPENAI_BASE_URL") or None
+        return Route("openai", str(base) if base else None, "openai_base_url")
+    table = (config.get("model_providers") or {}).get(provider)
+    if not isinstance(table, dict):
+        raise Unsupported(f"provider {provider!r} is built in; only openai is proxied")
+    if not _PROVIDER_ID_RE.match(provider):
+        raise Unsupported(f"provider id {provider!r} cannot be named in a -c override")
+    if table.get("wire_api", "responses") != "responses":
+        raise Unsupported(f"provider {provider!r} does not speak the Responses API")
+    base = table.get("base_url")
+    if not isinstance(base, str) or not base:
+        raise Unsupported(f"provider {provider!r} has no base_url")
+    return Route(provider, base, f"model_providers.{provider}.base_url")
+
+
+def without_override(args: list[str], key: str) -> list[str]:
+    """The arguments without the user's own `-c KEY=…` (its value became our upstream)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.extend(args[i:])
+            break
+        if a in ("-c", "--config") and i + 1 < len(args):
+            if args[i + 1].split("=", 1)[0].strip() == key:
+                i += 2
+                continue
+        elif a.startswith("--config=") or (a.startswith("-c") and not a.startswith("--")):
+            value = a.split("=", 1)[1] if a.startswith("--config=") else a[2:]
+            if value.split("=", 1)[0].strip() == key:
+                i += 1
+                continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def _ensure_daemon() -> bool:
+    from ctxwrap.client import ensure_running
+
+    try:
+        ensure_running(deadline_s=10.0)
+        return True
+    except CtxwrapError as exc:
+        # The proxy still runs: it replays frozen edits and forwards; the rest fails open.
+        sys.stderr.write(f"ctxwrap: warning: {exc.message}; Codex runs without new savings\n")
+        return False
+
+
+def _path_with_ctxwrap(path: str) -> str:
+    # Digests tell the model to run `ctxwrap recall …` in the shell: make sure it resolves.
+    here = Path(sys.executable).parent
+    if (here / "ctxwrap").exists() and str(here) not in path.split(os.pathsep):
+        return f"{path}{os.pathsep}{here}" if path else str(here)
+    return path
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def run_codex(args: list[str]) -> int:
+    off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
+    args = [a for a in args if a != OFF_FLAG]
+    codex = find_codex()
+    env = dict(os.environ)
+    inv = parse_args(args)
+    if (
+        off
+        or inv.subcommand in PLAIN_SUBCOMMANDS
+        or any(a in ("--version", "-V", "--help", "-h") for a in args)
+    ):
+        return run_child([*codex.argv, *args], env)
+    try:
+        if inv.oss:
+            raise Unsupported("--oss uses a local provider")
+        route = route_for(effective_config(codex_home(env), inv), env)
+    except (Unsupported, OSError, tomllib.TOMLDecodeError) as exc:
+        sys.stderr.write(f"ctxwrap: warning: {exc}; running plain codex\n")
+        return run_child([*codex.argv, *args], env)
+    _ensure_daemon()
+    from ctxwrap.agents.codex.proxy import CodexProxy
+
+    start_info: dict[str, Any] = {
+        "cwd": os.getcwd(),
+        "pid": os.getpid(),  # this process lives exactly as long as Codex
+        "reason": "resume" if RESUME_WORDS & set(args) else "startup",
+        "pi_package": CODEX_PACKAGE,
+        "pi_version": None,
+        "agent": "codex",
+    }
+
+    def fill_version() -> None:
+        start_info["pi_version"] = codex_version(codex)
+
+    threading.Thread(target=fill_version, daemon=True).start()
+    proxy = None
+    try:
+        proxy = CodexProxy(
+            upstream=route.upstream,
+            provider=route.provider,
+            state_dir=paths.state_dir(),
+            socket_path=paths.socket_path(),
+            start_info=start_info,
+            daemon_start_argv=daemon_run_argv(),
+        )
+        proxy.start()
+    except Exception as exc:  # anything of ours unavailable → plain Codex
+        sys.stderr.write(
+            f"ctxwrap: warning: cannot set up the Codex proxy ({type(exc).__name__}: {exc}); "
+            "running plain codex\n"
+        )
+        if proxy is not None:
+            proxy.close()
+        return run_child([*codex.argv, *args], env)
+    rest = without_override(args, route.override_key)
+    env.update(
+        {
+            "CTXWRAP_SOCKET": str(paths.socket_path()),
+            "CTXWRAP_VERSION": __version__,
+            "PATH": _path_with_ctxwrap(env.get("PATH", "")),
+        }
+    )
+    override = ["-c", f"{route.override_key}={_toml_string(proxy.base_url)}"]
+    try:
+        return run_child([*codex.argv, *override, *rest], env)
+    finally:
+        proxy.close()
+
+
+def main(args: list[str]) -> NoReturn:
+    """`ctxwrap codex ARGS…` straight from the entry point (no click): Codex's exit status."""
+    try:
+        code = run_codex(args)
+    except CtxwrapError as exc:
+        sys.stderr.write(f"ctxwrap: error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"hint: {exc.hint}\n")
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

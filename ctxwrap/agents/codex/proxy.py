@@ -1,0 +1,190 @@
+"""The loopback Responses proxy that Codex's provider ``base_url`` points at.
+
+It lives in the `ctxwrap codex` process, like the Claude Code proxy (docs/architecture.md):
+its lifetime is the session's, a daemon crash cannot cut Codex's API path, and the
+credentials never leave the process Codex handed them to. Forwarding, the secret path and SSE
+passthrough are ``agents/_proxy.py``; this module says which bodies are edited (``POST
+…/responses``; ``…/responses/compact`` gets the frozen edits replayed) and where they go.
+
+WebSocket upgrades (Codex's preferred transport for the built-in OpenAI provider) are refused
+with 426, on which Codex 0.171 falls back to HTTPS streaming at once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ctxwrap.agents._proxy import Exchange, LoopbackProxy, ResponseTap
+from ctxwrap.agents.claude.session import DaemonLink
+from ctxwrap.agents.codex import responses_wire as wire
+from ctxwrap.agents.codex.session import CodexSession
+from ctxwrap.agents.codex.upstream_aux import CREDENTIAL_HEADERS, ResponsesAux
+from ctxwrap.engine.edits import Edit
+
+JsonDict = dict[str, Any]
+OPENAI_UPSTREAM = "https://api.openai.com/v1"
+CHATGPT_UPSTREAM = "https://chatgpt.com/backend-api/codex"
+
+
+class _Context:
+    def __init__(self, sess: CodexSession | None, body: JsonDict | None, applied: list[Edit]):
+        self.sess = sess
+        self.body = body
+        self.applied = applied
+
+
+class CodexProxy:
+    """The Codex adapter of the shared loopback proxy."""
+
+    def __init__(
+        self,
+        *,
+        upstream: str | None,
+        provider: str,
+        state_dir: Path | None,
+        socket_path: Path | None,
+        start_info: JsonDict,
+        daemon_start_argv: list[str] | None = None,
+    ) -> None:
+        # None: the built-in OpenAI provider, whose endpoint depends on the login (an API key
+        # → api.openai.com; a ChatGPT login sends chatgpt-account-id → the ChatGPT backend).
+        self.upstream = upstream.rstrip("/") if upstream else None
+        self.provider = provider
+        self.state_dir = state_dir
+        self.start_info = start_info
+        self.daemon = DaemonLink(socket_path, daemon_start_argv)
+        self.sessions: dict[str, CodexSession] = {}
+        self._lock = threading.Lock()
+        self._credentials: dict[str, str] = {}  # memory only: the aux backend's key
+        self._responses_url: str | None = None
+        self.server = LoopbackProxy(self, name="codex")
+        self.aux = ResponsesAux(
+            self.server.client, lambda: self._responses_url, self.credentials, self._aux_model
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    @property
+    def secret(self) -> str:
+        return self.server.secret
+
+    def start(self) -> None:
+        self.server.start()
+
+    def close(self) -> None:
+        for sess in list(self.sessions.values()):
+            sess.shutdown()
+        self.server.close()
+        self.daemon.close()
+
+    # -- sessions and credentials ---------------------------------------------------------------
+
+    def credentials(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._credentials)
+
+    def _aux_model(self) -> str | None:
+        for sess in list(self.sessions.values()):
+            model = sess.cfg.get("aux_model")
+            if isinstance(model, str) and model:
+                return model
+        return None
+
+    def session(self, session_id: str, model: str | None) -> CodexSession:
+        with self._lock:
+            sess = self.sessions.get(session_id)
+            if sess is None:
+                info = dict(self.start_info)
+                if model:
+                    info["model"] = {"provider": self.provider, "id": model}
+                state = self.state_dir / "codex" / f"{session_id}.jsonl" if self.state_dir else None
+                sess = CodexSession(
+                    session_id,
+                    daemon=self.daemon,
+                    state_file=state,
+                    aux=self.aux,
+                    start_info=info,
+                    provider=self.provider,
+                )
+                self.sessions[session_id] = sess
+            return sess
+
+    def upstream_base(self, headers: dict[str, str]) -> str:
+        if self.upstream is not None:
+            return self.upstream
+        return CHATGPT_UPSTREAM if "chatgpt-account-id" in headers else OPENAI_UPSTREAM
+
+    # -- ProxyAdapter -----------------------------------------------------------------------------
+
+    def refuse(self, method: str, rest: str, headers: dict[str, str]) -> tuple[int, bytes] | None:
+        if headers.get("upgrade", "").lower() == "websocket":
+            err = {"error": {"message": "ctxwrap proxy: HTTPS only", "type": "upgrade_required"}}
+            return 426, json.dumps(err).encode()
+        return None
+
+    def prepare(self, method: str, rest: str, headers: dict[str, str], raw: bytes) -> Exchange:
+        url = self.upstream_base(headers) + rest
+        found = {k: v for k, v in headers.items() if k in CREDENTIAL_HEADERS}
+        if found:
+            with self._lock:
+                self._credentials = found
+        if method != "POST":
+            return Exchange(raw, url)
+        compact = wire.is_compact_call(rest)
+        if not (compact or wire.is_responses_call(rest)):
+            return Exchange(raw, url)
+        if not compact:
+            self._responses_url = url.split("?", 1)[0]
+        if headers.get("content-encoding", "identity") not in ("", "identity"):
+            return Exchange(raw, url)  # a compressed body goes as it is (no edits, no stats)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return Exchange(raw, url)
+        if not isinstance(body, dict):
+            return Exchange(raw, url)
+        sid = wire.session_id_of(headers, body)
+        if sid is None:
+            return Exchange(raw, url)
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        sess = self.session(sid, model)
+        try:
+            applied = sess.replay(body) if compact else sess.prepare(body)
+        except Exception:
+            # Our side failed mid-request: keep replaying what is already frozen.
+            try:
+                body = json.loads(raw)
+                applied = sess.replay(body)
+            except Exception:
+                return Exchange(raw, url)
+        ctx = _Context(sess, None if compact else body, applied)
+        if not applied:
+            return Exchange(raw, url, ctx)
+        return Exchange(wire.encode_body(body), url, ctx)
+
+    def tap(self, exchange: Exchange, status: int, headers: httpx.Headers) -> ResponseTap | None:
+        ctx = exchange.context
+        if not isinstance(ctx, _Context) or ctx.body is None or status != 200:
+            return None
+        streaming = "text/event-stream" in headers.get("content-type", "")
+        return wire.UsageReader(streaming, headers.get("content-encoding", "").lower())
+
+    def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
+        ctx = exchange.context
+        if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
+            return
+        usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
+        ctx.sess.record_call(ctx.body, ctx.applied, usage)
+
+    def unreachable(self, exc: Exception) -> bytes:
+        msg = f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})"
+        return json.dumps({"error": {"message": msg, "type": "server_error"}}).encode()

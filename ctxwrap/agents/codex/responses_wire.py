@@ -1,0 +1,402 @@
+"""The OpenAI Responses wire format, and nothing else: no decisions, no I/O.
+
+Sibling of ``agents/claude/anthropic_wire.py`` with the same jobs: a request body's ``input``
+items → the neutral, pi-shaped message list the edit engine describes; frozen edits → back
+onto the wire body (only the edited key changes); sizes; usage read from the response stream.
+
+Three tool shapes (docs/research/codex-0.171.md): ``function_call`` (exec_command, shell,
+write_stdin …) with ``function_call_output``; freeform ``custom_tool_call`` (apply_patch, the
+``additional_tools`` JS ``exec`` tool) with ``custom_tool_call_output``, whose output may be a
+list of content items; ``local_shell_call`` (older models).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwrap.agents.codex import commands
+from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit
+
+JsonDict = dict[str, Any]
+CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
+OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def is_responses_call(path: str) -> bool:
+    """POST …/responses (any query): the only request whose body ctxwrap decides edits for."""
+    return path.split("?", 1)[0].rstrip("/").endswith("/responses")
+
+
+def is_compact_call(path: str) -> bool:
+    """Codex's remote compaction (…/responses/compact): frozen edits replayed, nothing decided."""
+    return path.split("?", 1)[0].rstrip("/").endswith("/responses/compact")
+
+
+def session_id_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """Codex's thread id: the ``session-id`` header, else ``prompt_cache_key``; a safe name."""
+    sid = headers.get("session-id") or body.get("prompt_cache_key")
+    return sid if isinstance(sid, str) and _SESSION_ID_RE.match(sid) else None
+
+
+def encode_body(body: Any) -> bytes:
+    # serde_json's shape (compact, UTF-8 unescaped): an edited body differs from what Codex
+    # sent only where an edit applies.
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return "\n".join(
+            str(p.get("text", ""))
+            for p in output
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    if isinstance(output, dict) and isinstance(output.get("content"), str):
+        return str(output["content"])
+    return ""
+
+
+@dataclass(frozen=True)
+class CallInfo:
+    """What one tool call is, for the mechanisms."""
+
+    call_id: str
+    wire_name: str  # Codex's tool name
+    kind: str  # "bash" | "read" | "grep" | "find" | "write" | "other"
+    command: str | None = None
+    added: commands.AddedFile | None = None  # apply_patch: the largest added file
+
+
+def _arguments(item: Mapping[str, Any]) -> Any:
+    if item.get("type") == "custom_tool_call":
+        return item.get("input") if isinstance(item.get("input"), str) else ""
+    if item.get("type") == "local_shell_call":
+        return {"action": item.get("action")}
+    raw = item.get("arguments")
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def call_info(item: Mapping[str, Any], outputs: Mapping[str, str]) -> CallInfo | None:
+    cid = item.get("call_id")
+    if not isinstance(cid, str):
+        return None
+    name = str(item.get("name") or item.get("type") or "")
+    args = _arguments(item)
+    if name == "apply_patch" and isinstance(args, str):
+        added = commands.largest_added_file(args)
+        # Only a patch that applied leaves the file whole on disk: only then is its body a
+        # write the model need not carry.
+        if added is not None and commands.patch_succeeded(outputs.get(cid, "")):
+            return CallInfo(cid, name, "write", added=added)
+        return CallInfo(cid, name, "other")
+    command = commands.shell_command_of(
+        "local_shell_call" if item.get("type") == "local_shell_call" else name, args
+    )
+    if command is not None:
+        kind = commands.read_kind(command) or "bash"
+        return CallInfo(cid, name, kind, command=command)
+    if name == "write_stdin":
+        return CallInfo(cid, name, "bash", command="")
+    return CallInfo(cid, name, "other")
+
+
+def neutral_name(info: CallInfo) -> str:
+    """The name the mechanisms know the call by (pi's tool names)."""
+    if info.kind == "other":
+        return info.wire_name
+    return info.kind
+
+
+def neutral_call(info: CallInfo, item: Mapping[str, Any]) -> JsonDict:
+    """The engine's toolCall block. A read's arguments are exactly the tag item's input, so the
+    daemon's "asked again" guard (argsSig) matches."""
+    args: Any
+    if info.kind == "write" and info.added is not None:
+        args = {"path": info.added.path, "content": info.added.content}
+    elif info.kind in ("read", "grep", "find", "bash"):
+        args = {"command": info.command or ""}
+    else:
+        args = _arguments(item)
+    return {"type": "toolCall", "id": info.call_id, "name": neutral_name(info), "arguments": args}
+
+
+def outputs_by_call(items: Iterable[Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if isinstance(item, dict) and item.get("type") in OUTPUT_TYPES:
+            cid = item.get("call_id")
+            if isinstance(cid, str):
+                out[cid] = output_text(item.get("output"))
+    return out
+
+
+@dataclass
+class Conversation:
+    """A request's ``input`` as the engine sees it, and each call's meaning."""
+
+    messages: list[JsonDict]
+    calls: dict[str, CallInfo]
+    outputs: dict[str, str]  # call_id → output text as sent by Codex
+
+
+def to_neutral(items: list[Any], *, notes_role: str = "user") -> Conversation:
+    """The pi-shaped list: consecutive assistant items (text, reasoning, calls) form one
+    assistant message; each output is one toolResult. Developer/system messages become
+    `custom` (no task boundary); user messages stay `user` (``notes_role`` for the ones
+    Codex injects, e.g. ``<environment_context>``)."""
+    outputs = outputs_by_call(items)
+    calls: dict[str, CallInfo] = {}
+    out: list[JsonDict] = []
+    current: list[JsonDict] | None = None
+    for item in items:
+        if not isinstance(item, dict):
+            out.append({"role": ""})
+            current = None
+            continue
+        kind = item.get("type")
+        role = item.get("role")
+        if kind in CALL_TYPES or kind == "reasoning" or (kind == "message" and role == "assistant"):
+            if current is None:
+                current = []
+                out.append({"role": "assistant", "content": current})
+            if kind in CALL_TYPES:
+                info = call_info(item, outputs)
+                if info is not None:
+                    calls[info.call_id] = info
+                    current.append(neutral_call(info, item))
+            elif kind == "message":
+                text = output_text(item.get("content"))
+                current.append({"type": "text", "text": text})
+            continue
+        current = None
+        if kind in OUTPUT_TYPES:
+            cid = item.get("call_id")
+            info = calls.get(cid) if isinstance(cid, str) else None
+            name = neutral_name(info) if info else ""
+            out.append(
+                {
+                    "role": "toolResult",
+                    "toolCallId": cid,
+                    "toolName": name,
+                    "content": [{"type": "text", "text": output_text(item.get("output"))}],
+                    "isError": _is_error(
+                        info, outputs.get(cid, "") if isinstance(cid, str) else ""
+                    ),
+                }
+            )
+            continue
+        if kind == "message" and role == "user":
+            text = output_text(item.get("content"))
+            injected = text.lstrip().startswith("<")  # <environment_context>, <user_instructions>
+            out.append({"role": notes_role if injected else "user", "content": text})
+            continue
+        out.append({"role": "custom", "content": output_text(item.get("content"))})
+    return Conversation(out, calls, outputs)
+
+
+def _is_error(info: CallInfo | None, text: str) -> bool:
+    if info is None or info.kind not in ("bash", "read", "grep", "find"):
+        return False
+    code = commands.split_exec_output(text).exit_code
+    return code is not None and code != 0
+
+
+def all_call_ids(items: Iterable[Any]) -> set[str]:
+    ids: set[str] = set()
+    for item in items:
+        if isinstance(item, dict) and (
+            item.get("type") in CALL_TYPES or item.get("type") in OUTPUT_TYPES
+        ):
+            cid = item.get("call_id")
+            if isinstance(cid, str):
+                ids.add(cid)
+    return ids
+
+
+def _replace_output(item: JsonDict, text: str) -> None:
+    output = item.get("output")
+    if isinstance(output, list):
+        kind = next(
+            (p.get("type") for p in output if isinstance(p, dict) and "text" in p), "input_text"
+        )
+        item["output"] = [{"type": kind, "text": text}]
+    elif isinstance(output, dict) and "content" in output:
+        item["output"] = {**output, "content": text}
+    else:
+        item["output"] = text
+
+
+def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
+    """Apply frozen edits to the wire body in place; returns the edits that applied.
+
+    A result gets at most one replacement (its first tombstone or mask); a write strip
+    replaces the largest added file's body inside the apply_patch text; every other key of
+    every item stays as Codex sent it.
+    """
+    applied: list[Edit] = []
+    done: set[tuple[str, str]] = set()
+    for item in body.get("input") or ():
+        if not isinstance(item, dict):
+            continue
+        cid = item.get("call_id")
+        if not isinstance(cid, str) or cid not in edits:
+            continue
+        if item.get("type") in OUTPUT_TYPES:
+            for e in edits[cid]:
+                if isinstance(e, TombstoneEdit | MaskEdit) and ("result", cid) not in done:
+                    done.add(("result", cid))
+                    _replace_output(item, e.text)
+                    applied.append(e)
+        elif item.get("type") == "custom_tool_call" and isinstance(item.get("input"), str):
+            for e in edits[cid]:
+                if isinstance(e, StripWriteEdit) and (e.kind, cid) not in done:
+                    added = commands.largest_added_file(item["input"])
+                    if added is None:
+                        continue
+                    done.add((e.kind, cid))
+                    patch: str = item["input"]
+                    item["input"] = patch[: added.start] + e.text + "\n" + patch[added.end :]
+                    applied.append(e)
+    return applied
+
+
+@dataclass(frozen=True)
+class BodySize:
+    system: int
+    messages: int
+    tools: int
+
+
+def measure(body: Mapping[str, Any]) -> BodySize:
+    """Chars of what the request carries: instructions + developer messages as "system"."""
+
+    def size(value: Any) -> int:
+        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) if value else 0
+
+    raw = body.get("input")
+    items: list[Any] = raw if isinstance(raw, list) else []
+    system = [i for i in items if isinstance(i, dict) and i.get("role") in ("developer", "system")]
+    rest = [
+        i for i in items if not (isinstance(i, dict) and i.get("role") in ("developer", "system"))
+    ]
+    return BodySize(
+        size(body.get("instructions")) + size(system), size(rest), size(body.get("tools"))
+    )
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0  # fresh input: OpenAI's input_tokens minus the cached ones
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    model: str | None = None
+    seen: bool = False
+
+    def update(self, usage: Any, model: Any = None) -> None:
+        if not isinstance(usage, dict):
+            return
+
+        def num(value: Any) -> int:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            return int(value) if ok else 0
+
+        details = usage.get("input_tokens_details")
+        cached = num(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        total = num(usage.get("input_tokens"))
+        self.seen = True
+        self.cache_read_tokens = cached
+        self.input_tokens = max(0, total - cached)
+        self.output_tokens = num(usage.get("output_tokens"))
+        if isinstance(model, str):
+            self.model = model
+
+
+@dataclass
+class UsageReader:
+    """Reads usage and tool calls from a response as its bytes pass through (SSE or JSON)."""
+
+    streaming: bool
+    encoding: str = ""
+    usage: Usage = field(default_factory=Usage)
+    on_call: Callable[[str, str], None] | None = None
+    _buf: bytearray = field(default_factory=bytearray)
+    _inflate: Any = None
+    _limit: int = 8 << 20
+
+    def __post_init__(self) -> None:
+        if self.encoding == "gzip":
+            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def feed(self, chunk: bytes) -> None:
+        if self.encoding not in ("", "identity", "gzip"):
+            return  # zstd and others: usage is not read (the stream still passes through)
+        if self._inflate is not None:
+            try:
+                chunk = self._inflate.decompress(chunk)
+            except zlib.error:
+                self.encoding = "broken"
+                return
+        if not self.streaming:
+            if len(self._buf) < self._limit:
+                self._buf += chunk
+            return
+        self._buf += chunk
+        while True:
+            cut = self._buf.find(b"\n\n")
+            if cut < 0:
+                break
+            frame, self._buf = bytes(self._buf[:cut]), self._buf[cut + 2 :]
+            self._event(frame)
+
+    def _event(self, frame: bytes) -> None:
+        for line in frame.replace(b"\r", b"").split(b"\n"):
+            if not line.startswith(b"data:"):
+                continue
+            try:
+                data = json.loads(line[5:])
+            except ValueError:
+                continue
+            if not isinstance(data, dict):
+                continue
+            if data.get("type") == "response.output_item.done":
+                self._item(data.get("item"))
+            elif data.get("type") in ("response.completed", "response.incomplete"):
+                resp = data.get("response")
+                if isinstance(resp, dict):
+                    self.usage.update(resp.get("usage"), resp.get("model"))
+
+    def _item(self, item: Any) -> None:
+        if not isinstance(item, dict) or item.get("type") not in CALL_TYPES:
+            return
+        cid, name = item.get("call_id"), item.get("name") or item.get("type")
+        if self.on_call is not None and isinstance(cid, str) and isinstance(name, str):
+            with contextlib.suppress(Exception):  # never at the cost of the stream
+                self.on_call(cid, name)
+
+    def finish(self) -> Usage:
+        if not self.streaming and self._buf:
+            try:
+                data = json.loads(bytes(self._buf))
+            except ValueError:
+                return self.usage
+            if isinstance(data, dict) and data.get("object") == "response":
+                self.usage.update(data.get("usage"), data.get("model"))
+                for item in data.get("output") or []:
+                    self._item(item)
+        return self.usage

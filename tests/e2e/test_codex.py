@@ -1,0 +1,190 @@
+"""The real Codex CLI (`codex exec`) through `ctxwrap codex` against the scripted Responses server.
+
+Assertions are on what the server received: the proxy's frozen edits (a digest, a tombstone,
+a stripped apply_patch body), the prefix property, usage in the stats, and that the key is
+stored nowhere. The daemon is auto-started by `ctxwrap codex` inside the test's XDG dirs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import CTXWRAP, Xdg
+
+from ctxwrap.testing.codex_home import TEST_API_KEY, codex_env, codex_exec_args, find_codex
+from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer, ScriptStep
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        find_codex() is None, reason="codex not installed (scripts/install-tools.sh)"
+    ),
+]
+
+DROP = {"task": "tag", "match": "DROP-ME-MARKER", "answer": {"decision": "DROP"}}
+GEN_LOG = r"""
+for i in range(4000):
+    if i == 3950:  # Codex 0.171 keeps ~319 head and ~312 tail lines of this output
+        print(f"2026-11-30T10:00:{i % 60:02d} ERROR worker-7 lost connection to db-primary")
+    else:
+        print(f"2026-11-30T10:00:{i % 60:02d} INFO request {i} served in {i % 97}ms status=200")
+print("server shutdown complete: 4000 requests, 1 error")
+"""
+NOTES = "DROP-ME-MARKER meeting notes, unrelated to the task\n" + "".join(
+    f"- item {i}: lunch options and the parking rota for week {i}\n" for i in range(60)
+)
+BIG_LINES = [f"row {i}: the quick brown fox jumps over the lazy dog" for i in range(200)]
+PATCH = "*** Begin Patch\n*** Add File: big.txt\n" + "".join(f"+{x}\n" for x in BIG_LINES)
+PATCH += "*** End Patch\n"
+
+
+def inputs(req: RecordedRequest) -> list[dict[str, Any]]:
+    return list(req.body["input"])
+
+
+def outputs(req: RecordedRequest) -> dict[str, Any]:
+    return {
+        i["call_id"]: i["output"]
+        for i in inputs(req)
+        if i.get("type") in ("function_call_output", "custom_tool_call_output")
+    }
+
+
+def calls(req: RecordedRequest) -> dict[str, dict[str, Any]]:
+    return {
+        i["call_id"]: i
+        for i in inputs(req)
+        if i.get("type") in ("function_call", "custom_tool_call")
+    }
+
+
+def assert_prefix_chain(requests: Sequence[RecordedRequest]) -> None:
+    """Each request's input starts with the previous request's input, item for item."""
+    for before, after in itertools.pairwise(requests):
+        a, b = inputs(before), inputs(after)
+        assert len(b) > len(a)
+        for i, item in enumerate(a):
+            assert json.dumps(b[i]) == json.dumps(item), f"input item {i} changed"
+        assert json.dumps(before.body.get("tools")) == json.dumps(after.body.get("tools"))
+
+
+def assert_key_in_no_file(xdg: Xdg, key: str) -> None:
+    needle = key.encode()
+    checked = 0
+    for root in (xdg.state, xdg.config, xdg.runtime):
+        for path in root.rglob("*") if root.exists() else ():
+            if path.is_file() and not path.is_socket():
+                checked += 1
+                assert needle not in path.read_bytes(), f"API key found in {path}"
+    assert checked > 3
+    state_files = list((xdg.state / "ctxwrap" / "codex").glob("*.jsonl"))
+    assert state_files and all((p.stat().st_mode & 0o777) == 0o600 for p in state_files)
+
+
+class CodexEnv:
+    def __init__(self, tmp_path: Path, xdg: Xdg, server: ScriptedModelServer) -> None:
+        self.work = tmp_path / "work"
+        self.work.mkdir(exist_ok=True)
+        self.home = tmp_path / "home"
+        self.xdg = xdg
+        self.env = codex_env(xdg.env(), home=self.home, base_url=server.base_url)
+
+    def run(self, prompt: str = "go", *extra: str, timeout: float = 180) -> list[dict[str, Any]]:
+        proc = subprocess.run(
+            [*CTXWRAP, "codex", *codex_exec_args(prompt, *extra)],
+            cwd=self.work,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+    def ctxwrap(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CTXWRAP, *args], env=self.env, capture_output=True, text=True, timeout=30
+        )
+
+
+def test_codex_exec_digest_tombstone_patch_strip(tmp_path: Path, xdg: Xdg) -> None:
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "cat notes.txt"}}]},
+        {"tool_calls": [{"name": "apply_patch", "arguments": PATCH}]},
+        {"text": "all done"},
+    ]
+    with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        (ce.work / "notes.txt").write_text(NOTES)
+        events = ce.run("summarise the server log")
+        assert events[-1]["type"] == "turn.completed"
+        assert any(e.get("item", {}).get("text") == "all done" for e in events)
+        reqs = srv.main_requests
+        assert len(reqs) == 4
+        assert all(r.path == "/v1/responses" for r in reqs)
+        log_id, notes_id, patch_id = "call_0_0", "call_1_0", "call_2_0"
+
+        # the long output: Codex's header, then the daemon's digest of what Codex kept
+        for req in reqs[1:]:
+            out = outputs(req)[log_id]
+            assert out.startswith("Chunk ID: ") and "Process exited with code 0\n" in out
+            assert "[ctxwrap digest of bash output" in out
+            assert "ERROR worker-7 lost connection" in out
+            assert "ctxwrap recall r" in out and len(out) < 6000
+            assert "request 2000 served" not in out
+        # the irrelevant read: a tombstone under Codex's header
+        for req in reqs[2:]:
+            out = outputs(req)[notes_id]
+            assert "judged not needed" in out and "read cat notes.txt" in out
+            assert "DROP-ME-MARKER" not in json.dumps(inputs(req))
+        # the large added file: one line instead of its body; the file is whole on disk
+        for req in reqs[3:]:
+            patch = calls(req)[patch_id]["input"]
+            assert patch.startswith("*** Begin Patch\n*** Add File: big.txt\n[content stripped")
+            assert "quick brown fox" not in patch and patch.endswith("*** End Patch\n")
+            assert "] [Wrote " in patch
+        assert (ce.work / "big.txt").read_text() == "".join(f"{x}\n" for x in BIG_LINES)
+        assert_prefix_chain(reqs)
+        # the simulated cache reads the whole previous request every time
+        for before, after in itertools.pairwise(reqs):
+            assert before.usage is not None and after.usage is not None
+            cached = after.usage["input_tokens_details"]["cached_tokens"]
+            assert cached >= before.usage["input_tokens"] - 1
+
+        # stats: agent codex, the provider's own usage
+        sessions = json.loads(ce.ctxwrap("sessions", "--all", "--json").stdout)["sessions"]
+        assert [s["agent"] for s in sessions] == ["codex"]
+        by_agent = json.loads(ce.ctxwrap("stats", "--by", "agent", "--json").stdout)["groups"]
+        assert [g["key"] for g in by_agent] == ["codex"]
+        totals = json.loads(ce.ctxwrap("stats", "--json").stdout)["totals"]
+        provider = totals["provider"]
+        assert provider["turns"] == len(reqs)
+        assert provider["cache_read_tokens"] == sum(
+            r.usage["input_tokens_details"]["cached_tokens"] for r in reqs if r.usage
+        )
+        by_mech = {m["mechanism"]: m for m in totals["mechanisms"]}
+        for mech in ("bash", "amnesia", "writes"):
+            assert by_mech[mech]["saved_chars"] > 0, mech
+        aux = srv.aux_requests
+        assert {r.aux_task for r in aux} >= {"tag", "fact"}
+        assert all(r.headers.get("authorization") == f"Bearer {TEST_API_KEY}" for r in aux)
+        assert_key_in_no_file(xdg, TEST_API_KEY)
+
+        # resume: the same view of the old calls, and the chain goes on
+        srv.steps = (*srv.steps, ScriptStep.from_json({"text": "again"}, len(srv.steps)))
+        ce.run("and now?", "resume", "--last")
+        more = srv.main_requests[len(reqs) :]
+        assert len(more) == 1
+        for cid in (log_id, notes_id):
+            assert outputs(more[0])[cid] == outputs(reqs[-1])[cid]
+        assert calls(more[0])[patch_id] == calls(reqs[-1])[patch_id]
+        assert_prefix_chain([reqs[-1], *more])
