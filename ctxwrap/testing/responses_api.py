@@ -104,8 +104,11 @@ def custom_tool_names(body: Mapping[str, Any]) -> set[str]:
     for item in body.get("input") or []:
         if isinstance(item, dict) and item.get("type") == "additional_tools":
             tools += item.get("tools") or []
-    for tool in tools:
-        if isinstance(tool, dict) and tool.get("type") == "custom":
+    while tools:
+        tool = tools.pop()
+        if isinstance(tool, dict) and tool.get("type") == "namespace":
+            tools += tool.get("tools") or []  # Codex nests `exec` in a "functions" namespace
+        elif isinstance(tool, dict) and tool.get("type") == "custom":
             name = tool.get("name")
             if isinstance(name, str):
                 names.add(name)

@@ -188,3 +188,42 @@ def test_codex_exec_digest_tombstone_patch_strip(tmp_path: Path, xdg: Xdg) -> No
             assert outputs(more[0])[cid] == outputs(reqs[-1])[cid]
         assert calls(more[0])[patch_id] == calls(reqs[-1])[patch_id]
         assert_prefix_chain([reqs[-1], *more])
+
+
+def js_exec(cmd: str) -> dict[str, Any]:
+    """A call of the additional_tools JS `exec` tool running one shell command."""
+    return {
+        "name": "exec",
+        "arguments": f"const r = await tools.exec_command({{cmd: {cmd!r}}});\ntext(r);",
+    }
+
+
+def test_codex_additional_tools_exec_shape(tmp_path: Path, xdg: Xdg) -> None:
+    """Newer model entries get no top-level tools, only an `additional_tools` item with a JS
+    `exec` tool; its outputs are content lists holding the nested call's JSON result."""
+    steps = [
+        {"tool_calls": [js_exec("python3 gen_log.py")]},
+        {"tool_calls": [js_exec("cat notes.txt")]},
+        {"text": "all done"},
+    ]
+    with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        (ce.work / "notes.txt").write_text(NOTES)
+        ce.run("summarise the server log", "-m", "gpt-5.6-sol")
+        reqs = srv.main_requests
+        assert len(reqs) == 3
+        assert not reqs[0].body.get("tools")
+        assert any(i.get("type") == "additional_tools" for i in inputs(reqs[0]))
+        assert calls(reqs[1])["call_0_0"]["type"] == "custom_tool_call"
+        for req in reqs[1:]:
+            out = outputs(req)["call_0_0"]
+            assert isinstance(out, list) and len(out) == 1
+            text = out[0]["text"]
+            assert text.startswith("Script completed") and "[ctxwrap digest of bash output" in text
+            assert "ERROR worker-7 lost connection" in text
+        notes = outputs(reqs[2])["call_1_0"]
+        assert "judged not needed" in notes[0]["text"]
+        assert "DROP-ME-MARKER" not in json.dumps(inputs(reqs[2]))
+        assert_prefix_chain(reqs)
+        assert_key_in_no_file(xdg, TEST_API_KEY)

@@ -89,8 +89,50 @@ def split_exec_output(text: str) -> ExecOutput:
             return ExecOutput("Output:\n", text[8:], None)
         return ExecOutput("", text, None)
     header = text[: cut + len(_OUTPUT_MARK)]
+    body = text[cut + len(_OUTPUT_MARK) :]
+    nested = _nested_exec_result(header, body)
+    if nested is not None:
+        return nested
     m = _EXIT_RE.search(header)
-    return ExecOutput(header, text[cut + len(_OUTPUT_MARK) :], int(m.group(1)) if m else None)
+    return ExecOutput(header, body, int(m.group(1)) if m else None)
+
+
+_TRUNCATION_NOTE_RE = re.compile(
+    r"^Warning: truncated output \(original token count: \d+\)\nTotal output lines: \d+\n\n"
+)
+_NESTED_OUTPUT_RE = re.compile(r'^\{"chunk_id":.*?"exit_code":(-?\d+|null).*?"output":"', re.S)
+_ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
+
+
+def _unescape(fragment: str) -> str:
+    """A JSON string body that may have been cut anywhere (Codex truncates the middle)."""
+
+    def one(m: re.Match[str]) -> str:
+        e = m.group(1)
+        if e.startswith("u") and len(e) == 5:
+            return chr(int(e[1:], 16))
+        return _ESCAPES.get(e, e)
+
+    return _ESCAPE_RE.sub(one, fragment)
+
+
+def _nested_exec_result(header: str, body: str) -> ExecOutput | None:
+    """The JS ``exec`` tool's output: the script's ``text(await tools.exec_command(…))`` is the
+    nested call's result as JSON (``{"chunk_id", "exit_code", …, "output"}``). Codex cuts a long
+    one in the middle of that single line, so it is read as text, not parsed as JSON."""
+    text = body.lstrip("\n")
+    note = _TRUNCATION_NOTE_RE.match(text)
+    if note is not None:
+        text = text[note.end() :]
+    m = _NESTED_OUTPUT_RE.match(text)
+    if m is None:
+        return None
+    rest = text[m.end() :].rstrip()
+    if rest.endswith('"}'):
+        rest = rest[:-2]
+    code = int(m.group(1)) if m.group(1) != "null" else None
+    return ExecOutput(header, _unescape(rest), code)
 
 
 def shell_command_of(name: str, arguments: object) -> str | None:
@@ -98,8 +140,8 @@ def shell_command_of(name: str, arguments: object) -> str | None:
     local_shell {action: {command}}, or the JS ``exec`` tool's ``tools.exec_command({cmd})``."""
     if name == "exec" and isinstance(arguments, str):
         m = _JS_EXEC_RE.search(arguments)
-        if m is None:
-            return None
+        if m is None or arguments.count("tools.") != 1:
+            return None  # a script of several calls is no one command
         lit = m.group(1)
         if lit.startswith("'"):
             lit = '"' + lit[1:-1].replace('"', '\\"').replace("\\'", "'") + '"'
