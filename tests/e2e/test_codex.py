@@ -74,7 +74,7 @@ def assert_prefix_chain(requests: Sequence[RecordedRequest]) -> None:
         assert json.dumps(before.body.get("tools")) == json.dumps(after.body.get("tools"))
 
 
-def assert_key_in_no_file(xdg: Xdg, key: str) -> None:
+def assert_key_in_no_file(xdg: Xdg, key: str, *, edits: bool = True) -> None:
     needle = key.encode()
     checked = 0
     for root in (xdg.state, xdg.config, xdg.runtime):
@@ -84,7 +84,7 @@ def assert_key_in_no_file(xdg: Xdg, key: str) -> None:
                 assert needle not in path.read_bytes(), f"API key found in {path}"
     assert checked > 3
     state_files = list((xdg.state / "ctxwrap" / "codex").glob("*.jsonl"))
-    assert state_files and all((p.stat().st_mode & 0o777) == 0o600 for p in state_files)
+    assert bool(state_files) == edits and all((p.stat().st_mode & 0o777) == 0o600 for p in state_files)
 
 
 class CodexEnv:
@@ -227,3 +227,47 @@ def test_codex_additional_tools_exec_shape(tmp_path: Path, xdg: Xdg) -> None:
         assert "DROP-ME-MARKER" not in json.dumps(inputs(reqs[2]))
         assert_prefix_chain(reqs)
         assert_key_in_no_file(xdg, TEST_API_KEY)
+
+
+def test_builtin_openai_provider_is_redirected_per_launch(tmp_path: Path, xdg: Xdg) -> None:
+    """The built-in `openai` provider: `-c openai_base_url=<proxy>` for this launch; its own
+    WebSocket attempt is refused with 426 and Codex streams over HTTPS; config.toml unchanged."""
+    with ScriptedModelServer([{"text": "hello"}]) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        config = ce.home / ".codex" / "config.toml"
+        config.write_text(f'model = "gpt-5.5"\nopenai_base_url = "{srv.base_url}"\n')
+        before = config.read_bytes()
+        login = subprocess.run(  # a plain subcommand: runs as `codex login` would
+            [*CTXWRAP, "codex", "login", "--with-api-key"],
+            input=TEST_API_KEY,
+            env=ce.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert login.returncode == 0, login.stderr
+        events = ce.run("hi")
+        assert any(e.get("item", {}).get("text") == "hello" for e in events)
+        assert not any(e.get("item", {}).get("type") == "error" for e in events)
+        assert [r.path for r in srv.main_requests] == ["/v1/responses"]
+        assert srv.main_requests[0].headers["authorization"] == f"Bearer {TEST_API_KEY}"
+        assert [r.method for r in srv.all_requests] == ["POST"]  # no WebSocket reached it
+        assert config.read_bytes() == before
+        sessions = json.loads(ce.ctxwrap("sessions", "--all", "--json").stdout)["sessions"]
+        assert [s["agent"] for s in sessions] == ["codex"]
+        assert_key_in_no_file(xdg, TEST_API_KEY, edits=False)
+
+
+def test_ctxwrap_off_and_missing_codex(tmp_path: Path, xdg: Xdg) -> None:
+    with ScriptedModelServer([{"text": "plain"}]) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        events = ce.run("hi", "--ctxwrap-off")
+        assert any(e.get("item", {}).get("text") == "plain" for e in events)
+        assert len(srv.main_requests) == 1
+        assert not (xdg.state / "ctxwrap" / "codex").exists()  # no proxy, no session of ours
+        env = {**ce.env, "CTXWRAP_CODEX": str(tmp_path / "no-such-codex")}
+        proc = subprocess.run(
+            [*CTXWRAP, "codex", "exec", "hi"], env=env, capture_output=True, text=True, timeout=30
+        )
+        assert proc.returncode == 127
+        assert "ctxwrap: error: CTXWRAP_CODEX=" in proc.stderr and "hint:" in proc.stderr

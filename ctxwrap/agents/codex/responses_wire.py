@@ -266,11 +266,15 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
         elif item.get("type") == "custom_tool_call" and isinstance(item.get("input"), str):
             for e in edits[cid]:
                 if isinstance(e, StripWriteEdit) and (e.kind, cid) not in done:
-                    added = commands.largest_added_file(item["input"])
+                    patch: str = item["input"]
+                    if f"\n{e.text}\n" in patch:  # already stripped: never a second file
+                        done.add((e.kind, cid))
+                        applied.append(e)
+                        continue
+                    added = commands.largest_added_file(patch)
                     if added is None:
                         continue
                     done.add((e.kind, cid))
-                    patch: str = item["input"]
                     item["input"] = patch[: added.start] + e.text + "\n" + patch[added.end :]
                     applied.append(e)
     return applied

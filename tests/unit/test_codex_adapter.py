@@ -1,0 +1,225 @@
+"""The Codex adapter's pure parts: command classification, the Responses wire, the launcher's
+reading of the user's config and arguments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwrap.agents.codex import commands
+from ctxwrap.agents.codex import responses_wire as wire
+from ctxwrap.agents.codex.launcher import (
+    Unsupported,
+    effective_config,
+    parse_args,
+    route_for,
+    without_override,
+)
+from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail
+
+
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("cat notes.txt", "read"),
+        ("sed -n '1,200p' src/app.py", "read"),
+        ("nl -ba src/app.py", "read"),
+        ("head -50 README.md", "read"),
+        ("rg -n TODO src", "grep"),
+        ("ls -la", "find"),
+        ("find . -name '*.py'", "find"),
+        ("bash -lc 'cat x.txt'", "read"),
+        ("sed -i s/a/b/ f.txt", None),
+        ("sed 's/a/b/' f.txt", None),
+        ("cat a.txt > b.txt", None),
+        ("cat a.txt | wc -l", None),
+        ("find . -delete", None),
+        ("pytest -q", None),
+        ("cat 'unterminated", None),
+    ],
+)
+def test_read_kind(command: str, kind: str | None) -> None:
+    assert commands.read_kind(command) == kind
+
+
+def test_split_exec_output() -> None:
+    text = (
+        "Chunk ID: ab12\nWall time: 0.1 seconds\nProcess exited with code 2\n"
+        "Original token count: 3\nOutput:\nboom\n"
+    )
+    out = commands.split_exec_output(text)
+    assert out.header.endswith("Output:\n") and out.body == "boom\n" and out.exit_code == 2
+    assert commands.split_exec_output("plain").header == ""
+
+
+def test_shell_command_of_every_shape() -> None:
+    assert commands.shell_command_of("exec_command", {"cmd": "ls"}) == "ls"
+    assert commands.shell_command_of("shell", {"command": ["bash", "-lc", "rg x"]}) == "rg x"
+    assert commands.shell_command_of("shell", {"command": ["ls", "-la", "a b"]}) == "ls -la 'a b'"
+    js = 'const r = await tools.exec_command({cmd: "cat \\"a b\\".txt"});\ntext(r);'
+    assert commands.shell_command_of("exec", js) == 'cat "a b".txt'
+    assert commands.shell_command_of("exec", "await tools.exec_command({cmd: 'ls'})") == "ls"
+    two = "await tools.exec_command({cmd: 'ls'}); await tools.exec_command({cmd: 'pwd'})"
+    assert commands.shell_command_of("exec", two) is None
+    assert commands.shell_command_of("view_image", {"path": "x"}) is None
+
+
+PATCH = (
+    "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n"
+    "*** Add File: small.txt\n+hi\n"
+    "*** Add File: big.txt\n" + "".join(f"+line {i}\n" for i in range(50)) + "*** End Patch\n"
+)
+
+
+def test_added_files() -> None:
+    files = commands.added_files(PATCH)
+    assert [f.path for f in files] == ["small.txt", "big.txt"]
+    big = commands.largest_added_file(PATCH)
+    assert big is not None and big.content.startswith("line 0\n") and big.content.count("\n") == 50
+    assert PATCH[big.start : big.end].startswith("+line 0\n")
+    assert commands.patch_succeeded("Exit code: 0\nWall time: 0.1 seconds\nOutput:\nSuccess. ")
+    assert not commands.patch_succeeded("Exit code: 1\nOutput:\nerror: no such file")
+
+
+def _body() -> dict[str, Any]:
+    ok = "Exit code: 0\nWall time: 0.2 seconds\nOutput:\nSuccess. Updated the following files:\n"
+    return {
+        "model": "gpt-test",
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sys"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+            {"type": "reasoning", "summary": [], "encrypted_content": "x"},
+            {"type": "function_call", "name": "exec_command", "arguments": '{"cmd":"cat n.txt"}', "call_id": "c1"},
+            {"type": "custom_tool_call", "name": "apply_patch", "input": PATCH, "call_id": "c2"},
+            {"type": "function_call_output", "call_id": "c1", "output": "Output:\nnotes\n"},
+            {"type": "custom_tool_call_output", "call_id": "c2", "output": ok},
+            {"type": "custom_tool_call", "name": "exec", "input": "await tools.exec_command({cmd: 'ls'})", "call_id": "c3"},
+            {"type": "custom_tool_call_output", "call_id": "c3", "output": [
+                {"type": "input_text", "text": "Script completed\nOutput:\n"},
+                {"type": "input_text", "text": '{"chunk_id":"a","exit_code":0,"output":"x\\n"}'},
+            ]},
+        ],
+    }  # fmt: skip
+
+
+def test_to_neutral_and_tail() -> None:
+    conv = wire.to_neutral(_body()["input"])
+    roles = [m["role"] for m in conv.messages]
+    assert roles == [
+        "custom",
+        "user",
+        "assistant",
+        "toolResult",
+        "toolResult",
+        "assistant",
+        "toolResult",
+    ]
+    assert conv.calls["c1"].kind == "read" and conv.calls["c2"].kind == "write"
+    assert conv.calls["c3"].kind == "find" and conv.calls["c3"].command == "ls"
+    calls = conv.messages[2]["content"]
+    assert calls[0] == {
+        "type": "toolCall",
+        "id": "c1",
+        "name": "read",
+        "arguments": {"command": "cat n.txt"},
+    }
+    assert calls[1]["name"] == "write" and calls[1]["arguments"]["path"] == "big.txt"
+    tail = describe_tail(conv.messages, set())
+    write = tail.messages[2].toolCalls[1]  # type: ignore[index]
+    assert write.writeContentLines == 50
+    assert wire.all_call_ids(_body()["input"]) == {"c1", "c2", "c3"}
+
+
+def test_apply_edits_every_shape_touches_one_key() -> None:
+    body = _body()
+    edits = {
+        "c1": [TombstoneEdit(toolCallId="c1", text="Output:\n[gone]")],
+        "c2": [StripWriteEdit(toolCallId="c2", text="[stripped]")],
+        "c3": [TombstoneEdit(toolCallId="c3", text="Script completed\nOutput:\n[gone]")],
+    }
+    applied = wire.apply_edits(body, edits)
+    assert len(applied) == 3
+    items = body["input"]
+    assert items[5]["output"] == "Output:\n[gone]"
+    patch = items[4]["input"]
+    assert "*** Add File: big.txt\n[stripped]\n*** End Patch\n" in patch
+    assert "*** Add File: small.txt\n+hi\n" in patch  # only the largest added file
+    assert items[8]["output"] == [
+        {"type": "input_text", "text": "Script completed\nOutput:\n[gone]"}
+    ]
+    # replayed on the edited body: the same bytes
+    again = json.loads(wire.encode_body(body))
+    wire.apply_edits(again, edits)
+    assert wire.encode_body(again) == wire.encode_body(body)
+
+
+def test_usage_reader_sse() -> None:
+    reader = wire.UsageReader(streaming=True)
+    seen: list[tuple[str, str]] = []
+    reader.on_call = lambda cid, name: seen.append((cid, name))
+    item = {"type": "function_call", "call_id": "c9", "name": "exec_command", "arguments": "{}"}
+    done = {"type": "response.output_item.done", "item": item}
+    usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 60}, "output_tokens": 7}
+    completed = {"type": "response.completed", "response": {"model": "m", "usage": usage}}
+    data = b"".join(f"event: x\ndata: {json.dumps(e)}\n\n".encode() for e in (done, completed))
+    for i in range(0, len(data), 7):
+        reader.feed(data[i : i + 7])
+    u = reader.finish()
+    assert (u.input_tokens, u.cache_read_tokens, u.output_tokens, u.model) == (40, 60, 7, "m")
+    assert seen == [("c9", "exec_command")]
+
+
+def test_session_id_is_validated() -> None:
+    assert wire.session_id_of({"session-id": "01a2-b"}, {}) == "01a2-b"
+    assert wire.session_id_of({}, {"prompt_cache_key": "abc"}) == "abc"
+    assert wire.session_id_of({"session-id": "../etc"}, {}) is None
+
+
+# -- the launcher ---------------------------------------------------------------------------------
+
+
+def test_parse_args_finds_subcommand_profile_and_overrides() -> None:
+    inv = parse_args(["-c", "model=x", "-p", "work", "--config=a.b=1", "exec", "-c", "k=v", "hi"])
+    assert inv.subcommand == "exec" and inv.profile == "work"
+    assert inv.overrides == [("model", "x"), ("a.b", "1"), ("k", "v")]
+    assert parse_args(["-m", "gpt", "resume", "--last"]).subcommand == "resume"
+    assert parse_args(["--oss"]).oss
+
+
+def test_routes(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        'model_provider = "corp"\n'
+        "[model_providers.corp]\n"
+        'base_url = "https://llm.corp/v1"\nwire_api = "responses"\n'
+        "[model_providers.chat]\n"
+        'base_url = "http://x"\nwire_api = "chat"\n'
+        '[profiles.plain]\nmodel_provider = "openai"\n'
+    )
+    route = route_for(effective_config(tmp_path, parse_args([])), {})
+    assert (route.provider, route.upstream) == ("corp", "https://llm.corp/v1")
+    assert route.override_key == "model_providers.corp.base_url"
+    user = parse_args(["-c", 'model_providers.corp.base_url="https://other/v1"'])
+    assert route_for(effective_config(tmp_path, user), {}).upstream == "https://other/v1"
+    openai = route_for(effective_config(tmp_path, parse_args(["-p", "plain"])), {})
+    assert (openai.provider, openai.upstream, openai.override_key) == (
+        "openai",
+        None,
+        "openai_base_url",
+    )
+    with pytest.raises(Unsupported):
+        route_for(effective_config(tmp_path, parse_args(["-c", "model_provider=chat"])), {})
+    with pytest.raises(Unsupported):
+        route_for(effective_config(tmp_path, parse_args(["-c", "model_provider=ollama"])), {})
+
+
+def test_without_override_removes_only_that_key() -> None:
+    args = ["-c", "model_providers.corp.base_url=x", "-c", "model=y", "exec", "hi"]
+    assert without_override(args, "model_providers.corp.base_url") == [
+        "-c",
+        "model=y",
+        "exec",
+        "hi",
+    ]
