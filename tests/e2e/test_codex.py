@@ -84,7 +84,9 @@ def assert_key_in_no_file(xdg: Xdg, key: str, *, edits: bool = True) -> None:
                 assert needle not in path.read_bytes(), f"API key found in {path}"
     assert checked > 3
     state_files = list((xdg.state / "ctxwrap" / "codex").glob("*.jsonl"))
-    assert bool(state_files) == edits and all((p.stat().st_mode & 0o777) == 0o600 for p in state_files)
+    assert bool(state_files) == edits and all(
+        (p.stat().st_mode & 0o777) == 0o600 for p in state_files
+    )
 
 
 class CodexEnv:
