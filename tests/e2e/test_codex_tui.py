@@ -1,0 +1,149 @@
+"""Codex CLI's interactive TUI through `ctxwrap codex` on a real pseudo-terminal (pexpect).
+
+It comes up, answers a typed prompt (through the proxy: the server sees the request and the
+proxy's session state appears), follows a resize, and leaves (Ctrl+C twice) with exit status
+0 and a sane terminal.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import fcntl
+import os
+import re
+import signal
+import termios
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+from support import CTXWRAP, Xdg
+
+from ctxwrap.testing.codex_home import MODEL, codex_env, find_codex
+from ctxwrap.testing.model_server import ScriptedModelServer
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        find_codex() is None, reason="codex not installed (scripts/install-tools.sh)"
+    ),
+]
+
+ROWS, COLS = 30, 100
+ANSWER = "ANSWER-FROM-THE-SCRIPTED-MODEL"
+_ESCAPES = re.compile(
+    rb"\x1b\[[0-9;?>=<]*[A-Za-z~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>78()][0-9A-B]?"
+)
+
+
+def descendants(root: int) -> list[int]:
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(stat.parent.name))
+                    todo.append(int(stat.parent.name))
+    return found
+
+
+def codex_process(root: int, timeout: float = 30) -> int:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for pid in descendants(root):
+            with contextlib.suppress(OSError):
+                if Path(os.readlink(f"/proc/{pid}/exe")).name == "codex":
+                    return pid
+        time.sleep(0.1)
+    raise AssertionError("no codex process")
+
+
+def winsize(pid: int) -> tuple[int, int]:
+    fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        buf = array.array("H", [0, 0, 0, 0])
+        fcntl.ioctl(fd, termios.TIOCGWINSZ, buf, True)
+        return buf[0], buf[1]
+    finally:
+        os.close(fd)
+
+
+class Screen:
+    """What the TUI printed, escapes removed (it draws words with cursor moves between)."""
+
+    def __init__(self, child: pexpect.spawn) -> None:
+        self.child = child
+        self.raw = b""
+
+    def text(self) -> str:
+        return re.sub(r"\s+", " ", _ESCAPES.sub(b" ", self.raw).decode(errors="replace"))
+
+    def wait_for(self, needle: str, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while needle not in self.text().replace(" ", ""):
+            if time.monotonic() > end:
+                raise AssertionError(f"{needle!r} not on screen: {self.text()[-800:]!r}")
+            with contextlib.suppress(pexpect.TIMEOUT):
+                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
+
+
+@pytest.mark.timeout(180)
+def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    with ScriptedModelServer([{"text": ANSWER}] * 4) as srv:
+        env = codex_env(xdg.env(), home=home, base_url=srv.base_url)
+        config = home / ".codex" / "config.toml"
+        # a model entry with no upgrade notice; the work dir trusted (no first-run question)
+        text = config.read_text().replace(f'"{MODEL}"', '"gpt-6.2-sol"')
+        config.write_text(text + f'\n[projects."{work}"]\ntrust_level = "trusted"\n')
+        env["TERM"] = "xterm-256color"
+        command = " ".join(f"'{a}'" for a in [*CTXWRAP, "codex"]) + "; echo EXIT=$?; stty -a"
+        child = pexpect.spawn(
+            "bash",
+            ["--norc", "-c", command],
+            env=env,
+            cwd=str(work),
+            dimensions=(ROWS, COLS),
+            timeout=60,
+        )
+        screen = Screen(child)
+        try:
+            screen.wait_for("AskCodextodoanything", timeout=60)
+            pid = codex_process(child.pid)
+            assert os.readlink(f"/proc/{pid}/fd/0") != os.readlink(f"/proc/{child.pid}/fd/0")
+            assert winsize(pid) == (ROWS, COLS)
+            child.setwinsize(41, 133)
+            end = time.monotonic() + 20
+            while winsize(pid) != (41, 133) and time.monotonic() < end:
+                time.sleep(0.05)
+            assert winsize(pid) == (41, 133)
+
+            time.sleep(1.0)
+            child.send("please answer")
+            time.sleep(1.0)
+            child.send("\r")
+            screen.wait_for(ANSWER, timeout=60)
+            asked = [r for r in srv.main_requests if "please answer" in str(r.body["input"])]
+            assert asked and asked[0].headers["authorization"].startswith("Bearer sk-codex-test")
+            # through the proxy: it kept the thread's cache state in our state dir
+            assert list((xdg.state / "ctxwrap" / "codex").glob("*.cache.json"))
+
+            child.sendcontrol("c")
+            time.sleep(0.5)
+            child.sendcontrol("c")
+            child.expect(r"EXIT=(\d+)", timeout=30)
+            assert child.match.group(1) == b"0"
+            child.expect(pexpect.EOF, timeout=30)
+            stty = child.before.decode(errors="replace")
+            assert " icanon" in stty and " echo" in stty  # cooked mode is back
+        finally:
+            if child.isalive():
+                child.kill(signal.SIGKILL)
+            child.close(force=True)
+        # no shared background server was installed or left running for this CODEX_HOME
+        assert not (home / ".codex" / "packages").exists()
