@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -273,3 +274,49 @@ def test_ctxwrap_off_and_missing_codex(tmp_path: Path, xdg: Xdg) -> None:
         )
         assert proc.returncode == 127
         assert "ctxwrap: error: CTXWRAP_CODEX=" in proc.stderr and "hint:" in proc.stderr
+
+
+OLD = "# task one module\n" + "".join(
+    f"def old_helper_{i}(): return {i}  # old-marker\n" for i in range(150)
+)
+NEW = "# task two module\n" + "".join(
+    f"def new_helper_{i}(): return {i}  # new-marker\n" for i in range(150)
+)
+
+
+def test_idle_gap_masks_the_earlier_task_on_resume(tmp_path: Path, xdg: Xdg) -> None:
+    """After a gap past the cache TTL (2 s here) the first request of `codex exec resume` is
+    cold: the earlier task's read and digest become tombstones with recall handles, once, and
+    every later request extends that view."""
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "cat old.py"}}]},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"text": "task one done"},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "cat new.py"}}]},
+        {"text": "task two done"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        ce.env.update(PI_CTX_CACHE_TTL_S="2", PI_CTX_MASK_MIN_CHARS="400")
+        (ce.work / "old.py").write_text(OLD)
+        (ce.work / "new.py").write_text(NEW)
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        ce.run("task one: look at old.py")
+        n_one = len(srv.main_requests)
+        assert n_one == 3
+        time.sleep(2.5)
+        ce.run("task two: look at new.py", "resume", "--last")
+        two = srv.main_requests[n_one:]
+        assert len(two) == 2
+        old_id, log_id, new_id = "call_0_0", "call_1_0", "call_3_0"
+        assert "old-marker" in json.dumps(inputs(srv.main_requests[n_one - 1]))
+        tomb = outputs(two[0])[old_id]
+        assert tomb.startswith("Chunk ID: ") and "read cat old.py" in tomb
+        assert "earlier task" in tomb and "`ctxwrap recall r" in tomb
+        log_tomb = outputs(two[0])[log_id]
+        assert "earlier task" in log_tomb and "gen_log.py" in log_tomb
+        for req in two:
+            assert "old-marker" not in json.dumps(inputs(req))
+            assert outputs(req)[old_id] == tomb and outputs(req)[log_id] == log_tomb
+        assert "new-marker" in outputs(two[1])[new_id]
+        assert_prefix_chain(two)

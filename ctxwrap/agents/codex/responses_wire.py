@@ -245,7 +245,7 @@ def _replace_output(item: JsonDict, text: str) -> None:
 def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
     """Apply frozen edits to the wire body in place; returns the edits that applied.
 
-    A result gets at most one replacement (its first tombstone or mask); a write strip
+    A result gets at most one replacement (a mask, else its tombstone or digest); a write strip
     replaces the largest added file's body inside the apply_patch text; every other key of
     every item stays as Codex sent it.
     """
@@ -258,11 +258,15 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
         if not isinstance(cid, str) or cid not in edits:
             continue
         if item.get("type") in OUTPUT_TYPES:
-            for e in edits[cid]:
-                if isinstance(e, TombstoneEdit | MaskEdit) and ("result", cid) not in done:
-                    done.add(("result", cid))
-                    _replace_output(item, e.text)
-                    applied.append(e)
+            # A history mask outranks the digest it was decided over (the proxy accepts a mask
+            # only for a result whose one edit is a digest); otherwise the first edit stays.
+            replacement = next((e for e in edits[cid] if isinstance(e, MaskEdit)), None) or next(
+                (e for e in edits[cid] if isinstance(e, TombstoneEdit)), None
+            )
+            if replacement is not None and ("result", cid) not in done:
+                done.add(("result", cid))
+                _replace_output(item, replacement.text)
+                applied.append(replacement)
         elif item.get("type") == "custom_tool_call" and isinstance(item.get("input"), str):
             for e in edits[cid]:
                 if isinstance(e, StripWriteEdit) and (e.kind, cid) not in done:

@@ -135,7 +135,9 @@ class CodexSession:
             ids = tail_ids(tail)
             seen_before = set(self.seen)
             cold, gap_s = self._cache_boundary(body, items)
-            edited = self.frozen.result_edited()
+            # A digest may still be masked later (as under pi and Claude Code, where the digest
+            # is the agent's own output); any other replacement is final.
+            edited = self.frozen.result_edited() - set(self.frozen.digests)
         self._note_prompt(conv)
         fresh: list[Edit] = []
         if not self.cfg.get("off") and self.registered:
@@ -417,7 +419,12 @@ class CodexSession:
     def _mask_request(
         self, items: list[Any], reason: MaskTrigger, gap_s: float | None, edited: set[str]
     ) -> JsonDict:
-        neutral = wire.to_neutral(items, notes_role="custom").messages
+        # The history as the model has it: with the frozen edits (a digest's size, not the
+        # raw output's, is what a mask of it saves).
+        seen_items = json.loads(json.dumps(items))
+        with self.lock:
+            wire.apply_edits({"input": seen_items}, self.frozen.edits)
+        neutral = wire.to_neutral(seen_items, notes_role="custom").messages
         return {
             "reason": reason,
             "gap_s": round(gap_s, 3) if gap_s is not None else None,
