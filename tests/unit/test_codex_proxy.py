@@ -1,0 +1,56 @@
+"""The Codex proxy's door, over real HTTP on loopback: the secret path, WebSocket refusal,
+bodies it does not edit forwarded as the original bytes (no daemon: everything fails open)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from ctxwrap.agents.codex.proxy import CodexProxy
+from ctxwrap.testing.model_server import ScriptedModelServer
+
+
+def _proxy(upstream: str) -> CodexProxy:
+    proxy = CodexProxy(
+        upstream=upstream,
+        provider="scripted",
+        state_dir=None,
+        socket_path=None,
+        start_info={"cwd": "/", "pid": 1, "agent": "codex"},
+    )
+    proxy.start()
+    return proxy
+
+
+def test_secret_websocket_and_passthrough() -> None:
+    with ScriptedModelServer([{"text": "hi"}]) as srv:
+        proxy = _proxy(srv.base_url)
+        try:
+            base = proxy.base_url
+            root = base.rsplit("/", 1)[0]
+            assert httpx.post(f"{root}/responses", json={}).status_code == 404
+            assert httpx.post(f"{root}/wrong-secret/responses", json={}).status_code == 404
+            ws = httpx.get(f"{base}/responses", headers={"upgrade": "websocket"})
+            assert ws.status_code == 426
+            assert srv.all_requests == []  # nothing reached the upstream
+            raw = json.dumps(
+                {
+                    "model": "m",
+                    "stream": True,
+                    "prompt_cache_key": "t1",
+                    "input": [{"type": "message", "role": "user", "content": "x"}],
+                },
+                indent=1,  # not our compact shape: an unedited body must keep its bytes
+            ).encode()
+            r = httpx.post(
+                f"{base}/responses",
+                content=raw,
+                headers={"authorization": "Bearer k", "content-type": "application/json"},
+            )
+            assert r.status_code == 200 and "response.completed" in r.text
+            assert srv.main_requests[0].headers["authorization"] == "Bearer k"
+            assert json.dumps(srv.main_requests[0].body) == json.dumps(json.loads(raw))
+            assert int(srv.main_requests[0].headers["content-length"]) == len(raw)
+        finally:
+            proxy.close()
