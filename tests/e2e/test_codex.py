@@ -320,3 +320,20 @@ def test_idle_gap_masks_the_earlier_task_on_resume(tmp_path: Path, xdg: Xdg) -> 
             assert outputs(req)[old_id] == tomb and outputs(req)[log_id] == log_tomb
         assert "new-marker" in outputs(two[1])[new_id]
         assert_prefix_chain(two)
+
+
+def test_codex_exit_status_passes_through(tmp_path: Path, xdg: Xdg) -> None:
+    with ScriptedModelServer([{"status": 400, "text": "scripted refusal"}]) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        proc = subprocess.run(
+            [*CTXWRAP, "codex", *codex_exec_args("hi")],
+            cwd=ce.work,
+            env=ce.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 1
+        assert "scripted refusal" in proc.stdout + proc.stderr
+        assert len(srv.main_requests) == 1

@@ -93,10 +93,14 @@ class CodexProxy:
             return dict(self._credentials)
 
     def _aux_model(self) -> str | None:
+        """`aux_model` when it names a model of this provider (a bare id, `openai/…` or
+        `<provider>/…`); one set for another agent's provider (`anthropic/…`) is not sent here."""
         for sess in list(self.sessions.values()):
             model = sess.cfg.get("aux_model")
             if isinstance(model, str) and model:
-                return model
+                prefix, _, rest = model.rpartition("/")
+                if not prefix or prefix in ("openai", self.provider):
+                    return rest
         return None
 
     def session(self, session_id: str, model: str | None) -> CodexSession:
