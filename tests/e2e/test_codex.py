@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -337,3 +340,36 @@ def test_codex_exit_status_passes_through(tmp_path: Path, xdg: Xdg) -> None:
         assert proc.returncode == 1
         assert "scripted refusal" in proc.stdout + proc.stderr
         assert len(srv.main_requests) == 1
+
+
+def test_daemon_killed_mid_session_keeps_frozen_edits(tmp_path: Path, xdg: Xdg) -> None:
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "cat notes.txt"}}]},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"text": "all done"},
+    ]
+    with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        (ce.work / "notes.txt").write_text(NOTES)
+        pid = 0
+
+        def kill_after_third_request() -> None:
+            nonlocal pid
+            srv.wait_for_requests(3, kind="main", timeout=90)
+            pid = xdg.daemon_pid() or 0
+            assert pid
+            os.kill(pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_after_third_request)
+        killer.start()
+        ce.run()
+        killer.join()
+        reqs = srv.main_requests
+        assert len(reqs) == 4
+        # decided before the kill, replayed after it (the next output: whatever the proxy
+        # got in time, the original or a revived daemon's digest)
+        assert "[ctxwrap digest of bash output" in outputs(reqs[-1])["call_0_0"]
+        assert "judged not needed" in outputs(reqs[-1])["call_1_0"]
+        assert_prefix_chain(reqs)
