@@ -35,7 +35,15 @@ from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail
         ("sed -i s/a/b/ f.txt", None),
         ("sed 's/a/b/' f.txt", None),
         ("cat a.txt > b.txt", None),
-        ("cat a.txt | wc -l", None),
+        ("cat a.txt | wc -l", "read"),
+        ("nl -ba src/app.py | sed -n '1,200p'", "read"),
+        ('rg -n "TODO|FIXME" src', "grep"),
+        ("rg --files src | rg test", "grep"),
+        ("cat f | sh", None),
+        ("cat f | tee g", None),
+        ("ls && rm -rf x", None),
+        ("rg x 2>/dev/null", None),
+        ("cat $(ls)", None),
         ("find . -delete", None),
         ("pytest -q", None),
         ("cat 'unterminated", None),
@@ -223,3 +231,15 @@ def test_without_override_removes_only_that_key() -> None:
         "exec",
         "hi",
     ]
+
+
+def test_write_stdin_polls_know_their_command() -> None:
+    running = "Chunk ID: a2\nWall time: 1.0 seconds\nProcess running with session ID 48230\n"
+    items = [
+        {"type": "function_call", "name": "exec_command", "arguments": '{"cmd":"npm test"}', "call_id": "a"},
+        {"type": "function_call_output", "call_id": "a", "output": running + "Original token count: 0\nOutput:\n"},
+        {"type": "function_call", "name": "write_stdin", "arguments": '{"session_id":48230,"chars":""}', "call_id": "b"},
+        {"type": "function_call_output", "call_id": "b", "output": "Output:\nPASS\n"},
+    ]  # fmt: skip
+    conv = wire.to_neutral(items)
+    assert conv.calls["b"].kind == "bash" and conv.calls["b"].command == "npm test"

@@ -31,7 +31,7 @@ READ_COMMANDS = {
     "fd": "find",
     "tree": "find",
 }
-_SHELL_OPERATORS = re.compile(r"[;&|<>`$()]")
+_PUNCTUATION = frozenset("();<>|&")
 _OUTPUT_MARK = "\nOutput:\n"
 _EXIT_RE = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 _JS_EXEC_RE = re.compile(
@@ -46,11 +46,30 @@ def shell_words(command: str) -> list[str] | None:
         return None
 
 
-def read_kind(command: str) -> str | None:
-    """ "read" / "grep" / "find" for a plain read-like command, else None.
+_FILTERS = frozenset({"wc", "sort", "uniq", "cut", "head", "tail", "grep", "rg", "nl", "tr"})
 
-    Only one simple command (no pipes, redirections, substitutions or `;`/`&&`): anything
-    else may also write or run something, and its output is then not a read. ``bash -lc X``
+
+def _stage_kind(words: list[str], *, first: bool) -> str | None:
+    if not words:
+        return None
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog == "sed" and ("-n" not in words or any(w.startswith("-i") for w in words)):
+        return None
+    if prog == "find" and any(
+        w in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for w in words
+    ):
+        return None
+    if first:
+        return READ_COMMANDS.get(prog)
+    return "filter" if prog in _FILTERS or prog == "sed" else None
+
+
+def read_kind(command: str) -> str | None:
+    """ "read" / "grep" / "find" for a read-like command, else None.
+
+    One simple command, or a pipeline whose first stage reads and whose other stages only
+    filter (``nl -ba f | sed -n '1,200p'``, ``rg --files | rg x``); no lists, redirections,
+    subshells or substitutions: anything else may also write or run something. ``bash -lc X``
     is unwrapped once. ``sed`` counts only with ``-n`` (printing), never with ``-i``.
     """
     words = shell_words(command)
@@ -62,16 +81,33 @@ def read_kind(command: str) -> str | None:
         and words[1] in ("-lc", "-c")
     ):
         return read_kind(words[2])
-    if _SHELL_OPERATORS.search(command):
+    stages = _pipeline(command)
+    if stages is None:
         return None
-    kind = READ_COMMANDS.get(words[0].rsplit("/", 1)[-1])
-    if kind is None:
-        return None
-    if words[0].endswith("sed") and ("-n" not in words or any(w.startswith("-i") for w in words)):
-        return None
-    if words[0] in ("find",) and any(w in ("-exec", "-execdir", "-delete", "-ok") for w in words):
+    kind = _stage_kind(stages[0], first=True)
+    if kind is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
         return None
     return kind
+
+
+def _pipeline(command: str) -> list[list[str]] | None:
+    """The stages of a plain pipeline, or None when the command has any other operator."""
+    if "`" in command or "$(" in command:
+        return None
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    stages: list[list[str]] = [[]]
+    try:
+        for tok in lexer:
+            if tok == "|":
+                stages.append([])
+            elif tok and set(tok) <= _PUNCTUATION:
+                return None
+            else:
+                stages[-1].append(tok)
+    except ValueError:
+        return None
+    return stages if all(stages) else None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ JsonDict = dict[str, Any]
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 _SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_RUNNING_RE = re.compile(r"^Process running with session ID (\d+)$", re.M)
 
 
 def is_responses_call(path: str) -> bool:
@@ -92,7 +93,12 @@ def _arguments(item: Mapping[str, Any]) -> Any:
     return raw
 
 
-def call_info(item: Mapping[str, Any], outputs: Mapping[str, str]) -> CallInfo | None:
+def call_info(
+    item: Mapping[str, Any],
+    outputs: Mapping[str, str],
+    running: Mapping[int, str] | None = None,
+) -> CallInfo | None:
+    """`running`: the command of each exec session still running (for write_stdin polls)."""
     cid = item.get("call_id")
     if not isinstance(cid, str):
         return None
@@ -112,7 +118,9 @@ def call_info(item: Mapping[str, Any], outputs: Mapping[str, str]) -> CallInfo |
         kind = commands.read_kind(command) or "bash"
         return CallInfo(cid, name, kind, command=command)
     if name == "write_stdin":
-        return CallInfo(cid, name, "bash", command="")
+        session = args.get("session_id") if isinstance(args, dict) else None
+        command = (running or {}).get(session, "") if isinstance(session, int) else ""
+        return CallInfo(cid, name, "bash", command=command)
     return CallInfo(cid, name, "other")
 
 
@@ -162,6 +170,7 @@ def to_neutral(items: list[Any], *, notes_role: str = "user") -> Conversation:
     Codex injects, e.g. ``<environment_context>``)."""
     outputs = outputs_by_call(items)
     calls: dict[str, CallInfo] = {}
+    running: dict[int, str] = {}  # exec session id → its command (Codex's write_stdin polls)
     out: list[JsonDict] = []
     current: list[JsonDict] | None = None
     for item in items:
@@ -176,7 +185,7 @@ def to_neutral(items: list[Any], *, notes_role: str = "user") -> Conversation:
                 current = []
                 out.append({"role": "assistant", "content": current})
             if kind in CALL_TYPES:
-                info = call_info(item, outputs)
+                info = call_info(item, outputs, running)
                 if info is not None:
                     calls[info.call_id] = info
                     current.append(neutral_call(info, item))
@@ -189,6 +198,10 @@ def to_neutral(items: list[Any], *, notes_role: str = "user") -> Conversation:
             cid = item.get("call_id")
             info = calls.get(cid) if isinstance(cid, str) else None
             name = neutral_name(info) if info else ""
+            if info is not None and info.command and isinstance(cid, str):
+                m = _RUNNING_RE.search(commands.split_exec_output(outputs.get(cid, "")).header)
+                if m is not None:
+                    running[int(m.group(1))] = info.command
             out.append(
                 {
                     "role": "toolResult",
