@@ -243,3 +243,11 @@ def test_write_stdin_polls_know_their_command() -> None:
     ]  # fmt: skip
     conv = wire.to_neutral(items)
     assert conv.calls["b"].kind == "bash" and conv.calls["b"].command == "npm test"
+
+
+def test_side_thread() -> None:
+    meta = '{"thread_source":"thread_title","session_id":"x"}'
+    assert wire.side_thread({"x-codex-turn-metadata": meta})
+    assert not wire.side_thread({"x-codex-turn-metadata": '{"thread_source":"user"}'})
+    assert not wire.side_thread({"x-codex-turn-metadata": "not json"})
+    assert not wire.side_thread({})

@@ -157,8 +157,8 @@ class CodexProxy:
         if not isinstance(body, dict):
             return Exchange(raw, url)
         sid = wire.session_id_of(headers, body)
-        if sid is None:
-            return Exchange(raw, url)
+        if sid is None or wire.side_thread(headers):
+            return Exchange(raw, url)  # forwarded as it is, not counted
         model = body.get("model") if isinstance(body.get("model"), str) else None
         sess = self.session(sid, model)
         try:

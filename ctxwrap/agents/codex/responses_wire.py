@@ -46,6 +46,19 @@ def session_id_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | 
     return sid if isinstance(sid, str) and _SESSION_ID_RE.match(sid) else None
 
 
+def side_thread(headers: Mapping[str, str]) -> bool:
+    """A thread Codex starts on the side (the TUI's title: ``thread_source: thread_title`` in
+    ``x-codex-turn-metadata``): not the user's conversation, so never a session of ours."""
+    raw = headers.get("x-codex-turn-metadata")
+    if not raw:
+        return False
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(meta, dict) and meta.get("thread_source") == "thread_title"
+
+
 def encode_body(body: Any) -> bytes:
     # serde_json's shape (compact, UTF-8 unescaped): an edited body differs from what Codex
     # sent only where an edit applies.
