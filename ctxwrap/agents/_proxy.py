@@ -62,6 +62,8 @@ class Exchange:
     body: bytes  # what goes upstream
     upstream_url: str
     context: Any = None  # the adapter's own, handed back in `tap` and `finished`
+    # headers the adapter sets (lower-case name → value); every other header goes as sent
+    header_overrides: dict[str, str] = field(default_factory=dict)
 
 
 class ProxyAdapter(Protocol):
@@ -180,7 +182,12 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
                 return
             raw = read_body(self)
             exchange = proxy.adapter.prepare(self.command, rest, headers, raw)
-            out_headers = [(k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP]
+            overrides = exchange.header_overrides
+            out_headers = [
+                (k, overrides.get(k.lower(), v))
+                for k, v in self.headers.items()
+                if k.lower() not in HOP_BY_HOP
+            ]
             try:
                 req = proxy.client.build_request(
                     self.command,

@@ -46,11 +46,17 @@ def test_secret_websocket_and_passthrough() -> None:
             r = httpx.post(
                 f"{base}/responses",
                 content=raw,
-                headers={"authorization": "Bearer k", "content-type": "application/json"},
+                headers={
+                    "authorization": "Bearer k",
+                    "content-type": "application/json",
+                    "accept-encoding": "zstd,gzip",
+                },
             )
             assert r.status_code == 200 and "response.completed" in r.text
             assert srv.main_requests[0].headers["authorization"] == "Bearer k"
             assert json.dumps(srv.main_requests[0].body) == json.dumps(json.loads(raw))
             assert int(srv.main_requests[0].headers["content-length"]) == len(raw)
+            # the one header ctxwrap sets: a stream whose usage it can read (Codex takes gzip)
+            assert srv.main_requests[0].headers["accept-encoding"] == "gzip"
         finally:
             proxy.close()

@@ -171,9 +171,11 @@ class CodexProxy:
             except Exception:
                 return Exchange(raw, url)
         ctx = _Context(sess, None if compact else body, applied)
+        # Codex accepts zstd or gzip; the usage in the stream is only readable in gzip.
+        accept = {"accept-encoding": "gzip"} if "accept-encoding" in headers else {}
         if not applied:
-            return Exchange(raw, url, ctx)
-        return Exchange(wire.encode_body(body), url, ctx)
+            return Exchange(raw, url, ctx, accept)
+        return Exchange(wire.encode_body(body), url, ctx, accept)
 
     def tap(self, exchange: Exchange, status: int, headers: httpx.Headers) -> ResponseTap | None:
         ctx = exchange.context

@@ -9,11 +9,13 @@ requires; ``store: false``.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 DEFAULT_AUX_MODEL = "gpt-5-mini"
+_REASONING_MODEL_RE = re.compile(r"^(gpt-5|gpt-6|o\d)")  # they take `reasoning.effort`
 CREDENTIAL_HEADERS = (
     "authorization",
     "chatgpt-account-id",
@@ -59,8 +61,11 @@ class ResponsesAux:
             ],
             "stream": True,
             "store": False,
-            "max_output_tokens": int(aux.get("max_tokens") or 256),
+            # a reasoning model spends output tokens on reasoning first: room for both
+            "max_output_tokens": max(1024, int(aux.get("max_tokens") or 256)),
         }
+        if _REASONING_MODEL_RE.match(model):
+            body["reasoning"] = {"effort": "low"}
         timeout = max(0.05, min(left_s, int(aux.get("timeout_ms") or 20000) / 1000))
         try:
             with self.client.stream("POST", url, json=body, headers=headers, timeout=timeout) as r:
