@@ -373,3 +373,20 @@ def test_daemon_killed_mid_session_keeps_frozen_edits(tmp_path: Path, xdg: Xdg) 
         assert "[ctxwrap digest of bash output" in outputs(reqs[-1])["call_0_0"]
         assert "judged not needed" in outputs(reqs[-1])["call_1_0"]
         assert_prefix_chain(reqs)
+
+
+def test_a_read_asked_again_is_kept(tmp_path: Path, xdg: Xdg) -> None:
+    """Invariant 5: the same command issued again after its output was dropped is kept whole."""
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "cat notes.txt"}}]},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "cat notes.txt"}}]},
+        {"text": "done"},
+    ]
+    with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        (ce.work / "notes.txt").write_text(NOTES)
+        ce.run("read the notes")
+        last = srv.main_requests[-1]
+        assert "judged not needed" in outputs(last)["call_0_0"]
+        assert "DROP-ME-MARKER" in outputs(last)["call_1_0"]
+        assert_prefix_chain(srv.main_requests)
