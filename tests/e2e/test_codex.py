@@ -390,3 +390,25 @@ def test_a_read_asked_again_is_kept(tmp_path: Path, xdg: Xdg) -> None:
         assert "judged not needed" in outputs(last)["call_0_0"]
         assert "DROP-ME-MARKER" in outputs(last)["call_1_0"]
         assert_prefix_chain(srv.main_requests)
+
+
+def test_a_provider_the_proxy_cannot_serve_runs_plain_codex(tmp_path: Path, xdg: Xdg) -> None:
+    """One warning, then Codex exactly as `codex …` (here it refuses the config itself)."""
+    with ScriptedModelServer([]) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        config = ce.home / ".codex" / "config.toml"
+        config.write_text(config.read_text().replace('"responses"', '"chat"'))
+        proc = subprocess.run(
+            [*CTXWRAP, "codex", *codex_exec_args("hi")],
+            cwd=ce.work,
+            env=ce.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.stderr.count("ctxwrap: warning:") == 1
+        assert "does not speak the Responses API; running plain codex" in proc.stderr
+        assert '`wire_api = "chat"` is no longer supported' in proc.stderr  # Codex's own words
+        assert proc.returncode == 1 and srv.all_requests == []
+        assert xdg.daemon_pid() is None  # nothing of ours started
