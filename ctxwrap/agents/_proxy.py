@@ -29,6 +29,10 @@ from typing import Any, Protocol
 
 import httpx
 
+# Agent-neutral pieces that still live in the Claude adapter (its owner is editing those files):
+# other adapters import them from here, so moving them into this module changes no import.
+from ctxwrap.agents.claude import cache_state as cache_state
+from ctxwrap.agents.claude.session import DaemonLink as DaemonLink
 from ctxwrap.engine.edits import Edit, edit_from_json, edit_to_json
 
 JsonDict = dict[str, Any]

@@ -19,8 +19,7 @@ from typing import Any
 
 import httpx
 
-from ctxwrap.agents._proxy import Exchange, LoopbackProxy, ResponseTap
-from ctxwrap.agents.claude.session import DaemonLink
+from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.agents.codex.session import CodexSession
 from ctxwrap.agents.codex.upstream_aux import CREDENTIAL_HEADERS, ResponsesAux

@@ -21,18 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ctxwrap.agents._proxy import FrozenEdits
-from ctxwrap.agents.claude.cache_state import (
-    CacheState,
-    MaskTrigger,
-    cold_reason,
-    dump_states,
-    head_key,
-    load_states,
-    tools_key,
-    variant_key,
-)
-from ctxwrap.agents.claude.session import DaemonLink
+from ctxwrap.agents._proxy import DaemonLink, FrozenEdits, cache_state
 from ctxwrap.agents.codex import commands
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.engine.edits import (
@@ -86,11 +75,11 @@ class CodexSession:
         self.turn_index = 0
         self.lock = threading.RLock()
         self.state_file = state_file
-        self.conversations: dict[str, CacheState] = {}
+        self.conversations: dict[str, cache_state.CacheState] = {}
         with contextlib.suppress(OSError, ValueError):
             if self.cache_file is not None:
                 raw = json.loads(self.cache_file.read_text(encoding="utf-8"))
-                self.conversations = load_states(raw)
+                self.conversations = cache_state.load_states(raw)
 
     # -- daemon session -----------------------------------------------------------------------
 
@@ -377,23 +366,23 @@ class CodexSession:
 
     def _cache_boundary(
         self, body: JsonDict, items: list[Any]
-    ) -> tuple[MaskTrigger | None, float | None]:
+    ) -> tuple[cache_state.MaskTrigger | None, float | None]:
         """Record this request in its prefix's cache state; say if the cache is cold anyway."""
-        key = head_key(items)
+        key = cache_state.head_key(items)
         if key is None:
             return None, None
         model = body.get("model")
-        now = CacheState(
+        now = cache_state.CacheState(
             time.time(),
             model if isinstance(model, str) else None,
-            tools_key(body.get("tools"), body.get("instructions")),
+            cache_state.tools_key(body.get("tools"), body.get("instructions")),
         )
         ttl = self.cfg.get("cache_ttl_s", 300.0)
         ttl_s = float(ttl) if isinstance(ttl, int | float) and not isinstance(ttl, bool) else 300.0
-        reason = cold_reason(self.conversations, key, now, ttl_s=ttl_s)
-        prev = self.conversations.get(variant_key(key, now))
+        reason = cache_state.cold_reason(self.conversations, key, now, ttl_s=ttl_s)
+        prev = self.conversations.get(cache_state.variant_key(key, now))
         gap = now.at - prev.at if prev is not None else None
-        self.conversations[variant_key(key, now)] = now
+        self.conversations[cache_state.variant_key(key, now)] = now
         self._persist_cache_states()
         if self.cfg.get("mask") is False or self.cfg.get("off"):
             return None, gap
@@ -410,14 +399,18 @@ class CodexSession:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(dump_states(self.conversations), fh)
+                json.dump(cache_state.dump_states(self.conversations), fh)
             os.replace(tmp, path)
         except OSError:
             with contextlib.suppress(OSError):
                 tmp.unlink()
 
     def _mask_request(
-        self, items: list[Any], reason: MaskTrigger, gap_s: float | None, edited: set[str]
+        self,
+        items: list[Any],
+        reason: cache_state.MaskTrigger,
+        gap_s: float | None,
+        edited: set[str],
     ) -> JsonDict:
         # The history as the model has it: with the frozen edits (a digest's size, not the
         # raw output's, is what a mask of it saves).
