@@ -83,8 +83,8 @@ def hook_settings(command: str) -> dict[str, Any]:
     entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
     return {
         "hooks": {
-            # Bash runs wrapped so that a failing command's output is not cut at 10,000 chars.
-            "PreToolUse": [{"matcher": "Bash", "hooks": [entry]}],
+            # No PreToolUse: the command the model asked for is what Claude Code's permission
+            # rules see and what runs (a rewritten one breaks `Bash(npm test:*)` rules).
             "PostToolUse": [{"matcher": HOOK_TOOLS, "hooks": [entry]}],
             # A failing command skips PostToolUse; its output is digested on the request path.
             # A failed Read/Grep/Glob ends its call, so its round's tag batch need not wait.
