@@ -1,0 +1,125 @@
+"""Claude Code's permission system under `ctxwrap claude` is plain Claude Code's (issue 20).
+
+A/B with the real Claude Code, headless: the same script runs under plain `claude` and under
+`ctxwrap claude`, with scoped allow rules given on the command line (`--allowedTools
+"Bash(seq:*)" …`) or in the user's settings file (`permissions.allow`). The model asks for an
+allowed command with a large output, an allowed one with a tiny output, and one that is not
+allowed. Both runs must run and deny the same commands; the wrapped run must still digest the
+large output. Each assertion fails if ctxwrap rewrote the command (the PreToolUse wrapper of
+old): Claude Code then checks its rules against the rewrite and denies everything.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import CTXWRAP, Xdg
+
+from ctxwrap.testing.claude_home import claude_env, find_claude
+from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        find_claude() is None, reason="claude not installed (scripts/install-tools.sh)"
+    ),
+]
+
+BIG = "seq 1 6000"  # 28,893 chars: allowed, over bash_min_tokens, under Claude Code's cap
+TINY = "echo tiny-output-ok"  # allowed, left alone
+DENIED = "touch not-allowed.txt"  # no rule allows it: -p denies it
+SCRIPT = [
+    {"tool_calls": [{"name": "Bash", "arguments": {"command": BIG}}]},
+    {"tool_calls": [{"name": "Bash", "arguments": {"command": TINY}}]},
+    {"tool_calls": [{"name": "Bash", "arguments": {"command": DENIED}}]},
+    {"text": "done"},
+]
+ALLOW = ["Bash(seq:*)", "Bash(echo:*)", "Read", "Write"]
+
+
+@dataclass
+class Outcome:
+    result: dict[str, Any]  # Claude Code's -p JSON
+    requests: list[RecordedRequest]
+    touched: bool  # the denied command ran after all
+    work: Path
+
+    def blocks(self) -> dict[str, dict[str, Any]]:
+        """tool_use id → its tool_result block, as the model got it in the last request."""
+        out: dict[str, dict[str, Any]] = {}
+        for m in self.requests[-1].body["messages"]:
+            for b in m["content"] if isinstance(m.get("content"), list) else []:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    out[b["tool_use_id"]] = b
+        return out
+
+    def text(self, cid: str) -> str:
+        content = self.blocks()[cid]["content"]
+        if isinstance(content, list):
+            content = "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        return str(content).replace(str(self.work), "WORK")
+
+    def denied_commands(self) -> list[str]:
+        return [d["tool_input"]["command"] for d in self.result.get("permission_denials", [])]
+
+
+def run(tmp_path: Path, xdg: Xdg, name: str, *, wrapped: bool, cli_rules: bool) -> Outcome:
+    work = tmp_path / name / "work"
+    work.mkdir(parents=True)
+    home = tmp_path / name / "home"
+    args = ["-p", "go", "--output-format", "json"]
+    if cli_rules:
+        args += ["--allowedTools", *ALLOW]
+    else:
+        (home / ".claude").mkdir(parents=True)
+        rules = {"permissions": {"allow": ALLOW}}
+        (home / ".claude" / "settings.json").write_text(json.dumps(rules))
+    with ScriptedModelServer(SCRIPT) as srv:
+        env = claude_env(xdg.env(), home=home, base_url=srv.root_url)
+        argv = [*CTXWRAP, "claude"] if wrapped else [env["CTXWRAP_CLAUDE"]]
+        proc = subprocess.run(
+            [*argv, *args], cwd=work, env=env, capture_output=True, text=True, timeout=180
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        touched = (work / "not-allowed.txt").exists()
+        return Outcome(json.loads(proc.stdout), srv.main_requests, touched, work)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("cli_rules", [True, False], ids=["allowedTools", "settings-allow"])
+def test_scoped_allow_rules_run_and_deny_the_same_commands(
+    tmp_path: Path, xdg: Xdg, cli_rules: bool
+) -> None:
+    plain = run(tmp_path, xdg, "plain", wrapped=False, cli_rules=cli_rules)
+    wrapped = run(tmp_path, xdg, "wrapped", wrapped=True, cli_rules=cli_rules)
+    big, tiny, denied = "toolu_0_0", "toolu_1_0", "toolu_2_0"
+    for o in (plain, wrapped):
+        assert len(o.requests) == 4
+        # the allowed commands ran, the other one did not — under both
+        assert o.denied_commands() == [DENIED]
+        assert not o.touched
+        assert o.blocks()[big].get("is_error") is False
+        assert o.blocks()[tiny].get("is_error") is False
+        assert o.blocks()[denied].get("is_error") is True
+        assert o.result["is_error"] is False
+    # plain Claude Code's results, whole; ctxwrap's: the big one digested, the rest the same
+    assert plain.text(big).startswith("1\n2\n3\n") and "\n6000" in plain.text(big)
+    assert wrapped.text(big).startswith("[ctxwrap digest of bash output — 6,000 lines")
+    assert len(wrapped.text(big)) < len(plain.text(big)) // 4
+    assert wrapped.text(tiny) == plain.text(tiny) == "tiny-output-ok"
+    assert wrapped.text(denied) == plain.text(denied)
+    assert "compound_statement" not in wrapped.text(denied)
+    # the model's own commands, as asked, in the history of both
+    for o in (plain, wrapped):
+        uses = [
+            b["input"]["command"]
+            for m in o.requests[-1].body["messages"]
+            for b in (m["content"] if isinstance(m.get("content"), list) else [])
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        assert uses == [BIG, TINY, DENIED]
