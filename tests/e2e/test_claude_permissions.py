@@ -11,16 +11,21 @@ old): Claude Code then checks its rules against the rewrite and denies everythin
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 from support import CTXWRAP, Xdg
 
-from ctxwrap.testing.claude_home import claude_env, find_claude
+from ctxwrap.testing.claude_home import claude_env, find_claude, seed_claude_home
 from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer
 
 pytestmark = [
@@ -123,3 +128,112 @@ def test_scoped_allow_rules_run_and_deny_the_same_commands(
             if isinstance(b, dict) and b.get("type") == "tool_use"
         ]
         assert uses == [BIG, TINY, DENIED]
+
+
+# -- the interactive permission prompt, on a real pseudo-terminal ------------------------------
+
+ANSI = re.compile(
+    rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]"
+)
+GEN = "./gen.sh 3000"  # prompts (not read-only); the rule it offers is `Bash(./gen.sh 3000 *)`
+GEN_AGAIN = "./gen.sh 3000 again"  # the same prefix: allowed by that rule without a prompt
+DONE = "ALL-DONE-MARKER"
+
+
+class Screen:
+    """What the TUI printed, without escape sequences and with runs of blanks collapsed."""
+
+    def __init__(self, child: pexpect.spawn) -> None:  # type: ignore[type-arg]
+        self.child = child
+        self.raw = b""
+
+    @property
+    def text(self) -> str:
+        plain = ANSI.sub(b" ", self.raw).decode("utf-8", "replace")
+        return re.sub(r"\s+", " ", plain.replace("\u2019", "'"))
+
+    def wait_for(self, needle: str, timeout: float = 60) -> str:
+        end = time.monotonic() + timeout
+        while needle not in self.text:
+            if time.monotonic() > end:
+                raise AssertionError(f"{needle!r} not on screen; tail: {self.text[-2000:]!r}")
+            with contextlib.suppress(pexpect.TIMEOUT):
+                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
+        return self.text
+
+    def type(self, text: str) -> None:
+        for ch in text:  # the input box drops a burst sent while it redraws
+            self.child.send(ch)
+            time.sleep(0.05)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("wrapped", [True, False], ids=["ctxwrap", "plain"])
+def test_prompt_shows_the_command_and_dont_ask_again_works(
+    tmp_path: Path, xdg: Xdg, wrapped: bool
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "gen.sh").write_text("#!/bin/sh\nseq 1 $1\n")
+    (work / "gen.sh").chmod(0o755)
+    home = tmp_path / "home"
+    seed_claude_home(home, work)
+    steps = [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": GEN}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": GEN_AGAIN}}]},
+        {"text": DONE},
+    ]
+    with ScriptedModelServer(steps, side_text="A title") as srv:
+        env = claude_env(xdg.env(), home=home, base_url=srv.root_url)
+        env["TERM"] = "xterm-256color"
+        argv = [*CTXWRAP, "claude"] if wrapped else [env["CTXWRAP_CLAUDE"]]
+        child = pexpect.spawn(
+            argv[0], argv[1:], env=env, cwd=str(work), dimensions=(40, 150), timeout=60
+        )
+        screen = Screen(child)
+        try:
+            screen.wait_for("for shortcuts")
+            time.sleep(1.0)  # let the input box take keystrokes
+            screen.type("run the generator")
+            time.sleep(1.0)
+            child.send("\r")
+            text = screen.wait_for("Esc to cancel")
+            prompt = text[text.rindex("Bash command") : text.rindex("Esc to cancel")]
+            # the model's own command, nothing of ours, and the session-wide option
+            assert f"Bash command {GEN} " in prompt
+            assert "Do you want to proceed?" in prompt
+            assert f"2. Yes, and don't ask again for: {GEN}" in prompt
+            for ours in ("compound_statement", "__ctxwrap", "CTXWRAP", "printf", "{ "):
+                assert ours not in prompt
+            screen.raw = b""
+            child.send("2")
+            # the second command has the allowed prefix: it runs without asking
+            after = screen.wait_for(DONE)
+            assert "Do you want to proceed?" not in after
+            rules = json.loads((work / ".claude" / "settings.local.json").read_text())
+            assert rules["permissions"]["allow"] == [f"Bash({GEN} *)"]
+            reqs = srv.main_requests
+            assert len(reqs) == 3
+            first, second = (_result_text(reqs[-1], f"toolu_{i}_0") for i in (0, 1))
+            if wrapped:
+                assert first.startswith("[ctxwrap digest of bash output — 3,000 lines")
+                assert second.startswith("[ctxwrap digest of bash output — 3,000 lines")
+            else:
+                assert first.startswith("1\n2\n3\n") and second.startswith("1\n2\n3\n")
+            child.sendcontrol("c")
+            time.sleep(0.3)
+            child.sendcontrol("c")
+            child.expect(pexpect.EOF, timeout=30)
+        finally:
+            if child.isalive():
+                child.kill(signal.SIGKILL)
+            child.close(force=True)
+
+
+def _result_text(req: RecordedRequest, cid: str) -> str:
+    for m in req.body["messages"]:
+        for b in m["content"] if isinstance(m.get("content"), list) else []:
+            if isinstance(b, dict) and b.get("tool_use_id") == cid:
+                content = b["content"]
+                return content if isinstance(content, str) else json.dumps(content)
+    raise AssertionError(f"no result for {cid}")
