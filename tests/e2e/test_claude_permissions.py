@@ -224,6 +224,10 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
             time.sleep(0.3)
             child.sendcontrol("c")
             child.expect(pexpect.EOF, timeout=30)
+            if wrapped:
+                # the title request is Claude Code's, not a call of the agent (issue 20, item 4)
+                assert len(srv.side_requests) == 1
+                assert_agent_calls(env, 3)
         finally:
             if child.isalive():
                 child.kill(signal.SIGKILL)
@@ -237,3 +241,22 @@ def _result_text(req: RecordedRequest, cid: str) -> str:
                 content = b["content"]
                 return content if isinstance(content, str) else json.dumps(content)
     raise AssertionError(f"no result for {cid}")
+
+
+def assert_agent_calls(env: dict[str, str], calls: int) -> None:
+    """`ctxwrap stats` counts the agent's own calls; the session is Claude Code's."""
+
+    def ctxwrap(*args: str) -> Any:
+        out = subprocess.run([*CTXWRAP, *args], env=env, capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    end = time.monotonic() + 15
+    while True:  # the proxy reports after each response, in the background
+        totals = ctxwrap("stats", "--json")["totals"]
+        if totals["llm_calls"] >= calls or time.monotonic() > end:
+            break
+        time.sleep(0.3)
+    assert totals["llm_calls"] == calls
+    sessions = ctxwrap("sessions", "--all", "--json")["sessions"]
+    assert [s["agent"] for s in sessions] == ["claude"]

@@ -300,3 +300,20 @@ def test_the_hook_command_starts_without_the_cli_framework(tmp_path: Path) -> No
     imported = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()}
     assert "ctxwrap.agents.claude.hook" in imported
     assert "click" not in imported and "ctxwrap.cli" not in imported
+
+
+def test_side_requests_are_no_agent_calls(tmp_path: Path) -> None:
+    """The interactive title request (no tools) is paid for but is not a call of the agent."""
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    usage = wire.Usage(input_tokens=10, output_tokens=2, model="claude-x", seen=True)
+    title = {"model": "claude-x", "system": "Generate a concise title", "messages": []}
+    sess.record_call(title, [], usage)
+    main = {**title, "tools": [{"name": "Bash"}]}
+    sess.record_call(main, [], usage)
+    sess.record_call(main, [], usage)
+    calls = [b for p, b in daemon.calls if p == "/v1/llm_call"]
+    turns = [b for p, b in daemon.calls if p == "/v1/turn_end"]
+    assert [c["call_index"] for c in calls] == [0, 1]
+    assert [t["turn_index"] for t in turns] == [0, 1, 2]
+    assert turns[0]["input_tokens"] == 10

@@ -457,7 +457,33 @@ class ClaudeSession:
             return wire.apply_edits(body, self.frozen)
 
     def record_call(self, body: JsonDict, applied: list[Edit], usage: wire.Usage | None) -> None:
-        """Stats of one forwarded request: what it carried and what each mechanism kept out."""
+        """Stats of one forwarded request: what it carried and what each mechanism kept out.
+
+        A side request (no `tools`: the interactive session's title, …) is no call of the
+        agent's conversation: no `/v1/llm_call`, so the session's LLM calls are the agent's
+        own; its provider usage still goes to `/v1/turn_end` — it is paid for, under plain
+        Claude Code just the same.
+        """
+        if body.get("tools"):
+            self._record_agent_call(body, applied)
+        if usage is not None and usage.seen:
+            with self.lock:
+                turn, self.turn_index = self.turn_index, self.turn_index + 1
+            self.daemon.call(
+                "/v1/turn_end",
+                {
+                    "session_id": self.session_id,
+                    "turn_index": turn,
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "cache_read_tokens": usage.cache_read_tokens,
+                    "cache_write_tokens": usage.cache_write_tokens,
+                    "model": f"anthropic/{usage.model}" if usage.model else None,
+                },
+                timeout=3.0,
+            )
+
+    def _record_agent_call(self, body: JsonDict, applied: list[Edit]) -> None:
         size = wire.measure(body)
         present = wire.all_tool_ids(body.get("messages") or [])
         with self.lock:
@@ -495,22 +521,6 @@ class ClaudeSession:
             },
             timeout=3.0,
         )
-        if usage is not None and usage.seen:
-            with self.lock:
-                turn, self.turn_index = self.turn_index, self.turn_index + 1
-            self.daemon.call(
-                "/v1/turn_end",
-                {
-                    "session_id": self.session_id,
-                    "turn_index": turn,
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "cache_read_tokens": usage.cache_read_tokens,
-                    "cache_write_tokens": usage.cache_write_tokens,
-                    "model": f"anthropic/{usage.model}" if usage.model else None,
-                },
-                timeout=3.0,
-            )
 
     # -- the hook path --------------------------------------------------------------------------
 
