@@ -5,8 +5,9 @@ A/B with the real Claude Code, headless: the same script runs under plain `claud
 "Bash(seq:*)" …`) or in the user's settings file (`permissions.allow`). The model asks for an
 allowed command with a large output, an allowed one with a tiny output, and one that is not
 allowed. Both runs must run and deny the same commands; the wrapped run must still digest the
-large output. Each assertion fails if ctxwrap rewrote the command (the PreToolUse wrapper of
-old): Claude Code then checks its rules against the rewrite and denies everything.
+large output; with `--disallowedTools "Bash(touch:*)"` the deny rule must hold as well. The
+tests fail if ctxwrap rewrote the command (the PreToolUse wrapper of old): Claude Code then
+checks its rules against the rewrite.
 """
 
 from __future__ import annotations
@@ -73,17 +74,19 @@ class Outcome:
         return [d["tool_input"]["command"] for d in self.result.get("permission_denials", [])]
 
 
-def run(tmp_path: Path, xdg: Xdg, name: str, *, wrapped: bool, cli_rules: bool) -> Outcome:
+def run(tmp_path: Path, xdg: Xdg, name: str, *, wrapped: bool, rules: str) -> Outcome:
     work = tmp_path / name / "work"
     work.mkdir(parents=True)
     home = tmp_path / name / "home"
     args = ["-p", "go", "--output-format", "json"]
-    if cli_rules:
+    if rules == "allowedTools":
         args += ["--allowedTools", *ALLOW]
+    elif rules == "disallowedTools":  # all of Bash allowed but one command: the deny wins
+        args += ["--allowedTools", "Bash", "Read", "--disallowedTools", "Bash(touch:*)"]
     else:
         (home / ".claude").mkdir(parents=True)
-        rules = {"permissions": {"allow": ALLOW}}
-        (home / ".claude" / "settings.json").write_text(json.dumps(rules))
+        settings = {"permissions": {"allow": ALLOW}}
+        (home / ".claude" / "settings.json").write_text(json.dumps(settings))
     with ScriptedModelServer(SCRIPT) as srv:
         env = claude_env(xdg.env(), home=home, base_url=srv.root_url)
         argv = [*CTXWRAP, "claude"] if wrapped else [env["CTXWRAP_CLAUDE"]]
@@ -96,12 +99,12 @@ def run(tmp_path: Path, xdg: Xdg, name: str, *, wrapped: bool, cli_rules: bool) 
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("cli_rules", [True, False], ids=["allowedTools", "settings-allow"])
+@pytest.mark.parametrize("rules", ["allowedTools", "settings-allow", "disallowedTools"])
 def test_scoped_allow_rules_run_and_deny_the_same_commands(
-    tmp_path: Path, xdg: Xdg, cli_rules: bool
+    tmp_path: Path, xdg: Xdg, rules: str
 ) -> None:
-    plain = run(tmp_path, xdg, "plain", wrapped=False, cli_rules=cli_rules)
-    wrapped = run(tmp_path, xdg, "wrapped", wrapped=True, cli_rules=cli_rules)
+    plain = run(tmp_path, xdg, "plain", wrapped=False, rules=rules)
+    wrapped = run(tmp_path, xdg, "wrapped", wrapped=True, rules=rules)
     big, tiny, denied = "toolu_0_0", "toolu_1_0", "toolu_2_0"
     for o in (plain, wrapped):
         assert len(o.requests) == 4
