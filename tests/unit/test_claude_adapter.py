@@ -317,3 +317,30 @@ def test_side_requests_are_no_agent_calls(tmp_path: Path) -> None:
     assert [c["call_index"] for c in calls] == [0, 1]
     assert [t["turn_index"] for t in turns] == [0, 1, 2]
     assert turns[0]["input_tokens"] == 10
+
+
+def test_first_party_is_claude_codes_own_test() -> None:
+    from ctxwrap.agents.claude.launcher import first_party_env, talks_to_anthropic
+
+    yes = [
+        "",
+        "https://api.anthropic.com",
+        "https://API.anthropic.com:443/",
+        "http://api.anthropic.com:80",
+    ]
+    no = [
+        "https://api.anthropic.com:8443",
+        "https://api.anthropic.com.example.org",
+        "http://127.0.0.1:8080",
+        "not a url",
+    ]
+    for base in yes:
+        assert talks_to_anthropic({"ANTHROPIC_BASE_URL": base}), base
+    for base in no:
+        assert not talks_to_anthropic({"ANTHROPIC_BASE_URL": base}), base
+    assert not talks_to_anthropic({"CLAUDE_CODE_USE_BEDROCK": "1"})
+    assert talks_to_anthropic({"CLAUDE_CODE_USE_BEDROCK": "0"})
+    assert first_party_env({}) == {"ENABLE_TOOL_SEARCH": "true"}
+    assert first_party_env({"ENABLE_TOOL_SEARCH": "0"}) == {}  # theirs
+    # empty is unset to Claude Code: tool search on at Anthropic's endpoint
+    assert first_party_env({"ENABLE_TOOL_SEARCH": ""}) == {"ENABLE_TOOL_SEARCH": "true"}

@@ -114,10 +114,15 @@ def talks_to_anthropic(env: dict[str, str]) -> bool:
     base = env.get("ANTHROPIC_BASE_URL", "").strip()
     if not base:
         return True
-    try:
-        return urlsplit(base).hostname in FIRST_PARTY_HOSTS
+    try:  # as `new URL(base).host`: the port counts unless it is the scheme's default
+        parts = urlsplit(base)
+        host, port = parts.hostname or "", parts.port
     except ValueError:
         return False
+    default = {"https": 443, "http": 80}.get(parts.scheme.lower())
+    if port is not None and port != default:
+        host = f"{host}:{port}"
+    return host in FIRST_PARTY_HOSTS
 
 
 def first_party_env(env: dict[str, str]) -> dict[str, str]:
@@ -128,7 +133,7 @@ def first_party_env(env: dict[str, str]) -> dict[str, str]:
     there and off for any other base URL unless ENABLE_TOOL_SEARCH is set; "true" is the
     mode Claude Code picks by itself for api.anthropic.com.
     """
-    if not talks_to_anthropic(env) or "ENABLE_TOOL_SEARCH" in env:
+    if not talks_to_anthropic(env) or env.get("ENABLE_TOOL_SEARCH"):  # empty is unset to it
         return {}
     return {"ENABLE_TOOL_SEARCH": "true"}
 
