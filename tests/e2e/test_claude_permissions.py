@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,16 @@ class Screen:
                 self.raw += self.child.read_nonblocking(65536, timeout=0.2)
         return self.text
 
+    def poll(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Read the screen until `done()` or the timeout; whether it was done."""
+        end = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > end:
+                return False
+            with contextlib.suppress(pexpect.TIMEOUT):
+                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
+        return True
+
     def type(self, text: str) -> None:
         for ch in text:  # the input box drops a burst sent while it redraws
             self.child.send(ch)
@@ -195,11 +206,15 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
         )
         screen = Screen(child)
         try:
-            screen.wait_for("for shortcuts")
-            time.sleep(1.0)  # let the input box take keystrokes
-            screen.type("run the generator")
-            time.sleep(1.0)
-            child.send("\r")
+            screen.wait_for("for shortcuts", timeout=90)
+            for _ in range(3):  # a loaded machine can drop keystrokes while the TUI settles
+                time.sleep(1.0)  # let the input box take keystrokes
+                screen.type("run the generator")
+                time.sleep(1.0)
+                child.send("\r")
+                if screen.poll(lambda: bool(srv.requests), timeout=45):
+                    break
+                child.sendcontrol("u")  # clear whatever reached the input box
             text = screen.wait_for("Esc to cancel")
             prompt = text[text.rindex("Bash command") : text.rindex("Esc to cancel")]
             # the model's own command, nothing of ours, and the session-wide option
