@@ -149,6 +149,7 @@ def test_big_outputs_reach_the_model_as_digests(tmp_path: Path, xdg: Xdg) -> Non
     steps = [
         {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_pytest.py"}}]},
         {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_log.py"}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo small-fail; exit 2"}}]},
         {"text": "done"},
     ]
     with ScriptedModelServer(steps) as srv:
@@ -157,7 +158,7 @@ def test_big_outputs_reach_the_model_as_digests(tmp_path: Path, xdg: Xdg) -> Non
         (ce.work / "gen_log.py").write_text(GEN_LOG)
         ce.run()
         reqs = srv.main_requests
-        assert len(reqs) == 3
+        assert len(reqs) == 4
         results = tool_results(reqs[-1])
         tests_digest, log_digest = results["toolu_0_0"], results["toolu_1_0"]
         assert isinstance(tests_digest, str) and isinstance(log_digest, str)
@@ -167,7 +168,9 @@ def test_big_outputs_reach_the_model_as_digests(tmp_path: Path, xdg: Xdg) -> Non
         assert "test_parse_header" in tests_digest and "test_round_trip" in tests_digest
         assert "2 failed, 120 passed" in tests_digest
         flags = {b["tool_use_id"]: b.get("is_error") for b in result_blocks(reqs[-1])}
-        assert flags == {"toolu_0_0": True, "toolu_1_0": False}  # as Claude Code set them
+        assert flags == {"toolu_0_0": True, "toolu_1_0": False, "toolu_2_0": True}
+        # a small failing command: Claude Code's own error, untouched (issue 20)
+        assert results["toolu_2_0"] == "Exit code 2\nsmall-fail"
         # the commands ran as the model asked: no wrapper, no marker of ours anywhere
         assert tool_uses(reqs[-1])["toolu_0_0"] == {"command": "python3 gen_pytest.py"}
         assert "CTXWRAP-EXIT" not in json.dumps([r.body for r in reqs])
