@@ -80,7 +80,9 @@ Anthropic Messages (what Claude Code 2.1 sends; see docs/research/claude-code-no
 error step answers ``{"type": "error", "error": {...}}``. Aux requests are recognised by a
 ``system`` (string or text blocks) starting with ``[ctxwrap-aux:<task>]``.
 ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` (kind ``count_tokens``);
-``HEAD /`` answers 200 with no body. :attr:`ScriptedModelServer.all_requests` records every
+``HEAD /`` answers 200 with no body. With ``side_text`` set, a request without ``tools``
+(Claude Code's title and other side requests) gets that text, as kind ``side``, and never a
+script step. :attr:`ScriptedModelServer.all_requests` records every
 HTTP request (method, path, headers, body); :attr:`requests` only the model calls.
 
 Usage comes from a simulated prompt cache (:class:`PromptCacheSim`), so cache figures behave
@@ -138,7 +140,7 @@ AUX_MARKER_RE = re.compile(r"^\s*\[ctxwrap-aux:([A-Za-z0-9_-]+)\]")
 _STREAM_TEXT_CHUNK = 32
 
 JsonObj = dict[str, Any]
-RequestKind = Literal["main", "aux", "summary", "count_tokens", "other"]
+RequestKind = Literal["main", "aux", "summary", "side", "count_tokens", "other"]
 ApiKind = Literal["openai", "anthropic", "responses"]  # responses: see responses_api.py
 # pi's compaction summariser (1.6 and 0.73 core/compaction/utils.js): answered with
 # `summary_text`, never from the script, so a session that compacts keeps its steps.
@@ -474,8 +476,13 @@ class ScriptedModelServer:
         cache_simulation: bool = False,
         summary_text: str = DEFAULT_SUMMARY_TEXT,
         cache_ttl_s: float = 300.0,
+        side_text: str | None = None,
     ) -> None:
-        """cache_simulation: report ``usage.prompt_tokens_details.cached_tokens`` like an
+        """side_text: answer Claude Code's side requests (an Anthropic request without
+        ``tools``: the interactive session's title, …) with this text, as kind ``side``,
+        without consuming the script; None: they take script steps like any request.
+
+        cache_simulation: report ``usage.prompt_tokens_details.cached_tokens`` like an
         OpenAI-style automatic prefix cache: the leading messages (and tools) identical to
         the previous main request's, as prompt tokens (no minimum size, no expiry)."""
         self.steps = tuple(ScriptStep.from_json(s, i) for i, s in enumerate(script))
@@ -487,6 +494,7 @@ class ScriptedModelServer:
         self.model_id = model_id
         self.cache_simulation = cache_simulation
         self.summary_text = summary_text
+        self.side_text = side_text
         self._cached_prefix: list[str] = []
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -572,6 +580,11 @@ class ScriptedModelServer:
         return [r for r in self.requests if r.kind == "summary"]
 
     @property
+    def side_requests(self) -> list[RecordedRequest]:
+        """Claude Code's tool-less side requests (only told apart with ``side_text``)."""
+        return [r for r in self.requests if r.kind == "side"]
+
+    @property
     def steps_consumed(self) -> int:
         with self._lock:
             return self._next_step
@@ -599,7 +612,7 @@ class ScriptedModelServer:
 
     def _record(self, rec: RecordedRequest) -> None:
         with self._changed:
-            if rec.kind in ("main", "aux", "summary"):  # model calls
+            if rec.kind in ("main", "aux", "summary", "side"):  # model calls
                 self._requests.append(rec)
             self._all.append(rec)
             if self.requests_log is not None:
@@ -624,6 +637,13 @@ class ScriptedModelServer:
             reply.usage = self._usage_of(api, body, reply, now)
             self._record(
                 RecordedRequest("summary", body, now, None, None, path, headers, usage=reply.usage)
+            )
+            return reply
+        if api == "anthropic" and self.side_text is not None and not body.get("tools"):
+            reply = _Reply(self.side_text)
+            reply.usage = self._usage_of(api, body, reply, now)
+            self._record(
+                RecordedRequest("side", body, now, None, None, path, headers, usage=reply.usage)
             )
             return reply
         cached = self._simulate_cache(body) if self.cache_simulation and api == "openai" else None

@@ -35,12 +35,14 @@ pytestmark = [
 
 DROP = {"task": "tag", "match": "DROP-ME-MARKER", "answer": {"decision": "DROP"}}
 
+# A failing run: Claude Code keeps only "Exit code N" and the first 10,000 chars of a failing
+# command's output (for its hooks and its model alike); this one fits, at ~9,300 chars.
 GEN_PYTEST = r"""
 import sys
 print("============================= test session starts ==============================")
-print("collected 12000 items")
-for i in range(11990):
-    print(f"tests/test_bulk.py::test_case_{i:05d} PASSED" + " " * 20 + f"[{i * 100 // 12000:3d}%]")
+print("collected 122 items")
+for i in range(120):
+    print(f"tests/test_bulk.py::test_case_{i:05d} PASSED" + " " * 20 + f"[{i * 100 // 122:3d}%]")
 print("tests/test_core.py::test_parse_header FAILED")
 print("tests/test_core.py::test_round_trip FAILED")
 print("=================================== FAILURES ===================================")
@@ -51,7 +53,7 @@ print("E       ValueError: bad checksum 0xdeadbeef")
 print("=========================== short test summary info ============================")
 print("FAILED tests/test_core.py::test_parse_header - AssertionError: header mismatch")
 print("FAILED tests/test_core.py::test_round_trip - ValueError: bad checksum 0xdeadbeef")
-print("================= 2 failed, 11990 passed in 41.17s =================")
+print("================= 2 failed, 120 passed in 41.17s =================")
 sys.exit(1)
 """
 
@@ -86,6 +88,15 @@ def tool_results(req: RecordedRequest) -> dict[str, Any]:
             if isinstance(b, dict) and b.get("type") == "tool_result":
                 out[b["tool_use_id"]] = b.get("content")
     return out
+
+
+def result_blocks(req: RecordedRequest) -> list[dict[str, Any]]:
+    return [
+        b
+        for m in req.body.get("messages", [])
+        for b in (m.get("content") if isinstance(m.get("content"), list) else [])
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
 
 
 def tool_uses(req: RecordedRequest) -> dict[str, dict[str, Any]]:
@@ -138,6 +149,7 @@ def test_big_outputs_reach_the_model_as_digests(tmp_path: Path, xdg: Xdg) -> Non
     steps = [
         {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_pytest.py"}}]},
         {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_log.py"}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo small-fail; exit 2"}}]},
         {"text": "done"},
     ]
     with ScriptedModelServer(steps) as srv:
@@ -146,15 +158,22 @@ def test_big_outputs_reach_the_model_as_digests(tmp_path: Path, xdg: Xdg) -> Non
         (ce.work / "gen_log.py").write_text(GEN_LOG)
         ce.run()
         reqs = srv.main_requests
-        assert len(reqs) == 3
+        assert len(reqs) == 4
         results = tool_results(reqs[-1])
         tests_digest, log_digest = results["toolu_0_0"], results["toolu_1_0"]
         assert isinstance(tests_digest, str) and isinstance(log_digest, str)
-        # the failing run: failing tests, the summary, the exit status
+        # the failing run: failing tests, the summary, the exit status — and still an error
         assert tests_digest.startswith("[ctxwrap digest of bash output")
         assert "exit code 1" in tests_digest
         assert "test_parse_header" in tests_digest and "test_round_trip" in tests_digest
-        assert "2 failed, 11990 passed" in tests_digest
+        assert "2 failed, 120 passed" in tests_digest
+        flags = {b["tool_use_id"]: b.get("is_error") for b in result_blocks(reqs[-1])}
+        assert flags == {"toolu_0_0": True, "toolu_1_0": False, "toolu_2_0": True}
+        # a small failing command: Claude Code's own error, untouched (issue 20)
+        assert results["toolu_2_0"] == "Exit code 2\nsmall-fail"
+        # the commands ran as the model asked: no wrapper, no marker of ours anywhere
+        assert tool_uses(reqs[-1])["toolu_0_0"] == {"command": "python3 gen_pytest.py"}
+        assert "CTXWRAP-EXIT" not in json.dumps([r.body for r in reqs])
         # the log above Claude Code's own cap: digested from the whole saved file
         assert re.match(r"\[ctxwrap digest of bash output — 60,00\d lines", log_digest)
         assert "exit code 0" in log_digest

@@ -181,7 +181,9 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
             conv.read("toolu_new", "new.py", NEW)
             conv.answer("task two done")
             conv.prompt("and the tests?")  # warm: nothing more is masked
-            saved = wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
+            # the title request is no agent call: it has no llm_calls row
+            agent_calls = [r for r in srv.main_requests if r.body.get("tools")]
+            saved = wait_for_saved_amnesia(xdg, calls=len(agent_calls))
         finally:
             proxy.close()
         main = [r.body for r in srv.main_requests]

@@ -133,7 +133,7 @@ def test_user_settings_are_merged_not_replaced(tmp_path: Path) -> None:
     assert merged["model"] == "x"
     post = merged["hooks"]["PostToolUse"]
     assert post[0]["matcher"] == "Edit" and post[1]["hooks"][0]["command"] == "HOOK"
-    assert merged["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
+    assert "PreToolUse" not in merged["hooks"]
     assert split_settings_arg(["--settings={}", "--", "--settings", "x"]) == (
         ["--", "--settings", "x"],
         "{}",
@@ -148,80 +148,117 @@ def _session(tmp_path: Path) -> ClaudeSession:
     return sess
 
 
-def test_wrapped_bash_reports_its_exit_status_and_is_unwrapped(tmp_path: Path) -> None:
-    sess = _session(tmp_path)
-    pre = sess.handle_hook(
-        {
-            "hook_event_name": "PreToolUse",
-            "tool_name": "Bash",
-            "tool_use_id": "b1",
-            "tool_input": {"command": "make test", "description": "d"},
-        }
-    )
-    wrapped = pre["hookSpecificOutput"]["updatedInput"]
-    assert wrapped["description"] == "d"
-    assert wrapped["command"].startswith("{ make test\n}; ")
-    # a small failing output: unwrapped to what plain Claude Code shows, no digest
-    marker = f"\n{sess.exit_marker} 2\n"
-    post = sess.handle_hook(
-        {
-            "hook_event_name": "PostToolUse",
-            "tool_name": "Bash",
-            "tool_use_id": "b1",
-            "tool_input": wrapped,
-            "tool_response": {"stdout": "boom" + marker, "stderr": "", "interrupted": False},
-        }
-    )
-    out = post["hookSpecificOutput"]["updatedToolOutput"]
-    assert out == {"stdout": "Exit code 2\nboom", "stderr": "", "interrupted": False}
-    # output that merely prints a marker-like line is not taken for ours
-    forged = "CTXWRAP-EXIT-000000000000 0"
-    assert sess._exit_status("x\n" + forged) == ("x\n" + forged, None)
+class FakeDaemon(DaemonLink):
+    """Answers /v1/tool_result with a digest and /v1/context with no edits; records calls."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def call(
+        self, path: str, body: dict[str, Any], timeout: float, *, retry: bool = True
+    ) -> dict[str, Any] | None:
+        self.calls.append((path, body))
+        if path == "/v1/tool_result":
+            return {"action": "replace", "text": f"[digest of {len(body['text'])} chars]"}
+        if path == "/v1/sessions/start":
+            return {"config": {}}
+        return {"edits": []}
 
 
-def test_no_wrap_while_the_daemon_is_unknown(tmp_path: Path) -> None:
+def _bash_round(cid: str, command: str, result: dict[str, Any]) -> dict[str, Any]:
+    tool_use = {"type": "tool_use", "id": cid, "name": "Bash", "input": {"command": command}}
+    return {
+        "model": "m",
+        "tools": [{"name": "Bash"}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [tool_use]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": cid, **result}]},
+        ],
+    }
+
+
+def test_no_bash_command_is_ever_rewritten(tmp_path: Path) -> None:
+    """Claude Code's permission rules must see the model's own command (issue 20)."""
+    settings = hook_settings("HOOK")["hooks"]
+    assert "PreToolUse" not in settings
+    assert "Bash" in settings["PostToolUse"][0]["matcher"].split("|")
+    assert "Bash" in settings["PostToolUseFailure"][0]["matcher"].split("|")
+    # a PreToolUse event (a settings file of an older ctxwrap) gets no answer at all
     sess = _session(tmp_path)
-    sess.registered = False
     event = {
         "hook_event_name": "PreToolUse",
         "tool_name": "Bash",
         "tool_use_id": "b1",
-        "tool_input": {"command": "ls"},
+        "tool_input": {"command": "seq 1 5"},
     }
     assert sess.handle_hook(event) == {}
-    sess.registered = True
-    assert sess.handle_hook(event) != {}
-    background = {**event, "tool_input": {"command": "ls", "run_in_background": True}}
-    assert sess.handle_hook(background) == {}
 
 
-def test_daemon_down_above_the_cap_gives_head_and_tail(tmp_path: Path) -> None:
-    sess = _session(tmp_path)
-    saved = tmp_path / "proj" / "tool-results" / "abc.txt"
-    saved.parent.mkdir(parents=True)
-    lines = [f"line {i}" for i in range(20000)] + ["= 3 failed, 9 passed ="]
-    saved.write_text("\n".join(lines) + f"\n\n{sess.exit_marker} 1\n")
-    post = sess.handle_hook(
-        {
-            "hook_event_name": "PostToolUse",
-            "tool_name": "Bash",
-            "tool_use_id": "b9",
-            "tool_input": {"command": "wrapped"},
-            "tool_response": {
-                "stdout": "\n".join(lines)[:30000],
-                "stderr": "",
-                "persistedOutputPath": str(saved),
-                "persistedOutputSize": saved.stat().st_size,
-            },
-        }
+def test_small_bash_output_is_claude_codes_own(tmp_path: Path) -> None:
+    sess = ClaudeSession("s", daemon=FakeDaemon(), state_file=None, aux=None, start_info={})
+    ok = {
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": "b1",
+        "tool_input": {"command": "echo hi"},
+        "tool_response": {"stdout": "hi", "stderr": "", "interrupted": False},
+    }
+    assert sess.handle_hook(ok) == {}
+    failed = {
+        "hook_event_name": "PostToolUseFailure",
+        "tool_name": "Bash",
+        "tool_use_id": "b2",
+        "tool_input": {"command": "false"},
+        "error": "Exit code 2\nboom",
+    }
+    assert sess.handle_hook(failed) == {}
+    body = _bash_round("b2", "false", {"content": "Exit code 2\nboom", "is_error": True})
+    sess.prepare({**body, "messages": body["messages"][:1]})
+    want = json.loads(json.dumps(body))
+    assert sess.prepare(body) == []
+    assert body == want  # "Exit code 2" stays an error, as plain Claude Code sent it
+
+
+def test_large_bash_outputs_are_digested_with_their_own_status(tmp_path: Path) -> None:
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    big = "".join(f"line {i}\n" for i in range(2000))
+    ok = {
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": "b1",
+        "tool_input": {"command": "seq 1 2000"},
+        "tool_response": {"stdout": big, "stderr": "", "interrupted": False},
+    }
+    out = sess.handle_hook(ok)["hookSpecificOutput"]["updatedToolOutput"]
+    assert out == {"stdout": f"[digest of {len(big)} chars]", "stderr": "", "interrupted": False}
+    [(_, req)] = [c for c in daemon.calls if c[0] == "/v1/tool_result"]
+    assert (req["is_error"], req["exit_code"], req["input"]) == (
+        False,
+        None,
+        {"command": "seq 1 2000"},
     )
-    out = post["hookSpecificOutput"]["updatedToolOutput"]
-    assert "persistedOutputPath" not in out
-    text = out["stdout"]
-    assert text.startswith("Exit code 1\nline 0\n")
-    assert text.rstrip().endswith("= 3 failed, 9 passed =")
-    assert sess.exit_marker not in text
-    assert len(text) < 6000
+    # a failing one: digested now, applied to the tool_result when it is first sent
+    error = "Exit code 1\n" + big[:10_000]
+    failed = {
+        "hook_event_name": "PostToolUseFailure",
+        "tool_name": "Bash",
+        "tool_use_id": "b2",
+        "tool_input": {"command": "make test"},
+        "error": error,
+    }
+    assert sess.handle_hook(failed) == {}
+    req = [c for c in daemon.calls if c[0] == "/v1/tool_result"][-1][1]
+    assert (req["is_error"], req["exit_code"], req["text"]) == (True, 1, big[:10_000])
+    body = _bash_round("b2", "make test", {"content": error, "is_error": True})
+    sess.prepare({**body, "messages": body["messages"][:1]})  # the session's first request
+    [edit] = sess.prepare(body)
+    block = body["messages"][2]["content"][0]
+    assert block["content"] == "[digest of 10000 chars]"
+    assert block["is_error"] is True  # the agent's own flag, untouched
+    assert edit.savedChars == len(error) - len(block["content"])
 
 
 def test_doctor_checks_claude(monkeypatch: Any) -> None:
@@ -263,3 +300,47 @@ def test_the_hook_command_starts_without_the_cli_framework(tmp_path: Path) -> No
     imported = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()}
     assert "ctxwrap.agents.claude.hook" in imported
     assert "click" not in imported and "ctxwrap.cli" not in imported
+
+
+def test_side_requests_are_no_agent_calls(tmp_path: Path) -> None:
+    """The interactive title request (no tools) is paid for but is not a call of the agent."""
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    usage = wire.Usage(input_tokens=10, output_tokens=2, model="claude-x", seen=True)
+    title = {"model": "claude-x", "system": "Generate a concise title", "messages": []}
+    sess.record_call(title, [], usage)
+    main = {**title, "tools": [{"name": "Bash"}]}
+    sess.record_call(main, [], usage)
+    sess.record_call(main, [], usage)
+    calls = [b for p, b in daemon.calls if p == "/v1/llm_call"]
+    turns = [b for p, b in daemon.calls if p == "/v1/turn_end"]
+    assert [c["call_index"] for c in calls] == [0, 1]
+    assert [t["turn_index"] for t in turns] == [0, 1, 2]
+    assert turns[0]["input_tokens"] == 10
+
+
+def test_first_party_is_claude_codes_own_test() -> None:
+    from ctxwrap.agents.claude.launcher import first_party_env, talks_to_anthropic
+
+    yes = [
+        "",
+        "https://api.anthropic.com",
+        "https://API.anthropic.com:443/",
+        "http://api.anthropic.com:80",
+    ]
+    no = [
+        "https://api.anthropic.com:8443",
+        "https://api.anthropic.com.example.org",
+        "http://127.0.0.1:8080",
+        "not a url",
+    ]
+    for base in yes:
+        assert talks_to_anthropic({"ANTHROPIC_BASE_URL": base}), base
+    for base in no:
+        assert not talks_to_anthropic({"ANTHROPIC_BASE_URL": base}), base
+    assert not talks_to_anthropic({"CLAUDE_CODE_USE_BEDROCK": "1"})
+    assert talks_to_anthropic({"CLAUDE_CODE_USE_BEDROCK": "0"})
+    assert first_party_env({}) == {"ENABLE_TOOL_SEARCH": "true"}
+    assert first_party_env({"ENABLE_TOOL_SEARCH": "0"}) == {}  # theirs
+    # empty is unset to Claude Code: tool search on at Anthropic's endpoint
+    assert first_party_env({"ENABLE_TOOL_SEARCH": ""}) == {"ENABLE_TOOL_SEARCH": "true"}

@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ctxwrap import __version__, paths
 from ctxwrap.daemon.argv import daemon_run_argv
@@ -83,14 +84,58 @@ def hook_settings(command: str) -> dict[str, Any]:
     entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
     return {
         "hooks": {
-            # Bash runs wrapped so that a failing command's output is not cut at 10,000 chars.
-            "PreToolUse": [{"matcher": "Bash", "hooks": [entry]}],
+            # No PreToolUse: the command the model asked for is what Claude Code's permission
+            # rules see and what runs (a rewritten one breaks `Bash(npm test:*)` rules).
             "PostToolUse": [{"matcher": HOOK_TOOLS, "hooks": [entry]}],
             # A failing command skips PostToolUse; its output is digested on the request path.
             # A failed Read/Grep/Glob ends its call, so its round's tag batch need not wait.
             "PostToolUseFailure": [{"matcher": "Bash|Read|Grep|Glob", "hooks": [entry]}],
         }
     }
+
+
+# Claude Code (2.1.197) switches some of its own behaviour off when ANTHROPIC_BASE_URL is not
+# Anthropic's host, as it is behind our loopback proxy: docs/research/claude-code-base-url.md.
+FIRST_PARTY_HOSTS = frozenset({"api.anthropic.com"})  # Claude Code's own test (its `wrt`)
+OTHER_PROVIDER_VARS = (
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "CLAUDE_CODE_USE_ANTHROPIC_AWS",
+    "CLAUDE_CODE_USE_MANTLE",
+    "CLAUDE_CODE_USE_GATEWAY",
+)
+
+
+def talks_to_anthropic(env: dict[str, str]) -> bool:
+    """Plain Claude Code would talk to Anthropic's own endpoint (not a gateway, not a cloud)."""
+    if any(env.get(v, "").strip() not in ("", "0", "false", "no") for v in OTHER_PROVIDER_VARS):
+        return False
+    base = env.get("ANTHROPIC_BASE_URL", "").strip()
+    if not base:
+        return True
+    try:  # as `new URL(base).host`: the port counts unless it is the scheme's default
+        parts = urlsplit(base)
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return False
+    default = {"https": 443, "http": 80}.get(parts.scheme.lower())
+    if port is not None and port != default:
+        host = f"{host}:{port}"
+    return host in FIRST_PARTY_HOSTS
+
+
+def first_party_env(env: dict[str, str]) -> dict[str, str]:
+    """Variables that keep Claude Code's first-party behaviour behind the loopback proxy.
+
+    Only when plain Claude Code would talk to Anthropic's endpoint, and never over the
+    user's own setting: tool search (deferred tools, the `ToolSearch` tool) is on by default
+    there and off for any other base URL unless ENABLE_TOOL_SEARCH is set; "true" is the
+    mode Claude Code picks by itself for api.anthropic.com.
+    """
+    if not talks_to_anthropic(env) or env.get("ENABLE_TOOL_SEARCH"):  # empty is unset to it
+        return {}
+    return {"ENABLE_TOOL_SEARCH": "true"}
 
 
 def split_settings_arg(args: list[str]) -> tuple[list[str], str | None]:
@@ -208,6 +253,7 @@ def run_claude(args: list[str]) -> int:
                 settings_file.unlink()
         return run_child([*claude.argv, *args], dict(os.environ))
     env = dict(os.environ)
+    env.update(first_party_env(env))  # before ANTHROPIC_BASE_URL becomes ours
     env.update(
         {
             "ANTHROPIC_BASE_URL": proxy.base_url,

@@ -343,7 +343,16 @@ def _background(fn: Callable[[], None]) -> None:
     threading.Thread(target=run, name="ctxwrap-claude-stats", daemon=True).start()
 
 
+UPSTREAM_OVERRIDE = "CTXWRAP_CLAUDE_UPSTREAM"
+
+
 def upstream_from_env(env: dict[str, str] | None = None) -> str:
-    """The user's own ANTHROPIC_BASE_URL if they had one, else the public endpoint."""
-    value = (env if env is not None else os.environ).get("ANTHROPIC_BASE_URL", "").strip()
+    """Where the proxy forwards: the user's own ANTHROPIC_BASE_URL, else the public endpoint.
+
+    ``CTXWRAP_CLAUDE_UPSTREAM`` overrides both and stands for Anthropic's own endpoint (a
+    pass-through egress proxy, or the scripted server in tests): Claude Code then behaves as
+    it does toward api.anthropic.com (launcher.first_party_env).
+    """
+    env = env if env is not None else dict(os.environ)
+    value = env.get(UPSTREAM_OVERRIDE, "").strip() or env.get("ANTHROPIC_BASE_URL", "").strip()
     return value.rstrip("/") if value else DEFAULT_UPSTREAM

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -55,9 +54,6 @@ AuxRunner = Callable[
 AMNESIA_HOOK_TOOLS = {"Read": "read", "Grep": "grep", "Glob": "find"}
 BASH_DEADLINE_S = 15.0  # like the bridge's bash call: the digest is worth a short wait
 WRITE_CONTENT_MAX = 64 * 1024
-FAILED_OUTPUT_CAP = 10_000  # what Claude Code 2.1 keeps of a failing command's output
-FALLBACK_HEAD_CHARS = 1500
-FALLBACK_TAIL_BYTES = 3000  # the daemon needs the head of a file for a fact, not all of it
 TAG_BATCH_MAX = 16  # results per /v1/tag_batch (the bridge's chunk size)
 _RECALL_HINT_RE = re.compile(r'ctx_recall\(handle="([A-Za-z0-9_-]+)", pattern=\.\.\.\)')
 
@@ -194,10 +190,6 @@ class ClaudeSession:
         self.call_index = 0
         self.turn_index = 0
         self.lock = threading.RLock()
-        # Bash commands run wrapped so that a failing one still reaches PostToolUse whole; the
-        # wrapper ends the output with this marker and the real exit status.
-        self.exit_marker = f"CTXWRAP-EXIT-{secrets.token_hex(6)}"
-        self.original_commands: dict[str, str] = {}
         self.facts: dict[str, str] = {}  # Write tool_use_id → its one-line fact
         # Prompt-cache state per conversation (cache_state.py), kept across `--continue`.
         self.conversations: dict[str, CacheState] = {}
@@ -465,7 +457,33 @@ class ClaudeSession:
             return wire.apply_edits(body, self.frozen)
 
     def record_call(self, body: JsonDict, applied: list[Edit], usage: wire.Usage | None) -> None:
-        """Stats of one forwarded request: what it carried and what each mechanism kept out."""
+        """Stats of one forwarded request: what it carried and what each mechanism kept out.
+
+        A side request (no `tools`: the interactive session's title, …) is no call of the
+        agent's conversation: no `/v1/llm_call`, so the session's LLM calls are the agent's
+        own; its provider usage still goes to `/v1/turn_end` — it is paid for, under plain
+        Claude Code just the same.
+        """
+        if body.get("tools"):
+            self._record_agent_call(body, applied)
+        if usage is not None and usage.seen:
+            with self.lock:
+                turn, self.turn_index = self.turn_index, self.turn_index + 1
+            self.daemon.call(
+                "/v1/turn_end",
+                {
+                    "session_id": self.session_id,
+                    "turn_index": turn,
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "cache_read_tokens": usage.cache_read_tokens,
+                    "cache_write_tokens": usage.cache_write_tokens,
+                    "model": f"anthropic/{usage.model}" if usage.model else None,
+                },
+                timeout=3.0,
+            )
+
+    def _record_agent_call(self, body: JsonDict, applied: list[Edit]) -> None:
         size = wire.measure(body)
         present = wire.all_tool_ids(body.get("messages") or [])
         with self.lock:
@@ -503,22 +521,6 @@ class ClaudeSession:
             },
             timeout=3.0,
         )
-        if usage is not None and usage.seen:
-            with self.lock:
-                turn, self.turn_index = self.turn_index, self.turn_index + 1
-            self.daemon.call(
-                "/v1/turn_end",
-                {
-                    "session_id": self.session_id,
-                    "turn_index": turn,
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "cache_read_tokens": usage.cache_read_tokens,
-                    "cache_write_tokens": usage.cache_write_tokens,
-                    "model": f"anthropic/{usage.model}" if usage.model else None,
-                },
-                timeout=3.0,
-            )
 
     # -- the hook path --------------------------------------------------------------------------
 
@@ -532,8 +534,6 @@ class ClaudeSession:
         self.ensure_registered()
         if self.cfg.get("off"):
             return {}
-        if tool == "Bash" and name == "PreToolUse":
-            return self._wrap_command(cid, event)
         if tool == "Bash" and name == "PostToolUse":
             return self._bash_success(cid, event)
         if tool == "Bash" and name == "PostToolUseFailure":
@@ -555,7 +555,7 @@ class ClaudeSession:
         return {}
 
     def _digest(
-        self, cid: str, command: str, text: str, exit_code: int, full_path: str | None
+        self, cid: str, command: str, text: str, exit_code: int | None, full_path: str | None
     ) -> str | None:
         deadline = time.monotonic() + BASH_DEADLINE_S
         reply = self.daemon.call(
@@ -566,7 +566,7 @@ class ClaudeSession:
                 "tool_name": "bash",
                 "input": {"command": command},
                 "text": text,
-                "is_error": exit_code != 0,
+                "is_error": exit_code not in (None, 0),
                 "full_output_path": full_path,
                 "exit_code": exit_code,
             },
@@ -582,96 +582,31 @@ class ClaudeSession:
                 digest = better
         return recall_hint(digest)
 
-    def _wrap_command(self, cid: str, event: JsonDict) -> JsonDict:
-        """PreToolUse: run the command so that it always exits 0 and reports its status last.
-
-        Claude Code gives a failing command's hooks and model only its first 10,000 chars
-        (docs/research/claude-code-notes.md) — the failures and the summary of a long test run
-        are lost. Wrapped, the output goes through PostToolUse whole (or saved to a file above
-        the cap) and the digest carries the real exit status. The model's history keeps the
-        original command. Only wrapped while the daemon answers, so a wrapped output is
-        almost always unwrapped again by the PostToolUse hook.
-        """
-        tool_input = event.get("tool_input")
-        command = tool_input.get("command") if isinstance(tool_input, dict) else None
-        if not isinstance(command, str) or not command.strip() or not self.registered:
-            return {}
-        if isinstance(tool_input, dict) and tool_input.get("run_in_background"):
-            return {}  # its output is read later through another tool, past our unwrapping
-        if not self.cfg.get("bash", True) or command.rstrip().endswith("\\"):
-            return {}
-        with self.lock:
-            self.original_commands[cid] = command
-        wrapped = (
-            "{ " + command + "\n}; __ctxwrap_rc=$?; "
-            f"printf '\\n{self.exit_marker} %d\\n' \"$__ctxwrap_rc\""
-        )
-        return {
-            "hookSpecificOutput": {
-                "hookEventName": "PreToolUse",
-                "updatedInput": {**(tool_input or {}), "command": wrapped},
-            }
-        }
-
-    def _exit_status(self, text: str) -> tuple[str, int | None]:
-        """The output without our marker line, and the status it reported (None: not wrapped)."""
-        m = re.search(r"\n?" + re.escape(self.exit_marker) + r" (\d+)\n?\s*$", text)
-        if m is None:
-            return text, None
-        return text[: m.start()], int(m.group(1))
-
-    def _tail_of_file(self, path: str) -> str:
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(max(0, os.path.getsize(path) - 256))
-                return fh.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
     def _bash_success(self, cid: str, event: JsonDict) -> JsonDict:
+        """PostToolUse: a command that succeeded (in Claude Code's judgement): digest or leave it.
+
+        The command ran exactly as the model asked and Claude Code's permission rules saw it
+        (ctxwrap never rewrites it). Over `bash_min_tokens`, or above Claude Code's own cap
+        (the full output then is in its saved file), the model gets the daemon's digest;
+        otherwise, and on any failure of ours, Claude Code's own output.
+        """
         resp = event.get("tool_response")
-        if not isinstance(resp, dict):
+        if not isinstance(resp, dict) or resp.get("isImage") or resp.get("backgroundTaskId"):
             return {}
-        with self.lock:
-            command = self.original_commands.pop(cid, None) or _command_of(event)
-        stdout, exit_code = self._exit_status(str(resp.get("stdout") or ""))
+        stdout = str(resp.get("stdout") or "")
         stderr = str(resp.get("stderr") or "")
         persisted = _persisted_path(resp.get("persistedOutputPath"))
-        if persisted is not None and exit_code is None:
-            exit_code = self._exit_status(self._tail_of_file(persisted))[1]
         text = stdout + ("\n" + stderr if stderr else "")
-        unwrapped = {
-            k: v for k, v in resp.items() if k not in ("persistedOutputPath", "persistedOutputSize")
-        }
-        if exit_code:
-            # what plain Claude Code shows for a failing command
-            unwrapped["stdout"] = f"Exit code {exit_code}\n{stdout}"
-        else:
-            unwrapped["stdout"] = stdout
-        if exit_code is not None and persisted is not None:
-            # No digest (our side failed): a bounded head and tail instead of Claude Code's
-            # 2 KB head-only preview, so a wrapped command's status and summary still show.
-            unwrapped["stdout"] = self._fallback_view(stdout, persisted, exit_code)
-        plain_output = (
-            {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": unwrapped}}
-            if exit_code is not None
-            else {}
-        )
         threshold = self._cfg_int("bash_min_tokens", 2000)
         if persisted is None and (len(text) + 3) // 4 < threshold:
-            return plain_output
-        digest = self._digest(cid, command, text, exit_code or 0, persisted)
+            return {}
+        # Claude Code reports no exit status for a command it did not call failed (`grep`
+        # finding nothing exits 1): the daemon reads None as success.
+        digest = self._digest(cid, _command_of(event), text, None, persisted)
         if digest is None:
-            return plain_output
-        digest = "\n".join(line for line in digest.split("\n") if self.exit_marker not in line)
+            return {}
         size = int(resp.get("persistedOutputSize") or 0) if persisted else u16len(text)
-        if exit_code:
-            # Plain Claude Code sends a failing command's first 10,000 chars only.
-            plain = u16len(f"Exit code {exit_code}\n") + min(size, FAILED_OUTPUT_CAP)
-        elif persisted is not None:
-            plain = _persisted_preview_chars(persisted, size)
-        else:
-            plain = u16len(text)
+        plain = _persisted_preview_chars(persisted, size) if persisted else u16len(text)
         with self.lock:
             self.digests[cid] = DigestRecord(plain, u16len(digest))
             self._persist([{"digest": [cid, plain, u16len(digest)]}])
@@ -681,26 +616,14 @@ class ClaudeSession:
         out.update(stdout=digest, stderr="")
         return {"hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedToolOutput": out}}
 
-    def _fallback_view(self, head_text: str, path: str, exit_code: int) -> str:
-        tail = ""
-        try:
-            with open(path, "rb") as fh:
-                size = os.path.getsize(path)
-                fh.seek(max(0, size - FALLBACK_TAIL_BYTES))
-                tail = fh.read().decode("utf-8", "replace")
-        except OSError:
-            size = 0
-        tail = self._exit_status(tail)[0]
-        head = head_text[:FALLBACK_HEAD_CHARS]
-        status = f"Exit code {exit_code}\n" if exit_code else ""
-        return (
-            f"{status}{head}\n[… ctxwrap: {size:,} bytes in all, the middle is omitted; "
-            f"full output: {path} …]\n{tail}"
-        )
-
     def _bash_failure(self, cid: str, event: JsonDict) -> None:
-        # PostToolUseFailure cannot replace the output (docs/research/claude-code-notes.md):
-        # digest now, and the proxy applies it as a frozen edit when the result is first sent.
+        """PostToolUseFailure of a failing command: digest what Claude Code kept of it.
+
+        The hook cannot replace the output (docs/research/claude-code-notes.md): the digest
+        becomes a frozen tail edit of the `tool_result` in the next request, whose `is_error`
+        stays Claude Code's own. `error` is exactly that result's text: "Exit code N" and the
+        first 10,000 chars of the output (Claude Code 2.1 keeps no more of a failing command).
+        """
         error = event.get("error")
         if not isinstance(error, str):
             return
