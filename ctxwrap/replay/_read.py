@@ -1,16 +1,19 @@
-"""Streaming readers of agent session files: pi (1.x and 0.73, session format v3) and Claude
-Code transcripts. Each yields normalised events; nothing here holds more than one entry.
+"""Streaming readers of agent session files: pi (1.x and 0.73: session formats v1, v2 and v3,
+the older ones migrated as pi migrates them on load) and Claude Code transcripts. Each yields
+normalised events; nothing here holds more than one entry.
 
 A line longer than MAX_LINE_BYTES is skipped without being read into memory whole; a line that
-is not JSON, not an object, or of an unknown type is counted with a reason and skipped. The
-files are opened read-only and never written.
+is not JSON, not an object, or of an unknown type is counted with a reason and skipped. A line
+holding several JSON objects written back to back (a real pi write race) yields each of them.
+The files are opened read-only and never written.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -66,6 +69,13 @@ class Message:
     usage_prompt_tokens: int | None = None
     output_tokens: int = 0
     model: str | None = None
+    # assistant only: the provider's own split of usage_prompt_tokens, where the file records
+    # it (None: not recorded). Cache writes with a 1-hour TTL are billed 2x input, 5-minute ones
+    # 1.25x; Claude Code records the split in usage.cache_creation.
+    usage_input_tokens: int | None = None  # uncached input
+    usage_cache_read_tokens: int | None = None
+    usage_cache_write_tokens: int | None = None  # all cache writes (5 m + 1 h)
+    usage_cache_write_1h_tokens: int | None = None  # of which with a 1-hour TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +100,14 @@ class Header:
     cwd: str | None
     ts: float | None
     version: str | None = None
+    # how the file was written: "pi v1" (migrated as pi does), "pi v3", "claude", "claude
+    # sub-agent", …
+    source: str | None = None
+    # pi: the session file this one was branched from (its earlier entries are copies of it)
+    branched_from: str | None = None
+    # Claude Code sub-agent transcript: its parent session and its own agent id
+    parent_session_id: str | None = None
+    agent_id: str | None = None
 
 
 Event = Message | SystemPrompt | Compaction | Header
@@ -100,6 +118,8 @@ class ReadStats:
     lines: int = 0
     bytes: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    entries: int = 0  # JSON objects read (a line may hold two)
+    notes: Counter[str] = field(default_factory=Counter)  # read, but worth saying
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
@@ -184,7 +204,90 @@ def _content_chars(content: object) -> int:
     return n
 
 
+def _int(value: object) -> int:
+    """A token count as recorded (numbers only; anything else is 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return max(0, int(value))
+
+
 # -- pi -----------------------------------------------------------------------------------------
+
+# What pi puts around a summary in the context (pi-coding-agent core/messages.js).
+_PI_SUMMARY_WRAP = {
+    "compaction": (
+        "The conversation history before this point was compacted into the following summary:"
+        "\n\n<summary>\n",
+        "\n</summary>",
+    ),
+    "branch": (
+        "The following is a summary of a branch that this conversation came back from:"
+        "\n\n<summary>\n",
+        "</summary>",
+    ),
+}
+
+
+def _summary_chars(summary: object, kind: str = "compaction") -> int:
+    head, tail = _PI_SUMMARY_WRAP[kind]
+    return len(head) + len(summary if isinstance(summary, str) else "") + len(tail)
+
+
+def bash_execution_text(msg: dict[str, Any]) -> str:
+    """The user text pi sends for a `!cmd` it ran (core/messages.js bashExecutionToText)."""
+    text = f"Ran `{msg.get('command', '')}`\n"
+    output = msg.get("output")
+    text += f"```\n{output}\n```" if output else "(no output)"
+    exit_code = msg.get("exitCode")
+    if msg.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif exit_code is not None and exit_code != 0:
+        text += f"\n\nCommand exited with code {exit_code}"
+    if msg.get("truncated") and msg.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {msg['fullOutputPath']}]"
+    return text
+
+
+class PiMigration:
+    """pi's own migration of older session files, one entry at a time (pi-coding-agent
+    core/session-manager.js migrateV1ToV2 and migrateV2ToV3, which pi runs on load).
+
+    v1 → v2: every entry after the header gets an id and the previous entry as its parent (a
+    v1 session is a line); a compaction's `firstKeptEntryIndex` (an index into the file's
+    entries, the header being 0) becomes `firstKeptEntryId`. v2 → v3: the role `hookMessage`
+    is renamed `custom`. The ids are synthetic ("v1-<index>"); pi draws random ones.
+    """
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.index = 0  # the header is entry 0
+        self.prev_id: str | None = None
+
+    def __call__(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self.index += 1
+        if self.version >= 3:
+            return entry
+        entry = dict(entry)
+        if self.version < 2:
+            eid = f"v1-{self.index}"
+            entry["id"], entry["parentId"] = eid, self.prev_id
+            self.prev_id = eid
+            if entry.get("type") == "compaction":
+                k = entry.pop("firstKeptEntryIndex", None)
+                if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+                    entry["firstKeptEntryId"] = f"v1-{k}"
+        msg = entry.get("message")
+        if isinstance(msg, dict) and msg.get("role") == "hookMessage":
+            entry["message"] = {**msg, "role": "custom"}
+        return entry
+
+
+def pi_version(header: dict[str, Any]) -> int:
+    """The session format version of a pi header (no `version`: v1, as pi reads it)."""
+    v = header.get("version")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return 1
+    return int(v)
 
 
 def _pi_tools_chars(tools: object) -> int:
@@ -248,11 +351,8 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
         if role == "assistant":
             calls = _pi_calls(content)
             usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
-            prompt = None
-            if usage:
-                prompt = sum(int(usage.get(k) or 0) for k in ("input", "cacheRead", "cacheWrite"))
             chars = _content_chars(content) + sum(c.chars for c in calls)
-            return Message(
+            out = Message(
                 eid,
                 parent,
                 "assistant",
@@ -260,10 +360,17 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
                 chars,
                 calls=calls,
                 request_key=eid,
-                usage_prompt_tokens=prompt,
-                output_tokens=int(usage.get("output") or 0) if usage else 0,
                 model=str(msg["model"]) if msg.get("model") else None,
             )
+            if usage:
+                uncached, read, write = (
+                    _int(usage.get(k)) for k in ("input", "cacheRead", "cacheWrite")
+                )
+                out.usage_prompt_tokens = uncached + read + write
+                out.usage_input_tokens, out.usage_cache_read_tokens = uncached, read
+                out.usage_cache_write_tokens = write
+                out.output_tokens = _int(usage.get("output"))
+            return out
         if role == "toolResult":
             text = content_text(content)
             return Message(
@@ -277,19 +384,32 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
                 text=text,
                 is_error=bool(msg.get("isError")),
             )
-        if role in ("bashExecution", "custom", "branchSummary", "compactionSummary"):
-            # user-run `!cmd`, extension messages: in the context as user text
-            return Message(
-                eid, parent, "custom", ts, _content_chars(content) + len(str(msg.get("output", "")))
-            )
+        if role == "bashExecution":
+            # a user-run `!cmd`: in the context as user text (`!!cmd` is kept out of it)
+            if msg.get("excludeFromContext"):
+                return None
+            return Message(eid, parent, "custom", ts, len(bash_execution_text(msg)))
+        if role in ("custom", "hookMessage"):  # hookMessage: v2's name (migrateV2ToV3)
+            return Message(eid, parent, "custom", ts, _content_chars(content))
+        if role == "branchSummary":
+            return Message(eid, parent, "custom", ts, _summary_chars(msg.get("summary"), "branch"))
+        if role == "compactionSummary":
+            return Message(eid, parent, "custom", ts, _summary_chars(msg.get("summary")))
         stats.skip(f"pi message of unknown role {str(role)[:40]!r}")
         return None
     if kind == "compaction":
-        return Compaction(ts, len(str(entry.get("summary", ""))), entry.get("firstKeptEntryId"))
+        first_kept = entry.get("firstKeptEntryId")
+        return Compaction(
+            ts,
+            _summary_chars(entry.get("summary")),
+            str(first_kept) if first_kept is not None else None,
+        )
     if kind == "custom_message":
         return Message(eid, parent, "custom", ts, _content_chars(entry.get("content")))
     if kind == "branch_summary":
-        return Message(eid, parent, "custom", ts, len(str(entry.get("summary", ""))))
+        if not entry.get("summary"):
+            return None  # pi puts nothing in the context for an empty one
+        return Message(eid, parent, "custom", ts, _summary_chars(entry.get("summary"), "branch"))
     if kind in _PI_IGNORED:
         return None
     stats.skip(f"unknown pi entry type {str(kind)[:40]!r}")
@@ -395,6 +515,59 @@ class NotASession(Exception):
     """The file is not a session file replay can read (the reason is the message)."""
 
 
+_DECODER = json.JSONDecoder()
+
+
+def parse_line(raw: bytes, stats: ReadStats) -> list[dict[str, Any]]:
+    """The JSON objects of one line: usually one; several written back to back (a write race
+    that left out the newline) each count. What is not JSON or not an object is counted."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        stats.skip("line is not JSON (truncated or corrupt)")
+        return []
+    except ValueError:
+        return _parse_concatenated(text, stats)
+    if not isinstance(value, dict):
+        stats.skip("line is not a JSON object")
+        return []
+    stats.entries += 1
+    return [value]
+
+
+def _parse_concatenated(text: str, stats: ReadStats) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    pos, end = 0, len(text.rstrip())
+    while pos < end:
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= end:
+            break
+        try:
+            value, pos = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            stats.skip("line is not JSON (truncated or corrupt)")
+            break  # the objects before the damage still count
+        if isinstance(value, dict):
+            out.append(value)
+        else:
+            stats.skip("line is not a JSON object")
+    if len(out) > 1:
+        stats.notes[f"line holding {len(out)} JSON objects written together (each read)"] += 1
+    stats.entries += len(out)
+    return out
+
+
+def iter_entries(fh: BinaryIO, stats: ReadStats) -> Iterator[dict[str, Any]]:
+    for raw in iter_lines(fh, stats):
+        if raw.strip():
+            yield from parse_line(raw, stats)
+
+
 def read_session(path: Path, stats: ReadStats) -> Iterator[Event]:
     """Events of one session file, in file order. Raises NotASession before the first event."""
     with open(path, "rb") as fh:
@@ -404,51 +577,70 @@ def read_session(path: Path, stats: ReadStats) -> Iterator[Event]:
         if looks_binary(head):
             raise NotASession("binary file")
         fh.seek(0)
-        fmt: str | None = None
-        seen_system = False
-        for raw in iter_lines(fh, stats):
-            if not raw.strip():
-                continue
-            try:
-                entry = json.loads(raw)
-            except (ValueError, RecursionError):
-                stats.skip("line is not JSON (truncated or corrupt)")
-                continue
-            if not isinstance(entry, dict):
-                stats.skip("line is not a JSON object")
-                continue
-            if fmt is None:
-                if entry.get("type") == "session" and "version" in entry:
-                    fmt = "pi"
-                    yield Header(
-                        "pi",
-                        str(entry.get("id", path.stem)),
-                        entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
-                        parse_ts(entry.get("timestamp")),
-                        str(entry.get("version")),
-                    )
-                    continue
-                if "sessionId" in entry or entry.get("type") in _CLAUDE_TYPES:
-                    fmt = "claude"
-                    yield Header(
-                        "claude",
-                        str(entry.get("sessionId") or path.stem),
-                        entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
-                        parse_ts(entry.get("timestamp")),
-                        str(entry.get("version")) if entry.get("version") else None,
-                    )
-                else:
-                    raise NotASession("no pi session header or Claude Code entry")
-            try:
-                if fmt == "pi":
-                    ev = pi_event(entry, stats, seen_system)
-                    if ev is not None:
-                        if isinstance(ev, SystemPrompt):
-                            seen_system = True
-                        yield ev
-                else:
-                    yield from claude_events(entry, stats)
-            except (TypeError, ValueError, AttributeError) as exc:
-                stats.skip(f"malformed entry ({type(exc).__name__})")
-        if fmt is None:
+        entries = iter_entries(fh, stats)
+        first = next(entries, None)
+        if first is None:
             raise NotASession("no parseable entry")
+        if first.get("type") == "session":
+            yield from _read_pi(path, first, entries, stats)
+        elif "sessionId" in first or first.get("type") in _CLAUDE_TYPES:
+            yield from _read_claude(path, first, entries, stats)
+        else:
+            raise NotASession("no pi session header or Claude Code entry")
+
+
+def _guarded(
+    stats: ReadStats, produce: Callable[..., Iterable[Event] | Event | None], *args: Any
+) -> list[Event]:
+    """One entry's events; a malformed entry is counted, never raised."""
+    try:
+        out = produce(*args)
+        if out is not None and not isinstance(out, (Message, SystemPrompt, Compaction, Header)):
+            out = list(out)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        stats.skip(f"malformed entry ({type(exc).__name__})")
+        return []
+    if out is None:
+        return []
+    if isinstance(out, (Message, SystemPrompt, Compaction, Header)):
+        return [out]
+    return list(out)
+
+
+def _read_pi(
+    path: Path, header: dict[str, Any], entries: Iterator[dict[str, Any]], stats: ReadStats
+) -> Iterator[Event]:
+    version = pi_version(header)
+    branched = header.get("branchedFrom") or header.get("parentSession")
+    yield Header(
+        "pi",
+        str(header.get("id") or path.stem),
+        header.get("cwd") if isinstance(header.get("cwd"), str) else None,
+        parse_ts(header.get("timestamp")),
+        str(header["version"]) if "version" in header else None,
+        source=f"pi v{version}" + (" (migrated as pi does)" if version < 3 else ""),
+        branched_from=str(branched) if isinstance(branched, str) else None,
+    )
+    migrate = PiMigration(version)
+    seen_system = False
+    for raw_entry in entries:
+        entry = migrate(raw_entry)
+        for ev in _guarded(stats, pi_event, entry, stats, seen_system):
+            if isinstance(ev, SystemPrompt):
+                seen_system = True
+            yield ev
+
+
+def _read_claude(
+    path: Path, first: dict[str, Any], entries: Iterator[dict[str, Any]], stats: ReadStats
+) -> Iterator[Event]:
+    yield Header(
+        "claude",
+        str(first.get("sessionId") or path.stem),
+        first.get("cwd") if isinstance(first.get("cwd"), str) else None,
+        parse_ts(first.get("timestamp")),
+        str(first.get("version")) if first.get("version") else None,
+        source="claude",
+    )
+    for entry in itertools.chain([first], entries):
+        yield from _guarded(stats, claude_events, entry, stats)
