@@ -110,7 +110,18 @@ class Header:
     agent_id: str | None = None
 
 
-Event = Message | SystemPrompt | Compaction | Header
+@dataclass(frozen=True, slots=True)
+class ClearedResults:
+    """The agent cleared earlier tool results itself (Claude Code's microcompact): from here on
+    each listed result is `replacement_chars` long in the context. A head change."""
+
+    ts: float
+    tool_call_ids: tuple[str, ...]
+    replacement_chars: int
+    tokens_saved: int | None = None  # as the agent recorded it
+
+
+Event = Message | SystemPrompt | Compaction | Header | ClearedResults
 
 
 @dataclass
@@ -418,94 +429,195 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
 
 # -- Claude Code --------------------------------------------------------------------------------
 
+# What Claude Code puts in place of a tool result it cleared (microcompact).
+CLAUDE_CLEARED_TEXT = "[Old tool result content cleared]"
 
-def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
-    kind = entry.get("type")
-    if kind in _CLAUDE_IGNORED:
-        return
-    if kind not in _CLAUDE_TYPES:
-        stats.skip(f"unknown Claude Code entry type {str(kind)[:40]!r}")
-        return
-    if entry.get("isSidechain"):
-        stats.skip("Claude Code sub-agent entry (its own context)")
-        return
-    ts = parse_ts(entry.get("timestamp")) or 0.0
-    eid = str(entry.get("uuid", ""))
-    parent = entry.get("parentUuid")
-    parent = str(parent) if parent is not None else None
-    if kind == "system":
-        if entry.get("subtype") == "compact_boundary":
-            yield Compaction(ts, 0, None)
-        return
-    if kind == "attachment":
-        # skill and agent listings, file changes …: sent to the model as reminder text
-        att = entry.get("attachment")
-        if isinstance(att, dict):
-            chars = len(att["content"]) if isinstance(att.get("content"), str) else 0
-            lines = att.get("addedLines")
-            if isinstance(lines, list):
-                chars += sum(len(x) + 1 for x in lines if isinstance(x, str))
-            yield Message(eid, None, "custom", ts, chars)
-        return
-    msg = entry.get("message")
-    if not isinstance(msg, dict):
-        stats.skip("Claude Code entry without a message object")
-        return
-    content = msg.get("content")
-    if kind == "user":
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-        ):
-            for b in content:
-                if not isinstance(b, dict) or b.get("type") != "tool_result":
-                    continue
-                text = content_text(b.get("content"))
-                yield Message(
-                    eid,
-                    parent,
-                    "tool_result",
+
+def _claude_usage(out: Message, usage: dict[str, Any]) -> None:
+    uncached, read, write = (
+        _int(usage.get(k))
+        for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    out.usage_prompt_tokens = uncached + read + write
+    out.usage_input_tokens, out.usage_cache_read_tokens = uncached, read
+    out.usage_cache_write_tokens = write
+    out.output_tokens = _int(usage.get("output_tokens"))
+    split = usage.get("cache_creation")
+    if isinstance(split, dict):
+        # 1-hour writes cost 2x input, 5-minute ones 1.25x: the split says which were which
+        out.usage_cache_write_1h_tokens = _int(split.get("ephemeral_1h_input_tokens"))
+
+
+class ClaudeReader:
+    """Claude Code transcript entries → events. One transcript is one context: the main
+    session's file, or a sub-agent's (`<session>/subagents/agent-*.jsonl`, every entry a
+    sidechain), which is read as a session of its own. Sidechain entries inside a main
+    session's file (older Claude Code) are another context and are counted, not mixed in.
+
+    A compaction is a `compact_boundary` entry followed by the summary Claude Code sends in
+    place of the history (`isCompactSummary`): the two become one Compaction. A
+    `microcompact_boundary` lists tool results Claude Code cleared itself: ClearedResults.
+    """
+
+    def __init__(self, path: Path, stats: ReadStats) -> None:
+        self.path = path
+        self.stats = stats
+        self.header_done = False
+        self.subagent: bool | None = None
+        self.pending_boundary: float | None = None  # ts of a boundary awaiting its summary
+
+    def header(self, entry: dict[str, Any]) -> Header:
+        sid = str(entry.get("sessionId") or self.path.stem)
+        agent = entry.get("agentId")
+        self.subagent = bool(entry.get("isSidechain")) or self.path.name.startswith("agent-")
+        agent_id = str(agent) if agent else None
+        if self.subagent and agent_id is None and self.path.name.startswith("agent-"):
+            agent_id = self.path.stem.removeprefix("agent-")
+        return Header(
+            "claude",
+            f"agent-{agent_id}" if self.subagent and agent_id else sid,
+            entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
+            parse_ts(entry.get("timestamp")),
+            str(entry.get("version")) if entry.get("version") else None,
+            source="claude sub-agent" if self.subagent else "claude",
+            parent_session_id=sid if self.subagent and entry.get("sessionId") else None,
+            agent_id=agent_id if self.subagent else None,
+        )
+
+    def feed(self, entry: dict[str, Any]) -> Iterator[Event]:
+        kind = entry.get("type")
+        if kind in _CLAUDE_IGNORED:
+            return
+        if kind not in _CLAUDE_TYPES:
+            self.stats.skip(f"unknown Claude Code entry type {str(kind)[:40]!r}")
+            return
+        if not self.header_done:
+            self.header_done = True
+            yield self.header(entry)
+        if entry.get("isSidechain") and not self.subagent:
+            self.stats.skip(
+                "Claude Code sub-agent entry inside the main transcript (its own context)"
+            )
+            return
+        if self.pending_boundary is not None and not entry.get("isCompactSummary"):
+            yield Compaction(self.pending_boundary, 0, None)
+            self.pending_boundary = None
+        yield from self._events(entry, kind)
+
+    def finish(self) -> Iterator[Event]:
+        if self.pending_boundary is not None:
+            yield Compaction(self.pending_boundary, 0, None)
+            self.pending_boundary = None
+
+    def _events(self, entry: dict[str, Any], kind: object) -> Iterator[Event]:
+        ts = parse_ts(entry.get("timestamp")) or 0.0
+        eid = str(entry.get("uuid", ""))
+        parent = entry.get("parentUuid")
+        parent = str(parent) if parent is not None else None
+        if kind == "system":
+            subtype = entry.get("subtype")
+            if subtype == "compact_boundary":
+                self.pending_boundary = ts
+            elif subtype == "microcompact_boundary":
+                meta = entry.get("microcompactMetadata")
+                meta = meta if isinstance(meta, dict) else {}
+                ids = meta.get("compactedToolIds")
+                ids = ids if isinstance(ids, list) else []
+                yield ClearedResults(
                     ts,
-                    len(text),
-                    tool_call_id=str(b.get("tool_use_id", "")),
-                    text=text,
-                    is_error=bool(b.get("is_error")),
+                    tuple(str(i) for i in ids if isinstance(i, str)),
+                    len(CLAUDE_CLEARED_TEXT),
+                    _int(meta.get("tokensSaved")) or None,
                 )
             return
-        yield Message(
-            eid, parent, "user", ts, _content_chars(content), text=content_text(content)[:2000]
-        )
-        return
-    # assistant: Claude Code writes one entry per content block; entries of one response
-    # share message.id, which is what makes them one request.
-    calls = []
-    if isinstance(content, list):
-        for b in content:
-            if isinstance(b, dict) and b.get("type") == "tool_use":
-                raw_args = b.get("input")
-                args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-                name = str(b.get("name", ""))
-                calls.append(
-                    ToolCall(str(b.get("id", "")), name.lower(), args, len(name) + _json_len(args))
+        if kind == "attachment":
+            # skill and agent listings, file changes …: sent to the model as reminder text
+            att = entry.get("attachment")
+            if isinstance(att, dict):
+                chars = len(att["content"]) if isinstance(att.get("content"), str) else 0
+                lines = att.get("addedLines")
+                if isinstance(lines, list):
+                    chars += sum(len(x) + 1 for x in lines if isinstance(x, str))
+                yield Message(eid, None, "custom", ts, chars)
+            return
+        msg = entry.get("message")
+        if not isinstance(msg, dict):
+            self.stats.skip("Claude Code entry without a message object")
+            return
+        content = msg.get("content")
+        if kind == "user":
+            if entry.get("isCompactSummary"):
+                # the summary the model receives in place of the history before it
+                yield Compaction(
+                    self.pending_boundary if self.pending_boundary is not None else ts,
+                    _content_chars(content),
+                    None,
                 )
-    usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
-    prompt = None
-    if usage:
-        prompt = sum(
-            int(usage.get(k) or 0)
-            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+                self.pending_boundary = None
+                return
+            if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+            ):
+                for b in content:
+                    if not isinstance(b, dict) or b.get("type") != "tool_result":
+                        continue
+                    text = content_text(b.get("content"))
+                    yield Message(
+                        eid,
+                        parent,
+                        "tool_result",
+                        ts,
+                        len(text),
+                        tool_call_id=str(b.get("tool_use_id", "")),
+                        text=text,
+                        is_error=bool(b.get("is_error")),
+                    )
+                return
+            yield Message(
+                eid, parent, "user", ts, _content_chars(content), text=content_text(content)[:2000]
+            )
+            return
+        # assistant: Claude Code writes one entry per content block; entries of one response
+        # share message.id, which is what makes them one request.
+        calls = []
+        if isinstance(content, list):
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    raw_args = b.get("input")
+                    args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+                    name = str(b.get("name", ""))
+                    calls.append(
+                        ToolCall(
+                            str(b.get("id", "")), name.lower(), args, len(name) + _json_len(args)
+                        )
+                    )
+        chars = _content_chars(content) + sum(c.chars for c in calls)
+        if msg.get("model") == "<synthetic>":
+            # written by Claude Code itself (an API error, an interrupt): no provider request
+            yield Message(eid, parent, "custom", ts, chars)
+            return
+        out = Message(
+            eid,
+            parent,
+            "assistant",
+            ts,
+            chars,
+            calls=calls,
+            request_key=str(msg.get("id") or entry.get("requestId") or eid),
+            model=str(msg["model"]) if msg.get("model") else None,
         )
-    yield Message(
-        eid,
-        parent,
-        "assistant",
-        ts,
-        _content_chars(content) + sum(c.chars for c in calls),
-        calls=calls,
-        request_key=str(msg.get("id") or entry.get("requestId") or eid),
-        usage_prompt_tokens=prompt,
-        output_tokens=int(usage.get("output_tokens") or 0) if usage else 0,
-        model=str(msg["model"]) if msg.get("model") else None,
-    )
+        usage = msg.get("usage")
+        if isinstance(usage, dict) and usage:
+            _claude_usage(out, usage)
+        yield out
+
+
+def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
+    """The events of one entry of a main session's transcript (no header; see ClaudeReader)."""
+    reader = ClaudeReader(Path("session.jsonl"), stats)
+    reader.header_done, reader.subagent = True, False
+    yield from reader.feed(entry)
+    yield from reader.finish()
 
 
 # -- a whole file -------------------------------------------------------------------------------
@@ -595,14 +707,16 @@ def _guarded(
     """One entry's events; a malformed entry is counted, never raised."""
     try:
         out = produce(*args)
-        if out is not None and not isinstance(out, (Message, SystemPrompt, Compaction, Header)):
+        if out is not None and not isinstance(
+            out, (Message, SystemPrompt, Compaction, Header, ClearedResults)
+        ):
             out = list(out)
     except (TypeError, ValueError, AttributeError, KeyError) as exc:
         stats.skip(f"malformed entry ({type(exc).__name__})")
         return []
     if out is None:
         return []
-    if isinstance(out, (Message, SystemPrompt, Compaction, Header)):
+    if isinstance(out, (Message, SystemPrompt, Compaction, Header, ClearedResults)):
         return [out]
     return list(out)
 
@@ -634,13 +748,11 @@ def _read_pi(
 def _read_claude(
     path: Path, first: dict[str, Any], entries: Iterator[dict[str, Any]], stats: ReadStats
 ) -> Iterator[Event]:
-    yield Header(
-        "claude",
-        str(first.get("sessionId") or path.stem),
-        first.get("cwd") if isinstance(first.get("cwd"), str) else None,
-        parse_ts(first.get("timestamp")),
-        str(first.get("version")) if first.get("version") else None,
-        source="claude",
-    )
+    reader = ClaudeReader(path, stats)
     for entry in itertools.chain([first], entries):
-        yield from _guarded(stats, claude_events, entry, stats)
+        # the header comes from the first entry that is not a snapshot or queue record
+        yield from _guarded(stats, reader.feed, entry)
+    if not reader.header_done:
+        reader.header_done = True
+        yield reader.header(first)
+    yield from reader.finish()

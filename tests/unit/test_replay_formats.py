@@ -20,11 +20,13 @@ import pytest
 
 from ctxwrap.replay import replay_paths, run_json
 from ctxwrap.replay._read import (
+    ClearedResults,
     Compaction,
     Event,
     Header,
     Message,
     ReadStats,
+    claude_events,
     parse_line,
     read_session,
 )
@@ -158,3 +160,81 @@ def test_real_pi_v1_sessions_match_what_pi_builds(tmp_path: Path) -> None:
     # every call of each session agrees (checked once by hand); a sample keeps the test fast
     for path in realdata("pi"):
         _agrees_with_pi(path, tmp_path, every=40)
+
+
+# -- Claude Code: sub-agents, compactions, cleared results, cache TTLs --------------------------
+
+CLAUDE_PROJECT = FIXTURES / "claude-project"
+CLAUDE_SID = "4f0c2d1e-0000-4000-8000-000000000001"
+CLAUDE_MAIN = CLAUDE_PROJECT / f"{CLAUDE_SID}.jsonl"
+CLAUDE_SUB = CLAUDE_PROJECT / CLAUDE_SID / "subagents" / "agent-ab12cd3.jsonl"
+
+
+def test_claude_subagent_transcript_is_its_own_session_under_its_parent() -> None:
+    doc = replay(CLAUDE_PROJECT)
+    assert doc["skipped_files"] == {} and doc["skipped_entries"] == {}
+    by_id = {g["session_id"]: g for g in doc["groups"]}
+    assert by_id[CLAUDE_SID]["llm_calls"] == 4  # the synthetic API error is no request
+    assert by_id["agent-ab12cd3"]["llm_calls"] == 2  # one per response, parallel calls in one
+    evs, _ = events(CLAUDE_SUB)
+    [h] = [e for e in evs if isinstance(e, Header)]
+    assert h.source == "claude sub-agent" and h.agent_id == "ab12cd3"
+    assert h.parent_session_id == CLAUDE_SID
+
+
+def test_a_lone_subagent_transcript_replays(tmp_path: Path) -> None:
+    lone = tmp_path / "agent-ab12cd3.jsonl"  # kept flat, its parent elsewhere
+    lone.write_bytes(CLAUDE_SUB.read_bytes())
+    doc = replay(lone)
+    assert doc["skipped_files"] == {} and doc["skipped_entries"] == {}
+    assert [g["llm_calls"] for g in doc["groups"]] == [2]
+    # renamed, it is still recognised by its entries
+    other = tmp_path / "x.jsonl"
+    other.write_bytes(CLAUDE_SUB.read_bytes())
+    [h] = [e for e in events(other)[0] if isinstance(e, Header)]
+    assert h.agent_id == "ab12cd3" and h.source == "claude sub-agent"
+
+
+def test_sidechain_entries_inside_a_main_transcript_are_counted_apart(tmp_path: Path) -> None:
+    mixed = tmp_path / "main.jsonl"
+    mixed.write_bytes(CLAUDE_MAIN.read_bytes() + CLAUDE_SUB.read_bytes())
+    doc = replay(mixed)
+    assert doc["skipped_entries"] == {
+        "Claude Code sub-agent entry inside the main transcript (its own context)": 5
+    }
+    assert [g["llm_calls"] for g in doc["groups"]] == [4]
+
+
+def test_claude_compaction_carries_its_summary_and_cleared_results_are_reported() -> None:
+    evs, stats = events(CLAUDE_MAIN)
+    assert stats.skipped == {}
+    [comp] = [e for e in evs if isinstance(e, Compaction)]
+    assert comp.summary_chars > 100  # the summary the model gets, not a user prompt
+    assert not any(
+        isinstance(e, Message) and e.role == "user" and "being continued" in e.text for e in evs
+    )
+    [cleared] = [e for e in evs if isinstance(e, ClearedResults)]
+    assert cleared.tool_call_ids == ("toolu_read",) and cleared.tokens_saved == 2900
+    assert cleared.replacement_chars == len("[Old tool result content cleared]")
+    [s] = [g for g in replay(CLAUDE_MAIN)["groups"]]
+    last = s["calls"][-1]
+    assert last["compaction"] and last["messages_chars"] == comp.summary_chars
+
+
+def test_claude_one_hour_cache_writes_are_on_the_call_record() -> None:
+    evs, _ = events(CLAUDE_MAIN)
+    calls = {}
+    for e in evs:
+        if isinstance(e, Message) and e.role == "assistant":
+            calls.setdefault(e.request_key, e)
+    first, second, third = calls["msg_1"], calls["msg_2"], calls["msg_3"]
+    assert (first.usage_cache_write_tokens, first.usage_cache_write_1h_tokens) == (20000, 20000)
+    assert (second.usage_cache_read_tokens, second.usage_cache_write_1h_tokens) == (20000, 150)
+    assert (third.usage_cache_write_tokens, third.usage_cache_write_1h_tokens) == (3000, 0)
+    assert first.usage_prompt_tokens == 20003 and first.usage_input_tokens == 3
+    # no split recorded (older Claude Code): unknown, not zero
+    line = json.loads(CLAUDE_MAIN.read_text().splitlines()[2])
+    del line["message"]["usage"]["cache_creation"]
+    stats = ReadStats()
+    [msg] = [e for e in claude_events(line, stats) if isinstance(e, Message)]
+    assert msg.usage_cache_write_tokens == 20000 and msg.usage_cache_write_1h_tokens is None
