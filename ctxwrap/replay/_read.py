@@ -48,6 +48,9 @@ class ToolCall:
     name: str  # lower-case tool name: bash, read, write, edit, grep, …
     args: dict[str, Any]
     chars: int  # name + JSON arguments, as the provider sees them
+    # The agent's own name for the tool when `name` is what it does (Codex: a shell command
+    # that reads a file is "read", its agent_tool "exec_command"); None: the same as name.
+    agent_tool: str | None = None
 
 
 @dataclass(slots=True)
@@ -698,7 +701,14 @@ def read_session(path: Path, stats: ReadStats) -> Iterator[Event]:
         elif "sessionId" in first or first.get("type") in _CLAUDE_TYPES:
             yield from _read_claude(path, first, entries, stats)
         else:
-            raise NotASession("no pi session header or Claude Code entry")
+            from ctxwrap.replay._read_codex import CodexReader, is_codex_start
+
+            if not is_codex_start(first):
+                raise NotASession("no pi session header, Claude Code entry or Codex rollout start")
+            codex = CodexReader(path, stats)
+            for entry in itertools.chain([first], entries):
+                yield from _guarded(stats, codex.feed, entry)
+            yield from _guarded(stats, codex.finish)
 
 
 def _guarded(

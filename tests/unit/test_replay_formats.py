@@ -26,10 +26,14 @@ from ctxwrap.replay._read import (
     Header,
     Message,
     ReadStats,
+    SystemPrompt,
+    ToolCall,
     claude_events,
     parse_line,
     read_session,
 )
+from ctxwrap.replay._read_codex import parse_patch
+from ctxwrap.replay._shellcmd import classify
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
 PI_V1 = FIXTURES / "pi-v1-legacy.jsonl"
@@ -238,3 +242,136 @@ def test_claude_one_hour_cache_writes_are_on_the_call_record() -> None:
     stats = ReadStats()
     [msg] = [e for e in claude_events(line, stats) if isinstance(e, Message)]
     assert msg.usage_cache_write_tokens == 20000 and msg.usage_cache_write_1h_tokens is None
+
+
+# -- Codex rollouts -----------------------------------------------------------------------------
+
+CODEX = FIXTURES / "codex"
+
+
+def _calls(path: Path) -> list[ToolCall]:
+    return [c for e in events(path)[0] if isinstance(e, Message) for c in e.calls]
+
+
+def test_codex_077_exec_shell_argv_reads_and_token_counts() -> None:
+    path = CODEX / "rollout-0.77-exec.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    [h] = [e for e in evs if isinstance(e, Header)]
+    assert h.fmt == "codex" and h.version == "0.77.0" and h.source == "codex codex_exec 0.77.0"
+    calls = _calls(path)
+    assert [(c.agent_tool, c.name) for c in calls] == [("shell", "ls"), ("shell", "read")]
+    assert calls[1].args["path"] == "README.md" and calls[1].args["limit"] == 200
+    asst = [e for e in evs if isinstance(e, Message) and e.role == "assistant"]
+    # one request per response; the repeated token count is the same one
+    assert [(a.usage_prompt_tokens, a.usage_cache_read_tokens) for a in asst] == [
+        (7000, 0),
+        (7300, 7000),
+        (9500, 7200),
+    ]
+    assert all(a.model == "gpt-5-1-codex-2025-11-13" for a in asst)
+    # the AGENTS.md text and the environment are context, the question is the prompt
+    users = [e for e in evs if isinstance(e, Message) and e.role == "user"]
+    assert [u.text for u in users] == ["what is this repository about?"]
+    results = [e for e in evs if isinstance(e, Message) and e.role == "tool_result"]
+    assert results[1].text.startswith("README line 0") and results[1].tool_name == "read"
+    [s] = replay(path)["groups"]
+    assert s["format"] == "codex" and s["llm_calls"] == 3 and s["system_estimated"]
+
+
+def test_codex_0125_unified_exec_polling_and_apply_patch() -> None:
+    path = CODEX / "rollout-0.125-tui.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    calls = _calls(path)
+    kinds = [(c.agent_tool or c.name, c.name) for c in calls]
+    assert kinds == [
+        ("exec_command", "bash"),
+        ("exec_command", "read"),
+        ("write_stdin", "bash"),  # polls `npm test`: the output of that command
+        ("update_plan", "update_plan"),
+        ("apply_patch", "write"),
+        ("apply_patch", "edit"),
+    ]
+    write = calls[4]
+    assert write.args["path"] == "src/values.ts"
+    assert write.args["content"].splitlines()[0] == "export const v0 = 0;"
+    # the patch's size is split over its files, none lost
+    patch_item = next(
+        json.loads(ln)["payload"]
+        for ln in path.read_text().splitlines()
+        if '"custom_tool_call"' in ln
+    )
+    assert write.chars + calls[5].chars == len("apply_patch") + len(patch_item["input"])
+    results = [e for e in evs if isinstance(e, Message) and e.role == "tool_result"]
+    poll = next(r for r in results if r.tool_call_id == "call_poll")
+    assert poll.is_error and poll.tool_name == "bash"
+    doc = replay(path)
+    [s] = doc["groups"]
+    assert s["llm_calls"] == 5 and s["model"] == "gpt-5.5"
+    assert s["interventions"]["digest"] == 1 and s["interventions"]["strip"] == 1
+
+
+def test_codex_0128_desktop_prompt_event_parallel_calls_and_js() -> None:
+    path = CODEX / "rollout-0.128-desktop.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    users = [e for e in evs if isinstance(e, Message) and e.role == "user"]
+    assert len(users) == 1 and "summarise the action items" in users[0].text
+    calls = _calls(path)
+    assert [(c.agent_tool, c.name) for c in calls] == [
+        ("exec_command", "bash"),
+        ("exec_command", "read"),
+        ("js", "ls"),  # the JavaScript exec tool running `ls`
+    ]
+    # no token counts: Codex's recorded instructions stand for its prompt
+    [sp] = [e for e in evs if isinstance(e, SystemPrompt)]
+    assert sp.chars == len("You are Codex, a coding agent based on GPT-5. " * 40)
+    [s] = replay(path)["groups"]
+    assert s["llm_calls"] == 3  # the two parallel calls are one response
+    assert s["interventions"]["tombstone-bound"] == 1  # the read of the transcript
+
+
+@pytest.mark.parametrize(
+    ("command", "kind", "extra"),
+    [
+        ("cat README.md", "read", {"path": "README.md"}),
+        ("sed -n '1,160p' README.md", "read", {"offset": 1, "limit": 160}),
+        ("cd /x && head -n 50 a.py", "read", {"path": "a.py", "limit": 50}),
+        ("nl -ba src/x.ts | sed -n '1,80p'", "read", {"path": "src/x.ts"}),
+        ("rg -n -i 'codemie|demo' notes.vtt", "grep", {"pattern": "codemie|demo"}),
+        ("grep -rn foo src 2>/dev/null", "grep", {"pattern": "foo", "path": "src"}),
+        ("rg --files src | rg -i analytics", "find", {"path": "src"}),
+        ("ls -la", "ls", {"path": "."}),
+        ("find . -name '*.py'", "find", {"path": "."}),
+        ("npm test", "bash", {}),
+        ("cat > out.txt", "bash", {}),
+        ("sed -i s/a/b/ f", "bash", {}),
+        ("find . -delete", "bash", {}),
+        ("ps -ef | rg chrome", "bash", {}),
+        ("cat 'unbalanced", "bash", {}),
+        ("cat <<EOF > f\nx\nEOF", "bash", {}),
+    ],
+)
+def test_shell_commands_are_classified(command: str, kind: str, extra: dict[str, Any]) -> None:
+    got_kind, args = classify(command)
+    assert got_kind == kind and args["command"] == command
+    assert {k: args.get(k) for k in extra} == extra
+
+
+def test_whole_file_reads_have_no_range() -> None:
+    assert "offset" not in classify("cat a.py")[1]
+    assert classify("cat a | head -5")[1]["limit"] is not None
+    assert classify("tail -20 log")[1]["limit"] == 20
+
+
+def test_patch_parsing() -> None:
+    ops = parse_patch(
+        "*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** Delete File: b.txt\n"
+        "*** Update File: c.txt\n@@\n-x\n+y\n*** End Patch\n"
+    )
+    assert ops == [
+        ("add", "a.txt", "one\ntwo\n"),
+        ("delete", "b.txt", ""),
+        ("update", "c.txt", "@@\n-x\n+y"),
+    ]
