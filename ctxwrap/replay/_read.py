@@ -10,10 +10,11 @@ The files are opened read-only and never written.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -32,7 +33,6 @@ _PI_IGNORED = frozenset(
         "custom",
         "label",
         "session_info",
-        "context_edit",
     }
 )
 # Claude Code transcript entry types with no effect on the model's context.
@@ -115,13 +115,16 @@ class Header:
 
 @dataclass(frozen=True, slots=True)
 class ClearedResults:
-    """The agent cleared earlier tool results itself (Claude Code's microcompact): from here on
-    each listed result is `replacement_chars` long in the context. A head change."""
+    """The agent cleared earlier tool results itself (Claude Code's microcompact, pi's
+    context_edit): from here on each listed result or entry is `replacement_chars` long in the
+    context. A head change."""
 
     ts: float
     tool_call_ids: tuple[str, ...]
     replacement_chars: int
     tokens_saved: int | None = None  # as the agent recorded it
+    # pi's context_edit: the entries (by id) whose content is replaced; 0 chars: removed
+    entry_ids: tuple[str, ...] = ()
 
 
 Event = Message | SystemPrompt | Compaction | Header | ClearedResults
@@ -134,9 +137,39 @@ class ReadStats:
     skipped: Counter[str] = field(default_factory=Counter)
     entries: int = 0  # JSON objects read (a line may hold two)
     notes: Counter[str] = field(default_factory=Counter)  # read, but worth saying
+    # Signs that the session already ran under ctxwrap (our markers in its transcript, its id
+    # in ctxwrap's database): what, how many times. Replaying it as plain would count twice.
+    ctxwrap: Counter[str] = field(default_factory=Counter)
+    header: Header | None = None  # the file's header, once read
+    path: str | None = None  # the file read
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
+
+    @property
+    def ran_under_ctxwrap(self) -> str | None:
+        """Why the session counts as one that already ran under ctxwrap (None: it did not)."""
+        if not self.ctxwrap:
+            return None
+        return "ran under ctxwrap: " + ", ".join(
+            f"{what} ({n:,})" if n > 1 else what for what, n in self.ctxwrap.most_common()
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """What the reader found out about the file beyond its events (JSON-ready)."""
+        h = self.header
+        out: dict[str, Any] = {
+            "source": h.source if h else None,
+            "entries": self.entries,
+            "ran_under_ctxwrap": self.ran_under_ctxwrap,
+        }
+        if h is not None:
+            for key in ("parent_session_id", "agent_id", "branched_from"):
+                if getattr(h, key):
+                    out[key] = getattr(h, key)
+        if self.notes:
+            out["notes"] = dict(self.notes)
+        return out
 
 
 def iter_lines(fh: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
@@ -223,6 +256,11 @@ def _int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
     return max(0, int(value))
+
+
+def _has_counts(usage: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Whether a usage record holds any token count at all (else it says nothing)."""
+    return any(_int(usage.get(k)) or usage.get(k) == 0 for k in keys)
 
 
 # -- pi -----------------------------------------------------------------------------------------
@@ -376,7 +414,7 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
                 request_key=eid,
                 model=str(msg["model"]) if msg.get("model") else None,
             )
-            if usage:
+            if usage and _has_counts(usage, ("input", "cacheRead", "cacheWrite")):
                 uncached, read, write = (
                     _int(usage.get(k)) for k in ("input", "cacheRead", "cacheWrite")
                 )
@@ -418,6 +456,14 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
             _summary_chars(entry.get("summary")),
             str(first_kept) if first_kept is not None else None,
         )
+    if kind == "context_edit":
+        # an extension replaced (or, with null, removed) an earlier entry's content in the
+        # context from here on (pi core/session-manager.js projectContextEntry)
+        target = entry.get("targetId")
+        repl = entry.get("replacement")
+        chars = _content_chars(repl.get("content")) if isinstance(repl, dict) else 0
+        stats.notes["pi context edits (replacements of earlier entries)"] += 1
+        return ClearedResults(ts, (), chars, None, (str(target),) if target else ())
     if kind == "custom_message":
         return Message(eid, parent, "custom", ts, _content_chars(entry.get("content")))
     if kind == "branch_summary":
@@ -436,11 +482,13 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
 CLAUDE_CLEARED_TEXT = "[Old tool result content cleared]"
 
 
+_CLAUDE_PROMPT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
 def _claude_usage(out: Message, usage: dict[str, Any]) -> None:
-    uncached, read, write = (
-        _int(usage.get(k))
-        for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    )
+    if not _has_counts(usage, _CLAUDE_PROMPT_KEYS):
+        return
+    uncached, read, write = (_int(usage.get(k)) for k in _CLAUDE_PROMPT_KEYS)
     out.usage_prompt_tokens = uncached + read + write
     out.usage_input_tokens, out.usage_cache_read_tokens = uncached, read
     out.usage_cache_write_tokens = write
@@ -623,6 +671,73 @@ def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
     yield from reader.finish()
 
 
+# -- sessions that already ran under ctxwrap ----------------------------------------------------
+
+# How a tool result ctxwrap replaced begins (mechanisms/digest.py, amnesia.py, masking.py,
+# writes.py, engine/rereads.py, engine/edits.py): the replacement is the whole result.
+CTXWRAP_RESULT_MARKERS = (
+    ("[ctxwrap digest of", "digested outputs"),
+    ("[content stripped by ctxwrap", "stripped writes"),
+    ("[ctxwrap: ", "hidden or pointed results"),
+)
+CTXWRAP_TOOLS = frozenset({"ctx_recall", "find_capability"})  # the bridge's own tools
+PI_CTXWRAP_ENTRIES = {"ctxwrap-state": "ctxwrap state entries", "ctxwm-fact": "ctxwrap facts"}
+
+
+def note_ctxwrap_marks(ev: Event, stats: ReadStats) -> None:
+    """Count ctxwrap's own traces in an event: results that are our replacements, calls of our
+    tools, writes whose body we stripped. Text the person typed is never taken as a sign."""
+    if not isinstance(ev, Message):
+        return
+    if ev.role == "tool_result":
+        head = ev.text[:64].lstrip()
+        for prefix, what in CTXWRAP_RESULT_MARKERS:
+            if head.startswith(prefix):
+                stats.ctxwrap[what] += 1
+                return
+    elif ev.role == "assistant":
+        for c in ev.calls:
+            tool = c.agent_tool or c.name
+            if tool in CTXWRAP_TOOLS:
+                stats.ctxwrap[f"{tool} calls"] += 1
+            content = c.args.get("content")
+            if isinstance(content, str) and content.startswith("[content stripped by ctxwrap"):
+                stats.ctxwrap["stripped writes"] += 1
+
+
+def ctxwrap_known_sessions(db: Path | None = None) -> frozenset[str]:
+    """Session ids and session files in ctxwrap's database (read-only; none when it is absent
+    or unreadable). Read once per process and database."""
+    if db is None:
+        from ctxwrap.paths import db_path
+
+        db = db_path()
+    return _known_sessions(str(db))
+
+
+@functools.lru_cache(maxsize=4)
+def _known_sessions(db: str) -> frozenset[str]:
+    if not Path(db).is_file():
+        return frozenset()
+    import sqlite3
+
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=2.0)
+        try:
+            rows = conn.execute("SELECT session_id, session_file FROM sessions").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return frozenset()
+    out: set[str] = set()
+    for sid, file in rows:
+        if sid:
+            out.add(str(sid))
+        if file:
+            out.add(str(file))
+    return frozenset(out)
+
+
 # -- a whole file -------------------------------------------------------------------------------
 
 
@@ -683,8 +798,28 @@ def iter_entries(fh: BinaryIO, stats: ReadStats) -> Iterator[dict[str, Any]]:
             yield from parse_line(raw, stats)
 
 
-def read_session(path: Path, stats: ReadStats) -> Iterator[Event]:
-    """Events of one session file, in file order. Raises NotASession before the first event."""
+def read_session(
+    path: Path, stats: ReadStats, *, known_sessions: Collection[str] | None = None
+) -> Iterator[Event]:
+    """Events of one session file, in file order. Raises NotASession before the first event.
+
+    `known_sessions`: session ids (and session file paths) ctxwrap's database knows; by
+    default read from the database of this user, if there is one. A session found there, or
+    whose transcript shows ctxwrap's markers, is flagged in `stats.ctxwrap`."""
+    stats.path = str(path)
+    known = ctxwrap_known_sessions() if known_sessions is None else known_sessions
+    for ev in _read_events(path, stats):
+        if isinstance(ev, Header):
+            stats.header = ev
+            ids = {ev.session_id, ev.parent_session_id, str(path), str(path.resolve())}
+            if any(i in known for i in ids if i):
+                stats.ctxwrap["its session is in ctxwrap's database"] += 1
+        else:
+            note_ctxwrap_marks(ev, stats)
+        yield ev
+
+
+def _read_events(path: Path, stats: ReadStats) -> Iterator[Event]:
     with open(path, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
         if not head:
@@ -749,6 +884,8 @@ def _read_pi(
     seen_system = False
     for raw_entry in entries:
         entry = migrate(raw_entry)
+        if entry.get("customType") in PI_CTXWRAP_ENTRIES:
+            stats.ctxwrap[PI_CTXWRAP_ENTRIES[str(entry["customType"])]] += 1
         for ev in _guarded(stats, pi_event, entry, stats, seen_system):
             if isinstance(ev, SystemPrompt):
                 seen_system = True

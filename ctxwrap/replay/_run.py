@@ -228,6 +228,8 @@ class ReplayRun:
     aux: dict[str, dict[str, int]] = field(default_factory=dict)
     cost_plain: list[Any] = field(default_factory=list)
     cost_ctxwrap: list[Any] = field(default_factory=list)
+    # replayread: each file not replayed, with its reason
+    unread: list[dict[str, Any]] = field(default_factory=list)
 
 
 def replay_file(
@@ -340,8 +342,10 @@ def _merge(run: ReplayRun, res: _FileResult) -> None:
     run.skipped_entries.update(res.stats.skipped)
     if res.skip is not None:
         run.skipped_files[res.skip] += 1
+        run.unread.append({"path": res.stats.path, "reason": res.skip})  # replayread
     if res.session is None:
         return
+    res.session["reader"] = res.stats.summary()  # replayread: source, sub-agent, ran under ctxwrap
     run.sessions.append(res.session)
     run.calls.extend(res.calls)
     run.cost_plain.extend(res.cost_plain)
@@ -362,6 +366,7 @@ def run_json(run: ReplayRun) -> dict[str, Any]:
         "sessions": len(run.sessions),
         "skipped_files": dict(run.skipped_files),
         "skipped_entries": dict(run.skipped_entries),
+        "unread_files": run.unread,  # replayread: per file, why it was not replayed
         "totals": {
             **_figures(run.calls, run.aux),
             "cost": {"plain": _sum_costs(run.cost_plain), "ctxwrap": _sum_costs(run.cost_ctxwrap)},

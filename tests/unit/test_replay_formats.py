@@ -375,3 +375,221 @@ def test_patch_parsing() -> None:
         ("delete", "b.txt", ""),
         ("update", "c.txt", "@@\n-x\n+y"),
     ]
+
+
+# -- sessions that already ran under ctxwrap ----------------------------------------------------
+
+UNDER_CTXWRAP = FIXTURES / "pi-under-ctxwrap.jsonl"
+
+
+def test_a_session_run_under_ctxwrap_is_flagged_by_its_markers() -> None:
+    stats = ReadStats()
+    evs = list(read_session(UNDER_CTXWRAP, stats, known_sessions=()))
+    assert stats.ctxwrap == {
+        "ctxwrap state entries": 1,
+        "ctxwrap facts": 1,
+        "digested outputs": 1,
+        "hidden or pointed results": 1,
+        "ctx_recall calls": 1,
+    }
+    assert stats.ran_under_ctxwrap is not None
+    assert stats.ran_under_ctxwrap.startswith("ran under ctxwrap: ")
+    assert stats.summary()["ran_under_ctxwrap"] == stats.ran_under_ctxwrap
+    # pi's context_edit is kept as what it does: the entry it names leaves the context
+    [edit] = [e for e in evs if isinstance(e, ClearedResults)]
+    assert edit.entry_ids == ("e6",) and edit.replacement_chars == 0
+    # plain sessions are not flagged, whatever they contain
+    for plain in (PI_V1, CLAUDE_MAIN, CODEX / "rollout-0.125-tui.jsonl"):
+        s = ReadStats()
+        list(read_session(plain, s, known_sessions=()))
+        assert s.ran_under_ctxwrap is None, plain
+
+
+def test_a_prompt_quoting_our_markers_is_not_a_sign(tmp_path: Path) -> None:
+    lines = PI_V1.read_text().splitlines()
+    user = json.loads(lines[1])
+    user["message"]["content"][0]["text"] = "[ctxwrap digest of bash output — what is this?]"
+    f = tmp_path / "quoted.jsonl"
+    f.write_text("\n".join([lines[0], json.dumps(user), *lines[2:]]) + "\n")
+    stats = ReadStats()
+    list(read_session(f, stats, known_sessions=()))
+    assert stats.ran_under_ctxwrap is None
+
+
+def test_a_session_in_ctxwrap_database_is_flagged(tmp_path: Path) -> None:
+    from ctxwrap.daemon.store import Store
+    from ctxwrap.replay._read import ctxwrap_known_sessions
+
+    store = Store(tmp_path / "ctxwrap.db")
+    store.upsert_session(
+        {
+            "session_id": CLAUDE_SID,
+            "session_file": None,
+            "cwd": "/home/user/proj",
+            "pid": 1,
+            "pi_version": None,
+            "pi_package": None,
+            "model": None,
+            "started_at": 0.0,
+            "agent": "claude",
+        }
+    )
+    store.close()
+    known = ctxwrap_known_sessions(tmp_path / "ctxwrap.db")
+    assert CLAUDE_SID in known
+    for path in (CLAUDE_MAIN, CLAUDE_SUB):  # the sub-agent ran under the same session
+        stats = ReadStats()
+        list(read_session(path, stats, known_sessions=known))
+        assert stats.ctxwrap == {"its session is in ctxwrap's database": 1}, path
+    stats = ReadStats()
+    list(read_session(PI_V1, stats, known_sessions=known))
+    assert stats.ran_under_ctxwrap is None
+    assert ctxwrap_known_sessions(tmp_path / "missing.db") == frozenset()
+    (tmp_path / "junk.db").write_bytes(b"not a database" * 100)
+    assert ctxwrap_known_sessions(tmp_path / "junk.db") == frozenset()
+
+
+# -- the real corpus: every file read, nothing skipped ------------------------------------------
+
+
+def _sources_tool_calls() -> dict[str, int]:
+    """file → tool calls, from the sessions table of SOURCES.md."""
+    out = {}
+    for line in (REALDATA / "SOURCES.md").read_text().splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 8 and cells[1].startswith("`") and cells[1].endswith(".jsonl`"):
+            m = re.match(r"(\d+)", cells[7])
+            if m:
+                out[cells[1].strip("`")] = int(m.group(1))
+    return out
+
+
+def test_every_real_session_file_is_read() -> None:
+    files = [p for agent in ("claude", "pi", "codex") for p in realdata(agent)]
+    expected = _sources_tool_calls()
+    assert len(expected) == len(files) == 12
+    for path in files:
+        stats = ReadStats()
+        evs = list(read_session(path, stats, known_sessions=()))
+        rel = f"{path.parent.name}/{path.name}"
+        assert stats.skipped == {}, (rel, stats.skipped)
+        assert stats.ran_under_ctxwrap is None, rel
+        ids = {
+            c.call_id.split("#")[0]  # an apply_patch is one call, whatever its files
+            for e in evs
+            if isinstance(e, Message)
+            for c in e.calls
+        }
+        assert len(ids) == expected[rel], rel
+        results = {
+            e.tool_call_id for e in evs if isinstance(e, Message) and e.role == "tool_result"
+        }
+        assert results <= ids, rel  # every result finds its call
+        # calls without a result: interrupted turns (pi writes none for an aborted call)
+        assert len(ids - results) <= 0.05 * len(ids), rel
+    doc = replay(*files)
+    assert doc["skipped_files"] == {} and doc["unread_files"] == []
+    assert doc["skipped_entries"] == {}
+    assert doc["sessions"] == len(files)
+    calls = {Path(g["path"]).name: g["llm_calls"] for g in doc["groups"]}
+    assert min(calls.values()) >= 3 and sum(calls.values()) > 1400
+    for g in doc["groups"]:
+        assert g["reader"]["source"] and g["reader"]["ran_under_ctxwrap"] is None
+
+
+# -- hostile input in the new formats -----------------------------------------------------------
+
+
+def test_codex_wrong_types_are_counted_and_the_rest_read(tmp_path: Path) -> None:
+    good = (CODEX / "rollout-0.125-tui.jsonl").read_text().splitlines()
+    odd = [
+        '{"timestamp":"x","type":"response_item","payload":"not an object"}',
+        '{"timestamp":"x","type":"response_item","payload":{"type":"from_the_future"}}',
+        '{"timestamp":"x","type":"mystery","payload":{}}',
+        '{"timestamp":"x","type":"response_item","payload":{"type":"function_call",'
+        '"name":"exec_command","arguments":"{not json","call_id":"odd1"}}',
+        '{"timestamp":"x","type":"response_item","payload":{"type":"function_call_output",'
+        '"call_id":"odd1","output":12345}}',
+        '{"timestamp":"x","type":"event_msg","payload":{"type":"token_count","info":'
+        '{"total_token_usage":"lots","last_token_usage":{"input_tokens":"many"}}}}',
+        '{"timestamp":"x","type":"compacted","payload":{"message":42,"replacement_history":"no"}}',
+        '{"type":"response_item","payload":{"type":"message","role":"user","content":7}}',
+        "[1, 2]",
+        '{"type": "response_item", "payload": {"type": "message", "role": "as',
+    ]
+    f = tmp_path / "odd.jsonl"
+    f.write_text("\n".join(good[:8] + odd + good[8:]) + "\n")
+    _evs, stats = events(f)
+    assert stats.skipped == {
+        "Codex response item without a payload object": 1,
+        "unknown Codex response item type 'from_the_future'": 1,
+        "unknown Codex rollout entry type 'mystery'": 1,
+        "line is not a JSON object": 1,
+        "line is not JSON (truncated or corrupt)": 1,
+    }
+    calls = _calls(f)
+    assert (
+        len({c.call_id.split("#")[0] for c in calls})
+        == len({c.call_id.split("#")[0] for c in _calls(CODEX / "rollout-0.125-tui.jsonl")}) + 1
+    )
+    odd_call = next(c for c in calls if c.call_id == "odd1")
+    assert odd_call.name == "exec_command" and odd_call.args == {"input": "{not json"}
+    doc = replay(f)
+    assert doc["sessions"] == 1 and doc["groups"][0]["compactions"] == 1
+
+
+def test_claude_and_pi_wrong_types(tmp_path: Path) -> None:
+    lines = CLAUDE_MAIN.read_text().splitlines()
+    a = json.loads(lines[2])
+    a["message"]["usage"] = {"input_tokens": "3", "cache_creation": "x", "output_tokens": None}
+    mc = json.loads(lines[7])
+    assert mc["subtype"] == "microcompact_boundary"
+    mc["microcompactMetadata"] = {"compactedToolIds": "toolu_read", "tokensSaved": "many"}
+    f = tmp_path / "claude.jsonl"
+    f.write_text(
+        "\n".join([lines[0], lines[1], json.dumps(a), *lines[3:7], json.dumps(mc), *lines[8:]])
+    )
+    evs, stats = events(f)
+    assert stats.skipped == {}
+    first = next(e for e in evs if isinstance(e, Message) and e.role == "assistant")
+    assert first.usage_prompt_tokens is None  # no count in it: no usage, not zero
+    [cleared] = [e for e in evs if isinstance(e, ClearedResults)]
+    assert cleared.tool_call_ids == () and cleared.tokens_saved is None
+
+    pi = PI_V1.read_text().splitlines()
+    header = json.loads(pi[0])
+    header["version"] = "one"  # not a number: v1, as pi reads it
+    comp_line = next(i for i, ln in enumerate(pi) if '"compaction"' in ln)
+    g = tmp_path / "pi.jsonl"
+    g.write_text(
+        "\n".join(
+            [
+                json.dumps(header),
+                *pi[1:comp_line],
+                pi[comp_line].replace('"firstKeptEntryIndex":13', '"firstKeptEntryIndex":true'),
+                *pi[comp_line + 1 :],
+            ]
+        )
+        + "\n"
+    )
+    evs, stats = events(g)
+    assert stats.skipped == {}
+    [comp] = [e for e in evs if isinstance(e, Compaction)]
+    assert comp.first_kept_id is None  # a bool is no index: nothing kept, as pi would
+
+
+def test_an_oversized_line_in_a_rollout_is_skipped_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxwrap.replay._read as read_mod
+
+    monkeypatch.setattr(read_mod, "MAX_LINE_BYTES", 4096)
+    lines = (CODEX / "rollout-0.125-tui.jsonl").read_text().splitlines()
+    big = json.loads(lines[15])  # the long test output
+    assert len(json.dumps(big)) > 4096
+    f = tmp_path / "big.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    evs, stats = events(f)
+    [(reason, n)] = stats.skipped.items()
+    assert reason.startswith("line over") and n == sum(len(ln) > 4096 for ln in lines)
+    assert sum(1 for e in evs if isinstance(e, Message) and e.role == "assistant") == 5
