@@ -435,7 +435,7 @@ class CodexReader:
         if exit_code is None:
             m = _EXIT_RE.search(text[:400])
             exit_code = int(m.group(1)) if m else None
-        call = self.calls.get(call_id)
+        call = self.calls.pop(call_id, None)  # answered: forget it (memory stays bounded)
         if call is not None and call.agent_tool in ("exec_command", "js"):
             running = _SESSION_RE.search(text[:400])
             if running is not None:

@@ -33,6 +33,11 @@ def default_roots(home: Path | None = None) -> list[Path]:
     pi_dir = os.environ.get("PI_CODING_AGENT_DIR")
     roots.append(Path(pi_dir) / "sessions" if pi_dir else home / ".pi" / "agent" / "sessions")
     roots.append(home / ".claude" / "projects")
+    # replayread: Codex rollouts (CODEX_HOME, default ~/.codex), when there are any
+    codex_home = os.environ.get("CODEX_HOME")
+    codex = (Path(codex_home) if codex_home else home / ".codex") / "sessions"
+    if codex.is_dir():
+        roots.append(codex)
     return roots
 
 

@@ -593,3 +593,29 @@ def test_an_oversized_line_in_a_rollout_is_skipped_unread(
     [(reason, n)] = stats.skipped.items()
     assert reason.startswith("line over") and n == sum(len(ln) > 4096 for ln in lines)
     assert sum(1 for e in evs if isinstance(e, Message) and e.role == "assistant") == 5
+
+
+def test_the_oldest_rollouts_without_an_envelope() -> None:
+    path = CODEX / "rollout-legacy-bare.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    [h] = [e for e in evs if isinstance(e, Header)]
+    assert h.fmt == "codex" and h.session_id == "0b1d0000-0000-4000-8000-000000000001"
+    assert [(c.agent_tool, c.name) for c in _calls(path)] == [("shell", "ls")]
+    [s] = replay(path)["groups"]
+    assert s["llm_calls"] == 2
+
+
+def test_codex_rollouts_are_found_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxwrap.replay import default_roots
+
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
+    assert not any(".codex" in str(r) for r in default_roots(tmp_path))  # none: no noise
+    (tmp_path / ".codex" / "sessions").mkdir(parents=True)
+    assert tmp_path / ".codex" / "sessions" in default_roots(tmp_path)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "ch"))
+    (tmp_path / "ch" / "sessions").mkdir(parents=True)
+    assert tmp_path / "ch" / "sessions" in default_roots(tmp_path)
