@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -234,7 +235,8 @@ def content_text(content: object) -> str:
 
 
 def _content_chars(content: object) -> int:
-    """Characters the provider receives for a content field (text parts; images by size)."""
+    """Characters the provider receives for a content field (text parts; an image as the
+    characters its tokens stand for, see image_chars)."""
     if isinstance(content, str):
         return len(content)
     n = 0
@@ -246,9 +248,78 @@ def _content_chars(content: object) -> int:
                 n += len(block["text"])
             elif isinstance(block.get("thinking"), str):
                 n += len(block["thinking"])
+            elif block.get("type") == "image":
+                n += image_chars(block)
             elif isinstance(block.get("data"), str):
                 n += len(block["data"])
     return n
+
+
+# Anthropic's image cost: about width x height / 750 tokens, after scaling the image down to a
+# long edge of 1568 px and 1.15 megapixels (docs.anthropic.com, vision); at most ~1,600.
+IMAGE_MAX_TOKENS = 1600
+
+
+def image_chars(block: dict[str, Any]) -> int:
+    """An image block (pi: data + mimeType; Anthropic: source.data) as 4 characters per token
+    it costs, so the chars/4 token estimate prices it right (its base64 length would make one
+    screenshot look like 20k tokens)."""
+    data = block.get("data")
+    source = block.get("source")
+    if not isinstance(data, str) and isinstance(source, dict):
+        data = source.get("data")
+    size = image_size(data) if isinstance(data, str) else None
+    if size is None:
+        return 4 * IMAGE_MAX_TOKENS
+    w, h = size
+    scale: float = min(1.0, 1568 / max(w, h), math.sqrt(1_150_000 / (w * h)))
+    tokens = int(w * scale * h * scale / 750 + 0.5)
+    return 4 * max(1, min(IMAGE_MAX_TOKENS, tokens))
+
+
+def image_size(b64: str) -> tuple[int, int] | None:
+    """(width, height) from the header of a base64 PNG, GIF or JPEG; None if unknown."""
+    import base64
+    import binascii
+
+    try:
+        head = base64.b64decode(b64[:96] + "=" * (-len(b64[:96]) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) >= 24:
+        w, h = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    elif head[:4] == b"GIF8" and len(head) >= 10:
+        w, h = int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
+    elif head[:2] == b"\xff\xd8":
+        return _jpeg_size(b64)
+    else:
+        return None
+    return (w, h) if w > 0 and h > 0 else None
+
+
+def _jpeg_size(b64: str) -> tuple[int, int] | None:
+    import base64
+    import binascii
+
+    part = b64[: 4 * 24576]  # the frame header is near the start: 72 KiB is plenty
+    try:
+        data = base64.b64decode(part[: len(part) - len(part) % 4])
+    except (binascii.Error, ValueError):
+        return None
+    i = 2
+    while i + 9 < len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        length = int.from_bytes(data[i + 2 : i + 4], "big")
+        if marker in (0xC0, 0xC1, 0xC2, 0xC3):
+            h, w = (
+                int.from_bytes(data[i + 5 : i + 7], "big"),
+                int.from_bytes(data[i + 7 : i + 9], "big"),
+            )
+            return (w, h) if w > 0 and h > 0 else None
+        i += 2 + length
+    return None
 
 
 def _int(value: object) -> int:
@@ -613,12 +684,22 @@ class ClaudeReader:
                     if not isinstance(b, dict) or b.get("type") != "tool_result":
                         continue
                     text = content_text(b.get("content"))
+                    inner = b.get("content")
+                    images = (
+                        sum(
+                            image_chars(x)
+                            for x in inner
+                            if isinstance(x, dict) and x.get("type") == "image"
+                        )
+                        if isinstance(inner, list)
+                        else 0
+                    )
                     yield Message(
                         eid,
                         parent,
                         "tool_result",
                         ts,
-                        len(text),
+                        len(text) + images,
                         tool_call_id=str(b.get("tool_use_id", "")),
                         text=text,
                         is_error=bool(b.get("is_error")),

@@ -17,7 +17,6 @@ const chars = (m) => {
     if (typeof b.text === "string") n += [...b.text].length;
     else if (typeof b.thinking === "string") n += [...b.thinking].length;
     else if (b.type === "toolCall") n += [...b.name].length + [...JSON.stringify(b.arguments ?? {})].length;
-    else if (typeof b.data === "string") n += b.data.length;
   }
   return n;
 };
@@ -37,6 +36,8 @@ for (let i = 0; i < body.length; i++) {
   const leaf = i > 0 ? body[i - 1].id : null;
   const ctx = pi.buildSessionContext(entries, leaf);
   const msgs = pi.convertToLlm(ctx.messages).filter((m) => m.role !== "system");
-  out.push(msgs.reduce((a, m) => a + chars(m), 0));
+  // images are priced by their size in pixels on the Python side: not compared here
+  const image = msgs.some((m) => Array.isArray(m.content) && m.content.some((b) => b.type === "image"));
+  out.push(image ? null : msgs.reduce((a, m) => a + chars(m), 0));
 }
 process.stdout.write(JSON.stringify(out));

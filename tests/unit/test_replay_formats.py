@@ -152,7 +152,7 @@ def _agrees_with_pi(path: Path, tmp_path: Path, every: int = 1) -> None:
     got = [c["messages_chars"] for c in s["calls"]]
     assert len(got) == len(want)
     pairs = [(i, a, b) for i, (a, b) in enumerate(zip(got, want, strict=True)) if b is not None]
-    assert len(pairs) >= len(got) // every
+    assert len(pairs) >= len(got) // every // 2  # calls with images in context are not compared
     assert [(i, a, b) for i, a, b in pairs if abs(a - b) > 2] == []
 
 
@@ -619,3 +619,53 @@ def test_codex_rollouts_are_found_by_default(
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "ch"))
     (tmp_path / "ch" / "sessions").mkdir(parents=True)
     assert tmp_path / "ch" / "sessions" in default_roots(tmp_path)
+
+
+def test_images_cost_what_their_pixels_cost() -> None:
+    import base64
+    import struct
+    import zlib
+
+    from ctxwrap.replay._read import IMAGE_MAX_TOKENS, image_chars, image_size
+
+    def png(w: int, h: int) -> str:
+        ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+        chunk = b"IHDR" + ihdr
+        raw = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk
+        raw += struct.pack(">I", zlib.crc32(chunk)) + b"\x00" * 5000
+        return base64.b64encode(raw).decode()
+
+    small = png(750, 100)
+    assert image_size(small) == (750, 100)
+    assert image_chars({"type": "image", "data": small, "mimeType": "image/png"}) == 4 * 100
+    # Anthropic's shape, scaled down to 1.15 megapixels, capped
+    big = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": png(4000, 3000)},
+    }
+    assert image_chars(big) <= 4 * IMAGE_MAX_TOKENS
+    # unknown: the most an image costs, never its base64 length
+    odd = {"type": "image", "data": "not base64 at all" * 1000}
+    assert image_chars(odd) == 4 * IMAGE_MAX_TOKENS
+    jpeg = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffc0001108") + struct.pack(
+        ">HH", 480, 640
+    )
+    assert image_size(base64.b64encode(jpeg + b"\x00" * 64).decode()) == (640, 480)
+    # in a Claude Code tool result, the image counts beside the text
+    entry = {
+        "type": "user",
+        "uuid": "u",
+        "sessionId": "s",
+        "message": {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "t",
+                    "type": "tool_result",
+                    "content": [{"type": "text", "text": "shot"}, big],
+                }
+            ],
+        },
+    }
+    [msg] = [e for e in claude_events(entry, ReadStats()) if isinstance(e, Message)]
+    assert msg.chars == 4 + image_chars(big) and msg.text == "shot"
