@@ -10,8 +10,10 @@ command "bash". Pure functions, no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 READ = frozenset({"cat", "nl", "bat", "batcat", "less", "more", "head", "tail", "sed"})
@@ -187,11 +189,42 @@ def _classify_stage(words: list[str]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _live_read_kind() -> Callable[[str], str | None] | None:
+    """The Codex adapter's own rule for what counts as a read-like command, when it is
+    installed: replay then treats a command as a read exactly when `ctxwrap codex` would."""
+    import importlib
+
+    try:
+        commands = importlib.import_module("ctxwrap.agents.codex.commands")
+    except ImportError:
+        return None
+    rule = getattr(commands, "read_kind", None)
+    return rule if callable(rule) else None
+
+
 def classify(command: str) -> tuple[str, dict[str, Any]]:
     """(kind, args) of a shell command: kind is "read", "grep", "find", "ls" or "bash"; args
     always hold `command`, and for reads the file (`path`, all of them in `paths`) and, when
-    only part of it is shown, `offset`/`limit`; for searches `pattern`."""
+    only part of it is shown, `offset`/`limit`; for searches `pattern`.
+
+    Where the Codex adapter is installed, its rule decides whether a command is read-like at
+    all (what the live proxy does); this module adds what was read."""
+    kind, args = _classify(command)
+    live = _live_read_kind()
+    if kind != "bash" and live is not None:
+        try:
+            if live(command) is None:
+                return "bash", {"command": command}
+        except Exception:  # the adapter's rule failing must not stop a read-only report
+            pass
+    return kind, args
+
+
+def _classify(command: str) -> tuple[str, dict[str, Any]]:
     bash: tuple[str, dict[str, Any]] = ("bash", {"command": command})
+    if "`" in command or "$(" in command:
+        return bash  # a substitution runs something else
     tokens = _tokens(command)
     if not tokens:
         return bash

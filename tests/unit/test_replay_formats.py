@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from ctxwrap.replay import _shellcmd as shellcmd
 from ctxwrap.replay import replay_paths, run_json
 from ctxwrap.replay._read import (
     ClearedResults,
@@ -354,7 +355,7 @@ def test_codex_0128_desktop_prompt_event_parallel_calls_and_js() -> None:
     ],
 )
 def test_shell_commands_are_classified(command: str, kind: str, extra: dict[str, Any]) -> None:
-    got_kind, args = classify(command)
+    got_kind, args = shellcmd._classify(command)
     assert got_kind == kind and args["command"] == command
     assert {k: args.get(k) for k in extra} == extra
 
@@ -363,6 +364,25 @@ def test_whole_file_reads_have_no_range() -> None:
     assert "offset" not in classify("cat a.py")[1]
     assert classify("cat a | head -5")[1]["limit"] is not None
     assert classify("tail -20 log")[1]["limit"] == 20
+    assert shellcmd._classify("cat $(ls)")[0] == "bash"
+
+
+def test_the_codex_adapters_rule_decides_what_is_read_like(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    import types
+
+    live = types.ModuleType("ctxwrap.agents.codex.commands")
+    live.read_kind = lambda cmd: "read" if cmd.startswith("cat ") else None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ctxwrap.agents.codex.commands", live)
+    shellcmd._live_read_kind.cache_clear()
+    try:
+        assert classify("cat a.py")[0] == "read"
+        assert classify("cd x && cat a.py") == ("bash", {"command": "cd x && cat a.py"})
+        assert classify("npm test")[0] == "bash"
+    finally:
+        shellcmd._live_read_kind.cache_clear()
 
 
 def test_patch_parsing() -> None:
