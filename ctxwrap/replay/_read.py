@@ -963,6 +963,8 @@ def _read_pi(
     )
     migrate = PiMigration(version)
     seen_system = False
+    # a branched or forked file starts with copies of its parent's entries (written before it)
+    born = parse_ts(header.get("timestamp")) if isinstance(branched, str) else None
     for raw_entry in entries:
         entry = migrate(raw_entry)
         if entry.get("customType") in PI_CTXWRAP_ENTRIES:
@@ -970,6 +972,8 @@ def _read_pi(
         for ev in _guarded(stats, pi_event, entry, stats, seen_system):
             if isinstance(ev, SystemPrompt):
                 seen_system = True
+            elif isinstance(ev, Message) and ev.role == "assistant" and 0 < ev.ts < (born or 0):
+                stats.notes["calls copied from the session this one was branched from"] += 1
             yield ev
 
 

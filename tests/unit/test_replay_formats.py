@@ -89,7 +89,8 @@ def test_pi_v1_is_read_as_pi_migrates_it() -> None:
     assert comp.first_kept_id == "v1-13"
     assert next(m for m in msgs if m.entry_id == "v1-13").role == "user"
     # the line with two objects yields both; it is noted, not skipped
-    assert stats.skipped == {} and sum(stats.notes.values()) == 1
+    assert stats.skipped == {}
+    assert stats.notes == {"line holding 2 JSON objects written together (each read)": 1}
     assert stats.entries == 19 + 1
     # `!cmd` as the user text pi sends; `!!cmd` stays out of the context
     bash_runs = [m for m in msgs if m.role == "custom" and m.chars > 30]
@@ -689,3 +690,14 @@ def test_images_cost_what_their_pixels_cost() -> None:
     }
     [msg] = [e for e in claude_events(entry, ReadStats()) if isinstance(e, Message)]
     assert msg.chars == 4 + image_chars(big) and msg.text == "shot"
+
+
+def test_calls_copied_into_a_branched_file_are_noted(tmp_path: Path) -> None:
+    lines = PI_V1.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["timestamp"] = "2025-12-01T10:06:30.000Z"  # branched after the first two answers
+    f = tmp_path / "branched.jsonl"
+    f.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    _, stats = events(f)
+    assert stats.notes["calls copied from the session this one was branched from"] == 2
+    assert stats.summary()["branched_from"].endswith("_0000.jsonl")
