@@ -68,6 +68,7 @@ _CONTEXT_PREFIXES = (
 )
 _EXIT_RE = re.compile(r"(?:Process exited with code|Exit code:) (-?\d+)")
 _SESSION_RE = re.compile(r"Process running with session ID (\d+)")
+_NESTED_EXIT_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
 _JS_EXEC_RE = re.compile(
     r"exec_command\(\s*\{\s*cmd\s*:\s*(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
 )
@@ -340,6 +341,11 @@ class CodexReader:
         if itype in _RESULT_ITEMS:
             self._input(self._result(item, ts))
             return
+        if itype == "additional_tools":
+            # newer model entries: the tool definitions travel as an input item
+            tools = json.dumps(item.get("tools") or [], ensure_ascii=False)
+            self._input(Message(f"codex-{self.n}", None, "custom", ts, len(tools)))
+            return
         self.stats.skip(f"unknown Codex response item type {str(itype)[:40]!r}")
 
     def _calls(self, item: dict[str, Any]) -> list[ToolCall]:
@@ -393,8 +399,9 @@ class CodexReader:
                 extra = {"session_id": args.get("session_id"), "chars": args.get("chars")}
                 return [ToolCall(call_id, started.name, {**started.args, **extra}, chars, name)]
             return [ToolCall(call_id, "bash", {**args, "command": ""}, chars, name)]
-        elif low == "js":
-            code = args.get("code")
+        elif low in ("js", "exec"):
+            # the JavaScript exec tool (Desktop's js, the custom `exec` of newer model entries)
+            code = args.get("code", args.get("input"))
             m = _JS_EXEC_RE.search(code) if isinstance(code, str) else None
             if m is not None:
                 try:
@@ -436,7 +443,10 @@ class CodexReader:
             m = _EXIT_RE.search(text[:400])
             exit_code = int(m.group(1)) if m else None
         call = self.calls.pop(call_id, None)  # answered: forget it (memory stays bounded)
-        if call is not None and call.agent_tool in ("exec_command", "js"):
+        if exit_code is None and call is not None and call.agent_tool in ("js", "exec"):
+            m = _NESTED_EXIT_RE.search(text[:600])  # the exec tool's nested result, before "output"
+            exit_code = int(m.group(1)) if m else None
+        if call is not None and call.agent_tool in ("exec_command", "js", "exec"):
             running = _SESSION_RE.search(text[:400])
             if running is not None:
                 self.processes[running.group(1)] = call

@@ -701,3 +701,17 @@ def test_calls_copied_into_a_branched_file_are_noted(tmp_path: Path) -> None:
     _, stats = events(f)
     assert stats.notes["calls copied from the session this one was branched from"] == 2
     assert stats.summary()["branched_from"].endswith("_0000.jsonl")
+
+
+def test_codex_additional_tools_and_the_custom_exec_tool() -> None:
+    path = CODEX / "rollout-0.171-exec-tool.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    tools = [e for e in evs if isinstance(e, Message) and e.role == "custom"]
+    assert len(tools) == 1 and tools[0].chars > 100  # the tool definitions are context
+    [call] = _calls(path)
+    assert (call.agent_tool, call.name, call.args["path"]) == ("exec", "read", "x")
+    [result] = [e for e in evs if isinstance(e, Message) and e.role == "tool_result"]
+    assert result.is_error and result.tool_name == "read"
+    [s] = replay(path)["groups"]
+    assert s["llm_calls"] == 2 and s["model"] == "gpt-5.6-sol"
