@@ -56,6 +56,9 @@ _RESULT_ITEMS = frozenset(
 )
 # Recorded, never sent to the model.
 _IGNORED_ITEMS = frozenset({"ghost_snapshot", "other"})
+# Rollout entries of Codex's own state (0.171: world_state, a snapshot of what the context
+# items already say).
+_IGNORED_ENTRIES = frozenset({"world_state"})
 # Context Codex adds as user-role messages; not the person's prompt.
 _CONTEXT_PREFIXES = (
     "# AGENTS.md instructions",
@@ -186,7 +189,8 @@ class _Response:
             out.usage_prompt_tokens = prompt
             out.usage_input_tokens = prompt - cached
             out.usage_cache_read_tokens = cached
-            out.usage_cache_write_tokens = 0  # OpenAI caches without a write charge
+            # OpenAI caches without a write charge; 0.171 reports cache_write_input_tokens
+            out.usage_cache_write_tokens = _n(u.get("cache_write_input_tokens"))
             out.output_tokens = _n(u.get("output_tokens"))
         return out
 
@@ -263,6 +267,14 @@ class CodexReader:
             return
         if kind == "compacted":
             yield from self._compacted(payload if isinstance(payload, dict) else {}, ts)
+            return
+        if kind == "token_usage_record":
+            # 0.171+: one per response, right after it (the token_count event comes later)
+            usage = payload.get("usage") if isinstance(payload, dict) else None
+            if self.resp is not None and self.resp.usage is None and isinstance(usage, dict):
+                self.resp.usage = usage
+            return
+        if kind in _IGNORED_ENTRIES:
             return
         if kind == "response_item":
             if not isinstance(payload, dict):
