@@ -33,6 +33,11 @@ def default_roots(home: Path | None = None) -> list[Path]:
     pi_dir = os.environ.get("PI_CODING_AGENT_DIR")
     roots.append(Path(pi_dir) / "sessions" if pi_dir else home / ".pi" / "agent" / "sessions")
     roots.append(home / ".claude" / "projects")
+    # replayread: Codex rollouts (CODEX_HOME, default ~/.codex), when there are any
+    codex_home = os.environ.get("CODEX_HOME")
+    codex = (Path(codex_home) if codex_home else home / ".codex") / "sessions"
+    if codex.is_dir():
+        roots.append(codex)
     return roots
 
 
@@ -228,6 +233,8 @@ class ReplayRun:
     aux: dict[str, dict[str, int]] = field(default_factory=dict)
     cost_plain: list[Any] = field(default_factory=list)
     cost_ctxwrap: list[Any] = field(default_factory=list)
+    # replayread: each file not replayed, with its reason
+    unread: list[dict[str, Any]] = field(default_factory=list)
 
 
 def replay_file(
@@ -340,8 +347,10 @@ def _merge(run: ReplayRun, res: _FileResult) -> None:
     run.skipped_entries.update(res.stats.skipped)
     if res.skip is not None:
         run.skipped_files[res.skip] += 1
+        run.unread.append({"path": res.stats.path, "reason": res.skip})  # replayread
     if res.session is None:
         return
+    res.session["reader"] = res.stats.summary()  # replayread: source, sub-agent, ran under ctxwrap
     run.sessions.append(res.session)
     run.calls.extend(res.calls)
     run.cost_plain.extend(res.cost_plain)
@@ -362,6 +371,7 @@ def run_json(run: ReplayRun) -> dict[str, Any]:
         "sessions": len(run.sessions),
         "skipped_files": dict(run.skipped_files),
         "skipped_entries": dict(run.skipped_entries),
+        "unread_files": run.unread,  # replayread: per file, why it was not replayed
         "totals": {
             **_figures(run.calls, run.aux),
             "cost": {"plain": _sum_costs(run.cost_plain), "ctxwrap": _sum_costs(run.cost_ctxwrap)},

@@ -219,7 +219,7 @@ def test_binary_empty_and_foreign_files_are_skipped_with_reasons(tmp_path: Path)
     assert doc["skipped_files"] == {
         "binary file": 1,
         "empty file": 1,
-        "no pi session header or Claude Code entry": 1,
+        "no pi session header, Claude Code entry or Codex rollout start": 1,
     }
     text = cli("replay", str(tmp_path)).stdout
     assert "1 file(s): binary file" in text and "skipped:" in text
