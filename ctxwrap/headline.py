@@ -126,9 +126,10 @@ class Headline:
         else:
             what = (
                 f"{self.plain_cost:,.0f} cost units; with ctxwrap {self.cost:,.0f}"
-                " (input-token equivalents: no price known for this model)"
+                " (input-token equivalents: a model without a known price)"
             )
-        return f"{self.plain_name} would have cost {what} — {self.short()}"
+        who = self.plain_name if self.agent else "without ctxwrap it"
+        return f"{who} would have cost {what} — {self.short()}"
 
     def token_line(self) -> str:
         """Estimated sizes, labelled as estimates, beside the provider's own count."""

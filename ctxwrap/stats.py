@@ -624,62 +624,10 @@ def nothing_message(report: StatsReport) -> str:
     return "no statistics recorded yet" + (" " + " ".join(where) if where else "")
 
 
-_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}
-
-# (text, style) — styles are applied after padding so escape codes never skew the columns.
-_Cell = tuple[str, str]
-
-
 def _paint(text: str, style: str, color: bool) -> str:
-    if not (color and style and text):
-        return text
-    return f"\x1b[{';'.join(_SGR[s] for s in style.split())}m{text}\x1b[0m"
+    from ctxwrap._table import paint
 
-
-def _table(
-    headers: list[str],
-    rows: list[list[_Cell]],
-    *,
-    left: int,
-    color: bool,
-    width: int,
-    total: list[_Cell] | None = None,
-) -> list[str]:
-    """Aligned columns: the first `left` columns left-aligned, the rest right-aligned (numbers).
-
-    Drawn by hand: rich's Table costs ~3 ms a row, which a 50-session table can't afford
-    inside the 300 ms budget.
-    """
-    every = [[(h, "bold") for h in headers], *rows, *([total] if total else [])]
-    widths = [max(len(r[i][0]) for r in every) for i in range(len(headers))]
-    if sum(widths) + 2 * (len(widths) - 1) > width and headers[-1] == "":
-        widths, every = widths[:-1], [r[:-1] for r in every]  # no room: drop the bar column
-
-    bar_col = len(widths) - 1 if headers[len(widths) - 1] == "" else -1
-
-    def line(r: list[_Cell]) -> str:
-        out = []
-        for i, (text, style) in enumerate(r):
-            pad = widths[i] - len(text)
-            cell = _paint(text, style, color)
-            on_left = i < left or i == bar_col
-            # the last column is not padded on the right: no trailing blanks in a pipe
-            if i == len(widths) - 1 and on_left:
-                out.append(cell)
-            else:
-                out.append(cell + " " * pad if on_left else " " * pad + cell)
-        return "  ".join(out).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    lines = [line(every[0]), _paint(rule, "dim", color)]
-    lines += [line(r) for r in every[1 : len(rows) + 1]]
-    if total:
-        lines += [_paint(rule, "dim", color), line(every[-1])]
-    return lines
-
-
-def _num(v: int, style: str = "") -> _Cell:
-    return (_n(v), "red" if v < 0 else style)
+    return paint(text, style, color)
 
 
 def _wrap(line: str, width: int) -> str:
@@ -785,79 +733,189 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
     charts = color if charts is None else charts
     out = [_wrap(line, width) for line in header_lines(report, color=color)]
     out.append("")
-    t = report.totals
-
-    def bar(value: int, scale: int) -> list[_Cell]:
-        if not charts:
-            return []
-        text, style = _bar(value, scale)
-        return [(text, style)]
-
     if report.by == "mechanism":
-        scale = max((abs(m.net_tokens) for m in t.mechanisms), default=0)
-        rows = [
-            [
-                (m.mechanism, ""),
-                _num(m.saved_tokens),
-                _num(m.aux_input_tokens),
-                _num(m.aux_output_tokens),
-                _num(m.net_tokens),
-                *bar(m.net_tokens, scale),
-            ]
-            for m in t.mechanisms
-        ]
-        total = [
-            ("total", "bold"),
-            _num(t.saved_tokens, "bold"),
-            _num(t.aux_input_tokens, "bold"),
-            _num(t.aux_output_tokens, "bold"),
-            _num(t.net_tokens, "bold"),
-            *([("", "")] if charts else []),
-        ]
-        headers = ["mechanism", "saved", "aux in", "aux out", "net", *([""] if charts else [])]
-        out += _table(headers, rows, left=1, color=color, width=width, total=total)
+        out += _mechanism_table(report, color=color, width=width, charts=charts)
     else:
-        scale = max((abs(g.figures.net_tokens) for g in report.groups), default=0)
-        rows = []
-        for g in report.groups:
-            f = g.figures
-            if report.by == "session":
-                s = g.session
-                state = "-" if s is None else ("live" if s.live else "ended")
-                started = "-" if s is None or s.started_at is None else _when(s.started_at)[5:]
-                first: list[_Cell] = [
-                    (g.key[:8], ""),
-                    (state, "green" if state == "live" else ""),
-                    (started, ""),
-                ]
-            else:
-                first = [(g.key, "")]
-            rows.append(
-                [
-                    *first,
-                    _num(f.llm_calls),
-                    _num(f.sent_tokens),
-                    _num(f.plain_tokens),
-                    _num(f.saved_tokens),
-                    (_pct(f.saved_pct), ""),
-                    _num(f.aux_tokens),
-                    _num(f.net_tokens),
-                    (_pct(f.cost.total_saved_pct), ""),
-                    *bar(f.net_tokens, scale),
-                ]
-            )
-        heads = (
-            ["session", "state", "started"] if report.by == "session" else [report.by]  # day, agent
-        )
-        headers = [*heads, "calls", "sent", "plain", "saved", "%", "aux", "net", "cost %"]
-        out += _table(
-            [*headers, *([""] if charts else [])],
-            rows,
-            left=len(heads),
-            color=color,
-            width=width,
-        )
+        out += _group_table(report, color=color, width=width, charts=charts)
     return "\n".join(out) + "\n"
+
+
+def _mechanism_table(report: StatsReport, *, color: bool, width: int, charts: bool) -> list[str]:
+    from ctxwrap import _table as T
+    from ctxwrap.vocabulary import mechanism_label, mechanism_words
+
+    t = report.totals
+    mechs = list(t.mechanisms)
+    scale = max((abs(m.net_tokens) for m in mechs), default=0)
+    bold = [""] * len(mechs) + ["bold"]
+    cols = [
+        T.column(
+            ("what ctxwrap did", "mechanism"),
+            [
+                *(
+                    (mechanism_words(m.mechanism), mechanism_label(m.mechanism), m.mechanism)
+                    for m in mechs
+                ),
+                "total",
+            ],
+            styles=bold,
+            left=True,
+        ),
+        _num_col(
+            ("≈tokens kept out", "≈kept out"), [m.saved_tokens for m in mechs], t.saved_tokens
+        ),
+        _num_col(("aux model", "aux"), [m.aux_tokens for m in mechs], t.aux_tokens, drop=2),
+        _num_col("net", [m.net_tokens for m in mechs], t.net_tokens),
+    ]
+    if charts:
+        bars = [_bar(m.net_tokens, scale) for m in mechs] + [("", "")]
+        cols.append(
+            T.column("", [b[0] for b in bars], styles=[b[1] for b in bars], bar=True, left=True)
+        )
+    return T.render(cols, width=width, color=color, total_rows=1)
+
+
+def _num_col(
+    header: str | tuple[str, ...], values: list[int], total: int | None, *, drop: int = 0
+) -> Any:
+    from ctxwrap import _table as T
+
+    vals = [*values, *([] if total is None else [total])]
+    styles = ["red" if v < 0 else "" for v in values]
+    if total is not None:
+        styles.append("red bold" if total < 0 else "bold")
+    return T.column(header, [_n(v) for v in vals], styles=styles, drop=drop)
+
+
+def _group_table(report: StatsReport, *, color: bool, width: int, charts: bool) -> list[str]:
+    from ctxwrap import _table as T
+    from ctxwrap.headline import pct_text, tokens_text, total_plain_usd, total_usd, usd_text
+    from ctxwrap.vocabulary import agent_name
+
+    groups = list(report.groups)
+    t = report.totals
+    figs = [g.figures for g in groups] + [t]
+    n = len(groups)
+    bold = [""] * n + ["bold"]
+    cols: list[Any] = []
+    if report.by == "session":
+        infos = [g.session for g in groups]
+        cols.append(
+            T.column("session", [g.key[:8] for g in groups] + ["total"], styles=bold, left=True)
+        )
+        cols.append(
+            T.column(
+                "agent",
+                [(agent_name(s.agent), s.agent) if s else "-" for s in infos] + [""],
+                left=True,
+                drop=3,
+            )
+        )
+        cols.append(
+            T.column(
+                "started",
+                [
+                    (_when(s.started_at)[5:], _when(s.started_at)[5:10])
+                    if s and s.started_at
+                    else "-"
+                    for s in infos
+                ]
+                + [""],
+                left=True,
+                drop=4,
+            )
+        )
+        states = ["-" if s is None else ("live" if s.live else "ended") for s in infos]
+        cols.append(
+            T.column(
+                "state",
+                [*states, ""],
+                styles=["green" if st == "live" else "" for st in states] + [""],
+                left=True,
+                drop=5,
+            )
+        )
+    elif report.by == "day":
+        cols.append(
+            T.column(
+                "day", [(g.key, g.key[5:]) for g in groups] + ["total"], styles=bold, left=True
+            )
+        )
+    else:
+        cols.append(
+            T.column(
+                "agent",
+                [(agent_name(g.key), g.key) for g in groups] + ["total"],
+                styles=bold,
+                left=True,
+            )
+        )
+    cols.append(_num_col("calls", [f.llm_calls for f in figs[:-1]], t.llm_calls))
+    priced = all(
+        total_plain_usd(f.cost) is not None and total_usd(f.cost) is not None for f in figs
+    )
+    if priced:
+        plain = [total_plain_usd(f.cost) for f in figs]
+        ours = [total_usd(f.cost) for f in figs]
+        saved = [f.cost.total_saved_usd for f in figs]
+        cols += [
+            T.column(("$ without ctxwrap", "$ plain"), [usd_text(v) for v in plain], styles=bold),
+            T.column(("$ with ctxwrap", "$ with"), [usd_text(v) for v in ours], styles=bold),
+            T.column(
+                "saved",
+                [usd_text(v) for v in saved],
+                styles=[
+                    ("red " if (v or 0) < 0 else "") + b for v, b in zip(saved, bold, strict=True)
+                ],
+            ),
+        ]
+    else:
+        cols += [
+            T.column(
+                ("cost without ctxwrap", "cost plain"),
+                [tokens_text(f.cost.total_plain_weighted) for f in figs],
+                styles=bold,
+            ),
+            T.column(
+                ("cost with ctxwrap", "cost with"),
+                [tokens_text(f.cost.total_weighted) for f in figs],
+                styles=bold,
+            ),
+        ]
+    pcts = [f.cost.total_saved_pct if f.cost.calls else None for f in figs]
+    cols.append(
+        T.column(
+            "cost",
+            [pct_text(p) or "-" for p in pcts],
+            styles=[
+                ("red " if (p or 0) < -0.5 else "") + b for p, b in zip(pcts, bold, strict=True)
+            ],
+        )
+    )
+    cols += [
+        _num_col(
+            ("≈tokens sent", "≈sent"), [f.sent_tokens for f in figs[:-1]], t.sent_tokens, drop=8
+        ),
+        _num_col(
+            ("≈kept out", "≈kept"), [f.saved_tokens for f in figs[:-1]], t.saved_tokens, drop=6
+        ),
+        _num_col("aux", [f.aux_tokens for f in figs[:-1]], t.aux_tokens, drop=7),
+        _num_col("net", [f.net_tokens for f in figs[:-1]], t.net_tokens, drop=6),
+    ]
+    if charts:
+        scale = max((abs(f.net_tokens) for f in figs[:-1]), default=0)
+        bars = [_bar(f.net_tokens, scale) for f in figs[:-1]] + [("", "")]
+        cols.append(
+            T.column("", [b[0] for b in bars], styles=[b[1] for b in bars], bar=True, left=True)
+        )
+    lines = T.render(cols, width=width, color=color, total_rows=1 if n > 1 else 0)
+    if n == 1:
+        lines = lines[:-1]  # one row: its total is the same row
+    if not priced:
+        lines.append(
+            _wrap("cost in input-token equivalents: no price is known for some models", width)
+        )
+    return lines
 
 
 # -- command ------------------------------------------------------------------------------------
@@ -946,7 +1004,13 @@ def _since_param(value: str | None) -> float | None:
 def stats_command(
     session: str | None, since: str | None, by: GroupBy, as_json: bool, watch: float | None
 ) -> None:
-    """Tokens ctxwrap kept out of the context versus plain pi, net of the aux model's tokens."""
+    """What ctxwrap saved: the cost with and without it, and what each mechanism kept out.
+
+    The first figure is the cost reduction as pi's footer and /ctx-stats show it (cache-priced,
+    net of ctxwrap's own aux-model calls, compactions included). Token sizes are estimates
+    (chars/4), shown beside what the provider counted. --by day reads like a daily usage
+    report: $ without ctxwrap, $ with, saved.
+    """
     since_ts = _since_param(since)
     if watch is not None and watch <= 0:
         raise click.BadParameter("must be more than 0 seconds", param_hint="'--watch'")

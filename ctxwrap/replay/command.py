@@ -42,10 +42,12 @@ def replay_cmd(
     model: str | None,
     tag: bool,
 ) -> None:
-    """What ctxwrap would have kept out of sessions you already ran (no model call).
+    """What ctxwrap would have saved on sessions you already ran.
 
-    PATHS are session files or directories (default: ~/.pi/agent/sessions and
-    ~/.claude/projects). The files are only read.
+    One row per session: date, project, agent, calls, $ plain → $ with ctxwrap (cost units
+    when the model has no known price), %. PATHS are session files or directories (default:
+    ~/.pi/agent/sessions and ~/.claude/projects); they are only read. Without --tag no model is
+    called, and the reads the aux model might have hidden are shown as a range.
     """
     from ctxwrap.replay._run import default_roots, render_text
     from ctxwrap.stats import parse_since
