@@ -240,6 +240,7 @@ def render_ctxwrap_1(root: click.Group | None = None) -> str:
         "become one-line tombstones, and large Write bodies a stub with a one-line fact. "
         "Credentials pass through the proxy and are never stored."
     )
+    out += _figures_section()
     out += [".SH OPTIONS"]
     for p in root.params:
         if isinstance(p, click.Option) and p.help:
@@ -325,6 +326,28 @@ def render_ctxwrap_daemon_8(root: click.Group | None = None) -> str:
             out.append(f".TP\n\\fI{esc(file)}\\fR\n{_line(esc(text))}")
     out += [".SH SEE ALSO", "\\fBctxwrap\\fR(1), \\fBsystemd.socket\\fR(5), \\fBsd_notify\\fR(3)"]
     return "\n".join(out) + "\n"
+
+
+def _figures_section() -> list[str]:
+    """What `ctxwrap stats`, `replay` and `report` call each mechanism: the words of
+    ctxwrap.vocabulary (user words first, the mechanism's name second), as the CLI shows them."""
+    from ctxwrap.vocabulary import MECHANISM_NAMES, MECHANISM_WORDS
+
+    out = [
+        ".SH WHAT THE FIGURES SAY",
+        *paragraphs(
+            "Every view of a session (`ctxwrap stats`, /ctx-stats and the status line in the "
+            "agent, the shell prompt segment, `ctxwrap report`) leads with one headline: the "
+            "cost with ctxwrap against the plain agent's, cache-priced and net of ctxwrap's own "
+            "aux-model calls, e.g. `cost −60% · $0.12 saved`. Token sizes marked ≈ are "
+            "estimates (chars/4), shown beside what the provider counted. The rows name what "
+            "ctxwrap did, in these words:"
+        ),
+    ]
+    for mech, (words, _short) in MECHANISM_WORDS.items():
+        name = esc(f"{MECHANISM_NAMES[mech]} (`{mech}` in --json)")
+        out.append(".TP\n\\fB" + esc(words) + "\\fR\n" + name)
+    return [_line(x) if not x.startswith(".") else x for x in out]
 
 
 def root_command(group: click.Command, name: str) -> click.Command:

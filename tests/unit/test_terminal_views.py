@@ -239,3 +239,26 @@ def test_recall_works_without_a_daemon(state: Path, tmp_path: Path) -> None:
         [str(CTXWRAP), "recall", "rdeadbeef"], env=env, capture_output=True, text=True, timeout=30
     )
     assert missing.returncode != 0 and "no stored output" in missing.stderr
+
+
+def test_one_vocabulary_in_cli_readme_and_man_page(state: Path) -> None:
+    from ctxwrap.manpage import PAGES
+    from ctxwrap.vocabulary import MECHANISM_NAMES, MECHANISM_WORDS
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    import click
+
+    from ctxwrap.cli import cli
+
+    assert isinstance(cli, click.Group)
+    page = PAGES["ctxwrap.1"](cli).replace("\\-", "-")
+    stats = run(state, 200, "stats").stdout
+    for mech, (words, _) in MECHANISM_WORDS.items():
+        if mech in ("skills", "tools"):
+            assert "loaded on demand" in readme
+        else:
+            assert words in readme, words
+        assert words in page, words
+        assert MECHANISM_NAMES[mech] in page
+        if mech in MECHANISMS:  # the mechanisms `stats` has rows for
+            assert f"{words} ({MECHANISM_NAMES[mech]})" in stats, stats
