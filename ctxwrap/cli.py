@@ -103,6 +103,7 @@ def doctor_cmd(as_json: bool) -> None:
     from dataclasses import asdict
 
     from ctxwrap.doctor import DoctorFailed, run_checks
+    from ctxwrap.vocabulary import plural
 
     checks = run_checks()
     if as_json:
@@ -115,7 +116,7 @@ def doctor_cmd(as_json: bool) -> None:
     failed = [c.name for c in checks if c.level == "fail"]
     if failed:
         raise DoctorFailed(
-            f"{len(failed)} check(s) failed: {', '.join(failed)}",
+            f"{plural(len(failed), 'check')} failed: {', '.join(failed)}",
             hint="fix the FAIL lines above, then run `ctxwrap doctor` again",
         )
 
