@@ -970,6 +970,9 @@ def cost_settings() -> tuple[float, dict[str, Prices]]:
     return ttl, settings_overrides(prices if isinstance(prices, str) else None)
 
 
+_cost_settings = cost_settings  # the name other modules imported before
+
+
 def _since_param(value: str | None) -> float | None:
     if value is None:
         return None
