@@ -500,6 +500,7 @@ def _headline_json(f: Figures, agent: str | None) -> dict[str, Any]:
         "plain_usd": _r(h.plain_usd, 2),
         "usd": _r(h.usd, 2),
         "plain": h.plain_name,
+        "top_mechanisms": list(h.top_mechanisms),
     }
 
 
@@ -671,7 +672,11 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
     c = t.cost
     if c.calls and h.short():
         style = "red bold" if (h.pct or 0) < 0 else "green bold"
-        out.append(f"{_paint(h.short(), style, color)}: {h.sentence().split(' — ')[0]}")
+        mostly = h.mostly() if (h.pct or 0) > 0 else ""
+        out.append(
+            f"{_paint(h.short(), style, color)}: {h.sentence().split(' — ')[0]}"
+            + (f"; {mostly}" if mostly else "")
+        )
     out.append(
         f"{plural(t.llm_calls, 'LLM call')}: ≈{_n(t.sent_tokens)} tokens sent, {plain}"
         f" ≈{_n(t.plain_tokens)} (estimated, chars/4)"
