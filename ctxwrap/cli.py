@@ -75,7 +75,10 @@ class LazyGroup(FullHelpGroup):
             import importlib
 
             module, attr = self.lazy[cmd_name].split(":")
-            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+            cmd = getattr(importlib.import_module(module), attr)
+            if type(cmd) is click.Group:  # a plain group of its own module: whole help lines too
+                cmd.__class__ = FullHelpGroup
+            self.add_command(cmd, cmd_name)
         return super().get_command(ctx, cmd_name)
 
 
