@@ -496,9 +496,9 @@ def _headline_json(f: Figures, agent: str | None) -> dict[str, Any]:
         "text": h.short(),
         "sentence": h.sentence(),
         "saved_pct": h.pct,  # as shown: 60 for "cost −60%"
-        "saved_usd": _r(h.saved_usd, 2),
-        "plain_usd": _r(h.plain_usd, 2),
-        "usd": _r(h.usd, 2),
+        "saved_usd": _r(h.saved_usd, 6),
+        "plain_usd": _r(h.plain_usd, 6),
+        "usd": _r(h.usd, 6),
         "plain": h.plain_name,
         "top_mechanisms": list(h.top_mechanisms),
     }
@@ -562,6 +562,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
                     "incomplete": s.incomplete,
                     "model": s.model,
                     "cwd": s.cwd,
+                    "agent": s.agent,
                 },
                 **_figures_json(g.figures, _group_agent(report, g)),
             }
