@@ -9,10 +9,7 @@ Percentages and money are rounded by `ctxwrap.headline`, as every other view.
 from __future__ import annotations
 
 import json
-import re
-import sqlite3
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,15 +18,6 @@ from ctxwrap import _table as T
 from ctxwrap.headline import pct_text, usd_text
 from ctxwrap.vocabulary import agent_name, mechanism_label, mechanism_words, plural
 
-# What a transcript shows when ctxwrap edited its context (the daemon's and the bridge's
-# replacement texts, and ctxwrap's own tools); a number must follow, so ctxwrap's source code
-# quoted in a session does not count.
-_MARKERS = re.compile(
-    rb"\[ctxwrap digest of bash output (?:\xe2\x80\x94|\\u2014) [0-9]"
-    rb"|\[content stripped by ctxwrap: [0-9]"
-    rb"|\[ctxwrap: [^\]\"]{1,200}\([0-9][0-9,]* chars\)"
-    rb'|"name":\s*"(?:ctx_recall|find_capability)"'
-)
 _HEAD_BYTES = 256 * 1024
 
 
@@ -75,39 +63,11 @@ def _file_facts(path: str) -> tuple[float | None, str | None]:
     return started, cwd
 
 
-def ran_under_ctxwrap(path: str, known_ids: set[str], session_id: str) -> bool:
-    """A session ctxwrap already edited: its id is in the statistics database, or its
-    transcript carries ctxwrap's replacement texts. (Minimal: replayread's reader may set
-    `under_ctxwrap` itself, which wins.)"""
-    if session_id in known_ids:
-        return True
-    try:
-        with open(path, "rb") as fh:
-            prev = b""
-            while chunk := fh.read(1 << 20):
-                if _MARKERS.search(prev + chunk):
-                    return True
-                prev = chunk[-512:]
-    except OSError:
-        return False
-    return False
-
-
-def known_session_ids() -> set[str]:
-    """Session ids the daemon recorded (pi's and Claude Code's own ids)."""
-    from ctxwrap import paths
-
-    db = paths.db_path()
-    if not db.exists():
-        return set()
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            return {str(r[0]) for r in conn.execute("SELECT session_id FROM sessions")}
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return set()
+def ran_under_ctxwrap(g: dict[str, Any]) -> bool:
+    """A session ctxwrap already edited, as replay's reader found it (its markers in the
+    transcript, or its id in ctxwrap's database): one detector for every view."""
+    reader = g.get("reader")
+    return bool(isinstance(reader, dict) and reader.get("ran_under_ctxwrap"))
 
 
 def _project(g: dict[str, Any], cwd: str | None) -> tuple[str, str]:
@@ -137,7 +97,7 @@ def _input_only(side: dict[str, Any], model: str | None) -> float | None:
     return float(usd) - out * price / 1_000_000
 
 
-def rows_of(doc: dict[str, Any], *, model: str | None, known: set[str]) -> list[Row]:
+def rows_of(doc: dict[str, Any], *, model: str | None) -> list[Row]:
     rows = []
     for g in doc["groups"]:
         started, cwd = g.get("started_at"), g.get("cwd")
@@ -146,10 +106,8 @@ def rows_of(doc: dict[str, Any], *, model: str | None, known: set[str]) -> list[
             started = started if started is not None else first
             cwd = cwd or file_cwd
         full, short = _project(g, cwd)
-        under = g.get("under_ctxwrap")
-        if under is None:
-            under = ran_under_ctxwrap(g["path"], known, g["session_id"])
-        g["under_ctxwrap"] = bool(under)
+        under = ran_under_ctxwrap(g)
+        g["under_ctxwrap"] = under
         m = model or g.get("model")
         plain_usd = _input_only(g["cost"]["plain"], m)
         our_usd = _input_only(g["cost"]["ctxwrap"], m)
@@ -328,11 +286,10 @@ def render_text(
     color: bool = False,
     model: str | None = None,
     tagged: bool = False,
-    known: Iterable[str] = (),
 ) -> str:
     from ctxwrap.stats import _wrap
 
-    rows = rows_of(doc, model=model, known=set(known))
+    rows = rows_of(doc, model=model)
     counted = [r for r in rows if not r.under_ctxwrap]
     already = [r for r in rows if r.under_ctxwrap]
     calls = sum(r.doc["llm_calls"] for r in counted)

@@ -73,11 +73,10 @@ def replay_cmd(
     finally:
         if tagger is not None:
             tagger.close()
-    from ctxwrap.replay._view import known_session_ids, rows_of
+    from ctxwrap.replay._view import rows_of
 
-    known = known_session_ids()
     if as_json:
-        rows_of(doc, model=model, known=known)  # marks each group's `under_ctxwrap`
+        rows_of(doc, model=model)  # marks each group's `under_ctxwrap`
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
         import shutil
@@ -86,7 +85,7 @@ def replay_cmd(
 
         width = shutil.get_terminal_size((100, 24)).columns
         click.echo(
-            render_text(doc, width=width, model=model, tagged=tagger is not None, known=known),
+            render_text(doc, width=width, model=model, tagged=tagger is not None),
             nl=False,
         )
     if not doc["sessions"]:

@@ -39,15 +39,8 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proj.mkdir(parents=True)
     shutil.copy(FIXTURES / "claude-2.1.197.jsonl", proj / "a1.jsonl")
     shutil.copy(FIXTURES / "pi-compaction.jsonl", root / "pi-one.jsonl")
-    # a session ctxwrap already edited: its transcript holds a digest ctxwrap wrote
-    marked = (FIXTURES / "pi-0.73-compaction.jsonl").read_text()
-    marked += (
-        json.dumps(
-            {"type": "custom", "note": "[ctxwrap digest of bash output — 1,204 lines, 52,000 chars"}
-        )
-        + "\n"
-    )
-    (root / "under.jsonl").write_text(marked)
+    # a session that really ran under ctxwrap (its digests, tombstones and state entries)
+    shutil.copy(FIXTURES / "pi-under-ctxwrap.jsonl", root / "under.jsonl")
     return root
 
 
