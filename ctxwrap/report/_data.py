@@ -69,6 +69,63 @@ class AuxRow:
 
 
 @dataclass
+class MechanismRow:
+    """One mechanism's totals: tokens kept out summed over the calls, the aux model's tokens.
+
+    `bound_tokens`: what it could keep out on top, unsimulated (the tagger in a replay without
+    `--tag`); its aux tokens are then the cost of that range, shown beside it and counted in
+    no total (`aux_counted` False): never charged without its credit.
+    """
+
+    key: str
+    saved_tokens: int
+    aux_tokens: int
+    bound_tokens: int = 0
+    aux_counted: bool = True
+    needed_again_tokens: int | None = None  # kept out, then needed again (recalled/re-read)
+
+    @property
+    def net_tokens(self) -> int:
+        return self.saved_tokens - (self.aux_tokens if self.aux_counted else 0)
+
+
+@dataclass
+class Totals:
+    """The session's cost both ways, as the headline states it: `weighted` in cost units
+    (input-equivalent tokens), `usd` None when a price is unknown. ctxwrap's side includes the
+    aux calls that are counted (and, for a live session, compactions on both sides)."""
+
+    plain_weighted: float = 0.0
+    ours_weighted: float = 0.0
+    plain_usd: float | None = None
+    ours_usd: float | None = None
+    aux_weighted: float = 0.0
+    aux_usd: float | None = None
+    uncounted_aux_weighted: float = 0.0  # the tagger's cost beside its range (replay)
+    uncounted_aux_usd: float | None = None
+
+    @property
+    def usd_known(self) -> bool:
+        return self.plain_usd is not None and self.ours_usd is not None
+
+    @property
+    def saved_weighted(self) -> float:
+        return self.plain_weighted - self.ours_weighted
+
+    @property
+    def saved_usd(self) -> float | None:
+        if self.plain_usd is None or self.ours_usd is None:
+            return None
+        return self.plain_usd - self.ours_usd
+
+    @property
+    def saved_pct(self) -> float | None:
+        if self.plain_weighted <= 0:
+            return None
+        return 100.0 * self.saved_weighted / self.plain_weighted
+
+
+@dataclass
 class ReportData:
     title: str
     source: str  # "ctxwrap session" | "replay"
@@ -84,6 +141,9 @@ class ReportData:
     # characters, so they can differ from the sum of the per-call bars by rounding.
     sent_total: int | None = None
     plain_total: int | None = None
+    mechanisms: list[MechanismRow] = field(default_factory=list)
+    totals: Totals = field(default_factory=Totals)
+    usd_per_unit: float | None = None  # $ of one cost unit (the model's input price), if known
 
     @property
     def sent_tokens(self) -> int:
@@ -112,6 +172,30 @@ class ReportData:
         return sum(a.input_tokens + a.output_tokens for a in self.aux)
 
 
+def _add(*parts: float | None) -> float | None:
+    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
+def top_mechanisms(data: ReportData, most: int = 3) -> list[MechanismRow]:
+    """The two or three mechanisms that did most: by net tokens kept out, each at least a
+    sixth of the positive total (the first always, when any saved)."""
+    rows = sorted(
+        (m for m in data.mechanisms if m.net_tokens > 0), key=lambda m: m.net_tokens, reverse=True
+    )
+    total = sum(m.net_tokens for m in rows)
+    return [m for k, m in enumerate(rows[:most]) if k == 0 or m.net_tokens * 6 >= total]
+
+
+def _usd_per_unit(prices: Any) -> float | None:
+    """A cost unit is one fresh input token: its price, when the cache prices are known too
+    (the unit weights then come from the prices, so units × this is exactly the input $)."""
+    if prices.input is None or prices.cache_read is None:
+        return None
+    if prices.caching == "explicit" and prices.cache_write is None:
+        return None
+    return float(prices.input) / 1_000_000
+
+
 # -- replay -------------------------------------------------------------------------------------
 
 
@@ -127,6 +211,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
             hint="give one pi session file (~/.pi/agent/sessions/…) or Claude Code transcript",
         )
     s = max(run.sessions, key=lambda g: g["llm_calls"])
+    from ctxwrap.replay import _pricing
     from ctxwrap.replay._pricing import COST_MODEL
 
     data = ReportData(
@@ -176,15 +261,50 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
                 i["reason"],
             )
         )
+    from ctxwrap.engine.cost import one_off_cost
+
+    prices = _pricing.default_prices(s["model"])
+    per_unit = data.usd_per_unit = _usd_per_unit(prices)
+    tagged = bool(s["tagged_by_aux"])
+    t = data.totals
+    t.plain_weighted = float(s["cost"]["plain"]["weighted_tokens"])
+    requests = float(s["cost"]["ctxwrap"]["weighted_tokens"])
+    counted = uncounted = 0.0
     for mech in s["mechanisms"]:
+        key = mech["mechanism"]
+        aux_t = int(mech["aux_tokens_estimated"])
         if mech["aux_calls_estimated"]:
-            data.aux.append(
-                AuxRow("estimated", mech["mechanism"], mech["aux_tokens_estimated"], 0, True, True)
+            data.aux.append(AuxRow("estimated", key, aux_t, 0, True, not tagged))
+        # the tagger without --tag: its aux calls are estimated, its saving only bounded
+        bounded = key == "amnesia" and not tagged
+        cost = one_off_cost(aux_t, 0, prices).weighted_tokens if aux_t else 0.0
+        if bounded:
+            uncounted += cost
+        else:
+            counted += cost
+        needed = mech.get("needed_again_tokens")
+        data.mechanisms.append(
+            MechanismRow(
+                key,
+                int(mech["saved_tokens"]),
+                aux_t,
+                bound_tokens=int(s["tagger_bound_tokens"]) if bounded else 0,
+                aux_counted=not bounded,
+                needed_again_tokens=None if needed is None else int(needed),
             )
+        )
+    t.aux_weighted, t.uncounted_aux_weighted = counted, uncounted
+    t.ours_weighted = requests + counted
+    if per_unit is not None:
+        t.plain_usd = t.plain_weighted * per_unit
+        t.ours_usd = t.ours_weighted * per_unit
+        t.aux_usd = counted * per_unit
+        t.uncounted_aux_usd = uncounted * per_unit
     data.notes.append(
         "Replayed without a model call: bash digests are the real extractive digests, write "
-        "facts the heuristic ones; masking happens only at real idle gaps over the cache TTL; "
-        f"the tagger could have hidden up to {s['tagger_bound_tokens']:,} more tokens (not shown)."
+        "facts the heuristic ones; masking happens only at real idle gaps over the cache TTL. "
+        "Aux model calls are estimated from their prompts and priced at the session model's "
+        "input rate (an upper bound: the aux model is usually cheaper)."
     )
     if s["system_estimated"]:
         data.notes.append(
@@ -263,6 +383,20 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     totals = compute_stats(conn, session=sid).totals
     data.sent_total, data.plain_total = totals.sent_tokens, totals.plain_tokens
     prices = _pricing.default_prices(model)
+    # The headline is `ctxwrap stats`'s: the same figures, the same code path.
+    c = totals.cost
+    data.totals = Totals(
+        plain_weighted=c.total_plain_weighted,
+        ours_weighted=c.total_weighted,
+        plain_usd=_add(c.plain_usd, c.plain_compaction_usd),
+        ours_usd=_add(c.sent_usd, c.aux_usd, c.compaction_usd),
+        aux_weighted=c.aux_weighted,
+        aux_usd=c.aux_usd,
+    )
+    data.usd_per_unit = _usd_per_unit(prices)
+    data.mechanisms = [
+        MechanismRow(m.mechanism, m.saved_tokens, m.aux_tokens) for m in totals.mechanisms
+    ]
     plain_cost = _pricing.price_requests(plain_shapes, prices)
     our_cost = _pricing.price_requests(our_shapes, prices)
     for n, (r, pc, oc) in enumerate(zip(rows, plain_cost, our_cost, strict=True)):
