@@ -13,7 +13,9 @@ from ctxwrap.replay._sim import tokens
 
 # Stacking order of the per-call bars (sent first, then what each mechanism kept out).
 SENT_PARTS = ("system", "tools", "messages")
-KEPT_PARTS = ("bash", "amnesia", "writes", "masking", "skills", "tools")
+KEPT_PARTS = ("bash", "amnesia", "dedup", "writes", "masking", "skills", "tools")
+# "dedup": a replay without --tag keeps out, of the amnesia mechanism, only the unchanged
+# re-reads pointed to their first copy; the tagger is then a range (MechanismRow.bound_tokens).
 
 
 @dataclass
@@ -224,6 +226,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         sent_total=s["sent_tokens"],
         plain_total=s["plain_tokens"],
     )
+    tagged = bool(s["tagged_by_aux"])
     for c in s["calls"]:
         saved = c["saved"]
         sent_msgs = c["messages_chars"] - sum(saved.get(m, 0) for m in MESSAGE_MECHANISMS)
@@ -236,7 +239,11 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
                     "tools": tokens(c["tools_chars"] - saved.get("tools", 0)),
                     "messages": tokens(sent_msgs),
                 },
-                kept={m: tokens(saved.get(m, 0)) for m in KEPT_PARTS if saved.get(m, 0)},
+                kept={
+                    ("dedup" if m == "amnesia" and not tagged else m): tokens(saved[m])
+                    for m in KEPT_PARTS
+                    if saved.get(m, 0)
+                },
                 cost_plain=c["cost_plain"]["weighted_tokens"],
                 cost_ctxwrap=c["cost_ctxwrap"]["weighted_tokens"],
                 usd_plain=c["cost_plain"]["usd"],
@@ -265,7 +272,6 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
 
     prices = _pricing.default_prices(s["model"])
     per_unit = data.usd_per_unit = _usd_per_unit(prices)
-    tagged = bool(s["tagged_by_aux"])
     t = data.totals
     t.plain_weighted = float(s["cost"]["plain"]["weighted_tokens"])
     requests = float(s["cost"]["ctxwrap"]["weighted_tokens"])
@@ -283,10 +289,13 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         else:
             counted += cost
         needed = mech.get("needed_again_tokens")
+        if bounded:
+            # what is certain: unchanged re-reads pointed to their first copy (no aux call)
+            data.mechanisms.append(MechanismRow("dedup", int(mech["saved_tokens"]), 0))
         data.mechanisms.append(
             MechanismRow(
                 key,
-                int(mech["saved_tokens"]),
+                0 if bounded else int(mech["saved_tokens"]),
                 aux_t,
                 bound_tokens=int(s["tagger_bound_tokens"]) if bounded else 0,
                 aux_counted=not bounded,

@@ -29,12 +29,12 @@ _CSS = (
     """
 :root{--bg:#fff;--fg:#1b1f24;--muted:#56606b;--grid:#dfe3e8;--axis:#8a939c;--card:#f3f5f7;
 --plain:@PLAIN_LIGHT@;--ours:@OURS_LIGHT@;--system:#a7b0b9;--messages:@OURS_LIGHT@;
---bash:#cc79a7;--amnesia:#56b4e9;--writes:#009e73;--masking:#d55e00;--skills:#b5a300;
+--bash:#cc79a7;--amnesia:#56b4e9;--dedup:#c7b300;--writes:#009e73;--masking:#d55e00;--skills:#3b3b3b;
 --tools-kept:#6b7280;--mark:#1b1f24;--good:#005a8c}
 @media (prefers-color-scheme:dark){:root{--bg:#15181c;--fg:#e6e9ed;--muted:#a3adb8;
 --grid:#30363d;--axis:#6b7480;--card:#22272e;--plain:@PLAIN_DARK@;--ours:@OURS_DARK@;--system:#5c6670;
---messages:@OURS_DARK@;--bash:#e08fc0;--amnesia:#f0e442;--writes:#2ec4a0;--masking:#ff8a3d;
---skills:#d4c84a;--tools-kept:#9aa3ad;--mark:#e6e9ed;--good:#8fd0f5}}
+--messages:@OURS_DARK@;--bash:#e08fc0;--amnesia:#f0e442;--dedup:#c9a0dc;--writes:#2ec4a0;--masking:#ff8a3d;
+--skills:#d0d0d0;--tools-kept:#9aa3ad;--mark:#e6e9ed;--good:#8fd0f5}}
 *{box-sizing:border-box}
 body{margin:0 auto;max-width:1240px;padding:16px 20px;background:var(--bg);color:var(--fg);
 font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
@@ -49,7 +49,7 @@ svg .label{fill:var(--fg);font-weight:600}
 .grid{stroke:var(--grid);stroke-width:1}.axis{stroke:var(--axis);stroke-width:1}
 .seg-system{fill:var(--system)}.seg-messages{fill:var(--messages)}
 .kept{fill-opacity:.6}
-.kept-bash{fill:var(--bash)}.kept-amnesia{fill:var(--amnesia)}.kept-writes{fill:var(--writes)}
+.kept-bash{fill:var(--bash)}.kept-amnesia{fill:var(--amnesia)}.kept-dedup{fill:var(--dedup)}.kept-writes{fill:var(--writes)}
 .kept-masking{fill:var(--masking)}.kept-skills{fill:var(--skills)}.kept-tools{fill:var(--tools-kept)}
 .line-plain{stroke:var(--plain);fill:none;stroke-width:3;stroke-dasharray:9 4}
 .line-ours{stroke:var(--ours);fill:none;stroke-width:3}
@@ -145,7 +145,7 @@ def nice_ticks(peak: float, count: int = 4) -> list[float]:
 def _tick_label(v: float, step: float, usd: bool) -> str:
     if not usd:
         return short(v)
-    if step >= 1:
+    if step >= 1 or v == 0:
         return f"${v:,.0f}"
     decimals = min(4, max(2, -math.floor(math.log10(step))))
     return f"${v:.{decimals}f}"
@@ -454,6 +454,7 @@ def hero(data: ReportData) -> tuple[str, str]:
         f"{_e(_fmt_cost(ours, usd))}, over {len(data.calls):,} calls"
         + (f" to {_e(data.model)}" if data.model else "")
         + "."
+        + ("" if usd else f' <span class="muted small" id="units">{_e(COST_UNITS_EXPLAIN)}</span>')
     )
     return head, lead
 
@@ -501,7 +502,9 @@ def _mech_table(data: ReportData) -> str:
         net = (
             _n(m.net_tokens)
             if not m.bound_tokens
-            else f"{_n(m.saved_tokens)} … {_n(m.saved_tokens + m.bound_tokens - m.aux_tokens)}"
+            # the tagger costs its aux calls whatever it decides: net from −aux to bound − aux
+            else f"{_n(m.saved_tokens - m.aux_tokens)} … "
+            f"{_n(m.saved_tokens + m.bound_tokens - m.aux_tokens)}"
         )
         cells = [
             f'<td class="what" data-label="what"><span title="{_e(w.explain)}">{_e(w.user)}</span>'
@@ -682,7 +685,6 @@ def render_html(data: ReportData) -> str:
             f" The aux model's calls ({_e(aux_cost)}) are in the headline, not on this chart."
         )
     notes = "".join(f"<p class=muted>{_e(n)}</p>" for n in data.notes)
-    unit_note = "" if usd else f"<p class=muted>{_e(COST_UNITS_EXPLAIN)}</p>"
     glossary = (
         "<details><summary>Words used here</summary><dl class='muted small'>"
         "<dt>cost units</dt><dd>Cost in input-equivalent tokens: one fresh input token is 1, a "
@@ -702,16 +704,16 @@ def render_html(data: ReportData) -> str:
         f"<title>ctxwrap report — {_e(data.title)}</title><style>{_CSS}</style></head><body>"
         f"<header><p class='muted small'>ctxwrap report · {_e(data.title)}"
         f"{started}</p>{hero_html}{_tagger_range(data)}</header>"
-        f"<section><h2>What did it</h2>{_mech_table(data)}</section>"
-        f"<section><h2>Cost so far, without and with ctxwrap</h2>{legend_cost}"
+        f"<section id='what'><h2>What did it</h2>{_mech_table(data)}</section>"
+        f"<section id='cost-section'><h2>Cost so far, without and with ctxwrap</h2>{legend_cost}"
         f"<div class='chart'>{_cost_chart(data, WIDE)}{_cost_chart(data, NARROW)}</div>"
         f"<p class='muted small'>Each request priced with the provider's caching rules.{aux_note}</p></section>"
-        "<section><h2>Each request: what was sent, and what ctxwrap kept out (tokens)</h2>"
+        "<section id='per-call-section'><h2>Each request: what was sent, and what ctxwrap kept out (tokens)</h2>"
         f"{legend_bars}<div class='chart'>{_bars(data, WIDE)}{_bars(data, NARROW)}</div></section>"
         f"<section><h2>Figures</h2><dl class='figures'>{fig_html}</dl></section>"
         f"<section><h2>Every intervention</h2>{interventions}</section>"
         f"<section><h2>Aux model calls</h2>{aux}</section>"
-        f"<section><h2>Notes</h2>{notes}{unit_note}<p class=muted>Cost model: {_e(data.cost_model)}. "
+        f"<section><h2>Notes</h2>{notes}<p class=muted>Cost model: {_e(data.cost_model)}. "
         f"Tokens are characters / 4.</p>{glossary}</section>"
         "</body></html>\n"
     )

@@ -27,6 +27,12 @@ MECHANISM_WORDS: dict[str, Words] = {
         "one-line stub. Unchanged re-reads point to the earlier copy.",
         "hiding reads the task no longer needs",
     ),
+    "dedup": Words(
+        "repeated reads point to the first copy",
+        "dedup · amnesia",
+        "A file read again unchanged is replaced by a pointer to the earlier, identical result.",
+        "pointing repeated reads to the first copy",
+    ),
     "writes": Words(
         "written files kept as one line",
         "write facts",
@@ -66,8 +72,8 @@ KIND_WORDS: dict[str, tuple[str, str]] = {
 
 COST_UNITS = "cost units"
 COST_UNITS_EXPLAIN = (
-    "No price is known for this model, so cost is in cost units: one unit is one fresh input "
-    "token; a cached token read counts 0.1, a cache write 1.25 (the provider's usual ratios)."
+    "No price is known for this model: a cost unit is one fresh input token (a token read "
+    "from the provider's cache counts 0.1, one written to it 1.25)."
 )
 
 
