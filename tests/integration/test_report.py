@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import zlib
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -471,3 +472,274 @@ def test_words_put_the_user_first(tmp_path: Path) -> None:
         assert user in shown
     for term in ("cost units", "compaction", "head change", "amnesia"):
         assert term in glossary
+
+
+# -- in the browser: the first screenful, the phone, the themes, colour vision ------------------
+
+SIZES = {"1280x800": (1280, 800), "390x844": (390, 844)}
+DARK = "--blink-settings=preferredColorScheme=0"  # Chromium's enum: 0 = dark, 1 = light
+_HARNESS = """<!doctype html><html><body style="margin:0">
+<iframe id="f" src="{src}" width="{w}" height="{h}" style="border:0;display:block"></iframe>
+<script>
+document.getElementById("f").addEventListener("load", () => {{
+  const d = document.getElementById("f").contentDocument;
+  const box = (el) => {{ const r = el.getBoundingClientRect();
+    return [Math.round(r.left), Math.round(r.top), Math.round(r.right), Math.round(r.bottom)]; }};
+  const width = d.documentElement.clientWidth;
+  document.body.setAttribute("data-result", JSON.stringify({{
+    width: width, scrollWidth: d.documentElement.scrollWidth,
+    hero: box(d.getElementById("hero")), why: box(d.getElementById("why")),
+    what: box(d.getElementById("what")),
+    svgs: [...d.querySelectorAll("svg[id]")].filter(s => s.getBoundingClientRect().width > 0)
+      .map(s => [s.id, ...box(s)]),
+    overflowing: [...d.querySelectorAll("td, th, h1, h2, p, dd, li, code")]
+      .filter(e => e.getBoundingClientRect().right > width + 0.5).map(e => e.textContent.slice(0, 40)),
+    background: getComputedStyle(d.body).backgroundColor,
+  }}));
+}});
+</script></body></html>"""
+
+
+def measure(tmp_path: Path, page: Path, size: str, dark: bool) -> dict[str, Any]:
+    """Lay the report out in a frame of `size` and read back where things are (a harness page
+    with a script; the report itself has none)."""
+    w, h = SIZES[size]
+    harness = tmp_path / f"harness-{size}-{int(dark)}.html"
+    harness.write_text(_HARNESS.format(src=page.resolve().as_uri(), w=w, h=h))
+    flags = ["--allow-file-access-from-files", "--hide-scrollbars", "--virtual-time-budget=5000"]
+    dom, stderr, _ = chromium(tmp_path, harness, *flags, *([DARK] if dark else []), "--dump-dom")
+    assert console_messages(stderr) == []
+    m = re.search(r'data-result="([^"]+)"', dom)
+    assert m, dom[-500:]
+    result: dict[str, Any] = json.loads(html.unescape(m.group(1)))
+    return result
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The pi fixture (no price: cost units, a compaction) and the Claude one ($)."""
+    tmp = tmp_path_factory.mktemp("pages")
+    out = {}
+    for name, src in (("pi", PI16), ("claude", CLAUDE)):
+        out[name] = tmp / f"report-{name}.html"
+        made = cli("report", "--replay", str(src), "-o", str(out[name]))
+        assert made.returncode == 0, made.stderr
+    return out
+
+
+@needs_chromium
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_first_screenful_answers_how_much_and_why(
+    pages: dict[str, Path], tmp_path: Path, size: str, theme: str
+) -> None:
+    w, h = SIZES[size]
+    for name, page in pages.items():
+        got = measure(tmp_path, page, size, theme == "dark")
+        assert got["width"] == w, got
+        # how much, and why: the hero and its sentence, and the table's start, on screen
+        assert got["hero"][3] < h / 3 and got["why"][3] < h * 0.6, (name, got)
+        assert got["what"][1] < h, (name, got)
+        # nothing wider than the screen: the charts are the layout made for it
+        assert got["scrollWidth"] <= w and got["overflowing"] == [], (name, got)
+        ids = sorted(s[0] for s in got["svgs"])
+        expect = ["cost", "per-call"] if w > 640 else ["cost-narrow", "per-call-narrow"]
+        assert ids == expect, (name, got)
+        assert all(s[1] >= 0 and s[3] <= w for s in got["svgs"]), (name, got)
+        dark_bg = got["background"] != "rgb(255, 255, 255)"
+        assert dark_bg == (theme == "dark"), got
+
+
+@needs_chromium
+def test_screenshots_at_both_widths_and_themes(pages: dict[str, Path], tmp_path: Path) -> None:
+    out = artifacts(tmp_path)
+    for name, page in pages.items():
+        for size, (w, h) in SIZES.items():
+            for theme in ("light", "dark"):
+                shot = out / f"report-{name}-{size}-{theme}.png"
+                flags = [f"--window-size={w},{h}", f"--screenshot={shot}"]
+                _, stderr, net = chromium(
+                    tmp_path, page, *flags, *([DARK] if theme == "dark" else [])
+                )
+                assert console_messages(stderr) == [] and page_requests(net) == set()
+                width, height, corner = png_info(shot)
+                assert (width, height) == (w, h)
+                if theme == "light":
+                    assert min(corner) > 230, shot
+                else:
+                    assert max(corner) < 60, shot
+
+
+# Machado, Oliveira & Fernandes (2009), severity 1, on linear RGB.
+DEUTERANOPIA = (
+    (0.367322, 0.860646, -0.227968),
+    (0.280085, 0.672501, 0.047413),
+    (-0.011820, 0.042940, 0.968881),
+)
+PROTANOPIA = (
+    (0.152286, 1.052583, -0.204868),
+    (0.114503, 0.786281, 0.099216),
+    (-0.003882, -0.048116, 1.051998),
+)
+Matrix = tuple[tuple[float, float, float], ...]
+MIN_DELTA_E = 40.0  # CIE76; the old red/green pair is at 9-17 under deuteranopia
+
+
+def _linear(c: int) -> float:
+    v = c / 255
+    return v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4
+
+
+def _srgb(v: float) -> int:
+    v = min(1.0, max(0.0, v))
+    s = v * 12.92 if v <= 0.0031308 else 1.055 * v ** (1 / 2.4) - 0.055
+    return round(s * 255)
+
+
+def simulate(rgb: tuple[int, int, int], m: Matrix) -> tuple[float, float, float]:
+    lin = [_linear(c) for c in rgb]
+    r, g, b = (min(1.0, max(0.0, sum(m[i][k] * lin[k] for k in range(3)))) for i in range(3))
+    return r, g, b
+
+
+def lab(lin: tuple[float, float, float]) -> tuple[float, float, float]:
+    r, g, b = lin
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > 0.008856 else 7.787 * t + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def delta_e(a: tuple[float, float, float], b: tuple[float, float, float]) -> float:
+    return float(sum((p - q) ** 2 for p, q in zip(lab(a), lab(b), strict=True)) ** 0.5)
+
+
+def png_rows(path: Path) -> tuple[int, int, list[bytes]]:
+    """Decode an 8-bit RGB or RGBA, non-interlaced PNG (what Chromium writes) to RGB rows."""
+    data = path.read_bytes()
+    width, height, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", data[16:29])
+    assert depth == 8 and ctype in (2, 6) and interlace == 0
+    bpp = 3 if ctype == 2 else 4
+    i, idat = 8, bytearray()
+    while i < len(data):
+        (n,) = struct.unpack(">I", data[i : i + 4])
+        if data[i + 4 : i + 8] == b"IDAT":
+            idat += data[i + 8 : i + 8 + n]
+        i += 12 + n
+    raw = zlib.decompress(bytes(idat))
+    stride = width * bpp
+    prev = bytearray(stride)
+    rows = []
+    for y in range(height):
+        pos = y * (stride + 1)
+        kind, line = raw[pos], bytearray(raw[pos + 1 : pos + 1 + stride])
+        if kind == 1:
+            for x in range(bpp, stride):
+                line[x] = (line[x] + line[x - bpp]) & 255
+        elif kind == 2:
+            line = bytearray((a + b) & 255 for a, b in zip(line, prev, strict=True))
+        elif kind == 3:
+            for x in range(stride):
+                left = line[x - bpp] if x >= bpp else 0
+                line[x] = (line[x] + ((left + prev[x]) >> 1)) & 255
+        elif kind == 4:
+            for x in range(stride):
+                a = line[x - bpp] if x >= bpp else 0
+                b, c = prev[x], (prev[x - bpp] if x >= bpp else 0)
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line) if bpp == 3 else bytes(v for k, v in enumerate(line) if k % 4 != 3))
+        prev = line
+    return width, height, rows
+
+
+def write_png(path: Path, width: int, rows: list[bytes]) -> None:
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    raw = b"".join(b"\x00" + r for r in rows)
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, len(rows), 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 6))
+        + chunk(b"IEND", b"")
+    )
+
+
+def series_colours(page: str, dark: bool) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    css = page.split("<style>")[1].split("</style>")[0]
+    block = css.split("prefers-color-scheme:dark")[1] if dark else css.split("@media")[0]
+
+    def rgb(var: str) -> tuple[int, int, int]:
+        m = re.search(rf"--{var}:#([0-9a-f]{{6}})", block)
+        assert m, var
+        h = m.group(1)
+        return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
+
+    return rgb("plain"), rgb("ours")
+
+
+def test_the_colour_check_catches_red_against_green() -> None:
+    """Control: the old palette (plain red, ctxwrap green) fails the check the report passes."""
+    for red, green in (
+        ((0xC9, 0x2A, 0x2A), (0x2B, 0x8A, 0x3E)),
+        ((0xFF, 0x6B, 0x6B), (0x69, 0xDB, 0x7C)),
+    ):
+        assert delta_e(simulate(red, DEUTERANOPIA), simulate(green, DEUTERANOPIA)) < MIN_DELTA_E
+        assert (
+            delta_e(
+                simulate(red, ((1, 0, 0), (0, 1, 0), (0, 0, 1))),
+                simulate(green, ((1, 0, 0), (0, 1, 0), (0, 0, 1))),
+            )
+            > MIN_DELTA_E
+        )
+
+
+@needs_chromium
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_plain_and_ctxwrap_stay_apart_for_red_green_colour_blindness(
+    pages: dict[str, Path], tmp_path: Path, theme: str
+) -> None:
+    """A screenshot of the cost chart through a deuteranopia (and protanopia) simulation: the
+    pixels drawn in the plain and the ctxwrap colours stay far apart (CIE76 ΔE)."""
+    page = pages["claude"]
+    out = artifacts(tmp_path)
+    shot = out / f"report-claude-1280-{theme}-full.png"
+    flags = ["--window-size=1280,1300", f"--screenshot={shot}"]
+    _, stderr, _ = chromium(tmp_path, page, *flags, *([DARK] if theme == "dark" else []))
+    assert console_messages(stderr) == []
+    plain, ours = series_colours(page.read_text(), theme == "dark")
+    width, _, rows = png_rows(shot)
+
+    counts: Counter[bytes] = Counter()  # a screenshot has few distinct colours
+    for row in rows:
+        counts.update(row[x : x + 3] for x in range(0, len(row), 3))
+
+    def near(px: bytes, c: tuple[int, int, int]) -> bool:
+        return all(abs(a - b) <= 3 for a, b in zip(px, c, strict=True))
+
+    found = {
+        name: [px for px in counts if near(px, colour)]
+        for name, colour in (("plain", plain), ("ours", ours))
+    }
+    # both series are on screen, drawn in the colours the page declares
+    drawn = {name: sum(counts[px] for px in pxs) for name, pxs in found.items()}
+    assert drawn["plain"] > 200 and drawn["ours"] > 200, drawn
+    for name, m in (("deuteranopia", DEUTERANOPIA), ("protanopia", PROTANOPIA)):
+        sim_p = [simulate((px[0], px[1], px[2]), m) for px in found["plain"]]
+        sim_o = [simulate((px[0], px[1], px[2]), m) for px in found["ours"]]
+        worst = min(delta_e(a, b) for a in sim_p for b in sim_o)
+        assert worst > MIN_DELTA_E, (name, worst)
+    # what a deuteranope sees, for a person to look at
+    sim = {
+        px: bytes(_srgb(v) for v in simulate((px[0], px[1], px[2]), DEUTERANOPIA)) for px in counts
+    }
+    sim_rows = [b"".join(sim[row[x : x + 3]] for x in range(0, len(row), 3)) for row in rows]
+    write_png(out / f"report-claude-1280-{theme}-deuteranopia.png", width, sim_rows)
