@@ -3,6 +3,7 @@ under ctxwrap, opened read-only) or a replayed session file. Sizes are tokens (c
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,8 +228,12 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         plain_total=s["plain_tokens"],
     )
     tagged = bool(s["tagged_by_aux"])
+    prices = _pricing.default_prices(s["model"])
+    # input $ only, as `ctxwrap stats` (main-model output is the same either way)
+    per_unit = data.usd_per_unit = _usd_per_unit(prices)
     for c in s["calls"]:
         saved = c["saved"]
+        wp, wo = c["cost_plain"]["weighted_tokens"], c["cost_ctxwrap"]["weighted_tokens"]
         sent_msgs = c["messages_chars"] - sum(saved.get(m, 0) for m in MESSAGE_MECHANISMS)
         data.calls.append(
             CallRow(
@@ -244,10 +249,10 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
                     for m in KEPT_PARTS
                     if saved.get(m, 0)
                 },
-                cost_plain=c["cost_plain"]["weighted_tokens"],
-                cost_ctxwrap=c["cost_ctxwrap"]["weighted_tokens"],
-                usd_plain=c["cost_plain"]["usd"],
-                usd_ctxwrap=c["cost_ctxwrap"]["usd"],
+                cost_plain=wp,
+                cost_ctxwrap=wo,
+                usd_plain=None if per_unit is None else wp * per_unit,
+                usd_ctxwrap=None if per_unit is None else wo * per_unit,
                 cache_read=c["cost_ctxwrap"]["cache_read_tokens"],
                 cache_write=c["cost_ctxwrap"]["cache_write_tokens"],
                 compaction=c["compaction"],
@@ -270,8 +275,6 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         )
     from ctxwrap.engine.cost import one_off_cost
 
-    prices = _pricing.default_prices(s["model"])
-    per_unit = data.usd_per_unit = _usd_per_unit(prices)
     t = data.totals
     t.plain_weighted = float(s["cost"]["plain"]["weighted_tokens"])
     requests = float(s["cost"]["ctxwrap"]["weighted_tokens"])
@@ -328,7 +331,6 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
 
 def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     from ctxwrap.replay import _pricing
-    from ctxwrap.replay._sim import fingerprint
     from ctxwrap.stats import resolve_session
 
     if session is None:
@@ -342,9 +344,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         sid = resolve_session(conn, session)
     info = conn.execute("SELECT * FROM sessions WHERE session_id=?", (sid,)).fetchone()
     model = info["model"] if info is not None else None
-    rows = conn.execute(
-        "SELECT * FROM llm_calls WHERE session_id=? ORDER BY call_index, ts", (sid,)
-    ).fetchall()
+    rows = conn.execute("SELECT * FROM llm_calls WHERE session_id=? ORDER BY id", (sid,)).fetchall()
     data = ReportData(
         title=f"session {sid}",
         source="ctxwrap session",
@@ -353,46 +353,16 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         started_at=info["started_at"] if info is not None else None,
         cost_model=_pricing.COST_MODEL,
     )
-    # Price both sides from the recorded sizes: each request extends the previous one except
-    # where the head changed (compaction or a rewrite); plain pi's side changes head only at
-    # compactions.
-    plain_shapes: list[Any] = []
-    our_shapes: list[Any] = []
-    p_blocks: list[tuple[str, int]] = []
-    o_blocks: list[tuple[str, int]] = []
-    p_prev = o_prev = 0
-    prev_count = 0
-    compactions: list[bool] = []
-    for r in rows:
-        saved_msgs = r["saved_bash"] + r["saved_amnesia"] + r["saved_writes"]
-        o_msgs = r["sent_messages"]
-        p_msgs = o_msgs + saved_msgs
-        compaction = bool(r["head_changed"]) and r["message_count"] < prev_count
-        prev_count = r["message_count"]
-        compactions.append(compaction)
-        head_o = [("s", tokens(r["sent_system"])), ("t", tokens(r["sent_tools"]))]
-        head_p = [
-            ("s", tokens(r["sent_system"] + r["saved_skills"])),
-            ("t", tokens(r["sent_tools"] + r["saved_tools"])),
-        ]
-        i = r["call_index"]
-        if compaction or not p_blocks or p_msgs < p_prev:
-            p_blocks = [(fingerprint(sid, "p-epoch", i), tokens(p_msgs))]
-        else:
-            p_blocks.append((fingerprint(sid, "p", i), tokens(p_msgs) - tokens(p_prev)))
-        if r["head_changed"] or not o_blocks or o_msgs < o_prev:
-            o_blocks = [(fingerprint(sid, "o-epoch", i), tokens(o_msgs))]
-        else:
-            o_blocks.append((fingerprint(sid, "o", i), tokens(o_msgs) - tokens(o_prev)))
-        p_prev, o_prev = p_msgs, o_msgs
-        plain_shapes.append(_pricing.request_shape(r["ts"], (*head_p, *p_blocks), 0))
-        our_shapes.append(_pricing.request_shape(r["ts"], (*head_o, *o_blocks), 0))
-    from ctxwrap.stats import compute_stats
+    # Priced as `ctxwrap stats` prices it (the same settings, the same priced session): the
+    # per-call chart then ends where the headline is. Compactions and aux calls are added to
+    # the first call at or after them; plain pi's simulated compactions to the call they
+    # precede.
+    from ctxwrap.mechanisms.cost_accounting import load_session_costs
+    from ctxwrap.stats import _cost_settings, compute_stats
 
-    totals = compute_stats(conn, session=sid).totals
+    ttl_s, overrides = _cost_settings()
+    totals = compute_stats(conn, session=sid, ttl_s=ttl_s, prices=overrides).totals
     data.sent_total, data.plain_total = totals.sent_tokens, totals.plain_tokens
-    prices = _pricing.default_prices(model)
-    # The headline is `ctxwrap stats`'s: the same figures, the same code path.
     c = totals.cost
     data.totals = Totals(
         plain_weighted=c.total_plain_weighted,
@@ -402,13 +372,43 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         aux_weighted=c.aux_weighted,
         aux_usd=c.aux_usd,
     )
-    data.usd_per_unit = _usd_per_unit(prices)
+    data.usd_per_unit = _usd_per_unit(_pricing.default_prices(model))
     data.mechanisms = [
         MechanismRow(m.mechanism, m.saved_tokens, m.aux_tokens) for m in totals.mechanisms
     ]
-    plain_cost = _pricing.price_requests(plain_shapes, prices)
-    our_cost = _pricing.price_requests(our_shapes, prices)
-    for n, (r, pc, oc) in enumerate(zip(rows, plain_cost, our_cost, strict=True)):
+    costs = load_session_costs(conn, [sid], ttl_s=ttl_s, overrides=overrides)[sid]
+    priced = costs.calls
+    if len(priced) != len(rows):  # never seen; the figures would not line up with the rows
+        raise NotFoundError(f"session {sid}: {len(rows)} calls recorded, {len(priced)} priced")
+    extra_o = [0.0] * len(rows)
+    extra_o_usd: list[float | None] = [0.0] * len(rows)
+    extra_p = [0.0] * len(rows)
+    extra_p_usd: list[float | None] = [0.0] * len(rows)
+    times = [p[0] for p in priced]
+
+    def at_or_after(ts: float) -> int:
+        k = bisect.bisect_left(times, ts)
+        return min(k, len(times) - 1)
+
+    for ts, cc in costs.compactions:
+        k = at_or_after(ts)
+        extra_o[k] += cc.weighted_tokens
+        extra_o_usd[k] = _add(extra_o_usd[k], cc.usd)
+    for ts, _mech, cc in costs.aux:
+        k = at_or_after(ts)
+        extra_o[k] += cc.weighted_tokens
+        extra_o_usd[k] = _add(extra_o_usd[k], cc.usd)
+    for k, (_ts, _a, _p, comp) in enumerate(priced):
+        if comp is not None:
+            extra_p[k] += comp.weighted_tokens
+            extra_p_usd[k] = _add(extra_p_usd[k], comp.usd)
+    if costs.plain_trailing is not None and rows:
+        extra_p[-1] += costs.plain_trailing[1].weighted_tokens
+        extra_p_usd[-1] = _add(extra_p_usd[-1], costs.plain_trailing[1].usd)
+    prev_count = 0
+    for n, (r, (_ts, a, p, _comp)) in enumerate(zip(rows, priced, strict=True)):
+        compaction = bool(r["head_changed"]) and r["message_count"] < prev_count
+        prev_count = r["message_count"]
         kept = {
             "bash": tokens(r["saved_bash"]),
             "amnesia": tokens(r["saved_amnesia"]),
@@ -426,13 +426,13 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
                     "messages": tokens(r["sent_messages"]),
                 },
                 kept={k: v for k, v in kept.items() if v},
-                cost_plain=pc.weighted_tokens,
-                cost_ctxwrap=oc.weighted_tokens,
-                usd_plain=pc.usd,
-                usd_ctxwrap=oc.usd,
-                cache_read=oc.cache_read_tokens,
-                cache_write=oc.cache_write_tokens,
-                compaction=compactions[n],
+                cost_plain=p.weighted_tokens + extra_p[n],
+                cost_ctxwrap=a.weighted_tokens + extra_o[n],
+                usd_plain=_add(p.input_usd, extra_p_usd[n]),
+                usd_ctxwrap=_add(a.input_usd, extra_o_usd[n]),
+                cache_read=a.cache_read_tokens,
+                cache_write=a.cache_write_tokens,
+                compaction=compaction,
             )
         )
     times = [c.ts for c in data.calls]

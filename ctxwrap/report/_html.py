@@ -323,13 +323,19 @@ def _bars(data: ReportData, lay: Layout) -> str:
     return "".join(out)
 
 
+def chart_in_usd(data: ReportData) -> bool:
+    return data.totals.usd_known and all(
+        c.usd_plain is not None and c.usd_ctxwrap is not None for c in data.calls
+    )
+
+
 def _cumulative(data: ReportData) -> tuple[list[float], list[float]]:
-    unit = data.usd_per_unit or 1.0
+    usd = chart_in_usd(data)
     cum_p, cum_o = [], []
     sp = so = 0.0
     for c in data.calls:
-        sp += c.cost_plain * unit
-        so += c.cost_ctxwrap * unit
+        sp += (c.usd_plain or 0.0) if usd else c.cost_plain
+        so += (c.usd_ctxwrap or 0.0) if usd else c.cost_ctxwrap
         cum_p.append(sp)
         cum_o.append(so)
     return cum_p, cum_o
@@ -338,7 +344,7 @@ def _cumulative(data: ReportData) -> tuple[list[float], list[float]]:
 def _cost_chart(data: ReportData, lay: Layout) -> str:
     calls = data.calls
     tag = lay is WIDE
-    usd = data.usd_per_unit is not None
+    usd = chart_in_usd(data)
     cum_p, cum_o = _cumulative(data)
     peak = max(max(cum_p, default=0), max(cum_o, default=0), 1e-9)
     x_of = _x_of(lay, len(calls), centred=False)
@@ -355,8 +361,14 @@ def _cost_chart(data: ReportData, lay: Layout) -> str:
     def pt(k: int, v: float) -> str:
         return f"{x_of(k):.1f},{base - lay.plot_h * v / top_v:.1f}"
 
+    ends = (
+        f'data-end-plain="{cum_p[-1]:.6f}" data-end-ours="{cum_o[-1]:.6f}" '
+        f'data-unit="{"usd" if usd else "units"}" '
+        if calls
+        else ""
+    )
     out = [
-        f'<svg class="{lay.name}" id="cost{"" if tag else "-narrow"}" '
+        f'<svg class="{lay.name}" id="cost{"" if tag else "-narrow"}" {ends}'
         f'viewBox="0 0 {lay.width} {lay.height}" role="img" '
         'aria-label="Cost so far, without ctxwrap versus with ctxwrap">',
         *frame,
@@ -675,7 +687,12 @@ def render_html(data: ReportData) -> str:
         )
     legend_cost = _legend_items(cost_items + _marker_legend(data))
     aux_note = ""
-    if t.aux_weighted:
+    if data.source != "replay":
+        aux_note = (
+            " Aux model calls and compactions are on it too, at the request after them: it "
+            "ends at the figures above."
+        )
+    elif t.aux_weighted:
         aux_cost = (
             money(t.aux_usd)
             if usd and t.aux_usd is not None

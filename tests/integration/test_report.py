@@ -303,6 +303,7 @@ def test_hero_states_the_saving_net_of_the_counted_aux_calls(fixture: Path, tmp_
     assert pct == pytest.approx(100 * expect / plain, abs=0.01)
     hero = text_of(element(page, r'<h1 id="hero".*?</h1>'))
     assert hero.startswith("Would have saved") and f"({pct:.1f} %)" in hero
+    per_unit = 1.0
     if fixture is CLAUDE:  # claude-opus-4-8: priced
         from ctxwrap.engine.cost import default_prices
 
@@ -314,6 +315,14 @@ def test_hero_states_the_saving_net_of_the_counted_aux_calls(fixture: Path, tmp_
     else:  # scripted-model: no price
         assert unit == "units" and saved == pytest.approx(expect, abs=0.01)
         assert "cost units" in hero and "cost unit is one fresh input token" in page
+    # the cost chart ends at replay's request costs (the aux calls are only in the headline)
+    ends = re.search(r'id="cost" data-end-plain="([0-9.]+)" data-end-ours="([0-9.]+)"', page)
+    assert ends
+    scale = per_unit if unit == "usd" else 1.0
+    assert float(ends.group(1)) == pytest.approx(plain * scale, rel=1e-4)
+    assert float(ends.group(2)) == pytest.approx(
+        cost["ctxwrap"]["weighted_tokens"] * scale, rel=1e-4
+    )
     # ... and names what did most, in the user's words, the biggest first
     why = text_of(element(page, r'<p class="lead" id="why">.*?</p>'))
     best = max(
