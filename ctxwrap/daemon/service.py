@@ -341,9 +341,16 @@ class Daemon:
         return await tail_edits.decide(self, rt, req)
 
     def session_totals(self, session_id: str) -> P.SessionTotals:
-        totals = accounting.session_totals(self.store, session_id)
-        cost_accounting.fill_cost_totals(self.store.conn, totals, session_id, self.cfg)
-        return totals
+        # views: the figures and headline of `ctxwrap stats --session` (ctxwrap.headline)
+        from ctxwrap.headline import session_totals
+        from ctxwrap.mechanisms.cost_accounting import settings_overrides
+
+        return session_totals(
+            self.store.conn,
+            session_id,
+            ttl_s=self.cfg.cache_ttl_s,
+            prices=settings_overrides(self.cfg.prices),
+        )
 
     def turn_end(self, req: P.TurnEnd) -> P.TurnEndReply:
         self._rt(req.session_id)

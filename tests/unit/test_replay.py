@@ -222,7 +222,7 @@ def test_binary_empty_and_foreign_files_are_skipped_with_reasons(tmp_path: Path)
         "no pi session header or Claude Code entry": 1,
     }
     text = cli("replay", str(tmp_path)).stdout
-    assert "1 file(s): binary file" in text and "skipped:" in text
+    assert "1 file: binary file" in text and "skipped:" in text
 
 
 def test_unknown_entry_types_and_shapes_are_counted(tmp_path: Path) -> None:
@@ -308,7 +308,10 @@ def test_ten_thousand_small_sessions(tmp_path: Path) -> None:
 
 def test_missing_path_is_reported_not_raised(tmp_path: Path) -> None:
     out = cli("replay", "--json", str(tmp_path / "nope"))
-    assert out.returncode == 0, out.stderr
+    # nothing could be read: the document still says why, and the exit status is not 0
+    # (issue 22), with the reason on stderr and no traceback
+    assert out.returncode == 66, out.stderr
+    assert "no session file found under" in out.stderr and "Traceback" not in out.stderr
     assert json.loads(out.stdout)["skipped_files"] == {f"path not found: {tmp_path / 'nope'}": 1}
 
 
