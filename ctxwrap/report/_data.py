@@ -95,8 +95,9 @@ class MechanismRow:
 @dataclass
 class Totals:
     """The session's cost both ways, as the headline states it: `weighted` in cost units
-    (input-equivalent tokens), `usd` None when a price is unknown. ctxwrap's side includes the
-    aux calls that are counted (and, for a live session, compactions on both sides)."""
+    (input-equivalent tokens), `usd` None when a price is unknown. A live session: `ctxwrap
+    stats`' totals (requests, aux calls, compactions); a replay: `ctxwrap replay`'s (requests,
+    input side; the estimated aux calls in `aux_*`, beside it)."""
 
     plain_weighted: float = 0.0
     ours_weighted: float = 0.0
@@ -147,6 +148,7 @@ class ReportData:
     mechanisms: list[MechanismRow] = field(default_factory=list)
     totals: Totals = field(default_factory=Totals)
     usd_per_unit: float | None = None  # $ of one cost unit (the model's input price), if known
+    agent: str | None = None  # "pi", "claude": names the counterfactual ("plain pi")
 
     @property
     def sent_tokens(self) -> int:
@@ -218,6 +220,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
     from ctxwrap.replay._pricing import COST_MODEL
 
     data = ReportData(
+        agent=s.get("format") or "pi",
         title=f"replay of {Path(s['path']).name}",
         source="replay",
         session_id=s["session_id"],
@@ -305,8 +308,10 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
                 needed_again_tokens=None if needed is None else int(needed),
             )
         )
+    # The headline is `ctxwrap replay`'s: requests only, input side. The aux calls are
+    # estimated (from their prompts, at the session model's rate): beside it, not in it.
     t.aux_weighted, t.uncounted_aux_weighted = counted, uncounted
-    t.ours_weighted = requests + counted
+    t.ours_weighted = requests
     if per_unit is not None:
         t.plain_usd = t.plain_weighted * per_unit
         t.ours_usd = t.ours_weighted * per_unit
@@ -315,8 +320,9 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
     data.notes.append(
         "Replayed without a model call: bash digests are the real extractive digests, write "
         "facts the heuristic ones; masking happens only at real idle gaps over the cache TTL. "
-        "Aux model calls are estimated from their prompts and priced at the session model's "
-        "input rate (an upper bound: the aux model is usually cheaper)."
+        "Aux model calls are estimated from their prompts; as in `ctxwrap replay`, the "
+        "headline is the requests' cost and the aux tokens stand beside it (priced at the "
+        "session model's input rate they would be an upper bound: the aux model is cheaper)."
     )
     if s["system_estimated"]:
         data.notes.append(
@@ -357,11 +363,13 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     # per-call chart then ends where the headline is. Compactions and aux calls are added to
     # the first call at or after them; plain pi's simulated compactions to the call they
     # precede.
+    from ctxwrap.headline import session_agent, session_figures
     from ctxwrap.mechanisms.cost_accounting import load_session_costs
-    from ctxwrap.stats import _cost_settings, compute_stats
+    from ctxwrap.stats import cost_settings
 
-    ttl_s, overrides = _cost_settings()
-    totals = compute_stats(conn, session=sid, ttl_s=ttl_s, prices=overrides).totals
+    ttl_s, overrides = cost_settings()
+    totals = session_figures(conn, sid, ttl_s=ttl_s, prices=overrides)
+    data.agent = session_agent(conn, sid)
     data.sent_total, data.plain_total = totals.sent_tokens, totals.plain_tokens
     c = totals.cost
     data.totals = Totals(

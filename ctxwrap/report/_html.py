@@ -17,8 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ctxwrap.headline import pct_text, tokens_text, usd_text
 from ctxwrap.report._data import KEPT_PARTS, MechanismRow, ReportData, Totals, top_mechanisms
 from ctxwrap.report._words import COST_UNITS, COST_UNITS_EXPLAIN, kind_words, words
+from ctxwrap.vocabulary import plain_agent
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour
 # vision deficiency. Plain is orange, ctxwrap blue, in both themes.
@@ -432,7 +434,7 @@ def _marker_legend(data: ReportData) -> list[tuple[str, str]]:
 
 
 def _fmt_cost(v: float, usd: bool) -> str:
-    return money(v) if usd else f"{short(v)} {COST_UNITS}"
+    return usd_text(v) if usd else f"{tokens_text(v)} {COST_UNITS}"
 
 
 def _join(parts: list[str]) -> str:
@@ -442,27 +444,29 @@ def _join(parts: list[str]) -> str:
 
 
 def hero(data: ReportData) -> tuple[str, str]:
-    """The headline (amount and %) and the sentence under it (what did it, from → to)."""
+    """The headline (amount, and the % as every view prints it: `cost −16%`) and the sentence
+    under it (what did most, then from → to)."""
     t: Totals = data.totals
     usd = t.usd_known
     saved = t.saved_usd if usd and t.saved_usd is not None else t.saved_weighted
-    pct = t.saved_pct
-    would = "Would have " if data.source == "replay" else ""
-    pct_s = "" if pct is None else f" ({abs(pct):.1f} %)"
-    amount = _fmt_cost(abs(saved), usd)
+    would = data.source == "replay"
+    amount = usd_text(abs(saved)) if usd else f"{tokens_text(abs(saved))} {COST_UNITS}"
+    pct = f' <span class="hero-pct">(cost {_e(pct_text(t.saved_pct))})</span>'
     if saved >= 0:
-        verb = f"{would}saved" if would else "Saved"
-        head = f'{verb} <span class="hero-amount">{_e(amount)}{_e(pct_s)}</span>'
+        verb = "Would have saved" if would else "Saved"
+        head = f'{verb} <span class="hero-amount">{_e(amount)}</span>{pct}'
     else:
         verb = "Would have cost" if would else "Cost"
-        head = f"{verb} {_e(amount)}{_e(pct_s)} more"
+        head = f"{verb} {_e(amount)} more{pct}"
     top = top_mechanisms(data)
     total_net = sum(m.net_tokens for m in data.mechanisms if m.net_tokens > 0) or 1
     why = [f"{_e(words(m.key).doing)} ({100 * m.net_tokens / total_net:.0f} %)" for m in top]
     plain = t.plain_usd if usd and t.plain_usd is not None else t.plain_weighted
     ours = t.ours_usd if usd and t.ours_usd is not None else t.ours_weighted
-    lead = (f"Mostly by {_join(why)}. " if why and saved > 0 else "") + (
-        f"Cost without ctxwrap {_e(_fmt_cost(plain, usd))} → with it "
+    who = plain_agent([data.agent]) if data.agent else "without ctxwrap"
+    lead = (
+        (f"Mostly by {_join(why)}. " if why and saved > 0 else "")
+        + f"{_e(who[0].upper() + who[1:])} {_e(_fmt_cost(plain, usd))} → with ctxwrap "
         f"{_e(_fmt_cost(ours, usd))}, over {len(data.calls):,} calls"
         + (f" to {_e(data.model)}" if data.model else "")
         + "."

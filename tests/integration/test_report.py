@@ -288,21 +288,23 @@ def element(page: str, pattern: str) -> str:
 
 @pytest.mark.parametrize("fixture", [PI16, CLAUDE], ids=["pi-units", "claude-usd"])
 def test_hero_states_the_saving_net_of_the_counted_aux_calls(fixture: Path, tmp_path: Path) -> None:
-    """The headline is replay's cost (plain − ctxwrap) less the aux calls that are counted
-    (digests, write facts), in $ when the model has a price, else in cost units; the tagger's
-    estimated calls are not in it since its saving is not either."""
+    """The headline is `ctxwrap replay`'s: the requests' cost, plain − ctxwrap, input side,
+    in $ when the model has a price, else in cost units; the % as every view prints it."""
     doc = replay_doc(fixture)
     page = report_of(fixture, tmp_path)
     saved, pct, unit = hero_figures(page)
     cost = doc["cost"]
     aux = {m["mechanism"]: m["aux_tokens_estimated"] for m in doc["mechanisms"]}
     assert not doc["tagged_by_aux"] and aux["amnesia"] > 0  # the tagger was estimated
-    counted_aux = sum(v for k, v in aux.items() if k != "amnesia")  # one fresh token each
     plain = cost["plain"]["weighted_tokens"]
-    expect = plain - cost["ctxwrap"]["weighted_tokens"] - counted_aux
+    expect = plain - cost["ctxwrap"]["weighted_tokens"]
     assert pct == pytest.approx(100 * expect / plain, abs=0.01)
     hero = text_of(element(page, r'<h1 id="hero".*?</h1>'))
-    assert hero.startswith("Would have saved") and f"({pct:.1f} %)" in hero
+    shown = round(100 * expect / plain)
+    assert hero.startswith("Would have saved") and hero.endswith(f"(cost \u2212{shown}%)")
+    # the same words as `ctxwrap replay`'s headline line
+    replay_text = cli("replay", str(fixture)).stdout
+    assert f"cost \u2212{shown}%" in replay_text
     per_unit = 1.0
     if fixture is CLAUDE:  # claude-opus-4-8: priced
         from ctxwrap.engine.cost import default_prices
@@ -311,7 +313,7 @@ def test_hero_states_the_saving_net_of_the_counted_aux_calls(fixture: Path, tmp_
         assert price is not None
         per_unit = price / 1e6  # a cost unit is one fresh input token
         assert unit == "usd" and saved == pytest.approx(expect * per_unit, rel=1e-6)
-        assert f"${saved:.2f}" in hero
+        assert f"${saved:.2f}" in hero and f"${saved:.2f} saved" in replay_text
     else:  # scripted-model: no price
         assert unit == "units" and saved == pytest.approx(expect, abs=0.01)
         assert "cost units" in hero and "cost unit is one fresh input token" in page
@@ -381,7 +383,7 @@ def test_per_mechanism_table_is_replays(tmp_path: Path) -> None:
             assert key not in rows  # an empty row says nothing
     # user words first, the mechanism's name second
     bash = element(page, r'<tr class="mechanism" data-mechanism="bash".*?</tr>')
-    assert re.search(r"big outputs summarised</span><span class=\"name\">bash digest", bash)
+    assert re.search(r'big outputs summarised</span><span class="name">bash digest', bash)
     assert "needed again" not in page  # no such figure in this replay
 
 
@@ -476,7 +478,7 @@ def test_words_put_the_user_first(tmp_path: Path) -> None:
     )
     for jargon in ("input-eq", "head change", "amnesia", "tombstone"):
         assert jargon not in shown, jargon
-    assert '<span class="name">tagger · amnesia</span>' in head
+    assert '<span class="name">tagger · read amnesia</span>' in head
     for user in ("big outputs summarised", "written files kept as one line"):
         assert user in shown
     for term in ("cost units", "compaction", "head change", "amnesia"):
