@@ -85,7 +85,9 @@ class MechanismRow:
     aux_tokens: int
     bound_tokens: int = 0
     aux_counted: bool = True
-    needed_again_tokens: int | None = None  # kept out, then needed again (recalled/re-read)
+    # of its interventions, how many a later turn needed again (recalled, re-read, copied):
+    # (needed, interventions), None where the source has no such figure
+    needed_again: tuple[int, int] | None = None
 
     @property
     def net_tokens(self) -> int:
@@ -175,6 +177,31 @@ class ReportData:
     @property
     def aux_tokens(self) -> int:
         return sum(a.input_tokens + a.output_tokens for a in self.aux)
+
+
+def needed_again_of(doc: Any, mechanism: str) -> tuple[int, int] | None:
+    """(needed again, interventions) of one mechanism from a "needed again" summary (replay's
+    `needed_again`, or the live store's), None when there is no such figure."""
+    if not isinstance(doc, dict):
+        return None
+    per = doc.get("mechanisms")
+    if not isinstance(per, dict):
+        return None
+    m = per.get(mechanism)
+    if not isinstance(m, dict):
+        return (0, 0)
+    return int(m.get("needed_again") or 0), int(m.get("interventions") or 0)
+
+
+def _live_needed_again(conn: sqlite3.Connection, sid: str) -> Any:
+    """The live "needed again" summary, where this build records it (policies' module)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module("ctxwrap.mechanisms.needed_again")
+        return mod.summary(conn, session=sid)
+    except (ImportError, AttributeError, sqlite3.Error):
+        return None
 
 
 def _add(*parts: float | None) -> float | None:
@@ -294,10 +321,13 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
             uncounted += cost
         else:
             counted += cost
-        needed = mech.get("needed_again_tokens")
+        needed = needed_again_of(s.get("needed_again"), key)
         if bounded:
-            # what is certain: unchanged re-reads pointed to their first copy (no aux call)
-            data.mechanisms.append(MechanismRow("dedup", int(mech["saved_tokens"]), 0))
+            # what is certain: unchanged re-reads pointed to their first copy (no aux call);
+            # without --tag they are all of amnesia's interventions
+            data.mechanisms.append(
+                MechanismRow("dedup", int(mech["saved_tokens"]), 0, needed_again=needed)
+            )
         data.mechanisms.append(
             MechanismRow(
                 key,
@@ -305,7 +335,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
                 aux_t,
                 bound_tokens=int(s["tagger_bound_tokens"]) if bounded else 0,
                 aux_counted=not bounded,
-                needed_again_tokens=None if needed is None else int(needed),
+                needed_again=None if bounded else needed,
             )
         )
     # The headline is `ctxwrap replay`'s: requests only, input side. The aux calls are
@@ -381,8 +411,15 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         aux_usd=c.aux_usd,
     )
     data.usd_per_unit = _usd_per_unit(_pricing.default_prices(model))
+    needed = _live_needed_again(conn, sid)
     data.mechanisms = [
-        MechanismRow(m.mechanism, m.saved_tokens, m.aux_tokens) for m in totals.mechanisms
+        MechanismRow(
+            m.mechanism,
+            m.saved_tokens,
+            m.aux_tokens,
+            needed_again=needed_again_of(needed, m.mechanism),
+        )
+        for m in totals.mechanisms
     ]
     costs = load_session_costs(conn, [sid], ttl_s=ttl_s, overrides=overrides)[sid]
     priced = costs.calls

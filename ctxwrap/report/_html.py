@@ -502,11 +502,18 @@ def _tagger_range(data: ReportData) -> str:
     )
 
 
+def _needed(n: tuple[int, int] | None) -> str:
+    """`2 of 9 (22 %)`: of a mechanism's interventions, those needed again later."""
+    if n is None or not n[1]:
+        return "–"
+    return f"{n[0]:,} of {n[1]:,} ({100 * n[0] / n[1]:.0f} %)"
+
+
 def _mech_table(data: ReportData) -> str:
     rows = [m for m in data.mechanisms if m.saved_tokens or m.aux_tokens or m.bound_tokens]
     if not rows:
         return '<p class="muted" id="mechanisms">Nothing kept out in this session.</p>'
-    needed = any(m.needed_again_tokens is not None for m in rows)
+    needed = any(m.needed_again is not None and m.needed_again[1] for m in rows)
     rows.sort(key=lambda m: m.net_tokens, reverse=True)
 
     def tr(m: MechanismRow) -> str:
@@ -530,9 +537,7 @@ def _mech_table(data: ReportData) -> str:
             f'<td class="n" data-label="net">{net}</td>',
         ]
         if needed:
-            cells.append(
-                f'<td class="n" data-label="needed again">{_opt(m.needed_again_tokens)}</td>'
-            )
+            cells.append(f'<td class="n" data-label="needed again">{_needed(m.needed_again)}</td>')
         return (
             f'<tr class="mechanism" data-mechanism="{_e(m.key)}" data-saved="{m.saved_tokens}" '
             f'data-aux="{m.aux_tokens}" data-net="{m.net_tokens}">{"".join(cells)}</tr>'
@@ -562,7 +567,9 @@ def _mech_table(data: ReportData) -> str:
         "carried them. The aux model is the small model ctxwrap asks to summarise outputs, "
         "describe written files and tag reads; its tokens are what those calls cost."
         + (
-            " Needed again: of the tokens kept out, those the agent asked for again later."
+            " Needed again: of what a mechanism hid or shortened, how many results the agent "
+            "asked for again later (recalled, read again, or copied from): a high share means "
+            "it hid too much."
             if needed
             else ""
         )

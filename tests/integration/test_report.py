@@ -392,10 +392,17 @@ def test_needed_again_column_when_the_replay_has_it() -> None:
     from ctxwrap.report._data import MechanismRow
 
     data = ReportData("t", "replay", "s", None, None)
-    data.mechanisms = [MechanismRow("masking", 1000, 0, needed_again_tokens=120)]
+    data.mechanisms = [MechanismRow("masking", 1000, 0, needed_again=(2, 9))]
     page = render_html(data)
     row = text_of(element(page, r'<tr class="mechanism".*?</tr>'))
-    assert '<th class="n">needed again</th>' in page and "120" in row
+    assert '<th class="n">needed again</th>' in page and "2 of 9 (22 %)" in row
+    # policies' replay figure, per mechanism
+    from ctxwrap.report._data import needed_again_of
+
+    doc = {"mechanisms": {"masking": {"interventions": 9, "needed_again": 2, "share_pct": 22.2}}}
+    assert needed_again_of(doc, "masking") == (2, 9)
+    assert needed_again_of(doc, "bash") == (0, 0)
+    assert needed_again_of(None, "masking") is None
 
 
 def test_ticks_are_round_and_short() -> None:
