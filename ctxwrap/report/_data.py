@@ -147,6 +147,7 @@ class ReportData:
     # characters, so they can differ from the sum of the per-call bars by rounding.
     sent_total: int | None = None
     plain_total: int | None = None
+    saved_total: int | None = None  # the mechanisms' sum, as the source reports it
     mechanisms: list[MechanismRow] = field(default_factory=list)
     totals: Totals = field(default_factory=Totals)
     usd_per_unit: float | None = None  # $ of one cost unit (the model's input price), if known
@@ -256,6 +257,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         cost_model=COST_MODEL,
         sent_total=s["sent_tokens"],
         plain_total=s["plain_tokens"],
+        saved_total=s["saved_tokens"],
     )
     tagged = bool(s["tagged_by_aux"])
     prices = _pricing.default_prices(s["model"])
@@ -401,6 +403,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     totals = session_figures(conn, sid, ttl_s=ttl_s, prices=overrides)
     data.agent = session_agent(conn, sid)
     data.sent_total, data.plain_total = totals.sent_tokens, totals.plain_tokens
+    data.saved_total = totals.saved_tokens
     c = totals.cost
     data.totals = Totals(
         plain_weighted=c.total_plain_weighted,

@@ -232,6 +232,7 @@ def _markers(data: ReportData, lay: Layout, x_of: Callable[[int], float], tag: b
     """Compactions (solid line, ▼ "C") and masking passes (dotted line, ◆ "M")."""
     out = []
     base = lay.top + lay.plot_h
+    last_label = -1e9  # a letter only where it does not run into the previous one
     for k, c in enumerate(data.calls):
         for kind, on in (("compaction", c.compaction), ("masking", c.masked)):
             if not on:
@@ -250,10 +251,14 @@ def _markers(data: ReportData, lay: Layout, x_of: Callable[[int], float], tag: b
             else:
                 sym = f'<path class="sym" d="M{x:.1f},{y0 - 12:.1f}l6,6l-6,6l-6,-6z"/>'
                 letter = "M"
+            label = ""
+            if x - last_label >= 24:
+                label = f'<text class="label" x="{x + 8:.1f}" y="{y0 - 2:.1f}">{letter}</text>'
+                last_label = x
             out.append(
                 f'<g class="marker"{attr}><title>call {c.index + 1}: {what}</title>'
                 f'<line class="mark-{kind}" x1="{x:.1f}" x2="{x:.1f}" y1="{y0}" y2="{base}"/>'
-                f'{sym}<text class="label" x="{x + 8:.1f}" y="{y0 - 2:.1f}">{letter}</text></g>'
+                f"{sym}{label}</g>"
             )
     return out
 
@@ -388,14 +393,14 @@ def _cost_chart(data: ReportData, lay: Layout) -> str:
                 f"{_n(c.cache_read)}</title></circle>"
             )
     if calls and lay.right >= 80:
-        fmt = money if usd else short
+        fmt = usd_text if usd else short
         yp = base - lay.plot_h * cum_p[-1] / top_v
         yo = base - lay.plot_h * cum_o[-1] / top_v
         if abs(yp - yo) < 16:  # keep the two end labels apart
             yp, yo = (yp - 8, yo + 8) if yp <= yo else (yp + 8, yo - 8)
         xe = x_of(len(calls) - 1) + 8
         out.append(
-            f'<text class="end-plain" x="{xe:.1f}" y="{yp + 4:.1f}">without {_e(fmt(cum_p[-1]))}</text>'
+            f'<text class="end-plain" x="{xe:.1f}" y="{yp + 4:.1f}">plain {_e(fmt(cum_p[-1]))}</text>'
             f'<text class="end-ours" x="{xe:.1f}" y="{yo + 4:.1f}">with {_e(fmt(cum_o[-1]))}</text>'
         )
     out.append("</svg>")
@@ -487,18 +492,17 @@ def _tagger_range(data: ReportData) -> str:
         else _fmt_cost(t.uncounted_aux_weighted, False)
     )
     pct = (
-        f" (up to {100 * m.bound_tokens / data.plain_tokens:.0f} % of the tokens without ctxwrap)"
+        f" (up to {100 * m.bound_tokens / data.plain_tokens:.0f} % of the context sent)"
         if data.plain_tokens
         else ""
     )
     return (
         f'<p class="range" id="tagger-range" data-low="0" data-high="{m.bound_tokens}" '
         f'data-aux="{m.aux_tokens}"><b>Not counted above:</b> {_e(words("amnesia").user)} '
-        f'<span class="muted">({_e(words("amnesia").name)})</span> would keep out '
-        f"<b>0 … {_e(short(m.bound_tokens))} tokens</b>{_e(pct)}, for about "
-        f"{_e(short(m.aux_tokens))} tokens of the aux model ({_e(cost)}). How much depends on "
-        "what the aux model decides, which this replay did not ask it (run "
-        "<code>ctxwrap replay --tag</code> to ask it).</p>"
+        f'<span class="muted">(tagger)</span> could keep out <b>0 … '
+        f"{_e(short(m.bound_tokens))} tokens</b> more{_e(pct)}, for ≈{_e(short(m.aux_tokens))} "
+        f"aux-model tokens ({_e(cost)}). This replay did not ask the aux model; "
+        "<code>ctxwrap replay --tag</code> does.</p>"
     )
 
 
@@ -591,7 +595,11 @@ def render_html(data: ReportData) -> str:
         f'<h1 id="hero" data-saved="{saved_val:.6f}" data-pct="{(t.saved_pct or 0):.2f}" '
         f'data-unit="{"usd" if usd else "units"}">{head}</h1><p class="lead" id="why">{lead}</p>'
     )
-    saved_tokens = data.plain_tokens - data.sent_tokens
+    # the mechanisms' sum (the table's total), as replay and stats print it: plain − sent
+    # can differ by a token of rounding
+    saved_tokens = (
+        data.saved_total if data.saved_total is not None else data.plain_tokens - data.sent_tokens
+    )
     tok_pct = f" ({100 * saved_tokens / data.plain_tokens:.1f} %)" if data.plain_tokens else ""
     figures = [
         ("llm-calls", "requests to the model", _n(len(data.calls)), len(data.calls)),
@@ -685,8 +693,9 @@ def render_html(data: ReportData) -> str:
         ]
         + _marker_legend(data)
     )
+    who = plain_agent([data.agent]) if data.agent else "without ctxwrap"
     cost_items = [
-        (_line_swatch("line-plain"), "without ctxwrap (dashed)"),
+        (_line_swatch("line-plain"), f"{who} (dashed)"),
         (_line_swatch("line-ours"), "with ctxwrap"),
     ]
     if any(c.cache_write and c.cache_write >= c.cache_read and k for k, c in enumerate(data.calls)):
@@ -705,12 +714,13 @@ def render_html(data: ReportData) -> str:
         )
     elif t.aux_weighted:
         aux_cost = (
-            money(t.aux_usd)
+            usd_text(t.aux_usd)
             if usd and t.aux_usd is not None
             else f"{short(t.aux_weighted)} {COST_UNITS}"
         )
         aux_note = (
-            f" The aux model's calls ({_e(aux_cost)}) are in the headline, not on this chart."
+            f" Requests only, as in <code>ctxwrap replay</code>: the aux model's estimated "
+            f"calls (≈{_e(aux_cost)} at this model's rate) are in the table above."
         )
     notes = "".join(f"<p class=muted>{_e(n)}</p>" for n in data.notes)
     glossary = (

@@ -385,6 +385,11 @@ def test_per_mechanism_table_is_replays(tmp_path: Path) -> None:
     bash = element(page, r'<tr class="mechanism" data-mechanism="bash".*?</tr>')
     assert re.search(r'big outputs summarised</span><span class="name">bash digest', bash)
     assert "needed again" not in page  # no such figure in this replay
+    # the kept-out figure is the table's total, as replay prints it (no rounding apart)
+    total = sum(m["saved_tokens"] for m in doc["mechanisms"])
+    assert re.search(rf'id="saved-tokens" data-value="{total}"', page)
+    row = element(page, r'<tr class="total">.*?</tr>')
+    assert f'data-label="tokens kept out">{total:,}</td>' in row
 
 
 def test_needed_again_column_when_the_replay_has_it() -> None:
