@@ -522,6 +522,8 @@ def _mech_table(data: ReportData) -> str:
 
     def tr(m: MechanismRow) -> str:
         w = words(m.key)
+        if m.key == "tools" and m.saved_tokens < 0:  # nothing lazy-loaded: ctxwrap's own tool
+            w = w._replace(user="ctxwrap's own recall tool (added to each request)")
         saved = _n(m.saved_tokens)
         if m.bound_tokens:
             saved = f"{_n(m.saved_tokens)} … {_n(m.saved_tokens + m.bound_tokens)}"
