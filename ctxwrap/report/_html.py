@@ -70,6 +70,7 @@ th{font-weight:600}td.n,th.n{text-align:right;white-space:nowrap}
 td .name{display:block;font-size:.85em;color:var(--muted)}
 tr.total td{font-weight:600;border-top:2px solid var(--axis)}
 code{font-size:.92em;word-break:break-all}
+.range code,.lead code{white-space:nowrap;word-break:normal}
 .chart .narrow{display:none}
 .hint{display:none}
 dl.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(210px,1fr));gap:8px;margin:0}
