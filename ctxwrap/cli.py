@@ -75,7 +75,10 @@ class LazyGroup(FullHelpGroup):
             import importlib
 
             module, attr = self.lazy[cmd_name].split(":")
-            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+            cmd = getattr(importlib.import_module(module), attr)
+            if type(cmd) is click.Group:  # a plain group of its own module: whole help lines too
+                cmd.__class__ = FullHelpGroup
+            self.add_command(cmd, cmd_name)
         return super().get_command(ctx, cmd_name)
 
 
@@ -103,6 +106,7 @@ def doctor_cmd(as_json: bool) -> None:
     from dataclasses import asdict
 
     from ctxwrap.doctor import DoctorFailed, run_checks
+    from ctxwrap.vocabulary import plural
 
     checks = run_checks()
     if as_json:
@@ -115,7 +119,7 @@ def doctor_cmd(as_json: bool) -> None:
     failed = [c.name for c in checks if c.level == "fail"]
     if failed:
         raise DoctorFailed(
-            f"{len(failed)} check(s) failed: {', '.join(failed)}",
+            f"{plural(len(failed), 'check')} failed: {', '.join(failed)}",
             hint="fix the FAIL lines above, then run `ctxwrap doctor` again",
         )
 

@@ -88,6 +88,8 @@ class Headline:
     provider_input_tokens: int  # what the provider counted (0 when it reported nothing)
     compactions: int
     plain_compactions: int
+    # mechanisms that kept out most, net of their aux tokens (ids, largest first; only > 0)
+    top_mechanisms: tuple[str, ...] = ()
 
     @property
     def agent_name(self) -> str:
@@ -131,6 +133,17 @@ class Headline:
         who = self.plain_name if self.agent else "without ctxwrap it"
         return f"{who} would have cost {what} — {self.short()}"
 
+    def mostly(self) -> str:
+        """`mostly by big outputs summarised and old results masked` ("" when none saved)."""
+        from ctxwrap.vocabulary import MECHANISM_WORDS
+
+        words = [MECHANISM_WORDS.get(m, (m, m))[0] for m in self.top_mechanisms]
+        if not words:
+            return ""
+        if len(words) == 1:
+            return f"mostly by {words[0]}"
+        return f"mostly by {', '.join(words[:-1])} and {words[-1]}"
+
     def token_line(self) -> str:
         """Estimated sizes, labelled as estimates, beside the provider's own count."""
         text = f"≈{self.sent_tokens:,} tokens sent (estimated, chars/4)"
@@ -160,7 +173,16 @@ def headline_of(figures: Figures, agent: str | None) -> Headline:
         + figures.provider.cache_write_tokens,
         compactions=c.compactions,
         plain_compactions=c.plain_compactions,
+        top_mechanisms=top_mechanisms(figures),
     )
+
+
+def top_mechanisms(figures: Figures, n: int = 2) -> tuple[str, ...]:
+    """The `n` mechanisms with the largest positive net (tokens kept out − their aux tokens)."""
+    ranked = sorted(
+        (m for m in figures.mechanisms if m.net_tokens > 0), key=lambda m: -m.net_tokens
+    )
+    return tuple(m.mechanism for m in ranked[:n])
 
 
 def total_usd(c: CostFigures) -> float | None:

@@ -496,10 +496,11 @@ def _headline_json(f: Figures, agent: str | None) -> dict[str, Any]:
         "text": h.short(),
         "sentence": h.sentence(),
         "saved_pct": h.pct,  # as shown: 60 for "cost −60%"
-        "saved_usd": _r(h.saved_usd, 2),
-        "plain_usd": _r(h.plain_usd, 2),
-        "usd": _r(h.usd, 2),
+        "saved_usd": _r(h.saved_usd, 6),
+        "plain_usd": _r(h.plain_usd, 6),
+        "usd": _r(h.usd, 6),
         "plain": h.plain_name,
+        "top_mechanisms": list(h.top_mechanisms),
     }
 
 
@@ -561,6 +562,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
                     "incomplete": s.incomplete,
                     "model": s.model,
                     "cwd": s.cwd,
+                    "agent": s.agent,
                 },
                 **_figures_json(g.figures, _group_agent(report, g)),
             }
@@ -671,7 +673,11 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
     c = t.cost
     if c.calls and h.short():
         style = "red bold" if (h.pct or 0) < 0 else "green bold"
-        out.append(f"{_paint(h.short(), style, color)}: {h.sentence().split(' — ')[0]}")
+        mostly = h.mostly() if (h.pct or 0) > 0 else ""
+        out.append(
+            f"{_paint(h.short(), style, color)}: {h.sentence().split(' — ')[0]}"
+            + (f"; {mostly}" if mostly else "")
+        )
     out.append(
         f"{plural(t.llm_calls, 'LLM call')}: ≈{_n(t.sent_tokens)} tokens sent, {plain}"
         f" ≈{_n(t.plain_tokens)} (estimated, chars/4)"
@@ -968,6 +974,9 @@ def cost_settings() -> tuple[float, dict[str, Prices]]:
         ttl = 300.0
     prices = os.environ.get("PI_CTX_PRICES") or file.get("prices")
     return ttl, settings_overrides(prices if isinstance(prices, str) else None)
+
+
+_cost_settings = cost_settings  # the name other modules imported before
 
 
 def _since_param(value: str | None) -> float | None:

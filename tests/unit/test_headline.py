@@ -139,3 +139,14 @@ def test_headline_of_a_mixed_set_names_no_agent(db: Path) -> None:
     conn = connect(db, readonly=True)
     report = compute_stats(conn, ttl_s=300.0, prices={})
     assert headline_of(report.totals, None).plain_name == "without ctxwrap"
+
+
+def test_headline_names_what_did_most(db: Path) -> None:
+    conn = connect(db, readonly=True)
+    h = session_headline(conn, SID, ttl_s=300.0, prices={})
+    assert h.top_mechanisms == ("bash",)
+    assert h.mostly() == "mostly by big outputs summarised"
+    text = render_text(
+        compute_stats(conn, session=SID, ttl_s=300.0, prices={}), color=False, width=200
+    )
+    assert "mostly by big outputs summarised" in text.splitlines()[1]

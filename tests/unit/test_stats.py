@@ -380,6 +380,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
             "incomplete",
             "model",
             "cwd",
+            "agent",
         }
     assert doc["totals"]["net_tokens"] == 1083
 

@@ -176,6 +176,8 @@ COMMANDS = [
     ("replay",),
     ("recall",),
     ("status",),
+    ("service",),
+    ("hook",),
 ]
 
 
