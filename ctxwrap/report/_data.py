@@ -209,14 +209,11 @@ def _add(*parts: float | None) -> float | None:
     return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
 
 
-def top_mechanisms(data: ReportData, most: int = 3) -> list[MechanismRow]:
-    """The two or three mechanisms that did most: by net tokens kept out, each at least a
-    sixth of the positive total (the first always, when any saved)."""
-    rows = sorted(
-        (m for m in data.mechanisms if m.net_tokens > 0), key=lambda m: m.net_tokens, reverse=True
-    )
-    total = sum(m.net_tokens for m in rows)
-    return [m for k, m in enumerate(rows[:most]) if k == 0 or m.net_tokens * 6 >= total]
+def top_mechanisms(data: ReportData, most: int = 2) -> list[MechanismRow]:
+    """The mechanisms that did most: the largest positive net (tokens kept out − their aux
+    tokens), as `ctxwrap.headline.top_mechanisms` picks them for `ctxwrap stats`."""
+    ranked = sorted((m for m in data.mechanisms if m.net_tokens > 0), key=lambda m: -m.net_tokens)
+    return ranked[:most]
 
 
 def _usd_per_unit(prices: Any) -> float | None:

@@ -596,7 +596,9 @@ def render_html(data: ReportData) -> str:
     saved_val = t.saved_usd if usd and t.saved_usd is not None else t.saved_weighted
     hero_html = (
         f'<h1 id="hero" data-saved="{saved_val:.6f}" data-pct="{(t.saved_pct or 0):.2f}" '
-        f'data-unit="{"usd" if usd else "units"}">{head}</h1><p class="lead" id="why">{lead}</p>'
+        f'data-unit="{"usd" if usd else "units"}">{head}</h1>'
+        f'<p class="lead" id="why" data-top="{" ".join(m.key for m in top_mechanisms(data))}">'
+        f"{lead}</p>"
     )
     # the mechanisms' sum (the table's total), as replay and stats print it: plain − sent
     # can differ by a token of rounding

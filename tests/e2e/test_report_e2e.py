@@ -68,6 +68,9 @@ def test_report_of_a_ctxwrap_session(tmp_path: Path, xdg: Xdg) -> None:
         assert float(hero.group(1)) == pytest.approx(cost["total_saved_usd"], abs=1e-6)
     else:
         assert float(hero.group(1)) == pytest.approx(cost["total_saved_weighted"], abs=0.05)
+    # ... names the mechanisms stats names ("mostly by ...")
+    top = re.search(r'<p class="lead" id="why" data-top="([a-z ]*)">Mostly by', text)
+    assert top and top.group(1).split() == stats["headline"]["top_mechanisms"]
     # the cost chart ends at the same figures: stats' priced session, aux calls included
     ends = re.search(
         r'id="cost" data-end-plain="([0-9.]+)" data-end-ours="([0-9.]+)" data-unit="(\w+)"', text

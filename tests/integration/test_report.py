@@ -287,7 +287,7 @@ def element(page: str, pattern: str) -> str:
 
 
 @pytest.mark.parametrize("fixture", [PI16, CLAUDE], ids=["pi-units", "claude-usd"])
-def test_hero_states_the_saving_net_of_the_counted_aux_calls(fixture: Path, tmp_path: Path) -> None:
+def test_hero_states_replays_saving_and_what_did_most(fixture: Path, tmp_path: Path) -> None:
     """The headline is `ctxwrap replay`'s: the requests' cost, plain − ctxwrap, input side,
     in $ when the model has a price, else in cost units; the % as every view prints it."""
     doc = replay_doc(fixture)
@@ -326,7 +326,7 @@ def test_hero_states_the_saving_net_of_the_counted_aux_calls(fixture: Path, tmp_
         cost["ctxwrap"]["weighted_tokens"] * scale, rel=1e-4
     )
     # ... and names what did most, in the user's words, the biggest first
-    why = text_of(element(page, r'<p class="lead" id="why">.*?</p>'))
+    why = text_of(element(page, r'<p class="lead" id="why"[^>]*>.*?</p>'))
     best = max(
         (m for m in doc["mechanisms"] if m["mechanism"] != "amnesia"),
         key=lambda m: m["saved_tokens"] - m["aux_tokens_estimated"],
@@ -477,7 +477,7 @@ def test_compaction_and_masking_markers_differ_and_are_labelled(tmp_path: Path) 
     assert "old results masked" in text_of(
         element(page, r"<section id='per-call-section'>.*?</ul>")
     )
-    why = text_of(element(page, r'<p class="lead" id="why">.*?</p>'))
+    why = text_of(element(page, r'<p class="lead" id="why"[^>]*>.*?</p>'))
     assert "masking old results" in why
 
 
