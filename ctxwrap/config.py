@@ -141,6 +141,21 @@ class Settings(BaseSettings):
         False,
         description="Also mask while the cache is warm when the cost model says the rewrite pays back (off: not yet measured positive).",
     )
+    # -- masking policies (issue 21; docs/accounting.md "Policies on real sessions") --
+    mask_stale_reads: bool = Field(
+        True,
+        description="Mask a read of a file written or edited since (not only one read again).",
+    )
+    mask_older_rounds: int = Field(
+        0,
+        ge=0,
+        description="Mask a result other than a read once it is this many rounds old (0 = off).",
+    )
+    mask_read_idle_rounds: int = Field(
+        0,
+        ge=0,
+        description="Mask a read once no call has touched its file for this many rounds (0 = off).",
+    )
     recall_max_tokens: int = Field(2000, ge=100, description="Cap of one ctx_recall answer.")
     raw_store_max_mb: int = Field(512, ge=1, description="Size cap of the raw-output store.")
     raw_retention_days: int = Field(

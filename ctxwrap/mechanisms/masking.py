@@ -20,6 +20,7 @@ from ctxwrap.engine.edits import MaskEdit, TailToolCall, edit_to_json, u16len
 from ctxwrap.engine.masking import (
     MaskCandidate,
     MaskPolicy,
+    MaskReason,
     expected_remaining_calls,
     plan_masks,
     rewrite_cost_tokens,
@@ -28,6 +29,7 @@ from ctxwrap.engine.masking import (
 from ctxwrap.mechanisms import tool_kind
 
 if TYPE_CHECKING:
+    from ctxwrap.config import Settings
     from ctxwrap.daemon.service import Daemon
     from ctxwrap.daemon.session import SessionRuntime
 
@@ -35,7 +37,15 @@ _WHY = {
     "superseded": "the file was read again or changed after it",
     "dropped": "judged not needed for the current task",
     "earlier_task": "it belongs to an earlier task",
+    "older": "it was seen several requests ago",
+    "untouched": "its file has not been touched for several requests",
 }
+
+
+def tombstone_text(label: str, chars: int, reason: MaskReason, recall: str) -> str:
+    """The one line a masked result becomes (replay words it the same way)."""
+    text = f"[ctxwrap: {label} ({chars:,} chars) was hidden: {_WHY[reason]}; recall with {recall}]"
+    return " ".join(text.split("\n")).replace("\r", " ")
 
 
 def decide(
@@ -72,7 +82,7 @@ def decide(
         hidden_sigs=hidden_sigs,
         late_drops=rt.late_drops,
         maskable=maskable,
-        policy=MaskPolicy(keep_rounds=cfg.mask_keep_rounds, min_chars=cfg.mask_min_chars),
+        policy=mask_policy(cfg),
     )
     if not plan:
         return []
@@ -110,6 +120,16 @@ def decide(
     return [P.Edit.model_validate(edit_to_json(e)) for e in edits]
 
 
+def mask_policy(cfg: Settings) -> MaskPolicy:
+    return MaskPolicy(
+        keep_rounds=cfg.mask_keep_rounds,
+        min_chars=cfg.mask_min_chars,
+        stale_reads=cfg.mask_stale_reads,
+        older_after_rounds=cfg.mask_older_rounds,
+        read_idle_rounds=cfg.mask_read_idle_rounds,
+    )
+
+
 def _suffix_chars(history: list[P.TailMessage], start: int) -> int:
     """What the rewrite makes the provider write again: results and call arguments from the
     first masked message on (assistant text is not described: a lower bound)."""
@@ -137,11 +157,7 @@ def _label(
 
 
 def _edit(rt: SessionRuntime, c: MaskCandidate, handle: str, label: str) -> MaskEdit:
-    text = (
-        f"[ctxwrap: {label} ({c.chars:,} chars) was hidden: {_WHY[c.reason]}; "
-        f"recall with {recall_call(rt.agent, handle)}]"
-    )
-    text = " ".join(text.split("\n")).replace("\r", " ")
+    text = tombstone_text(label, c.chars, c.reason, recall_call(rt.agent, handle))
     return MaskEdit(
         toolCallId=c.toolCallId, text=text, savedChars=c.chars - u16len(text), reason=c.reason
     )
