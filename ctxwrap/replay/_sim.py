@@ -93,6 +93,8 @@ class Thresholds:
     mask_stale_reads: bool = True
     mask_older_rounds: int = 0
     mask_read_idle_rounds: int = 0
+    mask_earlier_tasks: bool = True
+    mask_kinds: str = "recall"  # recall: what has a recall path (read-like, digested bash); all
     write: bool = True
     bash: bool = True
 
@@ -127,6 +129,7 @@ class Thresholds:
             stale_reads=self.mask_stale_reads,
             older_after_rounds=self.mask_older_rounds,
             read_idle_rounds=self.mask_read_idle_rounds,
+            earlier_tasks=self.mask_earlier_tasks,
         )
 
 
@@ -811,6 +814,8 @@ class SessionSimulator:
             it = by_call.get(call.id)
             if it is None:
                 return False
+            if th.mask_kinds == "all":
+                return True
             if it.tool == "bash":
                 return it.saved.get("bash", 0) > 0
             return it.tool in META_TOOLS and tokens(it.chars) >= th.amnesia_min_tokens
