@@ -1,16 +1,19 @@
-"""Streaming readers of agent session files: pi (1.x and 0.73, session format v3) and Claude
-Code transcripts. Each yields normalised events; nothing here holds more than one entry.
+"""Streaming readers of agent session files: pi (1.x and 0.73: session formats v1, v2 and v3,
+the older ones migrated as pi migrates them on load) and Claude Code transcripts. Each yields
+normalised events; nothing here holds more than one entry.
 
 A line longer than MAX_LINE_BYTES is skipped without being read into memory whole; a line that
-is not JSON, not an object, or of an unknown type is counted with a reason and skipped. The
-files are opened read-only and never written.
+is not JSON, not an object, or of an unknown type is counted with a reason and skipped. A line
+holding several JSON objects written back to back (a real pi write race) yields each of them.
+The files are opened read-only and never written.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -66,6 +69,13 @@ class Message:
     usage_prompt_tokens: int | None = None
     output_tokens: int = 0
     model: str | None = None
+    # assistant only: the provider's own split of usage_prompt_tokens, where the file records
+    # it (None: not recorded). Cache writes with a 1-hour TTL are billed 2x input, 5-minute ones
+    # 1.25x; Claude Code records the split in usage.cache_creation.
+    usage_input_tokens: int | None = None  # uncached input
+    usage_cache_read_tokens: int | None = None
+    usage_cache_write_tokens: int | None = None  # all cache writes (5 m + 1 h)
+    usage_cache_write_1h_tokens: int | None = None  # of which with a 1-hour TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +100,28 @@ class Header:
     cwd: str | None
     ts: float | None
     version: str | None = None
+    # how the file was written: "pi v1" (migrated as pi does), "pi v3", "claude", "claude
+    # sub-agent", …
+    source: str | None = None
+    # pi: the session file this one was branched from (its earlier entries are copies of it)
+    branched_from: str | None = None
+    # Claude Code sub-agent transcript: its parent session and its own agent id
+    parent_session_id: str | None = None
+    agent_id: str | None = None
 
 
-Event = Message | SystemPrompt | Compaction | Header
+@dataclass(frozen=True, slots=True)
+class ClearedResults:
+    """The agent cleared earlier tool results itself (Claude Code's microcompact): from here on
+    each listed result is `replacement_chars` long in the context. A head change."""
+
+    ts: float
+    tool_call_ids: tuple[str, ...]
+    replacement_chars: int
+    tokens_saved: int | None = None  # as the agent recorded it
+
+
+Event = Message | SystemPrompt | Compaction | Header | ClearedResults
 
 
 @dataclass
@@ -100,6 +129,8 @@ class ReadStats:
     lines: int = 0
     bytes: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    entries: int = 0  # JSON objects read (a line may hold two)
+    notes: Counter[str] = field(default_factory=Counter)  # read, but worth saying
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] += 1
@@ -184,7 +215,90 @@ def _content_chars(content: object) -> int:
     return n
 
 
+def _int(value: object) -> int:
+    """A token count as recorded (numbers only; anything else is 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return max(0, int(value))
+
+
 # -- pi -----------------------------------------------------------------------------------------
+
+# What pi puts around a summary in the context (pi-coding-agent core/messages.js).
+_PI_SUMMARY_WRAP = {
+    "compaction": (
+        "The conversation history before this point was compacted into the following summary:"
+        "\n\n<summary>\n",
+        "\n</summary>",
+    ),
+    "branch": (
+        "The following is a summary of a branch that this conversation came back from:"
+        "\n\n<summary>\n",
+        "</summary>",
+    ),
+}
+
+
+def _summary_chars(summary: object, kind: str = "compaction") -> int:
+    head, tail = _PI_SUMMARY_WRAP[kind]
+    return len(head) + len(summary if isinstance(summary, str) else "") + len(tail)
+
+
+def bash_execution_text(msg: dict[str, Any]) -> str:
+    """The user text pi sends for a `!cmd` it ran (core/messages.js bashExecutionToText)."""
+    text = f"Ran `{msg.get('command', '')}`\n"
+    output = msg.get("output")
+    text += f"```\n{output}\n```" if output else "(no output)"
+    exit_code = msg.get("exitCode")
+    if msg.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif exit_code is not None and exit_code != 0:
+        text += f"\n\nCommand exited with code {exit_code}"
+    if msg.get("truncated") and msg.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {msg['fullOutputPath']}]"
+    return text
+
+
+class PiMigration:
+    """pi's own migration of older session files, one entry at a time (pi-coding-agent
+    core/session-manager.js migrateV1ToV2 and migrateV2ToV3, which pi runs on load).
+
+    v1 → v2: every entry after the header gets an id and the previous entry as its parent (a
+    v1 session is a line); a compaction's `firstKeptEntryIndex` (an index into the file's
+    entries, the header being 0) becomes `firstKeptEntryId`. v2 → v3: the role `hookMessage`
+    is renamed `custom`. The ids are synthetic ("v1-<index>"); pi draws random ones.
+    """
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.index = 0  # the header is entry 0
+        self.prev_id: str | None = None
+
+    def __call__(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self.index += 1
+        if self.version >= 3:
+            return entry
+        entry = dict(entry)
+        if self.version < 2:
+            eid = f"v1-{self.index}"
+            entry["id"], entry["parentId"] = eid, self.prev_id
+            self.prev_id = eid
+            if entry.get("type") == "compaction":
+                k = entry.pop("firstKeptEntryIndex", None)
+                if isinstance(k, int) and not isinstance(k, bool) and k >= 1:
+                    entry["firstKeptEntryId"] = f"v1-{k}"
+        msg = entry.get("message")
+        if isinstance(msg, dict) and msg.get("role") == "hookMessage":
+            entry["message"] = {**msg, "role": "custom"}
+        return entry
+
+
+def pi_version(header: dict[str, Any]) -> int:
+    """The session format version of a pi header (no `version`: v1, as pi reads it)."""
+    v = header.get("version")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return 1
+    return int(v)
 
 
 def _pi_tools_chars(tools: object) -> int:
@@ -248,11 +362,8 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
         if role == "assistant":
             calls = _pi_calls(content)
             usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
-            prompt = None
-            if usage:
-                prompt = sum(int(usage.get(k) or 0) for k in ("input", "cacheRead", "cacheWrite"))
             chars = _content_chars(content) + sum(c.chars for c in calls)
-            return Message(
+            out = Message(
                 eid,
                 parent,
                 "assistant",
@@ -260,10 +371,17 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
                 chars,
                 calls=calls,
                 request_key=eid,
-                usage_prompt_tokens=prompt,
-                output_tokens=int(usage.get("output") or 0) if usage else 0,
                 model=str(msg["model"]) if msg.get("model") else None,
             )
+            if usage:
+                uncached, read, write = (
+                    _int(usage.get(k)) for k in ("input", "cacheRead", "cacheWrite")
+                )
+                out.usage_prompt_tokens = uncached + read + write
+                out.usage_input_tokens, out.usage_cache_read_tokens = uncached, read
+                out.usage_cache_write_tokens = write
+                out.output_tokens = _int(usage.get("output"))
+            return out
         if role == "toolResult":
             text = content_text(content)
             return Message(
@@ -277,19 +395,32 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
                 text=text,
                 is_error=bool(msg.get("isError")),
             )
-        if role in ("bashExecution", "custom", "branchSummary", "compactionSummary"):
-            # user-run `!cmd`, extension messages: in the context as user text
-            return Message(
-                eid, parent, "custom", ts, _content_chars(content) + len(str(msg.get("output", "")))
-            )
+        if role == "bashExecution":
+            # a user-run `!cmd`: in the context as user text (`!!cmd` is kept out of it)
+            if msg.get("excludeFromContext"):
+                return None
+            return Message(eid, parent, "custom", ts, len(bash_execution_text(msg)))
+        if role in ("custom", "hookMessage"):  # hookMessage: v2's name (migrateV2ToV3)
+            return Message(eid, parent, "custom", ts, _content_chars(content))
+        if role == "branchSummary":
+            return Message(eid, parent, "custom", ts, _summary_chars(msg.get("summary"), "branch"))
+        if role == "compactionSummary":
+            return Message(eid, parent, "custom", ts, _summary_chars(msg.get("summary")))
         stats.skip(f"pi message of unknown role {str(role)[:40]!r}")
         return None
     if kind == "compaction":
-        return Compaction(ts, len(str(entry.get("summary", ""))), entry.get("firstKeptEntryId"))
+        first_kept = entry.get("firstKeptEntryId")
+        return Compaction(
+            ts,
+            _summary_chars(entry.get("summary")),
+            str(first_kept) if first_kept is not None else None,
+        )
     if kind == "custom_message":
         return Message(eid, parent, "custom", ts, _content_chars(entry.get("content")))
     if kind == "branch_summary":
-        return Message(eid, parent, "custom", ts, len(str(entry.get("summary", ""))))
+        if not entry.get("summary"):
+            return None  # pi puts nothing in the context for an empty one
+        return Message(eid, parent, "custom", ts, _summary_chars(entry.get("summary"), "branch"))
     if kind in _PI_IGNORED:
         return None
     stats.skip(f"unknown pi entry type {str(kind)[:40]!r}")
@@ -298,94 +429,195 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
 
 # -- Claude Code --------------------------------------------------------------------------------
 
+# What Claude Code puts in place of a tool result it cleared (microcompact).
+CLAUDE_CLEARED_TEXT = "[Old tool result content cleared]"
 
-def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
-    kind = entry.get("type")
-    if kind in _CLAUDE_IGNORED:
-        return
-    if kind not in _CLAUDE_TYPES:
-        stats.skip(f"unknown Claude Code entry type {str(kind)[:40]!r}")
-        return
-    if entry.get("isSidechain"):
-        stats.skip("Claude Code sub-agent entry (its own context)")
-        return
-    ts = parse_ts(entry.get("timestamp")) or 0.0
-    eid = str(entry.get("uuid", ""))
-    parent = entry.get("parentUuid")
-    parent = str(parent) if parent is not None else None
-    if kind == "system":
-        if entry.get("subtype") == "compact_boundary":
-            yield Compaction(ts, 0, None)
-        return
-    if kind == "attachment":
-        # skill and agent listings, file changes …: sent to the model as reminder text
-        att = entry.get("attachment")
-        if isinstance(att, dict):
-            chars = len(att["content"]) if isinstance(att.get("content"), str) else 0
-            lines = att.get("addedLines")
-            if isinstance(lines, list):
-                chars += sum(len(x) + 1 for x in lines if isinstance(x, str))
-            yield Message(eid, None, "custom", ts, chars)
-        return
-    msg = entry.get("message")
-    if not isinstance(msg, dict):
-        stats.skip("Claude Code entry without a message object")
-        return
-    content = msg.get("content")
-    if kind == "user":
-        if isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-        ):
-            for b in content:
-                if not isinstance(b, dict) or b.get("type") != "tool_result":
-                    continue
-                text = content_text(b.get("content"))
-                yield Message(
-                    eid,
-                    parent,
-                    "tool_result",
+
+def _claude_usage(out: Message, usage: dict[str, Any]) -> None:
+    uncached, read, write = (
+        _int(usage.get(k))
+        for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    )
+    out.usage_prompt_tokens = uncached + read + write
+    out.usage_input_tokens, out.usage_cache_read_tokens = uncached, read
+    out.usage_cache_write_tokens = write
+    out.output_tokens = _int(usage.get("output_tokens"))
+    split = usage.get("cache_creation")
+    if isinstance(split, dict):
+        # 1-hour writes cost 2x input, 5-minute ones 1.25x: the split says which were which
+        out.usage_cache_write_1h_tokens = _int(split.get("ephemeral_1h_input_tokens"))
+
+
+class ClaudeReader:
+    """Claude Code transcript entries → events. One transcript is one context: the main
+    session's file, or a sub-agent's (`<session>/subagents/agent-*.jsonl`, every entry a
+    sidechain), which is read as a session of its own. Sidechain entries inside a main
+    session's file (older Claude Code) are another context and are counted, not mixed in.
+
+    A compaction is a `compact_boundary` entry followed by the summary Claude Code sends in
+    place of the history (`isCompactSummary`): the two become one Compaction. A
+    `microcompact_boundary` lists tool results Claude Code cleared itself: ClearedResults.
+    """
+
+    def __init__(self, path: Path, stats: ReadStats) -> None:
+        self.path = path
+        self.stats = stats
+        self.header_done = False
+        self.subagent: bool | None = None
+        self.pending_boundary: float | None = None  # ts of a boundary awaiting its summary
+
+    def header(self, entry: dict[str, Any]) -> Header:
+        sid = str(entry.get("sessionId") or self.path.stem)
+        agent = entry.get("agentId")
+        self.subagent = bool(entry.get("isSidechain")) or self.path.name.startswith("agent-")
+        agent_id = str(agent) if agent else None
+        if self.subagent and agent_id is None and self.path.name.startswith("agent-"):
+            agent_id = self.path.stem.removeprefix("agent-")
+        return Header(
+            "claude",
+            f"agent-{agent_id}" if self.subagent and agent_id else sid,
+            entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
+            parse_ts(entry.get("timestamp")),
+            str(entry.get("version")) if entry.get("version") else None,
+            source="claude sub-agent" if self.subagent else "claude",
+            parent_session_id=sid if self.subagent and entry.get("sessionId") else None,
+            agent_id=agent_id if self.subagent else None,
+        )
+
+    def feed(self, entry: dict[str, Any]) -> Iterator[Event]:
+        kind = entry.get("type")
+        if kind in _CLAUDE_IGNORED:
+            return
+        if kind not in _CLAUDE_TYPES:
+            self.stats.skip(f"unknown Claude Code entry type {str(kind)[:40]!r}")
+            return
+        if not self.header_done:
+            self.header_done = True
+            yield self.header(entry)
+        if entry.get("isSidechain") and not self.subagent:
+            self.stats.skip(
+                "Claude Code sub-agent entry inside the main transcript (its own context)"
+            )
+            return
+        if self.pending_boundary is not None and not entry.get("isCompactSummary"):
+            yield Compaction(self.pending_boundary, 0, None)
+            self.pending_boundary = None
+        yield from self._events(entry, kind)
+
+    def finish(self) -> Iterator[Event]:
+        if self.pending_boundary is not None:
+            yield Compaction(self.pending_boundary, 0, None)
+            self.pending_boundary = None
+
+    def _events(self, entry: dict[str, Any], kind: object) -> Iterator[Event]:
+        ts = parse_ts(entry.get("timestamp")) or 0.0
+        eid = str(entry.get("uuid", ""))
+        parent = entry.get("parentUuid")
+        parent = str(parent) if parent is not None else None
+        if kind == "system":
+            subtype = entry.get("subtype")
+            if subtype == "compact_boundary":
+                self.pending_boundary = ts
+            elif subtype == "microcompact_boundary":
+                meta = entry.get("microcompactMetadata")
+                meta = meta if isinstance(meta, dict) else {}
+                ids = meta.get("compactedToolIds")
+                ids = ids if isinstance(ids, list) else []
+                yield ClearedResults(
                     ts,
-                    len(text),
-                    tool_call_id=str(b.get("tool_use_id", "")),
-                    text=text,
-                    is_error=bool(b.get("is_error")),
+                    tuple(str(i) for i in ids if isinstance(i, str)),
+                    len(CLAUDE_CLEARED_TEXT),
+                    _int(meta.get("tokensSaved")) or None,
                 )
             return
-        yield Message(
-            eid, parent, "user", ts, _content_chars(content), text=content_text(content)[:2000]
-        )
-        return
-    # assistant: Claude Code writes one entry per content block; entries of one response
-    # share message.id, which is what makes them one request.
-    calls = []
-    if isinstance(content, list):
-        for b in content:
-            if isinstance(b, dict) and b.get("type") == "tool_use":
-                raw_args = b.get("input")
-                args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-                name = str(b.get("name", ""))
-                calls.append(
-                    ToolCall(str(b.get("id", "")), name.lower(), args, len(name) + _json_len(args))
+        if kind == "attachment":
+            # skill and agent listings, file changes …: sent to the model as reminder text
+            att = entry.get("attachment")
+            if isinstance(att, dict):
+                chars = len(att["content"]) if isinstance(att.get("content"), str) else 0
+                lines = att.get("addedLines")
+                if isinstance(lines, list):
+                    chars += sum(len(x) + 1 for x in lines if isinstance(x, str))
+                yield Message(eid, None, "custom", ts, chars)
+            return
+        msg = entry.get("message")
+        if not isinstance(msg, dict):
+            self.stats.skip("Claude Code entry without a message object")
+            return
+        content = msg.get("content")
+        if kind == "user":
+            if entry.get("isCompactSummary"):
+                # the summary the model receives in place of the history before it
+                yield Compaction(
+                    self.pending_boundary if self.pending_boundary is not None else ts,
+                    _content_chars(content),
+                    None,
                 )
-    usage = msg.get("usage") if isinstance(msg.get("usage"), dict) else {}
-    prompt = None
-    if usage:
-        prompt = sum(
-            int(usage.get(k) or 0)
-            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+                self.pending_boundary = None
+                return
+            if isinstance(content, list) and any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+            ):
+                for b in content:
+                    if not isinstance(b, dict) or b.get("type") != "tool_result":
+                        continue
+                    text = content_text(b.get("content"))
+                    yield Message(
+                        eid,
+                        parent,
+                        "tool_result",
+                        ts,
+                        len(text),
+                        tool_call_id=str(b.get("tool_use_id", "")),
+                        text=text,
+                        is_error=bool(b.get("is_error")),
+                    )
+                return
+            yield Message(
+                eid, parent, "user", ts, _content_chars(content), text=content_text(content)[:2000]
+            )
+            return
+        # assistant: Claude Code writes one entry per content block; entries of one response
+        # share message.id, which is what makes them one request.
+        calls = []
+        if isinstance(content, list):
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    raw_args = b.get("input")
+                    args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+                    name = str(b.get("name", ""))
+                    calls.append(
+                        ToolCall(
+                            str(b.get("id", "")), name.lower(), args, len(name) + _json_len(args)
+                        )
+                    )
+        chars = _content_chars(content) + sum(c.chars for c in calls)
+        if msg.get("model") == "<synthetic>":
+            # written by Claude Code itself (an API error, an interrupt): no provider request
+            yield Message(eid, parent, "custom", ts, chars)
+            return
+        out = Message(
+            eid,
+            parent,
+            "assistant",
+            ts,
+            chars,
+            calls=calls,
+            request_key=str(msg.get("id") or entry.get("requestId") or eid),
+            model=str(msg["model"]) if msg.get("model") else None,
         )
-    yield Message(
-        eid,
-        parent,
-        "assistant",
-        ts,
-        _content_chars(content) + sum(c.chars for c in calls),
-        calls=calls,
-        request_key=str(msg.get("id") or entry.get("requestId") or eid),
-        usage_prompt_tokens=prompt,
-        output_tokens=int(usage.get("output_tokens") or 0) if usage else 0,
-        model=str(msg["model"]) if msg.get("model") else None,
-    )
+        usage = msg.get("usage")
+        if isinstance(usage, dict) and usage:
+            _claude_usage(out, usage)
+        yield out
+
+
+def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
+    """The events of one entry of a main session's transcript (no header; see ClaudeReader)."""
+    reader = ClaudeReader(Path("session.jsonl"), stats)
+    reader.header_done, reader.subagent = True, False
+    yield from reader.feed(entry)
+    yield from reader.finish()
 
 
 # -- a whole file -------------------------------------------------------------------------------
@@ -393,6 +625,59 @@ def claude_events(entry: dict[str, Any], stats: ReadStats) -> Iterator[Event]:
 
 class NotASession(Exception):
     """The file is not a session file replay can read (the reason is the message)."""
+
+
+_DECODER = json.JSONDecoder()
+
+
+def parse_line(raw: bytes, stats: ReadStats) -> list[dict[str, Any]]:
+    """The JSON objects of one line: usually one; several written back to back (a write race
+    that left out the newline) each count. What is not JSON or not an object is counted."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        stats.skip("line is not JSON (truncated or corrupt)")
+        return []
+    except ValueError:
+        return _parse_concatenated(text, stats)
+    if not isinstance(value, dict):
+        stats.skip("line is not a JSON object")
+        return []
+    stats.entries += 1
+    return [value]
+
+
+def _parse_concatenated(text: str, stats: ReadStats) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    pos, end = 0, len(text.rstrip())
+    while pos < end:
+        while pos < end and text[pos] in " \t\r\n":
+            pos += 1
+        if pos >= end:
+            break
+        try:
+            value, pos = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            stats.skip("line is not JSON (truncated or corrupt)")
+            break  # the objects before the damage still count
+        if isinstance(value, dict):
+            out.append(value)
+        else:
+            stats.skip("line is not a JSON object")
+    if len(out) > 1:
+        stats.notes[f"line holding {len(out)} JSON objects written together (each read)"] += 1
+    stats.entries += len(out)
+    return out
+
+
+def iter_entries(fh: BinaryIO, stats: ReadStats) -> Iterator[dict[str, Any]]:
+    for raw in iter_lines(fh, stats):
+        if raw.strip():
+            yield from parse_line(raw, stats)
 
 
 def read_session(path: Path, stats: ReadStats) -> Iterator[Event]:
@@ -404,51 +689,70 @@ def read_session(path: Path, stats: ReadStats) -> Iterator[Event]:
         if looks_binary(head):
             raise NotASession("binary file")
         fh.seek(0)
-        fmt: str | None = None
-        seen_system = False
-        for raw in iter_lines(fh, stats):
-            if not raw.strip():
-                continue
-            try:
-                entry = json.loads(raw)
-            except (ValueError, RecursionError):
-                stats.skip("line is not JSON (truncated or corrupt)")
-                continue
-            if not isinstance(entry, dict):
-                stats.skip("line is not a JSON object")
-                continue
-            if fmt is None:
-                if entry.get("type") == "session" and "version" in entry:
-                    fmt = "pi"
-                    yield Header(
-                        "pi",
-                        str(entry.get("id", path.stem)),
-                        entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
-                        parse_ts(entry.get("timestamp")),
-                        str(entry.get("version")),
-                    )
-                    continue
-                if "sessionId" in entry or entry.get("type") in _CLAUDE_TYPES:
-                    fmt = "claude"
-                    yield Header(
-                        "claude",
-                        str(entry.get("sessionId") or path.stem),
-                        entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
-                        parse_ts(entry.get("timestamp")),
-                        str(entry.get("version")) if entry.get("version") else None,
-                    )
-                else:
-                    raise NotASession("no pi session header or Claude Code entry")
-            try:
-                if fmt == "pi":
-                    ev = pi_event(entry, stats, seen_system)
-                    if ev is not None:
-                        if isinstance(ev, SystemPrompt):
-                            seen_system = True
-                        yield ev
-                else:
-                    yield from claude_events(entry, stats)
-            except (TypeError, ValueError, AttributeError) as exc:
-                stats.skip(f"malformed entry ({type(exc).__name__})")
-        if fmt is None:
+        entries = iter_entries(fh, stats)
+        first = next(entries, None)
+        if first is None:
             raise NotASession("no parseable entry")
+        if first.get("type") == "session":
+            yield from _read_pi(path, first, entries, stats)
+        elif "sessionId" in first or first.get("type") in _CLAUDE_TYPES:
+            yield from _read_claude(path, first, entries, stats)
+        else:
+            raise NotASession("no pi session header or Claude Code entry")
+
+
+def _guarded(
+    stats: ReadStats, produce: Callable[..., Iterable[Event] | Event | None], *args: Any
+) -> list[Event]:
+    """One entry's events; a malformed entry is counted, never raised."""
+    try:
+        out = produce(*args)
+        if out is not None and not isinstance(
+            out, (Message, SystemPrompt, Compaction, Header, ClearedResults)
+        ):
+            out = list(out)
+    except (TypeError, ValueError, AttributeError, KeyError) as exc:
+        stats.skip(f"malformed entry ({type(exc).__name__})")
+        return []
+    if out is None:
+        return []
+    if isinstance(out, (Message, SystemPrompt, Compaction, Header, ClearedResults)):
+        return [out]
+    return list(out)
+
+
+def _read_pi(
+    path: Path, header: dict[str, Any], entries: Iterator[dict[str, Any]], stats: ReadStats
+) -> Iterator[Event]:
+    version = pi_version(header)
+    branched = header.get("branchedFrom") or header.get("parentSession")
+    yield Header(
+        "pi",
+        str(header.get("id") or path.stem),
+        header.get("cwd") if isinstance(header.get("cwd"), str) else None,
+        parse_ts(header.get("timestamp")),
+        str(header["version"]) if "version" in header else None,
+        source=f"pi v{version}" + (" (migrated as pi does)" if version < 3 else ""),
+        branched_from=str(branched) if isinstance(branched, str) else None,
+    )
+    migrate = PiMigration(version)
+    seen_system = False
+    for raw_entry in entries:
+        entry = migrate(raw_entry)
+        for ev in _guarded(stats, pi_event, entry, stats, seen_system):
+            if isinstance(ev, SystemPrompt):
+                seen_system = True
+            yield ev
+
+
+def _read_claude(
+    path: Path, first: dict[str, Any], entries: Iterator[dict[str, Any]], stats: ReadStats
+) -> Iterator[Event]:
+    reader = ClaudeReader(path, stats)
+    for entry in itertools.chain([first], entries):
+        # the header comes from the first entry that is not a snapshot or queue record
+        yield from _guarded(stats, reader.feed, entry)
+    if not reader.header_done:
+        reader.header_done = True
+        yield reader.header(first)
+    yield from reader.finish()
