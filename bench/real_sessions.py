@@ -6,7 +6,7 @@ repository) with `ctxwrap replay`'s simulator — the daemon's own policy code, 
 once per policy, and prints per session and as medians per agent:
 
 - calls, cost saved (cache-priced: the transcript's own model and the cache TTL; aux tokens
-  counted as fresh input of the session's model, an upper bound for a cheaper aux model),
+  priced by the aux model: claude-haiku-4-5 under Claude Code, the session's model under pi),
   tokens saved, per mechanism;
 - interventions and the share "needed again" per mechanism (a later edit copied a line only
   the hidden result held, the file was read again, or it was recalled: a lower bound);
@@ -164,13 +164,31 @@ POLICIES: dict[str, Any] = {
 }
 
 
+def aux_weighted(g: dict[str, Any]) -> float:
+    """The aux calls in input-equivalent tokens of the session's model: Claude Code's aux
+    model is `claude-haiku-4-5` (agents/claude/upstream_aux.py), pi's the active model."""
+    from ctxwrap.agents.claude.upstream_aux import DEFAULT_AUX_MODEL
+    from ctxwrap.engine.cost import default_prices
+
+    main = default_prices(g["model"])
+    aux = default_prices(DEFAULT_AUX_MODEL if g["format"] == "claude" else g["model"])
+    a_in = sum(a["input_tokens"] for a in g["aux_estimated"].values())
+    a_out = sum(a["output_tokens"] for a in g["aux_estimated"].values())
+    if main.input and aux.input and aux.output:
+        return (a_in * aux.input + a_out * aux.output) / main.input
+    return float(a_in + a_out)
+
+
 def session_row(g: dict[str, Any]) -> dict[str, Any]:
     cost = g["cost"]
     plain = cost["plain"]["weighted_tokens"]
-    ours = cost["ctxwrap"]["weighted_tokens"] + g["aux_tokens_estimated"]
+    aux = aux_weighted(g)
+    ours = cost["ctxwrap"]["weighted_tokens"] + aux
     need = g["needed_again"]
     charge = need["reread_charge_weighted"]
-    pct = lambda x: round(100.0 * x / plain, 1) if plain else None
+
+    def pct(x: float) -> float | None:
+        return round(100.0 * x / plain, 1) if plain else None
     return {
         "session": Path(g["path"]).name,
         "agent": g["format"],
@@ -180,6 +198,7 @@ def session_row(g: dict[str, Any]) -> dict[str, Any]:
         "ctxwrap_weighted": round(ours, 1),
         "plain_usd": cost["plain"]["usd"],
         "ctxwrap_usd": cost["ctxwrap"]["usd"],
+        "aux_weighted": round(aux, 1),
         "cost_ratio": round(ours / plain, 3) if plain else None,
         "cost_saved_pct": pct(plain - ours),
         "cost_saved_after_rereads_pct": pct(plain - ours - charge),

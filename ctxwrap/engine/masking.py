@@ -235,6 +235,20 @@ def warm_rewrite_pays(
     return gain > rewrite_cost_tokens(suffix_tokens, warm=True)
 
 
+def suffix_tokens_estimate(
+    described_suffix: int, described_total: int, sent_messages: int | None
+) -> int:
+    """What a rewrite from the first masked message really writes again.
+
+    The described history counts results and call arguments only; assistant text and thinking
+    (a large share of a real Claude Code session) are not described. Scaled by what the
+    previous request really carried over what the description of the same history counts.
+    """
+    if sent_messages and described_total > 0 and sent_messages > described_total:
+        return described_suffix * sent_messages // described_total
+    return described_suffix
+
+
 def expected_remaining_calls(calls_so_far: int) -> float:
     """A session that made n calls is expected to make about n more (nothing better known)."""
     return float(max(calls_so_far, 0))

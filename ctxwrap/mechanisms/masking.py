@@ -24,6 +24,7 @@ from ctxwrap.engine.masking import (
     expected_remaining_calls,
     plan_masks,
     rewrite_cost_tokens,
+    suffix_tokens_estimate,
     warm_rewrite_pays,
 )
 from ctxwrap.mechanisms import tool_kind
@@ -88,8 +89,14 @@ def decide(
         return []
     edits = [_edit(rt, c, handles[c.toolCallId], _label(rt, c, mask.paths, stored)) for c in plan]
     removed = chars_to_tokens(sum(max(e.savedChars, 0) for e in edits))
-    suffix = chars_to_tokens(_suffix_chars(history, plan[0].index))
     warm = mask.reason == "warm"
+    suffix = chars_to_tokens(
+        suffix_tokens_estimate(
+            _suffix_chars(history, plan[0].index),
+            _suffix_chars(history, 0),
+            _last_sent_messages(d, req.session_id) if warm else None,
+        )
+    )
     if warm and not warm_rewrite_pays(removed, suffix, expected_remaining_calls(mask.calls)):
         return []
     cost = rewrite_cost_tokens(suffix, warm=warm)
@@ -128,6 +135,14 @@ def mask_policy(cfg: Settings) -> MaskPolicy:
         older_after_rounds=cfg.mask_older_rounds,
         read_idle_rounds=cfg.mask_read_idle_rounds,
     )
+
+
+def _last_sent_messages(d: Daemon, session_id: str) -> int | None:
+    rows = d.store.query(
+        "SELECT sent_messages FROM llm_calls WHERE session_id=? ORDER BY id DESC LIMIT 1",
+        (session_id,),
+    )
+    return int(rows[0]["sent_messages"]) if rows else None
 
 
 def _suffix_chars(history: list[P.TailMessage], start: int) -> int:

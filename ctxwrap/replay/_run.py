@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -232,6 +233,7 @@ def session_json(
         "model": r.model,
         "system_estimated": r.system_estimated,
         "compactions": r.compactions,
+        "cache_ttl_s": r.cache_ttl_s or None,
         "tagged_by_aux": r.aux_real,  # --tag: amnesia figures decided and counted by the backend
         **_figures(r.calls, r.aux),
         "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},
@@ -239,6 +241,7 @@ def session_json(
             k: sum(1 for i in r.interventions if i.kind == k)
             for k in ("digest", "strip", "mask", "pointer", "tombstone", "tombstone-bound")
         },
+        "aux_estimated": r.aux,  # mechanism → calls, input_tokens, output_tokens
         "masks_by_reason": dict(
             Counter(i.reason for i in r.interventions if i.kind == "mask").most_common()
         ),
@@ -350,7 +353,13 @@ def _replay_one(
         res.skip = "no LLM call in the file" + (" since the given time" if since else "")
         return res
     prices = _pricing.default_prices(model or r.model)
-    costs = price_session(r, prices, th.ttl_s)
+    ttl = th.ttl_s
+    if r.cache_ttl_s:
+        # 1-hour cache writes (the recorded usage shows them): billed at 2x input
+        ttl = r.cache_ttl_s
+        if prices.input is not None:
+            prices = dataclasses.replace(prices, cache_write=2.0 * prices.input)
+    costs = price_session(r, prices, ttl)
     res.session = session_json(r, costs, per_call=per_call, prices=prices)
     res.calls, res.aux = r.calls, r.aux
     res.cost_plain, res.cost_ctxwrap = costs.plain, costs.ctxwrap

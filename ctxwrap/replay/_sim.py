@@ -48,11 +48,20 @@ from ctxwrap.engine.masking import (
     MaskPolicy,
     expected_remaining_calls,
     plan_masks,
+    suffix_tokens_estimate,
     warm_rewrite_pays,
 )
 from ctxwrap.engine.rereads import pointer_text, result_digest
 from ctxwrap.mechanisms.masking import tombstone_text
-from ctxwrap.replay._read import Compaction, Event, Header, Message, SystemPrompt, ToolCall
+from ctxwrap.replay._read import (
+    ClearedResults,
+    Compaction,
+    Event,
+    Header,
+    Message,
+    SystemPrompt,
+    ToolCall,
+)
 
 Tagger = Callable[
     [str, dict[str, Any], str, str], Any
@@ -214,6 +223,7 @@ class SessionReplay:
     interventions: list[Intervention] = field(default_factory=list)
     aux: dict[str, dict[str, int]] = field(default_factory=dict)  # mechanism → calls/in/out
     compactions: int = 0
+    cache_ttl_s: float | None = None  # 3600 where the recorded usage shows 1-hour cache writes
     aux_real: bool = False  # --tag: the amnesia aux figures are the backend's, not estimates
 
     def add_aux(self, mechanism: str, task: str, prompt_chars: int) -> None:
@@ -510,6 +520,8 @@ class SessionSimulator:
                 self.have_system = True
             elif isinstance(ev, Compaction):
                 self._compaction(ev)
+            elif isinstance(ev, ClearedResults):
+                self._cleared(ev)
             elif isinstance(ev, Header):
                 self.r.fmt = ev.fmt
                 self.r.session_id = ev.session_id
@@ -538,10 +550,35 @@ class SessionSimulator:
                 )
             )
 
+    def _cleared(self, ev: ClearedResults) -> None:
+        """The agent cleared results itself (Claude Code's microcompact): both sides carry the
+        agent's short replacement from here on; what ctxwrap kept out of them is gone."""
+        ids = set(ev.tool_call_ids)
+        for it in self.items:
+            if it.role != "tool_result" or it.call_id not in ids:
+                continue
+            self._forget(it)
+            it.lines, it.hid = [], []
+            for k, v in it.saved.items():
+                self.saved[k] -= v
+            it.saved = {}
+            self.msg_chars -= it.chars - ev.replacement_chars
+            it.chars = ev.replacement_chars
+            it.masked = True  # never masked again (it has the agent's own edit)
+            if it.desc is not None:
+                it.desc = it.desc.model_copy(update={"chars": ev.replacement_chars})
+        self.pending_compaction = True
+
+    @property
+    def ttl_s(self) -> float:
+        return self.r.cache_ttl_s or self.th.ttl_s
+
     def _message(self, m: Message) -> None:
         if m.role != "assistant" or m.request_key != self.last_request:
             self._branch(m.parent_id)
         if m.role == "assistant":
+            if m.usage_cache_write_1h_tokens:
+                self.r.cache_ttl_s = 3600.0
             if m.request_key != self.last_request:
                 self._call(m)
                 self.last_request = m.request_key
@@ -838,11 +875,16 @@ class SessionSimulator:
         removed = chars_to_tokens(
             sum(max(c.chars - len(t), 0) for c, t in zip(plan, texts, strict=True))
         )
+        described = [(m.chars or 0) + sum(c.argsChars for c in m.toolCalls or ()) for m in history]
+        prev = self.r.calls[-1] if self.r.calls else None
+        sent = (
+            prev.messages_chars
+            - sum(prev.saved.get(k, 0) for k in ("bash", "amnesia", "writes", "masking"))
+            if prev is not None and not cold
+            else None
+        )
         suffix = chars_to_tokens(
-            sum(
-                (m.chars or 0) + sum(c.argsChars for c in m.toolCalls or ())
-                for m in history[plan[0].index :]
-            )
+            suffix_tokens_estimate(sum(described[plan[0].index :]), sum(described), sent)
         )
         if not cold and not warm_rewrite_pays(
             removed, suffix, expected_remaining_calls(call_index)
@@ -875,7 +917,7 @@ class SessionSimulator:
         gap = 0.0
         if self.last_response_ts is not None:
             gap = max(0.0, request_ts - self.last_response_ts)
-        rewrite_from = self._mask(index, gap > self.th.ttl_s or self.pending_compaction)
+        rewrite_from = self._mask(index, gap > self.ttl_s or self.pending_compaction)
         masked = rewrite_from is not None
         self.tail_start = len(self.items)
         self.round_item = None
