@@ -26,6 +26,7 @@ import click
 from ctxwrap import paths
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.errors import NotFoundError
+from ctxwrap.mechanisms import needed_again
 from ctxwrap.mechanisms.cost_accounting import BUCKET_S, CostFigures, priced_buckets
 
 if TYPE_CHECKING:
@@ -125,6 +126,8 @@ class StatsReport:
     sessions: int  # sessions with any recorded activity in the window
     live_sessions: tuple[str, ...]
     incomplete_sessions: tuple[str, ...] = ()
+    # hidden results the agent asked for again, per mechanism (mechanisms/needed_again.py)
+    needed_again: dict[str, Any] | None = None
 
     @property
     def empty(self) -> bool:
@@ -365,6 +368,7 @@ def compute_stats(
         sessions=len({sid for sid, _ in cells}),
         live_sessions=live,
         incomplete_sessions=tuple(sorted(s.session_id for s in infos.values() if s.incomplete)),
+        needed_again=needed_again.summary(conn, session=session, since=since),
     )
 
 
@@ -545,6 +549,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
         "sessions": report.sessions,
         "live_sessions": list(report.live_sessions),
         "incomplete_sessions": list(report.incomplete_sessions),
+        "needed_again": report.needed_again,
         "totals": _figures_json(report.totals),
         "groups": groups,
     }
@@ -700,6 +705,9 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
             f"cache prefix changed {_n(t.head_changes)}× ({_n(t.head_changes_compaction)}"
             f" compaction, {_n(t.head_changes - t.head_changes_compaction)} other)"
         )
+    need = needed_again.text_line(report.needed_again) if report.needed_again else None
+    if need:
+        out.append(need)
     p = t.provider
     if p.turns:
         out.append(

@@ -102,6 +102,10 @@ def decide(
     cost = rewrite_cost_tokens(suffix, warm=warm)
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
     d.hide_signatures(rt, {c.call.argsSig for c in plan})
+    for c in plan:
+        rt.hidden_by_sig[c.call.argsSig] = c.toolCallId
+        if c.call.name in ("read", "Read") and c.toolCallId in mask.paths:
+            rt.hidden_reads.setdefault(mask.paths[c.toolCallId], []).append(c.toolCallId)
     now = time.time()
     for e in edits:
         d.store.insert(
