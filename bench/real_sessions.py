@@ -61,105 +61,36 @@ def _with(**kw: Any) -> Thresholds:
 BEFORE = dict(
     bash_min_tokens=2000,
     mask_warm=False,
+    mask_earlier_tasks=True,
     mask_stale_reads=True,
     mask_older_rounds=0,
     mask_read_idle_rounds=0,
 )
 
+# Each a variation of the current defaults (what docs/accounting.md's policy table measures).
 POLICIES: dict[str, Any] = {
     "before": lambda: _with(**BEFORE),
     "default": _defaults,
     "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
-    # the mechanisms one at a time on top of `before`
-    "digest500": lambda: _with(**{**BEFORE, "bash_min_tokens": 500}),
-    "digest1000": lambda: _with(**{**BEFORE, "bash_min_tokens": 1000}),
-    "nowrite": lambda: _with(**{**BEFORE, "write": False}),
-    "warm": lambda: _with(**{**BEFORE, "mask_warm": True}),
-    "warm-nostale": lambda: _with(**{**BEFORE, "mask_warm": True, "mask_stale_reads": False}),
-    "warm-older1": lambda: _with(**{**BEFORE, "mask_warm": True, "mask_older_rounds": 1}),
-    "warm-idle10": lambda: _with(**{**BEFORE, "mask_warm": True, "mask_read_idle_rounds": 10}),
-    "warm-older1-idle10": lambda: _with(
-        **{**BEFORE, "mask_warm": True, "mask_older_rounds": 1, "mask_read_idle_rounds": 10}
-    ),
-    "warm-older2-idle10": lambda: _with(
-        **{**BEFORE, "mask_warm": True, "mask_older_rounds": 2, "mask_read_idle_rounds": 10}
-    ),
-    "warm-older1-idle10-nostale": lambda: _with(
-        **{
-            **BEFORE,
-            "mask_warm": True,
-            "mask_older_rounds": 1,
-            "mask_read_idle_rounds": 10,
-            "mask_stale_reads": False,
-        }
-    ),
-    "warm-older1-idle20-nostale": lambda: _with(
-        **{
-            **BEFORE,
-            "mask_warm": True,
-            "mask_older_rounds": 1,
-            "mask_read_idle_rounds": 20,
-            "mask_stale_reads": False,
-        }
-    ),
-    "warm-older1-idle5-nostale": lambda: _with(
-        **{
-            **BEFORE,
-            "mask_warm": True,
-            "mask_older_rounds": 1,
-            "mask_read_idle_rounds": 5,
-            "mask_stale_reads": False,
-        }
-    ),
-    "w-o1-i10-ns-noet": lambda: _with(
-        **{
-            **BEFORE,
-            "mask_warm": True,
-            "mask_older_rounds": 1,
-            "mask_read_idle_rounds": 10,
-            "mask_stale_reads": False,
-            "mask_earlier_tasks": False,
-        }
-    ),
-    "w-o1-i10-ns-noet-all": lambda: _with(
-        **{
-            **BEFORE,
-            "mask_warm": True,
-            "mask_older_rounds": 1,
-            "mask_read_idle_rounds": 10,
-            "mask_stale_reads": False,
-            "mask_earlier_tasks": False,
-            "mask_kinds": "all",
-        }
-    ),
-    "w-o1-i10-noet": lambda: _with(
-        **{
-            **BEFORE,
-            "mask_warm": True,
-            "mask_older_rounds": 1,
-            "mask_read_idle_rounds": 10,
-            "mask_earlier_tasks": False,
-        }
-    ),
-    "ceiling-all": lambda: _with(
-        **{
-            **BEFORE,
-            "mask_warm": True,
-            "mask_older_rounds": 1,
-            "mask_read_idle_rounds": 1,
-            "mask_keep_rounds": 1,
-            "mask_kinds": "all",
-            "mask_min_chars": 500,
-        }
-    ),
+    "cold-only": lambda: _with(mask_warm=False),
+    "digest2000": lambda: _with(bash_min_tokens=2000),
+    "digest1000": lambda: _with(bash_min_tokens=1000),
+    "nowrite": lambda: _with(write=False),
+    "earlier-tasks": lambda: _with(mask_earlier_tasks=True),
+    "stale-reads": lambda: _with(mask_stale_reads=True),
+    "idle20": lambda: _with(mask_read_idle_rounds=20),
+    "idle5": lambda: _with(mask_read_idle_rounds=5),
+    "no-idle": lambda: _with(mask_read_idle_rounds=0),
+    "no-older": lambda: _with(mask_older_rounds=0),
+    # every result kind maskable (Edit, Task, Write results have no recall path yet: replay only)
+    "all-kinds": lambda: _with(mask_kinds="all"),
+    # the ceiling: every result masked one round after it was seen
     "ceiling": lambda: _with(
-        **{
-            **BEFORE,
-            "mask_warm": True,
-            "mask_older_rounds": 1,
-            "mask_read_idle_rounds": 1,
-            "mask_keep_rounds": 1,
-        }
+        mask_older_rounds=1,
+        mask_read_idle_rounds=1,
+        mask_keep_rounds=1,
+        mask_kinds="all",
+        mask_min_chars=500,
     ),
 }
 
@@ -189,6 +120,7 @@ def session_row(g: dict[str, Any]) -> dict[str, Any]:
 
     def pct(x: float) -> float | None:
         return round(100.0 * x / plain, 1) if plain else None
+
     return {
         "session": Path(g["path"]).name,
         "agent": g["format"],

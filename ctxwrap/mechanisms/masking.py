@@ -5,7 +5,8 @@ model switch, changed tools) and sends the whole history described; the policy
 (`ctxwrap.engine.masking`) picks the results; this module words the tombstones (with a recall
 handle), records every mask with its reason, size and cost, and returns them as `mask` edits
 that the adapter freezes and replays like tail edits. While the cache is warm it masks only
-with `mask_warm` on and when the rewrite pays back (off by default: not measured positive yet).
+with `mask_warm` on (the default) and when the rewrite pays back over the calls expected to
+follow; what may be masked is `engine.masking.MaskPolicy` from the `mask_*` settings.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def mask_policy(cfg: Settings) -> MaskPolicy:
     return MaskPolicy(
         keep_rounds=cfg.mask_keep_rounds,
         min_chars=cfg.mask_min_chars,
+        earlier_tasks=cfg.mask_earlier_tasks,
         stale_reads=cfg.mask_stale_reads,
         older_after_rounds=cfg.mask_older_rounds,
         read_idle_rounds=cfg.mask_read_idle_rounds,

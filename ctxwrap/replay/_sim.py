@@ -85,7 +85,7 @@ def tokens(chars: int) -> int:
 
 @dataclass(frozen=True)
 class Thresholds:
-    bash_min_tokens: int = 2000
+    bash_min_tokens: int = 500
     bash_max_summary_tokens: int = 1024
     bash_aux_min_chars: int = 2000
     amnesia_min_tokens: int = 250
@@ -96,13 +96,13 @@ class Thresholds:
     ttl_s: float = 300.0
     dedup: bool = True
     mask: bool = True
-    mask_warm: bool = False
+    mask_warm: bool = True
     mask_keep_rounds: int = 2
     mask_min_chars: int = 2000
-    mask_stale_reads: bool = True
-    mask_older_rounds: int = 0
-    mask_read_idle_rounds: int = 0
-    mask_earlier_tasks: bool = True
+    mask_stale_reads: bool = False
+    mask_older_rounds: int = 1
+    mask_read_idle_rounds: int = 10
+    mask_earlier_tasks: bool = False
     mask_kinds: str = "recall"  # recall: what has a recall path (read-like, digested bash); all
     write: bool = True
     bash: bool = True
@@ -127,6 +127,7 @@ class Thresholds:
             mask_stale_reads=s.mask_stale_reads,
             mask_older_rounds=s.mask_older_rounds,
             mask_read_idle_rounds=s.mask_read_idle_rounds,
+            mask_earlier_tasks=s.mask_earlier_tasks,
             write=s.write,
             bash=s.bash,
         )

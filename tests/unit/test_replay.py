@@ -141,7 +141,15 @@ def test_idle_gap_masks_superseded_reads_and_earlier_prompts(tmp_path: Path) -> 
     quick.write_text(_with_prompt_after(lines, 10))
     # Re-read pointers off: the fixture's second read of NOTES.txt is unchanged and would be a
     # pointer (pinning the first read), see the next test.
-    th = Thresholds(dedup=False)
+    # The cold-boundary rules of earlier tasks and stale reads (off by default since issue 21).
+    th = Thresholds(
+        dedup=False,
+        mask_warm=False,
+        mask_earlier_tasks=True,
+        mask_stale_reads=True,
+        mask_older_rounds=0,
+        mask_read_idle_rounds=0,
+    )
     [s] = replay(paused, thresholds=th)["groups"]
     [q] = replay(quick, thresholds=th)["groups"]
     assert s["calls"][-1]["masked"] and not any(c["masked"] for c in q["calls"])
