@@ -453,9 +453,42 @@ def run_json(run: ReplayRun) -> dict[str, Any]:
         "skipped_entries": dict(run.skipped_entries),
         "totals": {
             **_figures(run.calls, run.aux),
+            "needed_again": _needed_totals(run.sessions),
             "cost": {"plain": _sum_costs(run.cost_plain), "ctxwrap": _sum_costs(run.cost_ctxwrap)},
         },
         "groups": run.sessions,
+    }
+
+
+def _needed_totals(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    per: dict[str, dict[str, int]] = {}
+    for s in sessions:
+        for mech, f in s["needed_again"]["mechanisms"].items():
+            t = per.setdefault(
+                mech,
+                {"interventions": 0, "needed_again": 0, "copied": 0, "reread": 0, "recalled": 0},
+            )
+            for k in t:
+                t[k] += f[k]
+    out: dict[str, Any] = {
+        m: {
+            **t,
+            "share_pct": round(100.0 * t["needed_again"] / t["interventions"], 1)
+            if t["interventions"]
+            else None,
+        }
+        for m, t in sorted(per.items())
+    }
+    total = sum(t["interventions"] for t in per.values())
+    needed = sum(t["needed_again"] for t in per.values())
+    return {
+        "interventions": total,
+        "needed_again": needed,
+        "share_pct": round(100.0 * needed / total, 1) if total else None,
+        "reread_charge_weighted": round(
+            sum(s["needed_again"]["reread_charge_weighted"] for s in sessions), 1
+        ),
+        "mechanisms": out,
     }
 
 
@@ -490,6 +523,16 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append(
                 f"{m['mechanism']:10} {_n(m['saved_tokens']):>12} {_n(m['aux_tokens_estimated']):>10}"
                 f" {_n(m['net_tokens']):>12}"
+            )
+        need = t.get("needed_again")
+        if need and need["interventions"]:
+            parts = ", ".join(
+                f"{m} {f['needed_again']}/{f['interventions']}"
+                for m, f in need["mechanisms"].items()
+            )
+            lines.append(
+                f"needed again: {need['needed_again']} of {need['interventions']} hidden results"
+                f" ({need['share_pct']}%: copied, re-read or recalled later) — {parts}"
             )
         if any(g["tagged_by_aux"] for g in doc["groups"]):
             lines.append(
