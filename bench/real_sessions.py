@@ -11,7 +11,8 @@ once per policy, and prints per session and as medians per agent:
 - interventions and the share "needed again" per mechanism (a later edit copied a line only
   the hidden result held, the file was read again, or it was recalled: a lower bound);
 - the saving after charging each needed-again result a re-read of the whole result (written
-  once, then read by every later call until the next compaction);
+  once, then read by every later call until the next compaction), and after charging only the
+  copies and recalls (a re-read is in the transcript already: plain paid it too);
 - the ratio of ctxwrap's cost to plain's in the same run.
 
 Policies (`--policy`, repeatable; default: `before` and `default`):
@@ -134,11 +135,14 @@ def session_row(g: dict[str, Any]) -> dict[str, Any]:
         "cost_ratio": round(ours / plain, 3) if plain else None,
         "cost_saved_pct": pct(plain - ours),
         "cost_saved_after_rereads_pct": pct(plain - ours - charge),
+        # charging only copies and recalls (a re-read is in the transcript: plain paid it too)
+        "cost_saved_after_copies_pct": pct(plain - ours - need["copy_charge_weighted"]),
         "tokens_saved_pct": g["saved_pct"],
         "saved_tokens": {m["mechanism"]: m["saved_tokens"] for m in g["mechanisms"]},
         "interventions": g["interventions"],
         "masks_by_reason": g.get("masks_by_reason", {}),
         "needed_again": need,
+        "compaction_points": g.get("compaction_points", []),
     }
 
 
@@ -167,6 +171,9 @@ def summary(rows: list[dict[str, Any]], min_calls: int) -> dict[str, Any]:
             "median_cost_saved_pct": _median([r["cost_saved_pct"] for r in rs]),
             "median_cost_saved_after_rereads_pct": _median(
                 [r["cost_saved_after_rereads_pct"] for r in rs]
+            ),
+            "median_cost_saved_after_copies_pct": _median(
+                [r["cost_saved_after_copies_pct"] for r in rs]
             ),
             "median_tokens_saved_pct": _median([r["tokens_saved_pct"] for r in rs]),
             "median_cost_ratio": _median([r["cost_ratio"] for r in rs]),
@@ -222,6 +229,11 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
                 )
                 saved = " ".join(f"{m}={r['saved_tokens'].get(m, 0):,}" for m in MECHANISMS)
                 lines.append(f"   {'':44} saved tokens: {saved}")
+                for p in r["compaction_points"]:
+                    lines.append(
+                        f"   {'':44} compaction: context before it {p['plain_tokens']:,} tokens"
+                        f" plain, {p['ctxwrap_tokens']:,} with ctxwrap"
+                    )
         for agent, m in res["medians"].items():
             need = ", ".join(
                 f"{k} {v['needed_again']}/{v['interventions']} ({_f(v['share_pct'], '%')})"
@@ -230,7 +242,8 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
             lines.append(
                 f"   median {agent:6} ({m['sessions']} sessions, {_f(m['median_calls'])} calls):"
                 f" cost saved {_f(m['median_cost_saved_pct'], '%')},"
-                f" after re-reads {_f(m['median_cost_saved_after_rereads_pct'], '%')},"
+                f" after re-reads {_f(m['median_cost_saved_after_rereads_pct'], '%')}"
+                f" (copies only {_f(m['median_cost_saved_after_copies_pct'], '%')}),"
                 f" tokens {_f(m['median_tokens_saved_pct'], '%')},"
                 f" cost ratio {_f(m['median_cost_ratio'])}; needed again: {need or 'none'}"
             )

@@ -190,7 +190,7 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
     for i in range(n - 1, -1, -1):
         left[i] = 0 if i + 1 < n and r.calls[i + 1].compaction else left[i + 1] + 1
     per: dict[str, dict[str, Any]] = {}
-    charge = 0.0
+    charge = copy_charge = 0.0
     for iv in r.interventions:
         mech = KIND_MECHANISM.get(iv.kind)
         if mech is None:
@@ -205,7 +205,10 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
         m["needed_again"] += 1
         m[iv.needed_again] += 1
         at = min(max(iv.needed_at, 0), n)
-        charge += tokens(iv.original_chars) * (w.write + w.read * max(left[at] - 1, 0))
+        one = tokens(iv.original_chars) * (w.write + w.read * max(left[at] - 1, 0))
+        charge += one
+        if iv.needed_again != "reread":
+            copy_charge += one  # a re-read is in the transcript already: plain paid it too
     for m in per.values():
         m["share_pct"] = (
             round(100.0 * m["needed_again"] / m["interventions"], 1) if m["interventions"] else None
@@ -217,6 +220,7 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
         "needed_again": needed,
         "share_pct": round(100.0 * needed / total, 1) if total else None,
         "reread_charge_weighted": round(charge, 1),
+        "copy_charge_weighted": round(copy_charge, 1),
         "mechanisms": per,
     }
 
@@ -234,6 +238,9 @@ def session_json(
         "system_estimated": r.system_estimated,
         "compactions": r.compactions,
         "cache_ttl_s": r.cache_ttl_s or None,
+        "compaction_points": [
+            {"plain_tokens": p, "ctxwrap_tokens": o} for p, o in r.compaction_points
+        ],
         "tagged_by_aux": r.aux_real,  # --tag: amnesia figures decided and counted by the backend
         **_figures(r.calls, r.aux),
         "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},

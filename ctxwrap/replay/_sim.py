@@ -225,6 +225,10 @@ class SessionReplay:
     aux: dict[str, dict[str, int]] = field(default_factory=dict)  # mechanism → calls/in/out
     compactions: int = 0
     cache_ttl_s: float | None = None  # 3600 where the recorded usage shows 1-hour cache writes
+    # each real compaction: (plain, ctxwrap) tokens of the last request before it — where
+    # ctxwrap's is well under the agent's threshold, the agent would have compacted later
+    # under ctxwrap (not modelled: both sides compact where the agent did)
+    compaction_points: list[tuple[int, int]] = field(default_factory=list)
     aux_real: bool = False  # --tag: the amnesia aux figures are the backend's, not estimates
 
     def add_aux(self, mechanism: str, task: str, prompt_chars: int) -> None:
@@ -530,6 +534,9 @@ class SessionSimulator:
                 self.r.started_at = ev.ts
 
     def _compaction(self, ev: Compaction) -> None:
+        if self.r.calls:
+            last = self.r.calls[-1]
+            self.r.compaction_points.append((tokens(last.plain_chars), tokens(last.sent_chars)))
         keep = (
             self.index.get(ev.first_kept_id, len(self.items))
             if ev.first_kept_id
