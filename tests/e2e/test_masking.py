@@ -35,7 +35,13 @@ TASK_TWO = [
 ]
 # These tests pin the earlier-task rule at a cold boundary with warm masking off (the defaults
 # before issue 21); the activity-aware defaults: tests/e2e/test_replay_sessions.py.
-RULES = {"PI_CTX_MASK_EARLIER_TASKS": "1", "PI_CTX_MASK_WARM": "0"}
+RULES = {
+    "PI_CTX_MASK_EARLIER_TASKS": "1",
+    "PI_CTX_MASK_WARM": "0",
+    "PI_CTX_MASK_STALE_READS": "1",
+    "PI_CTX_MASK_OLDER_ROUNDS": "0",
+    "PI_CTX_MASK_READ_IDLE_ROUNDS": "0",
+}
 TTL = {"PI_CTX_CACHE_TTL_S": "2", **RULES}
 
 
