@@ -26,6 +26,7 @@ import click
 from ctxwrap import paths
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.errors import NotFoundError
+from ctxwrap.mechanisms import needed_again
 from ctxwrap.mechanisms.cost_accounting import BUCKET_S, CostFigures, priced_buckets
 
 if TYPE_CHECKING:
@@ -127,6 +128,8 @@ class StatsReport:
     live_sessions: tuple[str, ...]
     incomplete_sessions: tuple[str, ...] = ()
     agents: tuple[str, ...] = ()  # agents of the sessions with activity ("pi", "claude", …)
+    # hidden results the agent asked for again, per mechanism (mechanisms/needed_again.py)
+    needed_again: dict[str, Any] | None = None
 
     @property
     def empty(self) -> bool:
@@ -373,6 +376,7 @@ def compute_stats(
                 | {agents.get(sid, "pi") for sid in live}
             )
         ),
+        needed_again=needed_again.summary(conn, session=session, since=since),
     )
 
 
@@ -576,6 +580,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
         "sessions": report.sessions,
         "live_sessions": list(report.live_sessions),
         "incomplete_sessions": list(report.incomplete_sessions),
+        "needed_again": report.needed_again,
         "totals": _figures_json(report.totals, _one_agent(report.agents)),
         "groups": groups,
     }
@@ -722,6 +727,9 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
             f"cache prefix changed {_n(t.head_changes)}× ({_n(t.head_changes_compaction)}"
             f" compaction, {_n(t.head_changes - t.head_changes_compaction)} other)"
         )
+    need = needed_again.text_line(report.needed_again) if report.needed_again else None
+    if need:
+        out.append(need)
     p = t.provider
     if p.turns:
         out.append(

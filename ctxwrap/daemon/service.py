@@ -31,6 +31,7 @@ from ctxwrap.mechanisms import (
     cost_accounting,
     dedup,
     digest,
+    needed_again,
     tail_edits,
     tool_kind,
     writes,
@@ -378,6 +379,7 @@ class Daemon:
         path = self.raw.path_of(req.handle)
         if path is None:
             return None
+        needed_again.on_recall(self, req.handle)  # the hidden result was needed again
         # Off the event loop: a recall over a huge stored output must not stall health or
         # other sessions' calls while it reads the file.
         res = await asyncio.to_thread(

@@ -354,9 +354,11 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "sessions",
         "live_sessions",
         "incomplete_sessions",
+        "needed_again",
         "totals",
         "groups",
     }
+    assert set(doc["needed_again"]) == {"interventions", "needed_again", "share_pct", "mechanisms"}
     assert set(doc["filter"]) == {"session", "since"}
     assert set(doc["totals"]) == FIGURE_KEYS
     assert set(doc["totals"]["provider"]) == {
