@@ -79,20 +79,28 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
     )
     # None: the state disk is full. The digest still replaces the flood; it just has no handle.
     handle = stored.handle if stored is not None else None
-    recall = (
-        f"Search it with {recall_call(rt.agent, handle)}"
-        if handle
-        else "It could not be kept (ctxwrap's state disk is full): no recall"
-    )
-    header = (
-        f"[ctxwrap digest of bash output — {digest.original_lines:,} lines, {digest.original_chars:,} chars; "
-        f"{status}; the raw output is not in context. "
-        f"{recall}]"
+    header = digest_header(
+        command=command,
+        status=status,
+        lines=digest.original_lines,
+        chars=digest.original_chars,
+        handle=handle,
+        recall=recall_call(rt.agent, handle) if handle else None,
     )
     extract = scrub_temp_paths(digest.text)
-    text = header + "\n$ " + command[:300] + "\n" + extract
+    text = header + "\n" + extract
     if status.startswith("exit code") and exit_code not in (None, 0):
         text += f"\n\nCommand exited with code {exit_code}"
+    if not clearly_smaller(len(text), len(req.text)):
+        # Not worth hiding the output for: the agent keeps the original (still stored).
+        d.events.write(
+            "bash_digest_kept_original",
+            session=rt.session_id,
+            call=req.tool_call_id,
+            original=len(req.text),
+            digest=len(text),
+        )
+        return P.ToolResultReply()
     d.store.insert(
         "digests",
         {
@@ -117,7 +125,7 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
     )
     ctx = {
         "extract": extract,
-        "header": header + "\n$ " + command[:300],
+        "header": header,
         "must_keep": [scrub_temp_paths(line) for line in digest.must_keep],
         "exit_line": f"Command exited with code {exit_code}"
         if status.startswith("exit code") and exit_code not in (None, 0)
@@ -147,6 +155,50 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
         if better is not None:
             text = better
     return P.ToolResultReply(action="replace", text=text, handle=handle)
+
+
+# A digest replaces the output only when it is at most this share of it. On the real CI logs
+# (tests/unit/digest/test_digest_realdata.py) a digest of a failing build or test run of
+# 2,000-8,000 chars (the outputs a 500-2,000-token threshold lets through) is 25-45 % of it
+# when the output is mostly noise, and 60-100 % when it is mostly errors: past one half the
+# reader loses lines (and a recall round trip) for a saving of a few hundred tokens.
+DIGEST_MAX_SHARE = 0.5
+_HEADER_COMMAND_CHARS = 80
+
+
+def clearly_smaller(digest_chars: int, original_chars: int) -> bool:
+    """Whether a digest of `digest_chars` is worth replacing `original_chars` with."""
+    return digest_chars <= DIGEST_MAX_SHARE * original_chars
+
+
+def digest_header(
+    *,
+    command: str,
+    status: str,
+    lines: int,
+    chars: int,
+    handle: str | None,
+    recall: str | None,
+) -> str:
+    """The first lines of a digest. The first is what an agent's collapsed view shows a
+    person: the command, how it ended, how much output, and how to see all of it; the next
+    tells the model the raw output is out of context and how to search it."""
+    first_line = command.strip().split("\n", 1)[0]
+    shown = first_line
+    if len(shown) > _HEADER_COMMAND_CHARS:
+        shown = shown[: _HEADER_COMMAND_CHARS - 1] + "…"
+    size = f"{lines:,} line{'s' if lines != 1 else ''} ({chars:,} chars)"
+    where = f"full output: ctxwrap show {handle}" if handle else "full output not kept (disk full)"
+    out = [f"$ {shown} → {status} · {size} digested by ctxwrap · {where}"]
+    if shown != command.strip():
+        out.append("$ " + command.strip()[:300])
+    if handle and recall:
+        out.append(f"[ctxwrap: the raw output is not in context. Search it with {recall}]")
+    else:
+        out.append(
+            "[ctxwrap: the raw output could not be kept (its state disk is full): no recall]"
+        )
+    return "\n".join(out)
 
 
 def accept_digest(
