@@ -127,6 +127,7 @@ async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.Too
         "extract": extract,
         "header": header,
         "must_keep": [scrub_temp_paths(line) for line in digest.must_keep],
+        "exit_code": exit_code,
         "exit_line": f"Command exited with code {exit_code}"
         if status.startswith("exit code") and exit_code not in (None, 0)
         else None,
@@ -213,7 +214,9 @@ def accept_digest(
     # An answer longer than what it condenses (or than the cap) is worse than the extract.
     if len(answer) >= len(extract) or len(answer) > cap:
         return None
-    refused = digest_refusal(answer, pending.context.get("must_keep", []))
+    refused = digest_refusal(
+        answer, pending.context.get("must_keep", []), exit_code=pending.context.get("exit_code")
+    )
     if refused:
         d.events.write("aux_refused", session=rt.session_id, call=pending.tool_call_id, why=refused)
         return None
@@ -229,7 +232,8 @@ def accept_digest(
 
 
 # What makes a must-keep line itself: a file:line location, a test id, a count with its noun.
-_LOCATION = re.compile(r"[\w./\\-]+\.\w+:\d+")
+_LOCATION = re.compile(r"[\w./\\-]+\.\w+(?::\d+|\(\d+,\d+\))")
+_ERROR_CODE = re.compile(r"\b(?:[A-Z]{1,4}\d{3,5}|E\d{4})\b")
 _TEST_ID = re.compile(r"[\w./-]+::[\w\[\]./:-]+|\btest_\w+|\bTest\w+")
 _COUNT = re.compile(
     r"\b(\d+)\s+(?:failed|passed|errors?|warnings?|skipped|tests?|failures?|xfailed|deselected)\b",
@@ -243,15 +247,60 @@ def must_keep_tokens(line: str) -> list[str]:
     tokens = [m.group(0) for m in _LOCATION.finditer(line)]
     tokens += [m.group(0).split("[")[0] for m in _TEST_ID.finditer(line)]
     tokens += [m.group(1) for m in _COUNT.finditer(line)]
+    tokens += [m.group(0) for m in _ERROR_CODE.finditer(line)]
     return [t.lower() for t in dict.fromkeys(tokens)]
 
 
-def digest_refusal(answer: str, must_keep: list[str]) -> str | None:
+# What a summary says when it claims success: "build ok", "0 errors", "all tests passed".
+_SUCCESS_CLAIM = re.compile(
+    r"\ball (?:\d+ )?(?:tests?|specs?|checks?|steps?)(?: have| were)? (?:pass(?:ed)?|succeeded|ok)\b"
+    r"|\b(?:build|compilation|compile|tests?|test suite|suite|run|command|everything|it)"
+    r"(?: (?:is|was|were|are|has|have|ran|went|completed))? (?:ok|okay|succeeded|successful(?:ly)?"
+    r"|passed|green|clean|fine)\b"
+    r"|\b(?:0|no|zero) (?:errors?|failures?|failed|failing|problems?)\b"
+    r"|\bnothing (?:failed|to fix)\b|^\W*(?:build )?success\b",
+    re.I | re.M,
+)
+# "most of the tests passed", "the other tests passed": not a claim that all did.
+_PARTIAL = re.compile(r"\b(?:most|some|other|others|remaining|rest|\d+ of)\b[^.\n]{0,12}$", re.I)
+# What says a run had failures: "2 failed", "FAILED", "3 failing", "Failures: 1".
+_FAILURES_SHOWN = re.compile(
+    r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b|\bFAILED\b|\bFAIL\b"
+    r"|\b(?:Failures|Errors): [1-9]|\berror\b",
+)
+_NEGATED = re.compile(r"\b(?:not|n't|never|no longer)\b[^.\n]{0,20}$", re.I)
+
+
+def contradicts_outcome(answer: str, must_keep: list[str], exit_code: int | None) -> str | None:
+    """Why `answer` contradicts how the command ended, or None.
+
+    A command that exited non-zero, or whose must-keep lines show failures, did not succeed:
+    an answer that says it did ("build ok, 0 errors", "all tests passed") is false.
+    """
+    failed = exit_code not in (None, 0)
+    shown = any(_FAILURES_SHOWN.search(line) for line in must_keep)
+    if (not failed and not shown) or _FAILURES_SHOWN.search(answer):
+        return None  # nothing failed, or the answer says what did ("0 failures, 1 errors")
+    for match in _SUCCESS_CLAIM.finditer(answer):
+        before = answer[max(0, match.start() - 40) : match.start()]
+        if _NEGATED.search(before) or _PARTIAL.search(before):
+            continue  # "the build did not succeed", "most of the tests passed"
+        why = f"exit code {exit_code}" if failed else "failures in the output"
+        return f"claims success ({match.group(0)!r}) against {why}"
+    return None
+
+
+def digest_refusal(
+    answer: str, must_keep: list[str], *, exit_code: int | None = None
+) -> str | None:
     """Why an aux digest may not replace the extract, or None when it may.
 
-    The extract's must-keep lines (summary lines and failures, as the extractive digester
-    ranked them) must survive: each line's locations, test ids and counts appear in the answer,
-    or, for a line with none, at least half its words. Garbage and tag-shaped answers are out.
+    The extract's must-keep lines (summary lines, failures and errors with their locations, as
+    the extractive digester ranked them, generic ones for formats without a family) must
+    survive: each line's locations, test ids and counts appear in the answer, or, for a line
+    with none, at least half its words. An answer that contradicts the exit status or the
+    failures shown ("build ok, 0 errors" for exit 1) is refused. Garbage and tag-shaped
+    answers are out.
     """
     if prompts.has_control_chars(answer):
         return "control characters"
@@ -259,6 +308,9 @@ def digest_refusal(answer: str, must_keep: list[str]) -> str | None:
         return "tag-shaped"
     if prompts.wordlike_share(answer) < 0.5:
         return "not text"
+    contradiction = contradicts_outcome(answer, must_keep, exit_code)
+    if contradiction:
+        return contradiction
     low = answer.lower()
     answer_numbers = set(re.findall(r"\d+", low))
     for line in must_keep:
