@@ -38,6 +38,18 @@ BUILD_LOG = "\n".join(
         "Time Elapsed 00:00:07.41",
     ]
 )
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+]
 FALSE_SUMMARY = "Build succeeded. 0 errors, 0 warnings; all projects compiled."
 
 
@@ -72,6 +84,25 @@ def test_a_false_success_from_the_aux_model_is_refused(tmp_path: Path, xdg: Xdg)
                     "exit_code": 1,
                 },
             )
+            # Every line different and every one a failure: a digest would keep nearly all of
+            # it, so the agent gets the output itself (kept only at half the size or less).
+            dense = post(
+                c,
+                "/v1/tool_result",
+                {
+                    "session_id": sid,
+                    "tool_call_id": "b2",
+                    "tool_name": "bash",
+                    "input": {"command": "./check.sh"},
+                    "text": "\n".join(
+                        f"FAILED check {WORDS[i % 10]}_{WORDS[i // 10 % 10]}_{WORDS[i // 100]}: "
+                        f"expected {WORDS[i * 7 % 10]} {WORDS[i * 3 % 10]}, got {WORDS[i * 9 % 10]}"
+                        for i in range(150)
+                    ),
+                    "exit_code": 1,
+                },
+            )
+            assert dense["action"] == "pass" and dense["text"] is None
         assert len(srv.aux_requests) == 1  # the aux model was asked, and answered
     text = reply["text"]
     assert reply["action"] == "replace" and FALSE_SUMMARY not in text
