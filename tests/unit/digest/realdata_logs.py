@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,21 +30,32 @@ def real_logs() -> list[Path]:
     """The real logs, or a skip that says where they were looked for."""
     root = realdata_dir()
     if root is None:
-        pytest.skip(
-            f"real CI logs not found: no shared/realdata/logs beside {REPO} or its parent "
-            "(set CTXWRAP_REALDATA to the realdata directory)"
-        )
+        pytest.skip(_ABSENT)
     return sorted((root / "logs").glob("*.txt"))
 
 
+_ABSENT = (
+    f"real CI logs not found: no shared/realdata/logs beside {REPO} or its parent "
+    "(set CTXWRAP_REALDATA to the realdata directory)"
+)
+
+
 def log_names() -> list[str]:
-    """Log names for parametrize: [] (one skipped test) when the corpus is absent."""
+    """The real logs' names; [] when the corpus is absent."""
     root = realdata_dir()
     return [] if root is None else [p.name for p in sorted((root / "logs").glob("*.txt"))]
+
+
+def log_params(names: list[str] | None = None) -> list[Any]:
+    """Parameters for parametrize: the names, or one test skipped with the reason."""
+    names = log_names() if names is None else names
+    if names:
+        return names
+    return [pytest.param("absent", marks=pytest.mark.skip(reason=_ABSENT))]
 
 
 def read_log(name: str) -> str:
     root = realdata_dir()
     if root is None:
-        pytest.skip("real CI logs not found (set CTXWRAP_REALDATA)")
+        pytest.skip(_ABSENT)
     return (root / "logs" / name).read_text(errors="replace")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from realdata_logs import log_names, read_log
+from realdata_logs import log_params, read_log
 
 from ctxwrap.digest import redact_secrets
 
@@ -25,14 +25,14 @@ _HEX = re.compile(r"\b[0-9a-f]{32,}\b")
 _FLAG = re.compile(r"(?<!\S)-{1,2}[A-Za-z][\w,=.+/-]{3,}")
 
 
-@pytest.mark.parametrize("name", log_names())
+@pytest.mark.parametrize("name", log_params())
 def test_only_credentials_are_redacted(name: str) -> None:
     text = read_log(name)
     marked = [line.strip() for line in _MARKED_LINE.findall(redact_secrets(text))]
     assert marked == EXPECTED.get(name, []), marked[:5]
 
 
-@pytest.mark.parametrize("name", log_names())
+@pytest.mark.parametrize("name", log_params())
 def test_paths_flags_uuids_and_digests_survive(name: str) -> None:
     text = read_log(name)
     redacted = redact_secrets(text)
