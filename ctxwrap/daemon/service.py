@@ -390,6 +390,7 @@ class Daemon:
         )
 
     def capabilities(self, req: P.CapabilitySearch) -> P.CapabilityReply:
+        self._rt(req.session_id)  # 409 for a session not registered yet: the bridge registers it
         return self.capabilities_catalog.search(req, self.cfg.skill_max_chars)
 
     def facts(self, session_id: str | None) -> P.FactList:
