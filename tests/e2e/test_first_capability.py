@@ -11,9 +11,8 @@ The race is made deterministic from outside the product, as in test_cold_start.p
 - keeps the daemon from listening until the scripted model has received pi's first request (the
   test touches a "go" file then): nobody answers pi's registration, its catalog or its prompt,
   the fast-launch path; or
-- holds the session's first `/v1/sessions/start` until the model has answered (the bridge
-  records an LLM call, or a capability search arrives), up to `hold_s`: a daemon that is up but
-  registers slowly.
+- holds the session's first `/v1/sessions/start` until the model has been asked (or a
+  capability search arrives), up to `hold_s`: a daemon that is up but registers slowly.
 The marks file says what happened; each run asserts the race took place.
 """
 
@@ -44,7 +43,9 @@ except OSError:
 if b"daemon" in _argv and b"run" in _argv:
     _marks = os.environ["RACE_MARKS"]
     _hold = float(os.environ["RACE_HOLD_S"])
-    _release_early = os.environ.get("RACE_RELEASE_ON_CALL") == "1"
+    _asked = os.environ["RACE_ASKED_FILE"]  # the test touches it when the model is asked
+    _release_early = os.environ.get("RACE_RELEASE_ON_ASKED") == "1"
+    _wait_to_listen = os.environ.get("RACE_WAIT_TO_LISTEN") == "1"
 
     def _mark(**kw):
         with open(_marks, "a") as fh:
@@ -65,18 +66,17 @@ if b"daemon" in _argv and b"run" in _argv:
                 if state["starts"] == 1:
                     state["other"] = asyncio.Event()
                     began = time.time()
-                    try:
-                        await asyncio.wait_for(state["other"].wait(), _hold)
-                    except asyncio.TimeoutError:
-                        pass
-                    await asyncio.sleep(0.2)  # let the other call be answered first
+                    while time.time() - began < _hold and not state["other"].is_set():
+                        if _release_early and os.path.exists(_asked):
+                            break
+                        await asyncio.sleep(0.02)
+                    await asyncio.sleep(0.2)  # the model's answer is on its way to the bridge
                     _mark(event="start_released", held=time.time() - began)
                 else:
                     _mark(event="start_again")
             elif path.startswith("/v1/") and path not in ("/v1/health", "/v1/sessions"):
                 _mark(event="call", path=path)
-                # The model has answered (an LLM call is recorded) or the tool ran: release.
-                if _release_early and state["other"] is not None and path in ("/v1/llm_call", "/v1/capabilities/search"):
+                if _release_early and state["other"] is not None and path == "/v1/capabilities/search":
                     state["other"].set()
             await inner(scope, receive, send)
 
@@ -86,39 +86,37 @@ if b"daemon" in _argv and b"run" in _argv:
     _app.build_app = build_app
     import ctxwrap.daemon.lifecycle  # (after the patch) imported before the wait: up soon after "go"
 
-    _go = os.environ.get("RACE_GO_FILE")
-    if _go:
+    if _wait_to_listen:
         _until = time.time() + 30
-        while not os.path.exists(_go) and time.time() < _until:
+        while not os.path.exists(_asked) and time.time() < _until:
             time.sleep(0.02)
         _mark(event="daemon_go")
 """
 
 
 def race_env(
-    tmp_path: Path, *, go_file: Path | None, hold_s: float, release_on_call: bool = True
+    tmp_path: Path, *, wait_to_listen: bool, hold_s: float, release_on_asked: bool = True
 ) -> dict[str, str]:
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(SLOW_REGISTRATION)
-    env = {
+    return {
         "PYTHONPATH": str(site),
         "RACE_MARKS": str(tmp_path / "race-marks.jsonl"),
+        "RACE_ASKED_FILE": str(tmp_path / "asked"),
         "RACE_HOLD_S": str(hold_s),
-        "RACE_RELEASE_ON_CALL": "1" if release_on_call else "0",
+        "RACE_RELEASE_ON_ASKED": "1" if release_on_asked else "0",
+        "RACE_WAIT_TO_LISTEN": "1" if wait_to_listen else "0",
         "CTXWRAP_BRIDGE_LOG": str(tmp_path / "bridge.log"),  # read it when a run fails
     }
-    if go_file is not None:
-        env["RACE_GO_FILE"] = str(go_file)
-    return env
 
 
-def go_when_the_model_is_asked(srv: ScriptedModelServer, go_file: Path) -> threading.Thread:
+def touch_when_the_model_is_asked(srv: ScriptedModelServer, asked: Path) -> threading.Thread:
     def watch() -> None:
         end = time.monotonic() + 120
         while not srv.main_requests and time.monotonic() < end:
             time.sleep(0.01)
-        go_file.touch()
+        asked.touch()
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
@@ -151,19 +149,18 @@ def test_first_find_capability_waits_for_a_slow_registration(
     home = tmp_path / "home"
     make_skills(home)
     not_listening = run % 2 == 0
-    go_file = tmp_path / "go" if not_listening else None
-    env = race_env(tmp_path, go_file=go_file, hold_s=0.3 if not_listening else 4.0)
+    # (a hold past 5 s would time out the bridge's registration call: a hung daemon, not slow)
+    env = race_env(tmp_path, wait_to_listen=not_listening, hold_s=0.3 if not_listening else 4.0)
     with ScriptedModelServer([FIND_PDF, {"text": "done"}]) as srv:
-        if go_file is not None:
-            go_when_the_model_is_asked(srv, go_file)
+        touch_when_the_model_is_asked(srv, tmp_path / "asked")
         result = run_ctxwrap_pi(pi, tmp_path, xdg, server=srv, home=home, extra_env=env)
+    seen = marks(tmp_path)
     assert result.proc.returncode == 0, result.proc.stderr
     bodies = result.main_bodies()
     assert "<available_skills>" not in json.dumps(bodies[0]["messages"])  # stripped at once
     (answer,) = tool_contents(bodies[1])
-    assert "PDF-SKILL-BODY-MARKER" in answer, answer
+    assert "PDF-SKILL-BODY-MARKER" in answer, (answer, seen)
     # The race happened: the model asked for the skill before the daemon had the session.
-    seen = marks(tmp_path)
     released = [m["t"] for m in seen if m["event"] == "start_released"]
     asked = srv.main_requests[0].timestamp
     if not_listening:
@@ -181,7 +178,7 @@ def test_a_catalog_not_ready_says_so_and_the_next_call_finds_it(tmp_path: Path, 
     """Registration held past the bridge's wait: the tool says "not ready", not "nothing matched"."""
     home = tmp_path / "home"
     make_skills(home)
-    env = race_env(tmp_path, go_file=None, hold_s=3.0, release_on_call=False)
+    env = race_env(tmp_path, wait_to_listen=False, hold_s=3.0, release_on_asked=False)
     env["PI_CTX_BRIDGE_TIMEOUT_MS"] = "250"  # the tool waits 4 x 250 ms
     script = [
         FIND_PDF,
