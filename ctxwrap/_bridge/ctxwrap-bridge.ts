@@ -175,8 +175,10 @@ class Daemon {
 			await new Promise((r) => setTimeout(r, 100));
 			const health = await this.get<Json>("/v1/health", 300);
 			if (health && health.protocol === PROTOCOL) {
+				// A new daemon has not heard of this session: its instance header differs, which
+				// noteInstance() reports (registering again). The same daemon, only slow a moment
+				// ago, keeps the session: registering it again logged a second session_start.
 				this.suspendedUntil = 0;
-				this.onInstanceChange?.(); // the new daemon has not heard of this session
 				return true;
 			}
 		}
