@@ -190,22 +190,26 @@ class Daemon {
 		return (await this.request<T>("GET", path, undefined, deadlineMs, false)).value;
 	}
 
-	async call<T>(path: string, body: unknown, deadlineMs: number): Promise<T | null> {
-		return (await this.send<T>(path, body, deadlineMs)).value;
+	/**
+	 * `suspends` false: neither refused while the bridge is suspended nor suspending it on a
+	 * deadline — for calls pi never waits on (notifications) and for a search the model asked for.
+	 */
+	async call<T>(path: string, body: unknown, deadlineMs: number, suspends = true): Promise<T | null> {
+		return (await this.send<T>(path, body, deadlineMs, suspends)).value;
 	}
 
 	/**
 	 * POST with its status. A 409 "unknown session" (a daemon that never heard of this session:
 	 * our session_start was lost) registers the session again and retries once.
 	 */
-	async send<T>(path: string, body: unknown, deadlineMs: number): Promise<Answer<T>> {
-		const first = await this.request<T>("POST", path, body, deadlineMs, true);
+	async send<T>(path: string, body: unknown, deadlineMs: number, suspends = true): Promise<Answer<T>> {
+		const first = await this.request<T>("POST", path, body, deadlineMs, suspends);
 		if (first.status !== 409 || path === "/v1/sessions/start" || !this.onUnknownSession) return first;
 		this.registering ??= this.onUnknownSession().finally(() => {
 			this.registering = null;
 		});
 		if (!(await this.registering)) return first;
-		return this.request<T>("POST", path, body, deadlineMs, true);
+		return this.request<T>("POST", path, body, deadlineMs, suspends);
 	}
 
 	private refusedWhy: string | null = null;
@@ -296,7 +300,7 @@ class Daemon {
 
 	/** Fire-and-forget: for events that need no answer; never delays pi. */
 	notify(path: string, body: unknown): void {
-		void this.call(path, body, 3000);
+		void this.call(path, body, 3000, false); // pi never waits on it: no reason to suspend
 	}
 
 	private noteInstance(value: string | string[] | undefined): void {
@@ -1040,7 +1044,7 @@ function install(pi: any): void {
 		catalogSending ??= (async () => {
 			const sid = sessionId;
 			const body = { session_id: sid, tools: lastStart?.tools ?? [], skills: lastStart?.skills ?? [] };
-			const reply = await daemon.call<Json>("/v1/catalog", body, deadlineMs);
+			const reply = await daemon.call<Json>("/v1/catalog", body, deadlineMs, false);
 			if (reply && sid === sessionId) catalogDelivered = true;
 			return reply !== null;
 		})().finally(() => {
@@ -1802,6 +1806,7 @@ function registerTools(pi: any, daemon: Daemon, sid: () => string | null, conf: 
 						"/v1/capabilities/search",
 						{ session_id: session, query: String(params?.query ?? "").slice(0, 2000) || "?" },
 						conf().bridge_timeout_ms * 2,
+						false, // the model asked: tried even while an earlier deadline suspends the bridge
 					);
 				let reply = await search();
 				if (reply?.catalog_ready === false && (await catalog.sendCatalog(conf().bridge_timeout_ms * 2))) {

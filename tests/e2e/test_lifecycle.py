@@ -137,6 +137,7 @@ def test_pi_exit_line_matches_stats_and_resumes_through_ctxwrap(
     run = run_ctxwrap_pi(pi, tmp_path, xdg, [BIG, {"text": "done"}])
     assert run.proc.returncode == 0, run.proc.stderr
     (line,) = EXIT_LINE.findall(run.proc.stderr)
+    print(f"\n{pi}: {run.proc.stderr.strip().splitlines()[-1]}")
     pct, tokens, agent, flag, resume, sid = line
     assert (agent, flag) == ("pi", "--session")
     (session_file,) = run.session_files()
@@ -205,6 +206,7 @@ def test_claude_exit_line_names_the_session_claude_ran(tmp_path: Path, xdg: Xdg)
         )
     assert json.loads(proc.stdout)["session_id"] == sid
     (line,) = EXIT_LINE.findall(proc.stderr)
+    print(f"\nclaude: {proc.stderr.strip().splitlines()[-1]}")
     assert line[2:] == ("claude", "--resume", sid, sid)
     assert quiet.returncode == 0 and json.loads(quiet.stdout)["result"] == "quiet"
     assert "ctxwrap:" not in quiet.stderr
