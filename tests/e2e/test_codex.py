@@ -300,7 +300,16 @@ def test_idle_gap_masks_the_earlier_task_on_resume(tmp_path: Path, xdg: Xdg) -> 
     ]
     with ScriptedModelServer(steps) as srv:
         ce = CodexEnv(tmp_path, xdg, srv)
-        ce.env.update(PI_CTX_CACHE_TTL_S="2", PI_CTX_MASK_MIN_CHARS="400")
+        # the earlier-task rule with warm masking off (the defaults before issue 21's policies)
+        ce.env.update(
+            PI_CTX_CACHE_TTL_S="2",
+            PI_CTX_MASK_MIN_CHARS="400",
+            PI_CTX_MASK_EARLIER_TASKS="1",
+            PI_CTX_MASK_WARM="0",
+            PI_CTX_MASK_STALE_READS="1",
+            PI_CTX_MASK_OLDER_ROUNDS="0",
+            PI_CTX_MASK_READ_IDLE_ROUNDS="0",
+        )
         (ce.work / "old.py").write_text(OLD)
         (ce.work / "new.py").write_text(NEW)
         (ce.work / "gen_log.py").write_text(GEN_LOG)
