@@ -28,8 +28,8 @@ from ctxwrap.engine.masking import (
 from ctxwrap.mechanisms import tool_kind
 
 if TYPE_CHECKING:
+    from ctxwrap.daemon.service import Daemon
     from ctxwrap.daemon.session import SessionRuntime
-    from ctxwrap.mechanisms.ports import MaskView
 
 _WHY = {
     "superseded": "the file was read again or changed after it",
@@ -39,7 +39,7 @@ _WHY = {
 
 
 def decide(
-    d: MaskView, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
+    d: Daemon, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
 ) -> list[P.Edit]:
     mask = req.mask
     cfg = d.cfg

@@ -7,7 +7,8 @@ import graph runs one way: service → mechanisms → ports → store, raw store
 - :class:`StoreView`: the settings and the state database (dedup).
 - :class:`AuxView`: + the raw-output store and the aux calls (amnesia, writes).
 - :class:`DigestView`: + the event log (digest).
-- :class:`MaskView`: the settings, the database, the event log and `hide_signatures` (masking).
+- :class:`MaskView`: the settings, the database, the event log and `hide_signatures` (masking;
+  masking.py still names `Daemon` until issue 21's policy work is merged, to merge cleanly).
 - :class:`DaemonView`: all of the above, for the tail decision that runs every mechanism.
 """
 
