@@ -481,5 +481,6 @@ def run_checks() -> list[Check]:
 def agent_checks() -> list[Callable[[], list[Check]]]:
     """Each agent adapter's own checks (imported here, late: the adapters sit below the doctor)."""
     from ctxwrap.agents.claude.doctor_check import check_claude
+    from ctxwrap.agents.codex.doctor_check import check_codex
 
-    return [check_claude]
+    return [check_claude, check_codex]
