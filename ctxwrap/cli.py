@@ -33,7 +33,23 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-class LazyGroup(click.Group):
+class FullHelpGroup(click.Group):
+    """`--help` lists each command with its whole first sentence, folded to the terminal's
+    width, instead of click's cut-off "Run Claude Code exactly as `claude ARGS…`..."."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            rows.append((name, cmd.get_short_help_str(limit=1_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class LazyGroup(FullHelpGroup):
     """Commands that live in their own modules are imported only when run or listed.
 
     Keeps start-up of `ctxwrap pi` (and of shell completion) free of modules it never uses.
@@ -49,6 +65,8 @@ class LazyGroup(click.Group):
         "report": "ctxwrap.report.command:report_cmd",
     }
 
+    group_class = FullHelpGroup
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.lazy})
 
@@ -57,7 +75,10 @@ class LazyGroup(click.Group):
             import importlib
 
             module, attr = self.lazy[cmd_name].split(":")
-            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+            cmd = getattr(importlib.import_module(module), attr)
+            if type(cmd) is click.Group:  # a plain group of its own module: whole help lines too
+                cmd.__class__ = FullHelpGroup
+            self.add_command(cmd, cmd_name)
         return super().get_command(ctx, cmd_name)
 
 
@@ -85,6 +106,7 @@ def doctor_cmd(as_json: bool) -> None:
     from dataclasses import asdict
 
     from ctxwrap.doctor import DoctorFailed, run_checks
+    from ctxwrap.vocabulary import plural
 
     checks = run_checks()
     if as_json:
@@ -97,7 +119,7 @@ def doctor_cmd(as_json: bool) -> None:
     failed = [c.name for c in checks if c.level == "fail"]
     if failed:
         raise DoctorFailed(
-            f"{len(failed)} check(s) failed: {', '.join(failed)}",
+            f"{plural(len(failed), 'check')} failed: {', '.join(failed)}",
             hint="fix the FAIL lines above, then run `ctxwrap doctor` again",
         )
 
@@ -187,34 +209,79 @@ def hook_claude() -> None:
     raise ExitCode(hook_main())
 
 
-@cli.command("recall")
+@cli.command("recall", short_help="Lines of a summarised output matching PATTERN.")
 @click.argument("handle")
 @click.argument("pattern", required=False)
 @click.option("--lines", "line_range", help="Line range A-B (1-based, inclusive).")
-@click.option("-C", "--context", "context_lines", type=click.IntRange(0, 20), default=0)
+@click.option(
+    "-C",
+    "--context",
+    "context_lines",
+    type=click.IntRange(0, 20),
+    default=0,
+    help="Lines of context around each match.",
+)
 def recall(handle: str, pattern: str | None, line_range: str | None, context_lines: int) -> None:
-    """Lines of a digested output matching PATTERN (a regex), bounded like ctx_recall."""
-    from ctxwrap.client import request
+    """Lines of a summarised output matching PATTERN (a regex), bounded like ctx_recall.
 
-    body: dict[str, Any] = {"handle": handle, "pattern": pattern, "context_lines": context_lines}
+    Reads the raw-output store directly, like `ctxwrap show`: no daemon needed.
+    """
+    from ctxwrap.daemon.rawstore import InvalidPattern, compile_pattern, scan
+
+    start = end = None
     if line_range:
         a, _, b = line_range.partition("-")
         try:
-            body["start_line"] = int(a) if a else None
-            body["end_line"] = int(b) if b else None
+            start = int(a) if a else None
+            end = int(b) if b else None
         except ValueError as exc:
             raise click.BadParameter("use A-B, e.g. 10-40", param_hint="--lines") from exc
     try:
-        reply = request("POST", "/v1/recall", body)
-    except CtxwrapError as exc:
-        if "404" in exc.message:
-            raise NotFoundError(
-                f"no stored output with handle {handle!r}", hint="handles expire with the raw store"
-            ) from exc
-        raise
-    click.echo(reply.get("text", ""))
-    note = f"[{reply.get('matched_lines', 0)} of {reply.get('total_lines', 0)} lines matched"
-    click.echo(note + (", output cut at the recall cap]" if reply.get("truncated") else "]"))
+        regex = compile_pattern(pattern) if pattern else None
+    except InvalidPattern as exc:
+        raise click.BadParameter(str(exc), param_hint="PATTERN") from None
+    path = _raw_output_path(handle)
+    res = scan(
+        path,
+        regex,
+        start_line=start,
+        end_line=end,
+        context_lines=context_lines,
+        max_chars=_recall_max_tokens() * 4,
+    )
+    click.echo(res.text)
+    note = f"[{res.matched_lines:,} of {res.total_lines:,} lines matched"
+    click.echo(note + (", output cut at the recall cap]" if res.truncated else "]"))
+
+
+def _recall_max_tokens() -> int:
+    """The recall cap as configured (the daemon's `recall_max_tokens`); the default when the
+    config cannot be read (`ctxwrap config show` reports why)."""
+    from ctxwrap.config import Settings, load_config
+
+    try:
+        return int(load_config().settings.recall_max_tokens)
+    except Exception:
+        return int(Settings().recall_max_tokens)
+
+
+def _raw_output_path(handle: str) -> Path:
+    conn = _readonly_db()
+    try:
+        row = (
+            conn.execute("SELECT path FROM raw_outputs WHERE handle=?", (handle,)).fetchone()
+            if conn
+            else None
+        )
+    finally:
+        if conn is not None:
+            conn.close()
+    if row is None or not Path(row[0]).exists():
+        raise NotFoundError(
+            f"no stored output with handle {handle!r}",
+            hint="handles look like r1a2b3c4d; old ones expire with the raw store",
+        )
+    return Path(row[0])
 
 
 # -- daemon -------------------------------------------------------------------------------------
@@ -261,7 +328,10 @@ def daemon_restart() -> None:
     click.echo(f"ctxwrap daemon {h.version} ready (pid {h.pid}) on {h.socket}")
 
 
-def _status(as_json: bool) -> None:
+def _status(as_json: bool, *, on_demand: bool = False) -> None:
+    """`on_demand` (`ctxwrap status`): a daemon that is simply not running is not a fault —
+    it starts when an agent needs it — so that is exit 0; `ctxwrap daemon status` keeps
+    systemctl's exit 3 for "not running". A socket that answers garbage stays a fault."""
     from ctxwrap.client import NeedsRestart, Ready, Unsafe, probe
 
     result = probe()
@@ -295,15 +365,24 @@ def _status(as_json: bool) -> None:
         if isinstance(result, Unsafe):
             out["state"] = "unsafe"  # nothing was sent to that socket
             out["hint"] = result.error.hint if result.error else None
+        elif on_demand and _not_running(result.reason):
+            out["state"] = "not-running"
     if as_json:
         _echo_json(out)
     else:
+        from ctxwrap.vocabulary import plural
+
         line = f"daemon: {out['state']}"
+        if out["state"] == "not-running":
+            line = "daemon: not running (starts on demand)"
         if out["pid"]:
-            line += f" (pid {out['pid']}, version {out['version']}, up {out['uptime_s']:.0f}s, {out['sessions']} live session(s))"
+            line += (
+                f" (pid {out['pid']}, version {out['version']}, up {out['uptime_s']:.0f}s,"
+                f" {plural(out['sessions'] or 0, 'live session')})"
+            )
         click.echo(line)
         click.echo(f"socket: {out['socket']}")
-        if out.get("reason"):
+        if out.get("reason") and out["state"] != "not-running":
             click.echo(f"reason: {out['reason']}")
         if out.get("hint"):
             click.echo(f"hint: {out['hint']}")
@@ -313,8 +392,14 @@ def _status(as_json: bool) -> None:
             click.echo(f"degraded: {out['degraded']}")
     if out["state"] == "unsafe":
         raise ExitCode(SocketSecurityError.exit_code)
-    if out["state"] not in ("ready", "degraded"):  # degraded still serves every session
+    if out["state"] not in ("ready", "degraded", "not-running"):  # degraded serves sessions
         raise ExitCode(3)  # like `systemctl status`: scripts can test for "not running"
+
+
+def _not_running(reason: str) -> bool:
+    """No socket, or a socket nobody listens on (a daemon that died): the next agent starts
+    one. Anything else (a timeout, garbage) is a fault worth a non-zero exit."""
+    return reason.startswith("no socket at") or "ConnectionRefusedError" in reason
 
 
 @daemon.command("status")
@@ -327,8 +412,11 @@ def daemon_status(as_json: bool) -> None:
 @cli.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(as_json: bool) -> None:
-    """Same as `ctxwrap daemon status`."""
-    _status(as_json)
+    """Is the daemon up; "not running (starts on demand)" is fine (exit 0).
+
+    Exits 3 when a daemon is there but not ready, or its socket does not answer.
+    """
+    _status(as_json, on_demand=True)
 
 
 # -- sessions, facts, show ----------------------------------------------------------------------
@@ -366,12 +454,34 @@ def sessions(as_json: bool, show_all: bool) -> None:
     if not rows:
         click.echo("no live sessions" if not show_all else "no sessions recorded")
         return
-    for r in rows:
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"]))
-        state = "live" if r["live"] else "ended"
-        click.echo(
-            f"{r['session_id']}  {state:5}  {started}  {r.get('agent') or 'pi':6} pid {r['pid']:<7} {r['model'] or '-':24} {r['cwd']}"
-        )
+    import shutil
+
+    from ctxwrap import _table as T
+    from ctxwrap.vocabulary import agent_name, plural
+
+    width = shutil.get_terminal_size((100, 24)).columns
+    when = [time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"])) for r in rows]
+    states = ["live" if r["live"] else "ended" for r in rows]
+    cwds = [str(r.get("cwd") or "-") for r in rows]
+    cols = [
+        T.column("session", [(r["session_id"], r["session_id"][:8]) for r in rows], left=True),
+        T.column("state", states, left=True, drop=4),
+        T.column("started", [(w, w[5:]) for w in when], left=True, drop=3),
+        T.column(
+            "agent",
+            [(agent_name(r.get("agent") or "pi"), r.get("agent") or "pi") for r in rows],
+            left=True,
+            drop=2,
+        ),
+        T.column("pid", [str(r["pid"]) for r in rows], drop=6),
+        T.column("model", [r["model"] or "-" for r in rows], left=True, drop=5),
+        T.column("directory", [(c, Path(c).name or c) for c in cwds], left=True, drop=1),
+    ]
+    live = sum(1 for st in states if st == "live")
+    title = plural(len(rows), "session") + (f", {live} live" if show_all else "")
+    click.echo(title)
+    for line in T.render(cols, width=width, color=False):
+        click.echo(line)
 
 
 @cli.command("facts")
@@ -412,19 +522,9 @@ def facts(session_id: str | None, as_json: bool) -> None:
 @cli.command("show")
 @click.argument("handle")
 def show(handle: str) -> None:
-    """Print a raw output the model only saw as a digest (by its recall handle)."""
-    conn = _readonly_db()
-    row = (
-        conn.execute("SELECT path FROM raw_outputs WHERE handle=?", (handle,)).fetchone()
-        if conn
-        else None
-    )
-    if row is None or not Path(row[0]).exists():
-        raise NotFoundError(
-            f"no stored output with handle {handle!r}",
-            hint="handles look like r1a2b3c4d; old ones expire",
-        )
-    with open(row[0], "rb") as fh:
+    """Print a raw output the model only saw summarised (by its recall handle)."""
+    path = _raw_output_path(handle)
+    with open(path, "rb") as fh:
         while chunk := fh.read(1 << 16):
             sys.stdout.buffer.write(chunk)
 

@@ -45,7 +45,9 @@ class Settings(BaseSettings):
     off: bool = Field(False, description="Master switch: 1 runs plain pi.")
     bash: bool = Field(True, description="Digest large bash output.")
     bash_min_tokens: int = Field(
-        2000, ge=0, description="Digest bash output above this many tokens (chars/4)."
+        500,
+        ge=0,
+        description="Digest bash output above this many tokens (chars/4). 500: real sessions' bash output is small (median 215 chars); from 500 tokens the digest pays and is rarely needed again (docs/accounting.md).",
     )
     bash_max_summary_tokens: int = Field(1024, ge=16, description="Output cap of the digest.")
     bash_aux_min_chars: int = Field(
@@ -138,8 +140,27 @@ class Settings(BaseSettings):
         2000, ge=0, description="Results smaller than this are never masked."
     )
     mask_warm: bool = Field(
+        True,
+        description="Also mask while the cache is warm when the cost model says the rewrite pays back over the calls expected to follow (measured on real sessions: docs/accounting.md).",
+    )
+    # -- masking policies (issue 21; docs/accounting.md "Policies on real sessions") --
+    mask_earlier_tasks: bool = Field(
         False,
-        description="Also mask while the cache is warm when the cost model says the rewrite pays back (off: not yet measured positive).",
+        description="Mask results of earlier user prompts (off: on real sessions the next prompt mostly continues the same work, and those results were needed again).",
+    )
+    mask_stale_reads: bool = Field(
+        False,
+        description="Mask a read of a file written or edited since, not only one read again (off: the agent copies from the old read).",
+    )
+    mask_older_rounds: int = Field(
+        1,
+        ge=0,
+        description="Mask a result other than a read (bash output, a search) once it is this many rounds old (0 = off).",
+    )
+    mask_read_idle_rounds: int = Field(
+        10,
+        ge=0,
+        description="Mask a read once no call has read, written or edited its file for this many rounds (0 = off).",
     )
     recall_max_tokens: int = Field(2000, ge=100, description="Cap of one ctx_recall answer.")
     raw_store_max_mb: int = Field(512, ge=1, description="Size cap of the raw-output store.")

@@ -142,6 +142,10 @@ class SessionTotals(Reply):
     saved_usd: float | None = None
     compactions: int = 0
     plain_compactions: int = 0
+    # views: the one headline every view shows (`ctxwrap.headline`), e.g. "cost −60% · $0.12
+    # saved" ("" before anything was priced), and its percentage as shown (60 for −60%)
+    headline: str = ""
+    headline_pct: int | None = None
 
 
 class StatsText(Reply):

@@ -26,6 +26,7 @@ import click
 from ctxwrap import paths
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.errors import NotFoundError
+from ctxwrap.mechanisms import needed_again
 from ctxwrap.mechanisms.cost_accounting import BUCKET_S, CostFigures, priced_buckets
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ class SessionInfo:
     # Some of its records never reached the daemon (it was away), or it ended without a clean
     # shutdown: its figures are a lower bound.
     incomplete: bool = False
+    agent: str = "pi"
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,9 @@ class StatsReport:
     sessions: int  # sessions with any recorded activity in the window
     live_sessions: tuple[str, ...]
     incomplete_sessions: tuple[str, ...] = ()
+    agents: tuple[str, ...] = ()  # agents of the sessions with activity ("pi", "claude", …)
+    # hidden results the agent asked for again, per mechanism (mechanisms/needed_again.py)
+    needed_again: dict[str, Any] | None = None
 
     @property
     def empty(self) -> bool:
@@ -341,6 +346,7 @@ def compute_stats(
         per_session.setdefault(sid, _Raw()).add(raw)
         per_day.setdefault(day, _Raw()).add(raw)
 
+    agents = _session_agents(conn)
     groups: tuple[Group, ...] = ()
     if by == "session":
         order = sorted(
@@ -350,7 +356,6 @@ def compute_stats(
     elif by == "day":
         groups = tuple(Group(d, figures_from(per_day[d])) for d in sorted(per_day))
     elif by == "agent":
-        agents = _session_agents(conn)
         per_agent: dict[str, _Raw] = {}
         for sid, raw in per_session.items():
             per_agent.setdefault(agents.get(sid, "pi"), _Raw()).add(raw)
@@ -365,6 +370,13 @@ def compute_stats(
         sessions=len({sid for sid, _ in cells}),
         live_sessions=live,
         incomplete_sessions=tuple(sorted(s.session_id for s in infos.values() if s.incomplete)),
+        agents=tuple(
+            sorted(
+                {agents.get(sid, "pi") for sid, _ in cells}
+                | {agents.get(sid, "pi") for sid in live}
+            )
+        ),
+        needed_again=needed_again.summary(conn, session=session, since=since),
     )
 
 
@@ -385,9 +397,11 @@ def _session_infos(
     has_undelivered = any(
         c[1] == "undelivered" for c in conn.execute("PRAGMA table_info(sessions)")
     )
+    has_agent = any(c[1] == "agent" for c in conn.execute("PRAGMA table_info(sessions)"))
     sql = (
         "SELECT session_id, pid, started_at, ended_at, end_reason, model, cwd, "
         + ("undelivered" if has_undelivered else "0")
+        + (", agent" if has_agent else ", 'pi'")
         + " FROM sessions"
     )
     rows = conn.execute(sql + " WHERE session_id = ?", (session,)) if session else conn.execute(sql)
@@ -399,7 +413,9 @@ def _session_infos(
         incomplete = not live and (r[7] > 0 or r[3] is None or r[4] == "process-gone")
         # Ended sessions outside the window are history the filter excluded; live ones always show.
         if live or r[0] in active:
-            out[r[0]] = SessionInfo(r[0], live, r[2], r[3], r[4], r[5], r[6], incomplete)
+            out[r[0]] = SessionInfo(
+                r[0], live, r[2], r[3], r[4], r[5], r[6], incomplete, r[8] or "pi"
+            )
     return out
 
 
@@ -432,7 +448,7 @@ def parse_since(text: str, *, now: float | None = None) -> float:
 # -- render -------------------------------------------------------------------------------------
 
 
-def _figures_json(f: Figures) -> dict[str, Any]:
+def _figures_json(f: Figures, agent: str | None) -> dict[str, Any]:
     return {
         "llm_calls": f.llm_calls,
         "head_changes": f.head_changes,
@@ -457,6 +473,7 @@ def _figures_json(f: Figures) -> dict[str, Any]:
             "cache_write_tokens": f.provider.cache_write_tokens,
         },
         "cost": _cost_json(f.cost),
+        "headline": _headline_json(f, agent),
         "mechanisms": [
             {
                 "mechanism": m.mechanism,
@@ -471,6 +488,23 @@ def _figures_json(f: Figures) -> dict[str, Any]:
             }
             for m in f.mechanisms
         ],
+    }
+
+
+def _headline_json(f: Figures, agent: str | None) -> dict[str, Any]:
+    """The headline as every view shows it (`ctxwrap.headline`): text and rounded figures."""
+    from ctxwrap.headline import headline_of
+
+    h = headline_of(f, agent)
+    return {
+        "text": h.short(),
+        "sentence": h.sentence(),
+        "saved_pct": h.pct,  # as shown: 60 for "cost −60%"
+        "saved_usd": _r(h.saved_usd, 6),
+        "plain_usd": _r(h.plain_usd, 6),
+        "usd": _r(h.usd, 6),
+        "plain": h.plain_name,
+        "top_mechanisms": list(h.top_mechanisms),
     }
 
 
@@ -532,8 +566,9 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
                     "incomplete": s.incomplete,
                     "model": s.model,
                     "cwd": s.cwd,
+                    "agent": s.agent,
                 },
-                **_figures_json(g.figures),
+                **_figures_json(g.figures, _group_agent(report, g)),
             }
         )
     return {
@@ -545,9 +580,22 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
         "sessions": report.sessions,
         "live_sessions": list(report.live_sessions),
         "incomplete_sessions": list(report.incomplete_sessions),
-        "totals": _figures_json(report.totals),
+        "needed_again": report.needed_again,
+        "totals": _figures_json(report.totals, _one_agent(report.agents)),
         "groups": groups,
     }
+
+
+def _one_agent(agents: tuple[str, ...]) -> str | None:
+    return agents[0] if len(agents) == 1 else None
+
+
+def _group_agent(report: StatsReport, g: Group) -> str | None:
+    if g.session is not None:
+        return g.session.agent
+    if report.by == "agent":
+        return g.key
+    return _one_agent(report.agents)
 
 
 def render_json(report: StatsReport) -> str:
@@ -583,114 +631,93 @@ def nothing_message(report: StatsReport) -> str:
     return "no statistics recorded yet" + (" " + " ".join(where) if where else "")
 
 
-_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32"}
-
-# (text, style) — styles are applied after padding so escape codes never skew the columns.
-_Cell = tuple[str, str]
-
-
 def _paint(text: str, style: str, color: bool) -> str:
-    if not (color and style and text):
-        return text
-    return f"\x1b[{';'.join(_SGR[s] for s in style.split())}m{text}\x1b[0m"
+    from ctxwrap._table import paint
+
+    return paint(text, style, color)
 
 
-def _table(
-    headers: list[str],
-    rows: list[list[_Cell]],
-    *,
-    left: int,
-    color: bool,
-    width: int,
-    total: list[_Cell] | None = None,
-) -> list[str]:
-    """Aligned columns: the first `left` columns left-aligned, the rest right-aligned (numbers).
+def _wrap(line: str, width: int) -> str:
+    """A prose line folded at spaces to `width`: a number never breaks across lines."""
+    import textwrap
 
-    Drawn by hand: rich's Table costs ~3 ms a row, which a 50-session table can't afford
-    inside the 300 ms budget.
-    """
-    every = [[(h, "bold") for h in headers], *rows, *([total] if total else [])]
-    widths = [max(len(r[i][0]) for r in every) for i in range(len(headers))]
-    if sum(widths) + 2 * (len(widths) - 1) > width and headers[-1] == "":
-        widths, every = widths[:-1], [r[:-1] for r in every]  # no room: drop the bar column
-
-    bar_col = len(widths) - 1 if headers[len(widths) - 1] == "" else -1
-
-    def line(r: list[_Cell]) -> str:
-        out = []
-        for i, (text, style) in enumerate(r):
-            pad = widths[i] - len(text)
-            cell = _paint(text, style, color)
-            on_left = i < left or i == bar_col
-            # the last column is not padded on the right: no trailing blanks in a pipe
-            if i == len(widths) - 1 and on_left:
-                out.append(cell)
-            else:
-                out.append(cell + " " * pad if on_left else " " * pad + cell)
-        return "  ".join(out).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    lines = [line(every[0]), _paint(rule, "dim", color)]
-    lines += [line(r) for r in every[1 : len(rows) + 1]]
-    if total:
-        lines += [_paint(rule, "dim", color), line(every[-1])]
-    return lines
+    if len(_strip_sgr(line)) <= width:
+        return line
+    return "\n".join(
+        textwrap.wrap(
+            line,
+            width=max(20, width),
+            subsequent_indent="  ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
 
 
-def _num(v: int, style: str = "") -> _Cell:
-    return (_n(v), "red" if v < 0 else style)
+_SGR_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | None = None) -> str:
-    """Tables for a person. `color=False` emits no escape codes; `charts` defaults to `color`."""
-    if report.empty:
-        return nothing_message(report) + "\n"
-    charts = color if charts is None else charts
+def _strip_sgr(text: str) -> str:
+    return _SGR_RE.sub("", text)
+
+
+def header_lines(report: StatsReport, *, color: bool) -> list[str]:
+    """The lines above the table: scope, the headline, then the figures behind it."""
+    from ctxwrap.headline import headline_of
+    from ctxwrap.vocabulary import plural
+
     t = report.totals
+    h = headline_of(t, _one_agent(report.agents))
+    plain = h.plain_name
     scope = f"session {report.session}" if report.session else "all sessions"
     if report.since is not None:
         scope += f" since {_when(report.since)}"
     live = f", {len(report.live_sessions)} live" if report.live_sessions else ""
-    net = _paint(_n(t.net_tokens), "red" if t.net_tokens < 0 else "green bold", color)
-    out = [
-        f"{_paint('ctxwrap stats', 'bold', color)} — {scope} ({report.sessions} with activity{live})",
-        f"{_n(t.llm_calls)} LLM calls · sent {_n(t.sent_tokens)} tokens, plain pi would have"
-        f" sent {_n(t.plain_tokens)}",
-        f"saved {_n(t.saved_tokens)} ({_pct(t.saved_pct)}) − aux model {_n(t.aux_tokens)}"
-        f" (in {_n(t.aux_input_tokens)}, out {_n(t.aux_output_tokens)};"
-        f" {_n(t.aux_calls)} calls, {_n(t.aux_failed)} failed)",
-        f"net saved {net} tokens",
-    ]
+    sessions = "" if report.session else f" ({plural(report.sessions, 'session')}{live})"
+    out = [f"{_paint('ctxwrap stats', 'bold', color)} — {scope}{sessions}"]
     c = t.cost
-    if c.calls:
-        money = ""
-        if c.saved_usd is not None and c.plain_usd:
-            money = f" (${c.saved_usd:,.2f} of ${c.plain_usd:,.2f})"
+    if c.calls and h.short():
+        style = "red bold" if (h.pct or 0) < 0 else "green bold"
+        mostly = h.mostly() if (h.pct or 0) > 0 else ""
         out.append(
-            f"cache-priced input: sent {_n(round(c.sent_weighted))}, plain pi"
-            f" {_n(round(c.plain_weighted))}, aux {_n(round(c.aux_weighted))}"
-            f" → saved {_pct(c.saved_pct)}{money}"
+            f"{_paint(h.short(), style, color)}: {h.sentence().split(' — ')[0]}"
+            + (f"; {mostly}" if mostly else "")
         )
+    out.append(
+        f"{plural(t.llm_calls, 'LLM call')}: ≈{_n(t.sent_tokens)} tokens sent, {plain}"
+        f" ≈{_n(t.plain_tokens)} (estimated, chars/4)"
+        + (
+            f"; the provider counted {_n(h.provider_input_tokens)} input tokens"
+            if h.provider_input_tokens
+            else ""
+        )
+    )
+    net = _paint(_n(t.net_tokens), "red" if t.net_tokens < 0 else "green", color)
+    out.append(
+        f"kept out ≈{_n(t.saved_tokens)} tokens ({_pct(t.saved_pct)}) − aux model"
+        f" {_n(t.aux_tokens)} ({plural(t.aux_calls, 'call')}, {_n(t.aux_failed)} failed)"
+        f" = net {net}"
+    )
+    if c.calls:
         out.append(
-            f"  est. cache read {_n(c.cache_read_tokens)}, write {_n(c.cache_write_tokens)},"
-            f" fresh {_n(c.uncached_input_tokens)} tokens"
-            f" (plain pi: read {_n(c.plain_cache_read_tokens)},"
-            f" write {_n(c.plain_cache_write_tokens)}, fresh {_n(c.plain_uncached_input_tokens)})"
+            f"cache (estimated): read {_n(c.cache_read_tokens)}, write"
+            f" {_n(c.cache_write_tokens)}, fresh {_n(c.uncached_input_tokens)};"
+            f" {plain}: read {_n(c.plain_cache_read_tokens)}, write"
+            f" {_n(c.plain_cache_write_tokens)}, fresh {_n(c.plain_uncached_input_tokens)}"
         )
         if c.compactions or c.plain_compactions:
             out.append(
-                f"compactions {_n(c.compactions)}, plain pi {_n(c.plain_compactions)}"
-                f" ({_n(c.compactions_avoided)} avoided; summaries"
-                f" {_n(round(c.compaction_weighted))} vs {_n(round(c.plain_compaction_weighted))})"
-                f" → with compactions saved {_pct(c.total_saved_pct)}"
+                f"compactions {_n(c.compactions)}, {plain} {_n(c.plain_compactions)}"
+                f" ({_n(c.compactions_avoided)} avoided)"
             )
     if report.incomplete_sessions:
         ids = ", ".join(s[:8] for s in report.incomplete_sessions[:5])
         more = "…" if len(report.incomplete_sessions) > 5 else ""
+        n = len(report.incomplete_sessions)
         out.append(
             _paint(
-                f"incomplete: {len(report.incomplete_sessions)} session(s) lost records while"
-                f" the daemon was away or ended uncleanly ({ids}{more}); figures are a lower bound",
+                f"incomplete: {plural(n, 'session')} lost records while the daemon was away"
+                f" or ended uncleanly ({ids}{more}); figures are a lower bound",
                 "yellow",
                 color,
             )
@@ -700,86 +727,209 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
             f"cache prefix changed {_n(t.head_changes)}× ({_n(t.head_changes_compaction)}"
             f" compaction, {_n(t.head_changes - t.head_changes_compaction)} other)"
         )
+    need = needed_again.text_line(report.needed_again) if report.needed_again else None
+    if need:
+        out.append(need)
     p = t.provider
     if p.turns:
         out.append(
-            f"provider-reported over {_n(p.turns)} turns: input {_n(p.input_tokens)},"
+            f"provider-reported over {plural(p.turns, 'turn')}: input {_n(p.input_tokens)},"
             f" output {_n(p.output_tokens)}, cache read {_n(p.cache_read_tokens)},"
             f" cache write {_n(p.cache_write_tokens)}"
         )
+    return out
+
+
+def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | None = None) -> str:
+    """Tables for a person. `color=False` emits no escape codes; `charts` defaults to `color`."""
+    if report.empty:
+        return nothing_message(report) + "\n"
+    charts = color if charts is None else charts
+    out = [_wrap(line, width) for line in header_lines(report, color=color)]
     out.append("")
-
-    def bar(value: int, scale: int) -> list[_Cell]:
-        if not charts:
-            return []
-        text, style = _bar(value, scale)
-        return [(text, style)]
-
     if report.by == "mechanism":
-        scale = max((abs(m.net_tokens) for m in t.mechanisms), default=0)
-        rows = [
-            [
-                (m.mechanism, ""),
-                _num(m.saved_tokens),
-                _num(m.aux_input_tokens),
-                _num(m.aux_output_tokens),
-                _num(m.net_tokens),
-                *bar(m.net_tokens, scale),
-            ]
-            for m in t.mechanisms
-        ]
-        total = [
-            ("total", "bold"),
-            _num(t.saved_tokens, "bold"),
-            _num(t.aux_input_tokens, "bold"),
-            _num(t.aux_output_tokens, "bold"),
-            _num(t.net_tokens, "bold"),
-            *([("", "")] if charts else []),
-        ]
-        headers = ["mechanism", "saved", "aux in", "aux out", "net", *([""] if charts else [])]
-        out += _table(headers, rows, left=1, color=color, width=width, total=total)
+        out += _mechanism_table(report, color=color, width=width, charts=charts)
     else:
-        scale = max((abs(g.figures.net_tokens) for g in report.groups), default=0)
-        rows = []
-        for g in report.groups:
-            f = g.figures
-            if report.by == "session":
-                s = g.session
-                state = "-" if s is None else ("live" if s.live else "ended")
-                started = "-" if s is None or s.started_at is None else _when(s.started_at)[5:]
-                first: list[_Cell] = [
-                    (g.key[:8], ""),
-                    (state, "green" if state == "live" else ""),
-                    (started, ""),
-                ]
-            else:
-                first = [(g.key, "")]
-            rows.append(
-                [
-                    *first,
-                    _num(f.llm_calls),
-                    _num(f.sent_tokens),
-                    _num(f.plain_tokens),
-                    _num(f.saved_tokens),
-                    (_pct(f.saved_pct), ""),
-                    _num(f.aux_tokens),
-                    _num(f.net_tokens),
-                    (_pct(f.cost.total_saved_pct), ""),
-                    *bar(f.net_tokens, scale),
-                ]
-            )
-        heads = (
-            ["session", "state", "started"] if report.by == "session" else [report.by]  # day, agent
-        )
-        headers = [*heads, "calls", "sent", "plain", "saved", "%", "aux", "net", "cost %"]
-        out += _table(
-            [*headers, *([""] if charts else [])],
-            rows,
-            left=len(heads),
-            color=color,
-            width=width,
-        )
+        out += _group_table(report, color=color, width=width, charts=charts)
     return "\n".join(out) + "\n"
+
+
+def _mechanism_table(report: StatsReport, *, color: bool, width: int, charts: bool) -> list[str]:
+    from ctxwrap import _table as T
+    from ctxwrap.vocabulary import mechanism_label, mechanism_words
+
+    t = report.totals
+    mechs = list(t.mechanisms)
+    scale = max((abs(m.net_tokens) for m in mechs), default=0)
+    bold = [""] * len(mechs) + ["bold"]
+    cols = [
+        T.column(
+            ("what ctxwrap did", "mechanism"),
+            [
+                *(
+                    (mechanism_words(m.mechanism), mechanism_label(m.mechanism), m.mechanism)
+                    for m in mechs
+                ),
+                "total",
+            ],
+            styles=bold,
+            left=True,
+        ),
+        _num_col(
+            ("≈tokens kept out", "≈kept out"), [m.saved_tokens for m in mechs], t.saved_tokens
+        ),
+        _num_col(("aux model", "aux"), [m.aux_tokens for m in mechs], t.aux_tokens, drop=2),
+        _num_col("net", [m.net_tokens for m in mechs], t.net_tokens),
+    ]
+    if charts:
+        bars = [_bar(m.net_tokens, scale) for m in mechs] + [("", "")]
+        cols.append(
+            T.column("", [b[0] for b in bars], styles=[b[1] for b in bars], bar=True, left=True)
+        )
+    return T.render(cols, width=width, color=color, total_rows=1)
+
+
+def _num_col(
+    header: str | tuple[str, ...], values: list[int], total: int | None, *, drop: int = 0
+) -> Any:
+    from ctxwrap import _table as T
+
+    vals = [*values, *([] if total is None else [total])]
+    styles = ["red" if v < 0 else "" for v in values]
+    if total is not None:
+        styles.append("red bold" if total < 0 else "bold")
+    return T.column(header, [_n(v) for v in vals], styles=styles, drop=drop)
+
+
+def _group_table(report: StatsReport, *, color: bool, width: int, charts: bool) -> list[str]:
+    from ctxwrap import _table as T
+    from ctxwrap.headline import pct_text, tokens_text, total_plain_usd, total_usd, usd_text
+    from ctxwrap.vocabulary import agent_name
+
+    groups = list(report.groups)
+    t = report.totals
+    figs = [g.figures for g in groups] + [t]
+    n = len(groups)
+    bold = [""] * n + ["bold"]
+    cols: list[Any] = []
+    if report.by == "session":
+        infos = [g.session for g in groups]
+        cols.append(
+            T.column("session", [g.key[:8] for g in groups] + ["total"], styles=bold, left=True)
+        )
+        cols.append(
+            T.column(
+                "agent",
+                [(agent_name(s.agent), s.agent) if s else "-" for s in infos] + [""],
+                left=True,
+                drop=3,
+            )
+        )
+        cols.append(
+            T.column(
+                "started",
+                [
+                    (_when(s.started_at)[5:], _when(s.started_at)[5:10])
+                    if s and s.started_at
+                    else "-"
+                    for s in infos
+                ]
+                + [""],
+                left=True,
+                drop=4,
+            )
+        )
+        states = ["-" if s is None else ("live" if s.live else "ended") for s in infos]
+        cols.append(
+            T.column(
+                "state",
+                [*states, ""],
+                styles=["green" if st == "live" else "" for st in states] + [""],
+                left=True,
+                drop=5,
+            )
+        )
+    elif report.by == "day":
+        cols.append(
+            T.column(
+                "day", [(g.key, g.key[5:]) for g in groups] + ["total"], styles=bold, left=True
+            )
+        )
+    else:
+        cols.append(
+            T.column(
+                "agent",
+                [(agent_name(g.key), g.key) for g in groups] + ["total"],
+                styles=bold,
+                left=True,
+            )
+        )
+    cols.append(_num_col("calls", [f.llm_calls for f in figs[:-1]], t.llm_calls))
+    priced = all(
+        total_plain_usd(f.cost) is not None and total_usd(f.cost) is not None for f in figs
+    )
+    if priced:
+        plain = [total_plain_usd(f.cost) for f in figs]
+        ours = [total_usd(f.cost) for f in figs]
+        saved = [f.cost.total_saved_usd for f in figs]
+        cols += [
+            T.column(("$ without ctxwrap", "$ plain"), [usd_text(v) for v in plain], styles=bold),
+            T.column(("$ with ctxwrap", "$ with"), [usd_text(v) for v in ours], styles=bold),
+            T.column(
+                "saved",
+                [usd_text(v) for v in saved],
+                styles=[
+                    ("red " if (v or 0) < 0 else "") + b for v, b in zip(saved, bold, strict=True)
+                ],
+            ),
+        ]
+    else:
+        cols += [
+            T.column(
+                ("cost without ctxwrap", "cost plain"),
+                [tokens_text(f.cost.total_plain_weighted) for f in figs],
+                styles=bold,
+            ),
+            T.column(
+                ("cost with ctxwrap", "cost with"),
+                [tokens_text(f.cost.total_weighted) for f in figs],
+                styles=bold,
+            ),
+        ]
+    pcts = [f.cost.total_saved_pct if f.cost.calls else None for f in figs]
+    cols.append(
+        T.column(
+            "cost",
+            [pct_text(p) or "-" for p in pcts],
+            styles=[
+                ("red " if (p or 0) < -0.5 else "") + b for p, b in zip(pcts, bold, strict=True)
+            ],
+        )
+    )
+    cols += [
+        _num_col(
+            ("≈tokens sent", "≈sent"), [f.sent_tokens for f in figs[:-1]], t.sent_tokens, drop=8
+        ),
+        _num_col(
+            ("≈kept out", "≈kept"), [f.saved_tokens for f in figs[:-1]], t.saved_tokens, drop=6
+        ),
+        _num_col("aux", [f.aux_tokens for f in figs[:-1]], t.aux_tokens, drop=7),
+        _num_col("net", [f.net_tokens for f in figs[:-1]], t.net_tokens, drop=6),
+    ]
+    if charts:
+        scale = max((abs(f.net_tokens) for f in figs[:-1]), default=0)
+        bars = [_bar(f.net_tokens, scale) for f in figs[:-1]] + [("", "")]
+        cols.append(
+            T.column("", [b[0] for b in bars], styles=[b[1] for b in bars], bar=True, left=True)
+        )
+    lines = T.render(cols, width=width, color=color, total_rows=1 if n > 1 else 0)
+    if n == 1:
+        lines = lines[:-1]  # one row: its total is the same row
+    if not priced:
+        lines.append(
+            _wrap("cost in input-token equivalents: no price is known for some models", width)
+        )
+    return lines
 
 
 # -- command ------------------------------------------------------------------------------------
@@ -799,7 +949,7 @@ def load_report(*, session: str | None, since: float | None, by: GroupBy) -> Sta
     db = paths.db_path()
     if not db.exists():
         return None
-    ttl_s, prices = _cost_settings()
+    ttl_s, prices = cost_settings()
     conn = connect(db, readonly=True)
     try:
         return compute_stats(conn, session=session, since=since, by=by, ttl_s=ttl_s, prices=prices)
@@ -811,7 +961,7 @@ def load_report(*, session: str | None, since: float | None, by: GroupBy) -> Sta
         conn.close()
 
 
-def _cost_settings() -> tuple[float, dict[str, Prices]]:
+def cost_settings() -> tuple[float, dict[str, Prices]]:
     """cache_ttl_s and the price overrides, as the config resolves them (PI_CTX_* over
     config.toml over defaults), read without loading the whole config: pydantic would
     double `ctxwrap stats`' start-up. A bad value falls back to the default (`ctxwrap config
@@ -832,6 +982,9 @@ def _cost_settings() -> tuple[float, dict[str, Prices]]:
         ttl = 300.0
     prices = os.environ.get("PI_CTX_PRICES") or file.get("prices")
     return ttl, settings_overrides(prices if isinstance(prices, str) else None)
+
+
+_cost_settings = cost_settings  # the name other modules imported before
 
 
 def _since_param(value: str | None) -> float | None:
@@ -868,7 +1021,13 @@ def _since_param(value: str | None) -> float | None:
 def stats_command(
     session: str | None, since: str | None, by: GroupBy, as_json: bool, watch: float | None
 ) -> None:
-    """Tokens ctxwrap kept out of the context versus plain pi, net of the aux model's tokens."""
+    """What ctxwrap saved: the cost with and without it, and what each mechanism kept out.
+
+    The first figure is the cost reduction as pi's footer and /ctx-stats show it (cache-priced,
+    net of ctxwrap's own aux-model calls, compactions included). Token sizes are estimates
+    (chars/4), shown beside what the provider counted. --by day reads like a daily usage
+    report: $ without ctxwrap, $ with, saved.
+    """
     since_ts = _since_param(since)
     if watch is not None and watch <= 0:
         raise click.BadParameter("must be more than 0 seconds", param_hint="'--watch'")

@@ -593,7 +593,10 @@ export function statusText(totals: Json): string {
 	const net = Number(totals.net_tokens) || 0;
 	let text = `ctxwrap: saved ${saved.toLocaleString()} tok · net ${net.toLocaleString()}`;
 	const pct = totals.cost_saved_pct;
-	if (typeof pct === "number" && Number.isFinite(pct)) {
+	if (typeof totals.headline === "string") {
+		// views: the daemon's headline, the same text `ctxwrap stats` and /ctx-stats show
+		if (totals.headline) text += ` · ${totals.headline}`;
+	} else if (typeof pct === "number" && Number.isFinite(pct)) {
 		const usd = totals.saved_usd;
 		text += ` · cost ${pct >= 0 ? "−" : "+"}${Math.abs(pct).toFixed(0)}%`;
 		if (typeof usd === "number" && Number.isFinite(usd)) text += ` (${usd >= 0 ? "" : "−"}$${Math.abs(usd).toFixed(2)})`;

@@ -175,8 +175,16 @@ def build_app(daemon: Daemon) -> Any:
         width_arg = request.query_params.get("width", "100")
         if not width_arg.isascii() or not width_arg.isdigit() or not 20 <= int(width_arg) <= 1000:
             raise BadRequest(422, "invalid request", "width: an integer from 20 to 1000")
+        from ctxwrap.mechanisms.cost_accounting import settings_overrides
+
         try:
-            report = compute_stats(daemon.store.conn, session=session)
+            # views: the daemon's own price settings, as the totals and `ctxwrap stats` use
+            report = compute_stats(
+                daemon.store.conn,
+                session=session,
+                ttl_s=daemon.cfg.cache_ttl_s,
+                prices=settings_overrides(daemon.cfg.prices),
+            )
         except Exception as exc:  # unknown session id and the like
             return _json(P.ErrorReply(error="no statistics", detail=str(exc)[:200]), 404)
         text = render_text(report, color=False, width=int(width_arg))

@@ -31,6 +31,7 @@ from ctxwrap.mechanisms import (
     cost_accounting,
     dedup,
     digest,
+    needed_again,
     tail_edits,
     tool_kind,
     writes,
@@ -341,9 +342,16 @@ class Daemon:
         return await tail_edits.decide(self, rt, req)
 
     def session_totals(self, session_id: str) -> P.SessionTotals:
-        totals = accounting.session_totals(self.store, session_id)
-        cost_accounting.fill_cost_totals(self.store.conn, totals, session_id, self.cfg)
-        return totals
+        # views: the figures and headline of `ctxwrap stats --session` (ctxwrap.headline)
+        from ctxwrap.headline import session_totals
+        from ctxwrap.mechanisms.cost_accounting import settings_overrides
+
+        return session_totals(
+            self.store.conn,
+            session_id,
+            ttl_s=self.cfg.cache_ttl_s,
+            prices=settings_overrides(self.cfg.prices),
+        )
 
     def turn_end(self, req: P.TurnEnd) -> P.TurnEndReply:
         self._rt(req.session_id)
@@ -371,6 +379,7 @@ class Daemon:
         path = self.raw.path_of(req.handle)
         if path is None:
             return None
+        needed_again.on_recall(self, req.handle)  # the hidden result was needed again
         # Off the event loop: a recall over a huge stored output must not stall health or
         # other sessions' calls while it reads the file.
         res = await asyncio.to_thread(

@@ -42,6 +42,10 @@ class SessionRuntime:
     sizes: dict[str, int] = field(default_factory=dict)  # toolCallId → result chars
     call_args: dict[str, str] = field(default_factory=dict)  # toolCallId → short "tool args" label
     dropped_sigs: set[str] = field(default_factory=set)
+    # needed again (mechanisms/needed_again.py): hidden call signature → its result id, and
+    # file → ids of its hidden reads
+    hidden_by_sig: dict[str, str] = field(default_factory=dict)
+    hidden_reads: dict[str, list[str]] = field(default_factory=dict)
     late_tags: set[str] = field(default_factory=set)  # RETAIN only because the tag came late
     late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
     past_tail: set[str] = field(default_factory=set)  # results the model has seen (tail passed)

@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -188,6 +188,17 @@ MIGRATIONS: list[str] = [
         session_id TEXT PRIMARY KEY,
         key TEXT NOT NULL,
         buckets TEXT NOT NULL
+    );
+    """,
+    # 7 (policies, issue 21): a hidden result the agent asked for again — recalled through its
+    # handle, or the same call re-issued (mechanisms/needed_again.py, DESIGN.md invariant 8)
+    """
+    CREATE TABLE needed_again (
+        session_id TEXT NOT NULL,
+        tool_call_id TEXT NOT NULL,
+        how TEXT NOT NULL,
+        ts REAL NOT NULL,
+        PRIMARY KEY (session_id, tool_call_id, how)
     );
     """,
 ]

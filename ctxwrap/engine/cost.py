@@ -18,6 +18,7 @@ The shared contract other modules code against is docs/accounting.md and
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +41,24 @@ class Prices:
     # automatic: the uncached part is fresh input, the matched prefix is read at cache_read;
     # none: no caching, every input token is fresh.
     caching: Caching = "explicit"
+
+    @property
+    def cache_write_1h(self) -> float | None:
+        """A 1-hour cache write: 2x the input price at Anthropic, for every model (a 5-minute
+        write, `cache_write`, is 1.25x). None where writes are not explicit or input unknown."""
+        if self.caching != "explicit" or self.input is None:
+            return None
+        return self.input * 2.0
+
+    def with_1h_cache(self) -> Prices:
+        """These prices for a conversation cached with the 1-hour TTL: every write at the
+        1-hour rate (price it with `ttl_s=ONE_HOUR_TTL_S`)."""
+        if self.cache_write_1h is None:
+            return self
+        return dataclasses.replace(self, cache_write=self.cache_write_1h)
+
+
+ONE_HOUR_TTL_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -87,31 +106,90 @@ DEFAULT_WEIGHTS: dict[Caching, Weights] = {
 
 UNKNOWN_PRICES = Prices(None, None, None, None, "explicit")
 
-# Published list prices (USD per million tokens) at the time of writing, matched against the
-# model id (with or without a `provider/` prefix) by glob, first match wins. A model not here
-# has unknown prices: figures stay in weighted tokens and money shows as unknown. pi's own model
-# registry (sent by the bridge) and the `prices` setting take precedence over this table.
+# Published list prices, USD per million tokens, as of PRICES_AS_OF, from PRICE_SOURCES.
+# Matched against the model id (with or without a `provider/` prefix) by glob, first match wins,
+# so the newest models come first and every family ends in a catch-all at the *newest* rate of
+# that family: a model released after this table (say claude-opus-4-9) is priced like its latest
+# sibling, never like the 3x dearer Opus 4/4.1. A model not here has unknown prices: figures stay
+# in weighted tokens and money shows as unknown. pi's own model registry (sent by the bridge)
+# and the `prices` setting take precedence over this table.
+#
+# Anthropic: cache reads 0.1x input (0.05x on Opus/Sonnet 5.5, 0.025x on Fable 5.1), 5-minute
+# cache writes 1.25x, 1-hour cache writes 2x (`Prices.cache_write_1h`). Haiku 5.5 is priced in
+# two bands by prompt length; the table has the band up to 100k tokens. OpenAI caches
+# automatically: cached input at the "cached input" price, no write surcharge.
+PRICES_AS_OF = "2026-12-01"
+PRICE_SOURCES = (
+    "https://platform.claude.com/docs/en/about-claude/pricing",
+    "https://developers.openai.com/api/docs/pricing",
+)
+
+
+def _claude(inp: float, out: float, read: float | None = None) -> Prices:
+    return Prices(inp, out, round(inp * 0.1, 6) if read is None else read, round(inp * 1.25, 6))
+
+
+def _openai(inp: float, out: float, cached: float | None) -> Prices:
+    return Prices(inp, out, cached, inp, "automatic")
+
+
+_OPUS_4 = _claude(15.0, 75.0)  # Opus 4 and 4.1 (and Opus 3)
+_OPUS_45 = _claude(5.0, 25.0)  # Opus 4.5 to 5
+_SONNET_4 = _claude(3.0, 15.0)
+_GPT_54 = _openai(2.5, 15.0, 0.25)
+
 DEFAULT_PRICE_TABLE: tuple[tuple[str, Prices], ...] = (
-    ("claude-opus-4-5*", Prices(5.0, 25.0, 0.5, 6.25)),
-    ("claude-opus-4*", Prices(15.0, 75.0, 1.5, 18.75)),
-    ("claude-3-opus*", Prices(15.0, 75.0, 1.5, 18.75)),
-    ("claude-sonnet-4*", Prices(3.0, 15.0, 0.3, 3.75)),
-    ("claude-3-7-sonnet*", Prices(3.0, 15.0, 0.3, 3.75)),
-    ("claude-3-5-sonnet*", Prices(3.0, 15.0, 0.3, 3.75)),
-    ("claude-haiku-4*", Prices(1.0, 5.0, 0.1, 1.25)),
-    ("claude-3-5-haiku*", Prices(0.8, 4.0, 0.08, 1.0)),
+    # -- Anthropic, newest first
+    ("claude-fable-5-1*", _claude(10.0, 50.0, 0.25)),
+    ("claude-mythos-5-1*", _claude(10.0, 50.0, 0.25)),
+    ("claude-fable*", _claude(10.0, 50.0, 1.0)),
+    ("claude-mythos*", _claude(10.0, 50.0, 1.0)),
+    ("claude-opus-5-5*", _claude(4.0, 20.0, 0.2)),
+    ("claude-opus-5*", _OPUS_45),
+    # Opus 4 is `claude-opus-4-20250514`, Opus 4.1 `claude-opus-4-1-20250805`: the old rate
+    # only for those; every other claude-opus-4-N (4.5, 4.6, ... and later) is $5.
+    ("claude-opus-4", _OPUS_4),
+    ("claude-opus-4-0*", _OPUS_4),
+    ("claude-opus-4-1", _OPUS_4),
+    ("claude-opus-4-1-*", _OPUS_4),
+    ("claude-opus-4-1@*", _OPUS_4),
+    ("claude-opus-4-1[[]*", _OPUS_4),
+    ("claude-opus-4-2025*", _OPUS_4),
+    ("claude-opus-4@*", _OPUS_4),
+    ("claude-opus-4*", _OPUS_45),
+    ("claude-3-opus*", _OPUS_4),
+    ("claude-sonnet-5-5*", _claude(2.0, 10.0, 0.1)),
+    ("claude-sonnet-5*", _claude(2.0, 10.0, 0.2)),
+    ("claude-sonnet-4*", _SONNET_4),
+    ("claude-3-7-sonnet*", _SONNET_4),
+    ("claude-3-5-sonnet*", _SONNET_4),
+    ("claude-haiku-5-5*", Prices(0.1, 0.5, 0.01, 0.125)),
+    ("claude-haiku-4*", _claude(1.0, 5.0)),
+    ("claude-3-5-haiku*", _claude(0.8, 4.0)),
     ("claude-3-haiku*", Prices(0.25, 1.25, 0.03, 0.3)),
-    ("gpt-5-mini*", Prices(0.25, 2.0, 0.025, 0.25, "automatic")),
-    ("gpt-5-nano*", Prices(0.05, 0.4, 0.005, 0.05, "automatic")),
-    ("gpt-5*", Prices(1.25, 10.0, 0.125, 1.25, "automatic")),
-    ("gpt-4.1-mini*", Prices(0.4, 1.6, 0.1, 0.4, "automatic")),
-    ("gpt-4.1-nano*", Prices(0.1, 0.4, 0.025, 0.1, "automatic")),
-    ("gpt-4.1*", Prices(2.0, 8.0, 0.5, 2.0, "automatic")),
-    ("gpt-4o-mini*", Prices(0.15, 0.6, 0.075, 0.15, "automatic")),
-    ("gpt-4o*", Prices(2.5, 10.0, 1.25, 2.5, "automatic")),
-    ("o3-mini*", Prices(1.1, 4.4, 0.55, 1.1, "automatic")),
-    ("o4-mini*", Prices(1.1, 4.4, 0.275, 1.1, "automatic")),
-    ("o3*", Prices(2.0, 8.0, 0.5, 2.0, "automatic")),
+    # -- OpenAI, newest first; mini/nano/pro before their family
+    ("gpt-5.4-mini*", _openai(0.75, 4.5, 0.075)),
+    ("gpt-5.4-nano*", _openai(0.2, 1.25, 0.02)),
+    ("gpt-5.4*", _GPT_54),
+    ("gpt-5.3*", _openai(1.75, 14.0, 0.175)),
+    ("gpt-5.2-pro*", _openai(21.0, 168.0, None)),
+    ("gpt-5.2*", _openai(1.75, 14.0, 0.175)),
+    ("gpt-5.1-codex-mini*", _openai(0.25, 2.0, 0.025)),
+    ("gpt-5.1*", _openai(1.25, 10.0, 0.125)),
+    ("gpt-5.*", _GPT_54),  # a later gpt-5.N: its newest known sibling's rate
+    ("gpt-5-mini*", _openai(0.25, 2.0, 0.025)),
+    ("gpt-5-nano*", _openai(0.05, 0.4, 0.005)),
+    ("gpt-5-pro*", _openai(15.0, 120.0, None)),
+    ("gpt-5*", _openai(1.25, 10.0, 0.125)),
+    ("gpt-4.1-mini*", _openai(0.4, 1.6, 0.1)),
+    ("gpt-4.1-nano*", _openai(0.1, 0.4, 0.025)),
+    ("gpt-4.1*", _openai(2.0, 8.0, 0.5)),
+    ("gpt-4o-mini*", _openai(0.15, 0.6, 0.075)),
+    ("gpt-4o*", _openai(2.5, 10.0, 1.25)),
+    ("o3-mini*", _openai(1.1, 4.4, 0.55)),
+    ("o4-mini*", _openai(1.1, 4.4, 0.275)),
+    ("o3*", _openai(2.0, 8.0, 0.5)),
+    # -- Google
     ("gemini-2.5-pro*", Prices(1.25, 10.0, 0.31, 1.25, "automatic")),
     ("gemini-2.5-flash*", Prices(0.3, 2.5, 0.075, 0.3, "automatic")),
 )
@@ -154,15 +232,29 @@ def price_tokens(
     cache_write: int = 0,
     uncached: int = 0,
     output: int = 0,
+    cache_write_1h: int = 0,
 ) -> CallCost:
-    """Price one call whose input split is already known (an aux call, a provider report)."""
+    """Price one call whose input split is already known (an aux call, a provider report).
+
+    `cache_write_1h`: writes to the 1-hour cache (Anthropic's
+    `usage.cache_creation.ephemeral_1h_input_tokens`), billed at 2x input instead of 1.25x;
+    counted in `cache_write_tokens` of the result with the rest of the writes."""
     # Hot: `ctxwrap stats` prices every call of every session shown, so no lists here.
     w = weights(prices)
     weighted = cache_read * w.read + cache_write * w.write + uncached * w.uncached
     money, known = 0.0, True
+    if cache_write_1h:
+        p1h = prices.cache_write_1h
+        base = prices.input
+        weighted += cache_write_1h * (p1h / base if p1h is not None and base else 2.0)
+        if p1h is None:
+            known = False
+        else:
+            money += cache_write_1h * p1h / 1_000_000
+        cache_write += cache_write_1h
     for tokens, price in (
         (cache_read, prices.cache_read),
-        (cache_write, prices.cache_write),
+        (cache_write - cache_write_1h, prices.cache_write),
         (uncached, prices.input),
     ):
         if tokens:

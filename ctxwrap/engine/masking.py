@@ -14,7 +14,15 @@ What may be masked (each with a reason, recorded by the daemon):
   written or edited since (its content in the context is stale);
 - `dropped`: a result the tagger judged DROP after its round had already gone to the model
   (too late for a tail edit);
-- `earlier_task`: a result of an earlier user task. The current task's results stay whole.
+- `earlier_task`: a result of an earlier user task. The current task's results stay whole;
+- `older` (`MaskPolicy.older_after_rounds`): a result other than a read, seen at least that many
+  rounds ago (bash output, a listing, a search: read once, acted on);
+- `untouched` (`MaskPolicy.read_idle_rounds`): a read whose file no call has read, written or
+  edited for that many rounds (what the agent works on stays; issue 21's activity awareness).
+
+Measured on real sessions (docs/accounting.md, "Policies on real sessions"): a read made stale
+by an edit is often needed again (the agent edits the new content, but copies lines it saw in
+the old read), so `stale_reads` can be turned off to mask only reads read again.
 
 Never: an error result, a result whose call is not in the list (unpaired) or whose id occurs
 twice, a result that
@@ -35,7 +43,7 @@ from typing import Any, Literal
 
 from ctxwrap.engine.edits import TailMessage, TailToolCall
 
-MaskReason = Literal["superseded", "dropped", "earlier_task"]
+MaskReason = Literal["superseded", "dropped", "earlier_task", "older", "untouched"]
 ColdReason = Literal["idle", "compaction", "model", "tools", "warm"]
 
 # Tools whose call changes a file's content; a `read` of the same path before it is stale.
@@ -73,6 +81,9 @@ class MaskPolicy:
     keep_rounds: int = 2  # the current task's last rounds stay whole (at least its latest)
     min_chars: int = 2000  # a smaller result is not worth a tombstone
     earlier_tasks: bool = True
+    stale_reads: bool = True  # a read of a file written or edited since is `superseded`
+    older_after_rounds: int = 0  # > 0: a non-read result this many rounds old is `older`
+    read_idle_rounds: int = 0  # > 0: a read of a file untouched this many rounds is `untouched`
 
 
 @dataclass(frozen=True)
@@ -137,9 +148,18 @@ def plan_masks(
         if path is None:
             return False
         return any(
-            j > i and (later.name in _WRITERS or later.argsSig == call.argsSig)
+            j > i
+            and ((policy.stale_reads and later.name in _WRITERS) or later.argsSig == call.argsSig)
             for j, later in touches.get(path, ())
         )
+
+    # The round of each path's latest touch (read, write, edit: any call naming the file).
+    last_touch: dict[str, int] = {}
+    for cid, path in paths.items():
+        r = round_of.get(cid)
+        if r is not None and r > last_touch.get(path, -1):
+            last_touch[path] = r
+    newest = len(rounds) - 1
 
     # An id that occurs on two results is ambiguous (some providers reuse ids): edits apply to
     # the first occurrence only, so neither is masked.
@@ -171,6 +191,16 @@ def plan_masks(
             reason = "dropped"
         elif policy.earlier_tasks and i < last_user:
             reason = "earlier_task"
+        elif call.name in _READERS:
+            path = paths.get(cid)
+            if (
+                policy.read_idle_rounds > 0
+                and path is not None
+                and newest - last_touch.get(path, round_of[cid]) >= policy.read_idle_rounds
+            ):
+                reason = "untouched"
+        elif policy.older_after_rounds > 0 and newest - round_of[cid] >= policy.older_after_rounds:
+            reason = "older"
         if reason is not None:
             out.append(MaskCandidate(cid, reason, m.chars or 0, idx, call))
     return out
@@ -203,6 +233,20 @@ def warm_rewrite_pays(
     """
     gain = removed_tokens * READ_WEIGHT * max(expected_remaining_calls, 0.0)
     return gain > rewrite_cost_tokens(suffix_tokens, warm=True)
+
+
+def suffix_tokens_estimate(
+    described_suffix: int, described_total: int, sent_messages: int | None
+) -> int:
+    """What a rewrite from the first masked message really writes again.
+
+    The described history counts results and call arguments only; assistant text and thinking
+    (a large share of a real Claude Code session) are not described. Scaled by what the
+    previous request really carried over what the description of the same history counts.
+    """
+    if sent_messages and described_total > 0 and sent_messages > described_total:
+        return described_suffix * sent_messages // described_total
+    return described_suffix
 
 
 def expected_remaining_calls(calls_so_far: int) -> float:

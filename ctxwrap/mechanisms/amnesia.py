@@ -23,6 +23,7 @@ from ctxwrap.daemon.session import (
 )
 from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.tagview import tag_view
+from ctxwrap.mechanisms import needed_again
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import AuxView
@@ -38,6 +39,8 @@ def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | Non
     """
     cfg = d.cfg
     cid = req.tool_call_id
+    if cid not in rt.sizes:  # first time: does it ask again for something hidden?
+        needed_again.on_result(d, rt, args_sig(req.tool_name, req.input), req.tool_name, req.input)
     rt.sizes[cid] = len(req.text)
     if req.is_error or chars_to_tokens(len(req.text)) < cfg.amnesia_min_tokens:
         return None, False

@@ -5,7 +5,8 @@ model switch, changed tools) and sends the whole history described; the policy
 (`ctxwrap.engine.masking`) picks the results; this module words the tombstones (with a recall
 handle), records every mask with its reason, size and cost, and returns them as `mask` edits
 that the adapter freezes and replays like tail edits. While the cache is warm it masks only
-with `mask_warm` on and when the rewrite pays back (off by default: not measured positive yet).
+with `mask_warm` on (the default) and when the rewrite pays back over the calls expected to
+follow; what may be masked is `engine.masking.MaskPolicy` from the `mask_*` settings.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from ctxwrap.engine.edits import MaskEdit, TailToolCall, edit_to_json, u16len
 from ctxwrap.engine.masking import (
     MaskCandidate,
     MaskPolicy,
+    MaskReason,
     expected_remaining_calls,
     plan_masks,
     rewrite_cost_tokens,
+    suffix_tokens_estimate,
     warm_rewrite_pays,
 )
 from ctxwrap.mechanisms import tool_kind
 
 if TYPE_CHECKING:
+    from ctxwrap.config import Settings
     from ctxwrap.daemon.service import Daemon
     from ctxwrap.daemon.session import SessionRuntime
 
@@ -35,7 +39,15 @@ _WHY = {
     "superseded": "the file was read again or changed after it",
     "dropped": "judged not needed for the current task",
     "earlier_task": "it belongs to an earlier task",
+    "older": "it was seen several requests ago",
+    "untouched": "its file has not been touched for several requests",
 }
+
+
+def tombstone_text(label: str, chars: int, reason: MaskReason, recall: str) -> str:
+    """The one line a masked result becomes (replay words it the same way)."""
+    text = f"[ctxwrap: {label} ({chars:,} chars) was hidden: {_WHY[reason]}; recall with {recall}]"
+    return " ".join(text.split("\n")).replace("\r", " ")
 
 
 def decide(
@@ -72,19 +84,29 @@ def decide(
         hidden_sigs=hidden_sigs,
         late_drops=rt.late_drops,
         maskable=maskable,
-        policy=MaskPolicy(keep_rounds=cfg.mask_keep_rounds, min_chars=cfg.mask_min_chars),
+        policy=mask_policy(cfg),
     )
     if not plan:
         return []
     edits = [_edit(rt, c, handles[c.toolCallId], _label(rt, c, mask.paths, stored)) for c in plan]
     removed = chars_to_tokens(sum(max(e.savedChars, 0) for e in edits))
-    suffix = chars_to_tokens(_suffix_chars(history, plan[0].index))
     warm = mask.reason == "warm"
+    suffix = chars_to_tokens(
+        suffix_tokens_estimate(
+            _suffix_chars(history, plan[0].index),
+            _suffix_chars(history, 0),
+            _last_sent_messages(d, req.session_id) if warm else None,
+        )
+    )
     if warm and not warm_rewrite_pays(removed, suffix, expected_remaining_calls(mask.calls)):
         return []
     cost = rewrite_cost_tokens(suffix, warm=warm)
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
     d.hide_signatures(rt, {c.call.argsSig for c in plan})
+    for c in plan:
+        rt.hidden_by_sig[c.call.argsSig] = c.toolCallId
+        if c.call.name in ("read", "Read") and c.toolCallId in mask.paths:
+            rt.hidden_reads.setdefault(mask.paths[c.toolCallId], []).append(c.toolCallId)
     now = time.time()
     for e in edits:
         d.store.insert(
@@ -108,6 +130,25 @@ def decide(
         cost_tokens=round(cost, 1),
     )
     return [P.Edit.model_validate(edit_to_json(e)) for e in edits]
+
+
+def mask_policy(cfg: Settings) -> MaskPolicy:
+    return MaskPolicy(
+        keep_rounds=cfg.mask_keep_rounds,
+        min_chars=cfg.mask_min_chars,
+        earlier_tasks=cfg.mask_earlier_tasks,
+        stale_reads=cfg.mask_stale_reads,
+        older_after_rounds=cfg.mask_older_rounds,
+        read_idle_rounds=cfg.mask_read_idle_rounds,
+    )
+
+
+def _last_sent_messages(d: Daemon, session_id: str) -> int | None:
+    rows = d.store.query(
+        "SELECT sent_messages FROM llm_calls WHERE session_id=? ORDER BY id DESC LIMIT 1",
+        (session_id,),
+    )
+    return int(rows[0]["sent_messages"]) if rows else None
 
 
 def _suffix_chars(history: list[P.TailMessage], start: int) -> int:
@@ -137,11 +178,7 @@ def _label(
 
 
 def _edit(rt: SessionRuntime, c: MaskCandidate, handle: str, label: str) -> MaskEdit:
-    text = (
-        f"[ctxwrap: {label} ({c.chars:,} chars) was hidden: {_WHY[c.reason]}; "
-        f"recall with {recall_call(rt.agent, handle)}]"
-    )
-    text = " ".join(text.split("\n")).replace("\r", " ")
+    text = tombstone_text(label, c.chars, c.reason, recall_call(rt.agent, handle))
     return MaskEdit(
         toolCallId=c.toolCallId, text=text, savedChars=c.chars - u16len(text), reason=c.reason
     )

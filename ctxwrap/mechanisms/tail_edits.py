@@ -39,6 +39,11 @@ async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.
         strip_marker_for=writes.strip_marker,
     )
     d.hide_signatures(rt, dropped_signatures(req.tail, edits))
+    # needed again (mechanisms/needed_again.py): which hidden result a repeat would ask for
+    tail_calls = {c.id: c for m in req.tail.messages for c in m.toolCalls or ()}
+    for e in edits:
+        if e.kind in ("tombstone", "remove") and e.toolCallId in tail_calls:
+            rt.hidden_by_sig.setdefault(tail_calls[e.toolCallId].argsSig, e.toolCallId)
     out = [P.Edit.model_validate(edit_to_json(e)) for e in edits]
     for edit in out:
         d.store.insert(

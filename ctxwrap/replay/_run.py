@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -33,6 +34,11 @@ def default_roots(home: Path | None = None) -> list[Path]:
     pi_dir = os.environ.get("PI_CODING_AGENT_DIR")
     roots.append(Path(pi_dir) / "sessions" if pi_dir else home / ".pi" / "agent" / "sessions")
     roots.append(home / ".claude" / "projects")
+    # replayread: Codex rollouts (CODEX_HOME, default ~/.codex), when there are any
+    codex_home = os.environ.get("CODEX_HOME")
+    codex = (Path(codex_home) if codex_home else home / ".codex") / "sessions"
+    if codex.is_dir():
+        roots.append(codex)
     return roots
 
 
@@ -75,6 +81,7 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
     ours: list[Any] = []
     p_blocks: list[tuple[str, int]] = []
     o_blocks: list[tuple[str, int]] = []
+    o_spans: list[tuple[int, int]] = []  # the calls whose new messages each of o_blocks holds
     p_prev = o_prev = 0
     sid = r.session_id
     for c in r.calls:
@@ -89,10 +96,23 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
             p_blocks = [(fingerprint(sid, "p-epoch", c.index), tokens(p_msgs))]
         else:
             p_blocks.append((fingerprint(sid, "p", c.index), tokens(p_msgs) - tokens(p_prev)))
-        if c.compaction or c.masked or not o_blocks or o_msgs < o_prev:
+        if c.masked and not c.compaction and c.rewrite_from is not None and o_blocks:
+            # a masking pass rewrites from the first message it changed: the blocks before it
+            # stay cached, the rest is one new block
+            keep = 0
+            while keep < len(o_spans) and o_spans[keep][1] < c.rewrite_from:
+                keep += 1
+            start = o_spans[keep][0] if keep < len(o_spans) else c.index
+            o_blocks, o_spans = o_blocks[:keep], o_spans[:keep]
+            kept = sum(n for _, n in o_blocks)
+            o_blocks.append((fingerprint(sid, "o-mask", c.index), tokens(o_msgs) - kept))
+            o_spans.append((start, c.index))
+        elif c.compaction or c.masked or not o_blocks or o_msgs < o_prev:
             o_blocks = [(fingerprint(sid, "o-epoch", c.index), tokens(o_msgs))]
+            o_spans = [(c.index, c.index)]
         else:
             o_blocks.append((fingerprint(sid, "o", c.index), tokens(o_msgs) - tokens(o_prev)))
+            o_spans.append((c.index, c.index))
         p_prev, o_prev = p_msgs, o_msgs
         plain.append(_pricing.request_shape(c.ts, (*head_p, *p_blocks), c.output_tokens))
         ours.append(_pricing.request_shape(c.ts, (*head_o, *o_blocks), c.output_tokens))
@@ -151,7 +171,68 @@ def _figures(calls: list[CallFigures], aux: dict[str, dict[str, int]]) -> dict[s
     }
 
 
-def session_json(r: SessionReplay, costs: CallCosts, *, per_call: bool) -> dict[str, Any]:
+# Intervention kinds → the mechanism they serve (needed-again shares are per mechanism).
+KIND_MECHANISM = {
+    "digest": "bash",
+    "strip": "writes",
+    "mask": "masking",
+    "tombstone": "amnesia",
+    "pointer": "amnesia",
+}
+
+
+def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
+    """Per mechanism: interventions, how many a later turn needed again (copied, re-read,
+    recalled) and their share; and what a re-read of each whole needed result would cost
+    (written once, then read by every later call until the next compaction), in
+    input-equivalent tokens (DESIGN.md invariant 8)."""
+    from ctxwrap.engine.cost import weights
+
+    w = weights(prices)
+    n = len(r.calls)
+    # calls left before the next compaction, per call index
+    left = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        left[i] = 0 if i + 1 < n and r.calls[i + 1].compaction else left[i + 1] + 1
+    per: dict[str, dict[str, Any]] = {}
+    charge = copy_charge = 0.0
+    for iv in r.interventions:
+        mech = KIND_MECHANISM.get(iv.kind)
+        if mech is None:
+            continue
+        m = per.setdefault(
+            mech,
+            {"interventions": 0, "needed_again": 0, "copied": 0, "reread": 0, "recalled": 0},
+        )
+        m["interventions"] += 1
+        if iv.needed_again is None or iv.needed_at is None:
+            continue
+        m["needed_again"] += 1
+        m[iv.needed_again] += 1
+        at = min(max(iv.needed_at, 0), n)
+        one = tokens(iv.original_chars) * (w.write + w.read * max(left[at] - 1, 0))
+        charge += one
+        if iv.needed_again != "reread":
+            copy_charge += one  # a re-read is in the transcript already: plain paid it too
+    for m in per.values():
+        m["share_pct"] = (
+            round(100.0 * m["needed_again"] / m["interventions"], 1) if m["interventions"] else None
+        )
+    total = sum(m["interventions"] for m in per.values())
+    needed = sum(m["needed_again"] for m in per.values())
+    return {
+        "interventions": total,
+        "needed_again": needed,
+        "share_pct": round(100.0 * needed / total, 1) if total else None,
+        "reread_charge_weighted": round(charge, 1),
+        "copy_charge_weighted": round(copy_charge, 1),
+        "mechanisms": per,
+    }
+
+
+def session_json(
+    r: SessionReplay, costs: CallCosts, *, per_call: bool, prices: Any = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "path": r.path,
         "format": r.fmt,
@@ -161,13 +242,24 @@ def session_json(r: SessionReplay, costs: CallCosts, *, per_call: bool) -> dict[
         "model": r.model,
         "system_estimated": r.system_estimated,
         "compactions": r.compactions,
+        "cache_ttl_s": r.cache_ttl_s or None,
+        "compaction_points": [
+            {"plain_tokens": p, "ctxwrap_tokens": o} for p, o in r.compaction_points
+        ],
         "tagged_by_aux": r.aux_real,  # --tag: amnesia figures decided and counted by the backend
         **_figures(r.calls, r.aux),
         "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},
         "interventions": {
             k: sum(1 for i in r.interventions if i.kind == k)
-            for k in ("digest", "strip", "mask", "pointer", "tombstone-bound")
+            for k in ("digest", "strip", "mask", "pointer", "tombstone", "tombstone-bound")
         },
+        "aux_estimated": r.aux,  # mechanism → calls, input_tokens, output_tokens
+        "masks_by_reason": dict(
+            Counter(i.reason for i in r.interventions if i.kind == "mask").most_common()
+        ),
+        "needed_again": needed_again(
+            r, prices if prices is not None else _pricing.default_prices(r.model)
+        ),
     }
     if per_call:
         out["calls"] = [
@@ -200,6 +292,8 @@ def session_json(r: SessionReplay, costs: CallCosts, *, per_call: bool) -> dict[
                 "saved_chars": i.saved_chars,
                 "reason": i.reason,
                 "handle": i.handle,
+                "needed_again": i.needed_again,
+                "needed_at": i.needed_at,
             }
             for i in r.interventions
         ]
@@ -228,6 +322,8 @@ class ReplayRun:
     aux: dict[str, dict[str, int]] = field(default_factory=dict)
     cost_plain: list[Any] = field(default_factory=list)
     cost_ctxwrap: list[Any] = field(default_factory=list)
+    # replayread: each file not replayed, with its reason
+    unread: list[dict[str, Any]] = field(default_factory=list)
 
 
 def replay_file(
@@ -270,8 +366,15 @@ def _replay_one(
     if not r.calls:
         res.skip = "no LLM call in the file" + (" since the given time" if since else "")
         return res
-    costs = price_session(r, _pricing.default_prices(model or r.model), th.ttl_s)
-    res.session = session_json(r, costs, per_call=per_call)
+    prices = _pricing.default_prices(model or r.model)
+    ttl = th.ttl_s
+    if r.cache_ttl_s:
+        # 1-hour cache writes (the recorded usage shows them): billed at 2x input
+        ttl = r.cache_ttl_s
+        if prices.input is not None:
+            prices = dataclasses.replace(prices, cache_write=2.0 * prices.input)
+    costs = price_session(r, prices, ttl)
+    res.session = session_json(r, costs, per_call=per_call, prices=prices)
     res.calls, res.aux = r.calls, r.aux
     res.cost_plain, res.cost_ctxwrap = costs.plain, costs.ctxwrap
     return res
@@ -340,8 +443,10 @@ def _merge(run: ReplayRun, res: _FileResult) -> None:
     run.skipped_entries.update(res.stats.skipped)
     if res.skip is not None:
         run.skipped_files[res.skip] += 1
+        run.unread.append({"path": res.stats.path, "reason": res.skip})  # replayread
     if res.session is None:
         return
+    res.session["reader"] = res.stats.summary()  # replayread: source, sub-agent, ran under ctxwrap
     run.sessions.append(res.session)
     run.calls.extend(res.calls)
     run.cost_plain.extend(res.cost_plain)
@@ -362,11 +467,45 @@ def run_json(run: ReplayRun) -> dict[str, Any]:
         "sessions": len(run.sessions),
         "skipped_files": dict(run.skipped_files),
         "skipped_entries": dict(run.skipped_entries),
+        "unread_files": run.unread,  # replayread: per file, why it was not replayed
         "totals": {
             **_figures(run.calls, run.aux),
+            "needed_again": _needed_totals(run.sessions),
             "cost": {"plain": _sum_costs(run.cost_plain), "ctxwrap": _sum_costs(run.cost_ctxwrap)},
         },
         "groups": run.sessions,
+    }
+
+
+def _needed_totals(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    per: dict[str, dict[str, int]] = {}
+    for s in sessions:
+        for mech, f in s["needed_again"]["mechanisms"].items():
+            t = per.setdefault(
+                mech,
+                {"interventions": 0, "needed_again": 0, "copied": 0, "reread": 0, "recalled": 0},
+            )
+            for k in t:
+                t[k] += f[k]
+    out: dict[str, Any] = {
+        m: {
+            **t,
+            "share_pct": round(100.0 * t["needed_again"] / t["interventions"], 1)
+            if t["interventions"]
+            else None,
+        }
+        for m, t in sorted(per.items())
+    }
+    total = sum(t["interventions"] for t in per.values())
+    needed = sum(t["needed_again"] for t in per.values())
+    return {
+        "interventions": total,
+        "needed_again": needed,
+        "share_pct": round(100.0 * needed / total, 1) if total else None,
+        "reread_charge_weighted": round(
+            sum(s["needed_again"]["reread_charge_weighted"] for s in sessions), 1
+        ),
+        "mechanisms": out,
     }
 
 
@@ -401,6 +540,16 @@ def render_text(doc: dict[str, Any]) -> str:
             lines.append(
                 f"{m['mechanism']:10} {_n(m['saved_tokens']):>12} {_n(m['aux_tokens_estimated']):>10}"
                 f" {_n(m['net_tokens']):>12}"
+            )
+        need = t.get("needed_again")
+        if need and need["interventions"]:
+            parts = ", ".join(
+                f"{m} {f['needed_again']}/{f['interventions']}"
+                for m, f in need["mechanisms"].items()
+            )
+            lines.append(
+                f"needed again: {need['needed_again']} of {need['interventions']} hidden results"
+                f" ({need['share_pct']}%: copied, re-read or recalled later) — {parts}"
             )
         if any(g["tagged_by_aux"] for g in doc["groups"]):
             lines.append(

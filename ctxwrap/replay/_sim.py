@@ -10,14 +10,20 @@ Mechanisms, as replay models them (no model call):
   received, with the daemon's header line (a placeholder recall handle of the same length);
 - writes: a write body of at least `write_min_bytes` → the strip marker, plus the heuristic
   fact message ctxwrap would have added (counted against);
-- masking: at a real idle gap (request time − previous response > the cache TTL) the prompt
-  cache is cold anyway, so older results become tombstones: reads superseded by a later read
-  of the same path, and tool results of earlier user prompts. That is all — no cost-model
-  "rewrite pays" decision and no tagger;
+- masking: the daemon's own policy (`engine/masking.plan_masks` over the history described as
+  the adapters describe it, `mechanisms/masking.tombstone_text`): at a cold boundary (an idle
+  gap past the cache TTL, a compaction) and, with `mask_warm`, on a warm request when
+  `warm_rewrite_pays` over the calls so far; only results with a recall path (read-like
+  results, digested bash), no tagger (no late drops);
 - skills: the skills block of pi 1.x's recorded system prompt;
 - tools: ctxwrap's own tool specs, which plain pi never sends (pi only; counted against);
 - tagger bound (not in the totals): every read/grep/find/ls result the tagger could drop,
   as a tombstone: an upper bound, since a real tagger retains what the task needs.
+
+"Needed again" (DESIGN.md invariant 8): every digest, strip and mask keeps the lines it hid;
+a later Edit old_string / Write body / apply_patch line that, at that moment, exists only in
+hidden lines marks the intervention `copied`, a later read of the same file `reread`, a
+ctx_recall or `ctxwrap recall` `recalled` (a lower bound: the agent's reasoning is not seen).
 
 The aux model's tokens are estimated from the real prompt builders (tags, facts, and digests
 whose extract is long enough to be condensed) and counted against the mechanism.
@@ -27,16 +33,35 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from ctxwrap.aux import prompts
+from ctxwrap.daemon.session import chars_to_tokens, recall_call
 from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
-from ctxwrap.engine.edits import args_sig
+from ctxwrap.engine.edits import TailMessage, TailToolCall, args_sig
 from ctxwrap.engine.facts import heuristic_fact, line_count
+from ctxwrap.engine.masking import (
+    MaskPolicy,
+    expected_remaining_calls,
+    plan_masks,
+    suffix_tokens_estimate,
+    warm_rewrite_pays,
+)
 from ctxwrap.engine.rereads import pointer_text, result_digest
-from ctxwrap.replay._read import Compaction, Event, Header, Message, SystemPrompt, ToolCall
+from ctxwrap.mechanisms.masking import tombstone_text
+from ctxwrap.replay._read import (
+    ClearedResults,
+    Compaction,
+    Event,
+    Header,
+    Message,
+    SystemPrompt,
+    ToolCall,
+)
 
 Tagger = Callable[
     [str, dict[str, Any], str, str], Any
@@ -60,7 +85,7 @@ def tokens(chars: int) -> int:
 
 @dataclass(frozen=True)
 class Thresholds:
-    bash_min_tokens: int = 2000
+    bash_min_tokens: int = 500
     bash_max_summary_tokens: int = 1024
     bash_aux_min_chars: int = 2000
     amnesia_min_tokens: int = 250
@@ -70,6 +95,17 @@ class Thresholds:
     lazy_skills: bool = True
     ttl_s: float = 300.0
     dedup: bool = True
+    mask: bool = True
+    mask_warm: bool = True
+    mask_keep_rounds: int = 2
+    mask_min_chars: int = 2000
+    mask_stale_reads: bool = False
+    mask_older_rounds: int = 1
+    mask_read_idle_rounds: int = 10
+    mask_earlier_tasks: bool = False
+    mask_kinds: str = "recall"  # recall: what has a recall path (read-like, digested bash); all
+    write: bool = True
+    bash: bool = True
 
     @classmethod
     def from_settings(cls, s: Any) -> Thresholds:
@@ -83,6 +119,27 @@ class Thresholds:
             write_max_content_chars=s.write_max_content_chars,
             lazy_skills=s.lazy_skills and s.lazy,
             dedup=s.dedup,
+            ttl_s=s.cache_ttl_s,
+            mask=s.mask,
+            mask_warm=s.mask_warm,
+            mask_keep_rounds=s.mask_keep_rounds,
+            mask_min_chars=s.mask_min_chars,
+            mask_stale_reads=s.mask_stale_reads,
+            mask_older_rounds=s.mask_older_rounds,
+            mask_read_idle_rounds=s.mask_read_idle_rounds,
+            mask_earlier_tasks=s.mask_earlier_tasks,
+            write=s.write,
+            bash=s.bash,
+        )
+
+    def mask_policy(self) -> MaskPolicy:
+        return MaskPolicy(
+            keep_rounds=self.mask_keep_rounds,
+            min_chars=self.mask_min_chars,
+            stale_reads=self.mask_stale_reads,
+            older_after_rounds=self.mask_older_rounds,
+            read_idle_rounds=self.mask_read_idle_rounds,
+            earlier_tasks=self.mask_earlier_tasks,
         )
 
 
@@ -96,6 +153,9 @@ class Intervention:
     replacement_chars: int
     reason: str = ""
     handle: str | None = None
+    needed_again: str | None = None  # copied | reread | recalled
+    needed_at: int | None = None  # the call that needed it
+    path: str | None = None
 
     @property
     def saved_chars(self) -> int:
@@ -113,8 +173,9 @@ class CallFigures:
     tagger_bound_chars: int
     output_tokens: int
     compaction: bool = False
-    masked: bool = False  # an idle-gap masking pass ran before this call
+    masked: bool = False  # a masking pass rewrote history before this call
     idle_gap_s: float = 0.0
+    rewrite_from: int | None = None  # the first call whose new messages the masking changed
 
     @property
     def plain_chars(self) -> int:
@@ -142,6 +203,12 @@ class _Item:
     masked: bool = False
     is_error: bool = False
     pinned: bool = False  # a later pointer refers to it: never masked (its signature is hidden)
+    call_id: str | None = None
+    request_key: str | None = None
+    seg: int = 0  # the call that first carried it
+    desc: TailMessage | None = None  # as the adapters describe it to the daemon
+    lines: list[str] = field(default_factory=list)  # visible lines (needed-again bookkeeping)
+    hid: list[int] = field(default_factory=list)  # interventions that hid part of it
 
 
 @dataclass
@@ -157,6 +224,11 @@ class SessionReplay:
     interventions: list[Intervention] = field(default_factory=list)
     aux: dict[str, dict[str, int]] = field(default_factory=dict)  # mechanism → calls/in/out
     compactions: int = 0
+    cache_ttl_s: float | None = None  # 3600 where the recorded usage shows 1-hour cache writes
+    # each real compaction: (plain, ctxwrap) tokens of the last request before it — where
+    # ctxwrap's is well under the agent's threshold, the agent would have compacted later
+    # under ctxwrap (not modelled: both sides compact where the agent did)
+    compaction_points: list[tuple[int, int]] = field(default_factory=list)
     aux_real: bool = False  # --tag: the amnesia aux figures are the backend's, not estimates
 
     def add_aux(self, mechanism: str, task: str, prompt_chars: int) -> None:
@@ -226,6 +298,74 @@ def _label(tool: str, args: dict[str, Any]) -> str:
     return tool
 
 
+# Claude Code numbers the lines of a Read result ("    12→…"); pi does not.
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t)")
+_OLD_KEYS = frozenset({"old_string", "oldText", "old_str", "old"})
+_PATH_NAMES = {"read": "read", "write": "write", "edit": "edit", "multiedit": "MultiEdit"}
+
+
+def _lines(text: str) -> list[str]:
+    """The distinctive lines of a text (stripped, line numbers off, at least 10 chars with a
+    letter or digit), each once: what a later edit can be seen copying."""
+    out: dict[str, None] = {}
+    for raw in text.splitlines():
+        line = _LINE_NUMBER.sub("", raw, count=1).strip()
+        if len(line) >= 10 and any(ch.isalnum() for ch in line):
+            out[line] = None
+    return list(out)
+
+
+def _strings(value: Any, keys: frozenset[str] | None = None, key: str = "") -> Iterable[str]:
+    if isinstance(value, str):
+        if keys is None or key in keys:
+            yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, keys, str(k))
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v, keys, key)
+
+
+def _copied_lines(call: ToolCall) -> list[str]:
+    """Lines a call takes from what the agent saw: an edit's old text, a write's body, the
+    removed and context lines of a patch."""
+    if call.name == "write":
+        content = call.args.get("content")
+        return _lines(content) if isinstance(content, str) else []
+    if call.name == "apply_patch" or (
+        call.name in ("shell", "bash") and "apply_patch" in str(call.args)[:200]
+    ):
+        out: list[str] = []
+        for text in _strings(call.args):
+            out += _lines(
+                "\n".join(
+                    ln[1:] for ln in text.splitlines() if ln[:1] in ("-", " ") and ln[:3] != "---"
+                )
+            )
+        return out
+    return [ln for text in _strings(call.args, _OLD_KEYS) for ln in _lines(text)]
+
+
+def _call_path(call: ToolCall) -> str | None:
+    return _call_path_of(call.args)
+
+
+def _call_path_of(args: dict[str, Any]) -> str | None:
+    path = args.get("path", args.get("file_path"))
+    return path if isinstance(path, str) and path else None
+
+
+def _describe_call(call: ToolCall) -> TailToolCall:
+    name = _PATH_NAMES.get(call.name, call.name)
+    return TailToolCall(
+        id=call.call_id,
+        name=name,
+        argsSig=args_sig(call.name, call.args),
+        argsChars=max(call.chars - len(call.name), 0),
+    )
+
+
 class SessionSimulator:
     """Fold one session's events; `finish()` returns its SessionReplay."""
 
@@ -254,19 +394,86 @@ class SessionSimulator:
         # whole result, forgotten at a head change; signatures already answered by a pointer.
         self.read_seen: dict[str, tuple[str, str]] = {}
         self.pointed: set[str] = set()
+        # Masking as the daemon decides it (engine/masking.py).
+        self.paths: dict[str, str] = {}  # call id → file of read/write/edit
+        self.hidden_sigs: set[str] = set()
+        self.tail_start = 0  # items from here on are the unseen tail of the next call
+        self.round_item: int | None = None  # the item holding this request's calls
+        # Needed again: lines visible now, and which interventions hid which lines.
+        self.vis: Counter[str] = Counter()
+        self.hidden_lines: dict[int, list[str]] = {}
+        self.hidden_by_line: dict[str, set[int]] = {}
+        self.hidden_paths: dict[str, set[int]] = {}
 
     # -- context bookkeeping --------------------------------------------------------------
 
     def _add(self, item: _Item) -> None:
+        item.seg = len(self.r.calls)
         self.index[item.entry_id] = len(self.items)
         self.items.append(item)
         self.msg_chars += item.chars
         for k, v in item.saved.items():
             self.saved[k] += v
+        self.vis.update(item.lines)
+
+    def _forget(self, it: _Item) -> None:
+        """An item leaves the context (compaction, branch): what it hid is gone on both sides."""
+        self.vis.subtract(it.lines)
+        for idx in it.hid:
+            self._unhide(idx)
+
+    def _hide(self, idx: int, lines: list[str], path: str | None = None) -> None:
+        self.hidden_lines[idx] = lines
+        for line in lines:
+            self.hidden_by_line.setdefault(line, set()).add(idx)
+        if path:
+            self.hidden_paths.setdefault(path, set()).add(idx)
+            self.r.interventions[idx].path = path
+
+    def _unhide(self, idx: int) -> None:
+        for line in self.hidden_lines.pop(idx, ()):
+            ids = self.hidden_by_line.get(line)
+            if ids is not None:
+                ids.discard(idx)
+                if not ids:
+                    del self.hidden_by_line[line]
+        path = self.r.interventions[idx].path
+        if path and path in self.hidden_paths:
+            self.hidden_paths[path].discard(idx)
+
+    def _needed(self, calls: list[ToolCall], at: int) -> None:
+        """Mark what this request's calls needed of what ctxwrap hid (before their own lines
+        become visible)."""
+        for c in calls:
+            for line in _copied_lines(c):
+                if self.vis.get(line, 0) > 0:
+                    continue
+                for idx in self.hidden_by_line.get(line, ()):
+                    self._mark(idx, "copied", at)
+            path = _call_path(c)
+            if c.name == "read" and path:
+                for idx in self.hidden_paths.get(path, ()):
+                    self._mark(idx, "reread", at)
+            if c.name == "ctx_recall" or (
+                c.name == "bash" and "ctxwrap recall" in str(c.args.get("command", ""))
+            ):
+                for idx in self.hidden_lines:  # which one is not known here: all handles
+                    if self.r.interventions[idx].handle and str(
+                        self.r.interventions[idx].handle
+                    ) in str(c.args):
+                        self._mark(idx, "recalled", at)
+
+    def _mark(self, idx: int, how: str, at: int) -> None:
+        iv = self.r.interventions[idx]
+        if iv.needed_again is None:
+            iv.needed_again, iv.needed_at = how, at
 
     def _reset(self, keep_from: int) -> None:
         dropped, self.items = self.items[:keep_from], self.items[keep_from:]
+        self.tail_start = max(0, self.tail_start - keep_from)
+        self.round_item = None
         for it in dropped:
+            self._forget(it)
             self.msg_chars -= it.chars
             for k, v in it.saved.items():
                 self.saved[k] -= v
@@ -292,7 +499,10 @@ class SessionSimulator:
             return
         tail = self.items[pos + 1 :]
         self.items = self.items[: pos + 1]
+        self.tail_start = min(self.tail_start, len(self.items))
+        self.round_item = None
         for it in tail:
+            self._forget(it)
             self.msg_chars -= it.chars
             for k, v in it.saved.items():
                 self.saved[k] -= v
@@ -315,6 +525,8 @@ class SessionSimulator:
                 self.have_system = True
             elif isinstance(ev, Compaction):
                 self._compaction(ev)
+            elif isinstance(ev, ClearedResults):
+                self._cleared(ev)
             elif isinstance(ev, Header):
                 self.r.fmt = ev.fmt
                 self.r.session_id = ev.session_id
@@ -322,6 +534,9 @@ class SessionSimulator:
                 self.r.started_at = ev.ts
 
     def _compaction(self, ev: Compaction) -> None:
+        if self.r.calls:
+            last = self.r.calls[-1]
+            self.r.compaction_points.append((tokens(last.plain_chars), tokens(last.sent_chars)))
         keep = (
             self.index.get(ev.first_kept_id, len(self.items))
             if ev.first_kept_id
@@ -333,13 +548,45 @@ class SessionSimulator:
         self.read_seen.clear()  # as the daemon: a head change forgets what was read
         if ev.summary_chars:
             self._add(
-                _Item(f"compaction-{self.r.compactions}", "custom", ev.summary_chars, {}, self.task)
+                _Item(
+                    f"compaction-{self.r.compactions}",
+                    "custom",
+                    ev.summary_chars,
+                    {},
+                    self.task,
+                    desc=TailMessage(role="custom"),
+                )
             )
+
+    def _cleared(self, ev: ClearedResults) -> None:
+        """The agent cleared results itself (Claude Code's microcompact): both sides carry the
+        agent's short replacement from here on; what ctxwrap kept out of them is gone."""
+        ids = set(ev.tool_call_ids)
+        for it in self.items:
+            if it.role != "tool_result" or it.call_id not in ids:
+                continue
+            self._forget(it)
+            it.lines, it.hid = [], []
+            for k, v in it.saved.items():
+                self.saved[k] -= v
+            it.saved = {}
+            self.msg_chars -= it.chars - ev.replacement_chars
+            it.chars = ev.replacement_chars
+            it.masked = True  # never masked again (it has the agent's own edit)
+            if it.desc is not None:
+                it.desc = it.desc.model_copy(update={"chars": ev.replacement_chars})
+        self.pending_compaction = True
+
+    @property
+    def ttl_s(self) -> float:
+        return self.r.cache_ttl_s or self.th.ttl_s
 
     def _message(self, m: Message) -> None:
         if m.role != "assistant" or m.request_key != self.last_request:
             self._branch(m.parent_id)
         if m.role == "assistant":
+            if m.usage_cache_write_1h_tokens:
+                self.r.cache_ttl_s = 3600.0
             if m.request_key != self.last_request:
                 self._call(m)
                 self.last_request = m.request_key
@@ -351,21 +598,29 @@ class SessionSimulator:
             if m.role == "user":
                 self.task += 1
                 self.user_prompt = m.text  # the aux prompts quote it (≤ 2000 chars)
-            self._add(_Item(m.entry_id, m.role, m.chars, {}, self.task))
+            self._add(
+                _Item(m.entry_id, m.role, m.chars, {}, self.task, desc=TailMessage(role=m.role))
+            )
         self.last_message_ts = m.ts
 
     def _assistant_item(self, m: Message) -> _Item:
+        self._needed(m.calls, len(self.r.calls) - 1)
         saved: dict[str, int] = {}
         label = ""
+        visible: list[str] = []
+        strips: list[int] = []
         for c in m.calls:
             self.calls[c.call_id] = (c, self.task)
-            if c.name != "write":
-                continue
+            path = _call_path(c)
+            if path and c.name in _PATH_NAMES and c.call_id not in self.paths:
+                self.paths[c.call_id] = path
             content = c.args.get("content")
-            if not isinstance(content, str):
+            if c.name != "write" or not isinstance(content, str) or not self.th.write:
+                visible += [ln for text in _strings(c.args) for ln in _lines(text)]
                 continue
             size = len(content.encode("utf-8", "replace"))
             if size < self.th.write_min_bytes:
+                visible += _lines(content)
                 continue
             path = str(c.args.get("path", c.args.get("file_path", "?")))
             lines = line_count(content)
@@ -385,6 +640,8 @@ class SessionSimulator:
                     fact,
                 )
             )
+            strips.append(len(self.r.interventions) - 1)
+            self._hide(strips[-1], _lines(content), path)
             self.r.add_aux(
                 "writes",
                 "fact",
@@ -397,7 +654,29 @@ class SessionSimulator:
                     )
                 ),
             )
-        return _Item(m.entry_id, "assistant", m.chars, saved, self.task, label=label)
+        item = _Item(
+            m.entry_id,
+            "assistant",
+            m.chars,
+            saved,
+            self.task,
+            label=label,
+            request_key=m.request_key,
+            lines=visible,
+            hid=strips,
+        )
+        described = [_describe_call(c) for c in m.calls]
+        holder = self.items[self.round_item] if self.round_item is not None else None
+        if holder is not None and holder.request_key == m.request_key and holder.desc:
+            # Claude Code records one response as one entry per block: one message on the wire
+            holder.desc = holder.desc.model_copy(
+                update={"toolCalls": [*(holder.desc.toolCalls or []), *described] or None}
+            )
+            item.desc = TailMessage(role="assistant", hasText=True)
+        else:
+            item.desc = TailMessage(role="assistant", toolCalls=described or None, hasText=True)
+            self.round_item = len(self.items)
+        return item
 
     def _result_item(self, m: Message) -> _Item:
         call, _task = self.calls.get(m.tool_call_id or "", (None, self.task))
@@ -405,9 +684,17 @@ class SessionSimulator:
         args = call.args if call else {}
         label = _label(tool, args)
         item = _Item(
-            m.entry_id, "tool_result", m.chars, {}, self.task, tool, label, is_error=m.is_error
+            m.entry_id,
+            "tool_result",
+            m.chars,
+            {},
+            self.task,
+            tool,
+            label,
+            is_error=m.is_error,
+            call_id=m.tool_call_id,
         )
-        if tool == "bash" and tokens(len(m.text)) >= self.th.bash_min_tokens:
+        if self.th.bash and tool == "bash" and tokens(len(m.text)) >= self.th.bash_min_tokens:
             command = str(args.get("command", ""))
             max_chars = min(self.th.bash_max_summary_tokens * 4 * 2, 16000)
             replacement, extract = _digest_text(m.text, command, max_chars)
@@ -423,6 +710,10 @@ class SessionSimulator:
                     handle=PLACEHOLDER_HANDLE,
                 )
             )
+            item.lines = _lines(replacement)
+            kept = set(item.lines)
+            item.hid.append(len(self.r.interventions) - 1)
+            self._hide(item.hid[-1], [ln for ln in _lines(m.text) if ln not in kept])
             if len(extract) >= self.th.bash_aux_min_chars:
                 p = prompts.digest_prompt(
                     command=command, exit_code=None, user_prompt=self.user_prompt, extract=extract
@@ -464,6 +755,15 @@ class SessionSimulator:
                 self.r.add_aux("amnesia", "tag", len(prompts.TAG_SYSTEM) + len(p))
         if item.read_key is not None:
             self.latest_read[item.read_key] = len(self.items)
+        if not item.lines and not item.saved.get("amnesia"):
+            item.lines = _lines(m.text)
+        item.desc = TailMessage(
+            role="toolResult",
+            toolCallId=m.tool_call_id or None,
+            toolName=tool,
+            chars=max(m.chars - item.saved.get("bash", 0), 0),
+            isError=m.is_error,
+        )
         return item
 
     def _reread(self, item: _Item, m: Message, args: dict[str, Any], label: str) -> bool:
@@ -489,6 +789,7 @@ class SessionSimulator:
                 text = pointer_text(label, m.chars)
                 item.saved["amnesia"] = m.chars - len(text)
                 self.pointed.add(sig)
+                self.hidden_sigs.add(sig)
                 self.items[pos].pinned = True
                 self.r.interventions.append(
                     Intervention(
@@ -525,37 +826,98 @@ class SessionSimulator:
                 "tombstone", len(self.r.calls), tool, label, m.chars, len(tomb), "tagged DROP"
             )
         )
+        item.hid.append(len(self.r.interventions) - 1)
+        self._hide(item.hid[-1], _lines(m.text), _call_path_of(args) if tool == "read" else None)
 
-    def _mask(self, call_index: int) -> bool:
-        """Idle past the TTL: the cache is cold, so rewrite older results as tombstones."""
-        changed = False
-        min_chars = self.th.amnesia_min_tokens * 4
-        for pos, it in enumerate(self.items):
-            if it.role != "tool_result" or it.masked or it.is_error or it.pinned:
-                continue
-            current = it.chars - sum(it.saved.values())
-            if current < min_chars:
-                continue
-            if it.read_key is not None and self.latest_read.get(it.read_key, pos) > pos:
-                reason = "superseded by a later read of the same file"
-            elif it.task < self.task:
-                reason = "result of an earlier prompt"
-            else:
-                continue
-            tomb = _tombstone(it.label, it.chars)
-            gain = current - len(tomb)
-            if gain <= 0:
-                continue
+    def _mask(self, call_index: int, cold: bool) -> int | None:
+        """The daemon's masking decision for this request (mechanisms/masking.decide): the
+        plan of `engine.masking.plan_masks` over the history as described, applied at a cold
+        boundary, or while warm when the rewrite pays back. Returns the first call whose
+        messages it changed (None: nothing masked)."""
+        th = self.th
+        if not th.mask or call_index == 0 or (not cold and not th.mask_warm):
+            return None
+        history: list[TailMessage] = []
+        for it in self.items:
+            if it.desc is not None:
+                history.append(it.desc)
+        tail = self.items[self.tail_start :]
+        protected = {it.call_id for it in tail if it.call_id} | {
+            c.id for it in tail if it.desc is not None for c in it.desc.toolCalls or ()
+        }
+        by_call: dict[str, _Item] = {}
+        edited: set[str] = set()
+        for it in self.items:
+            if it.role == "tool_result" and it.call_id and it.call_id not in by_call:
+                by_call[it.call_id] = it
+                if it.masked or it.saved.get("amnesia"):
+                    edited.add(it.call_id)
+
+        def maskable(call: TailToolCall) -> bool:
+            # Only what the model can get back: the daemon stores read-like results the
+            # adapter tags and digested bash output, behind a recall handle.
+            it = by_call.get(call.id)
+            if it is None:
+                return False
+            if th.mask_kinds == "all":
+                return True
+            if it.tool == "bash":
+                return it.saved.get("bash", 0) > 0
+            return it.tool in META_TOOLS and tokens(it.chars) >= th.amnesia_min_tokens
+
+        plan = plan_masks(
+            history,
+            paths=self.paths,
+            protected=protected,
+            edited=edited,
+            hidden_sigs=self.hidden_sigs,
+            maskable=maskable,
+            policy=th.mask_policy(),
+        )
+        if not plan:
+            return None
+        recall = recall_call("pi" if self.r.fmt == "pi" else "claude", PLACEHOLDER_HANDLE)
+        texts = [
+            tombstone_text(by_call[c.toolCallId].label, c.chars, c.reason, recall) for c in plan
+        ]
+        removed = chars_to_tokens(
+            sum(max(c.chars - len(t), 0) for c, t in zip(plan, texts, strict=True))
+        )
+        described = [(m.chars or 0) + sum(c.argsChars for c in m.toolCalls or ()) for m in history]
+        prev = self.r.calls[-1] if self.r.calls else None
+        sent = (
+            prev.messages_chars
+            - sum(prev.saved.get(k, 0) for k in ("bash", "amnesia", "writes", "masking"))
+            if prev is not None and not cold
+            else None
+        )
+        suffix = chars_to_tokens(
+            suffix_tokens_estimate(sum(described[plan[0].index :]), sum(described), sent)
+        )
+        if not cold and not warm_rewrite_pays(
+            removed, suffix, expected_remaining_calls(call_index)
+        ):
+            return None
+        first: int | None = None
+        for c, text in zip(plan, texts, strict=True):
+            it = by_call[c.toolCallId]
+            gain = c.chars - len(text)
             it.saved["masking"] = it.saved.get("masking", 0) + gain
             self.saved["masking"] += gain
             it.masked = True
-            changed = True
+            self.hidden_sigs.add(c.call.argsSig)
+            first = it.seg if first is None else min(first, it.seg)
             self.r.interventions.append(
                 Intervention(
-                    "mask", call_index, it.tool or "", it.label, current, len(tomb), reason
+                    "mask", call_index, it.tool or "", it.label, c.chars, len(text), c.reason
                 )
             )
-        return changed
+            idx = len(self.r.interventions) - 1
+            self.vis.subtract(it.lines)
+            self._hide(idx, it.lines, self.paths.get(c.toolCallId) if it.tool == "read" else None)
+            it.lines = []
+            it.hid.append(idx)
+        return first
 
     def _call(self, m: Message) -> None:
         index = len(self.r.calls)
@@ -563,7 +925,10 @@ class SessionSimulator:
         gap = 0.0
         if self.last_response_ts is not None:
             gap = max(0.0, request_ts - self.last_response_ts)
-        masked = gap > self.th.ttl_s and self._mask(index)
+        rewrite_from = self._mask(index, gap > self.ttl_s or self.pending_compaction)
+        masked = rewrite_from is not None
+        self.tail_start = len(self.items)
+        self.round_item = None
         if m.model:
             self.r.model = m.model
         sys_chars, tools_chars = self.system.chars, self.system.tools_chars
@@ -592,6 +957,7 @@ class SessionSimulator:
                 compaction=self.pending_compaction,
                 masked=masked,
                 idle_gap_s=gap,
+                rewrite_from=rewrite_from,
             )
         )
         self.pending_compaction = False

@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from ctxwrap.errors import NotFoundError
+
 
 def _thresholds() -> Any:
     from ctxwrap.replay._sim import Thresholds
@@ -21,7 +23,7 @@ def _thresholds() -> Any:
         return Thresholds()
 
 
-@click.command("replay")
+@click.command("replay", short_help="What ctxwrap would have saved on sessions you already ran.")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "--since", "since", metavar="WHEN", help="Only calls since 2h, 3d, 2026-11-30 or an ISO time."
@@ -42,12 +44,14 @@ def replay_cmd(
     model: str | None,
     tag: bool,
 ) -> None:
-    """What ctxwrap would have kept out of sessions you already ran (no model call).
+    """What ctxwrap would have saved on sessions you already ran.
 
-    PATHS are session files or directories (default: ~/.pi/agent/sessions and
-    ~/.claude/projects). The files are only read.
+    One row per session: date, project, agent, calls, $ plain → $ with ctxwrap (cost units
+    when the model has no known price), %. PATHS are session files or directories (default:
+    ~/.pi/agent/sessions and ~/.claude/projects); they are only read. Without --tag no model is
+    called, and the reads the aux model might have hidden are shown as a range.
     """
-    from ctxwrap.replay._run import default_roots, render_text
+    from ctxwrap.replay._run import default_roots
     from ctxwrap.stats import parse_since
 
     since_ts = None
@@ -69,10 +73,39 @@ def replay_cmd(
     finally:
         if tagger is not None:
             tagger.close()
+    from ctxwrap.replay._view import rows_of
+
     if as_json:
+        rows_of(doc, model=model)  # marks each group's `under_ctxwrap`
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
-        click.echo(render_text(doc), nl=False)
+        import shutil
+
+        from ctxwrap.replay._view import render_text
+
+        width = shutil.get_terminal_size((100, 24)).columns
+        click.echo(
+            render_text(doc, width=width, model=model, tagged=tagger is not None),
+            nl=False,
+        )
+    if not doc["sessions"]:
+        raise NotFoundError(_nothing_read(doc, roots), hint=_nothing_hint(roots))
+
+
+def _nothing_read(doc: dict[str, Any], roots: list[Path]) -> str:
+    reasons = sorted(doc["skipped_files"].items(), key=lambda kv: -kv[1])
+    why = "; ".join(f"{n} × {r}" if n > 1 else r for r, n in reasons[:3])
+    where = ", ".join(str(r) for r in roots[:3]) + ("…" if len(roots) > 3 else "")
+    if not doc["files"]:
+        return f"no session file found under {where}"
+    return f"no session could be read from {where}" + (f" ({why})" if why else "")
+
+
+def _nothing_hint(roots: list[Path]) -> str:
+    return (
+        "give pi session files (~/.pi/agent/sessions) or Claude Code transcripts"
+        " (~/.claude/projects/*/*.jsonl), or directories holding them"
+    )
 
 
 def _run(

@@ -3,6 +3,7 @@ under ctxwrap, opened read-only) or a replayed session file. Sizes are tokens (c
 
 from __future__ import annotations
 
+import bisect
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,9 @@ from ctxwrap.replay._sim import tokens
 
 # Stacking order of the per-call bars (sent first, then what each mechanism kept out).
 SENT_PARTS = ("system", "tools", "messages")
-KEPT_PARTS = ("bash", "amnesia", "writes", "masking", "skills", "tools")
+KEPT_PARTS = ("bash", "amnesia", "dedup", "writes", "masking", "skills", "tools")
+# "dedup": a replay without --tag keeps out, of the amnesia mechanism, only the unchanged
+# re-reads pointed to their first copy; the tagger is then a range (MechanismRow.bound_tokens).
 
 
 @dataclass
@@ -69,6 +72,66 @@ class AuxRow:
 
 
 @dataclass
+class MechanismRow:
+    """One mechanism's totals: tokens kept out summed over the calls, the aux model's tokens.
+
+    `bound_tokens`: what it could keep out on top, unsimulated (the tagger in a replay without
+    `--tag`); its aux tokens are then the cost of that range, shown beside it and counted in
+    no total (`aux_counted` False): never charged without its credit.
+    """
+
+    key: str
+    saved_tokens: int
+    aux_tokens: int
+    bound_tokens: int = 0
+    aux_counted: bool = True
+    # of its interventions, how many a later turn needed again (recalled, re-read, copied):
+    # (needed, interventions), None where the source has no such figure
+    needed_again: tuple[int, int] | None = None
+
+    @property
+    def net_tokens(self) -> int:
+        return self.saved_tokens - (self.aux_tokens if self.aux_counted else 0)
+
+
+@dataclass
+class Totals:
+    """The session's cost both ways, as the headline states it: `weighted` in cost units
+    (input-equivalent tokens), `usd` None when a price is unknown. A live session: `ctxwrap
+    stats`' totals (requests, aux calls, compactions); a replay: `ctxwrap replay`'s (requests,
+    input side; the estimated aux calls in `aux_*`, beside it)."""
+
+    plain_weighted: float = 0.0
+    ours_weighted: float = 0.0
+    plain_usd: float | None = None
+    ours_usd: float | None = None
+    aux_weighted: float = 0.0
+    aux_usd: float | None = None
+    uncounted_aux_weighted: float = 0.0  # the tagger's cost beside its range (replay)
+    uncounted_aux_usd: float | None = None
+
+    @property
+    def usd_known(self) -> bool:
+        return self.plain_usd is not None and self.ours_usd is not None
+
+    @property
+    def saved_weighted(self) -> float:
+        return self.plain_weighted - self.ours_weighted
+
+    @property
+    def saved_usd(self) -> float | None:
+        if self.plain_usd is None or self.ours_usd is None:
+            return None
+        return self.plain_usd - self.ours_usd
+
+    @property
+    def saved_pct(self) -> float | None:
+        if self.plain_weighted <= 0:
+            return None
+        return 100.0 * self.saved_weighted / self.plain_weighted
+
+
+@dataclass
 class ReportData:
     title: str
     source: str  # "ctxwrap session" | "replay"
@@ -84,6 +147,11 @@ class ReportData:
     # characters, so they can differ from the sum of the per-call bars by rounding.
     sent_total: int | None = None
     plain_total: int | None = None
+    saved_total: int | None = None  # the mechanisms' sum, as the source reports it
+    mechanisms: list[MechanismRow] = field(default_factory=list)
+    totals: Totals = field(default_factory=Totals)
+    usd_per_unit: float | None = None  # $ of one cost unit (the model's input price), if known
+    agent: str | None = None  # "pi", "claude": names the counterfactual ("plain pi")
 
     @property
     def sent_tokens(self) -> int:
@@ -112,6 +180,52 @@ class ReportData:
         return sum(a.input_tokens + a.output_tokens for a in self.aux)
 
 
+def needed_again_of(doc: Any, mechanism: str) -> tuple[int, int] | None:
+    """(needed again, interventions) of one mechanism from a "needed again" summary (replay's
+    `needed_again`, or the live store's), None when there is no such figure."""
+    if not isinstance(doc, dict):
+        return None
+    per = doc.get("mechanisms")
+    if not isinstance(per, dict):
+        return None
+    m = per.get(mechanism)
+    if not isinstance(m, dict):
+        return (0, 0)
+    return int(m.get("needed_again") or 0), int(m.get("interventions") or 0)
+
+
+def _live_needed_again(conn: sqlite3.Connection, sid: str) -> Any:
+    """The live "needed again" summary, where this build records it (policies' module)."""
+    import importlib
+
+    try:
+        mod = importlib.import_module("ctxwrap.mechanisms.needed_again")
+        return mod.summary(conn, session=sid)
+    except (ImportError, AttributeError, sqlite3.Error):
+        return None
+
+
+def _add(*parts: float | None) -> float | None:
+    return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
+def top_mechanisms(data: ReportData, most: int = 2) -> list[MechanismRow]:
+    """The mechanisms that did most: the largest positive net (tokens kept out − their aux
+    tokens), as `ctxwrap.headline.top_mechanisms` picks them for `ctxwrap stats`."""
+    ranked = sorted((m for m in data.mechanisms if m.net_tokens > 0), key=lambda m: -m.net_tokens)
+    return ranked[:most]
+
+
+def _usd_per_unit(prices: Any) -> float | None:
+    """A cost unit is one fresh input token: its price, when the cache prices are known too
+    (the unit weights then come from the prices, so units × this is exactly the input $)."""
+    if prices.input is None or prices.cache_read is None:
+        return None
+    if prices.caching == "explicit" and prices.cache_write is None:
+        return None
+    return float(prices.input) / 1_000_000
+
+
 # -- replay -------------------------------------------------------------------------------------
 
 
@@ -127,9 +241,11 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
             hint="give one pi session file (~/.pi/agent/sessions/…) or Claude Code transcript",
         )
     s = max(run.sessions, key=lambda g: g["llm_calls"])
+    from ctxwrap.replay import _pricing
     from ctxwrap.replay._pricing import COST_MODEL
 
     data = ReportData(
+        agent=s.get("format") or "pi",
         title=f"replay of {Path(s['path']).name}",
         source="replay",
         session_id=s["session_id"],
@@ -138,9 +254,15 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         cost_model=COST_MODEL,
         sent_total=s["sent_tokens"],
         plain_total=s["plain_tokens"],
+        saved_total=s["saved_tokens"],
     )
+    tagged = bool(s["tagged_by_aux"])
+    prices = _pricing.default_prices(s["model"])
+    # input $ only, as `ctxwrap stats` (main-model output is the same either way)
+    per_unit = data.usd_per_unit = _usd_per_unit(prices)
     for c in s["calls"]:
         saved = c["saved"]
+        wp, wo = c["cost_plain"]["weighted_tokens"], c["cost_ctxwrap"]["weighted_tokens"]
         sent_msgs = c["messages_chars"] - sum(saved.get(m, 0) for m in MESSAGE_MECHANISMS)
         data.calls.append(
             CallRow(
@@ -151,11 +273,15 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
                     "tools": tokens(c["tools_chars"] - saved.get("tools", 0)),
                     "messages": tokens(sent_msgs),
                 },
-                kept={m: tokens(saved.get(m, 0)) for m in KEPT_PARTS if saved.get(m, 0)},
-                cost_plain=c["cost_plain"]["weighted_tokens"],
-                cost_ctxwrap=c["cost_ctxwrap"]["weighted_tokens"],
-                usd_plain=c["cost_plain"]["usd"],
-                usd_ctxwrap=c["cost_ctxwrap"]["usd"],
+                kept={
+                    ("dedup" if m == "amnesia" and not tagged else m): tokens(saved[m])
+                    for m in KEPT_PARTS
+                    if saved.get(m, 0)
+                },
+                cost_plain=wp,
+                cost_ctxwrap=wo,
+                usd_plain=None if per_unit is None else wp * per_unit,
+                usd_ctxwrap=None if per_unit is None else wo * per_unit,
                 cache_read=c["cost_ctxwrap"]["cache_read_tokens"],
                 cache_write=c["cost_ctxwrap"]["cache_write_tokens"],
                 compaction=c["compaction"],
@@ -176,15 +302,56 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
                 i["reason"],
             )
         )
+    from ctxwrap.engine.cost import one_off_cost
+
+    t = data.totals
+    t.plain_weighted = float(s["cost"]["plain"]["weighted_tokens"])
+    requests = float(s["cost"]["ctxwrap"]["weighted_tokens"])
+    counted = uncounted = 0.0
     for mech in s["mechanisms"]:
+        key = mech["mechanism"]
+        aux_t = int(mech["aux_tokens_estimated"])
         if mech["aux_calls_estimated"]:
-            data.aux.append(
-                AuxRow("estimated", mech["mechanism"], mech["aux_tokens_estimated"], 0, True, True)
+            data.aux.append(AuxRow("estimated", key, aux_t, 0, True, not tagged))
+        # the tagger without --tag: its aux calls are estimated, its saving only bounded
+        bounded = key == "amnesia" and not tagged
+        cost = one_off_cost(aux_t, 0, prices).weighted_tokens if aux_t else 0.0
+        if bounded:
+            uncounted += cost
+        else:
+            counted += cost
+        needed = needed_again_of(s.get("needed_again"), key)
+        if bounded:
+            # what is certain: unchanged re-reads pointed to their first copy (no aux call);
+            # without --tag they are all of amnesia's interventions
+            data.mechanisms.append(
+                MechanismRow("dedup", int(mech["saved_tokens"]), 0, needed_again=needed)
             )
+        data.mechanisms.append(
+            MechanismRow(
+                key,
+                0 if bounded else int(mech["saved_tokens"]),
+                aux_t,
+                bound_tokens=int(s["tagger_bound_tokens"]) if bounded else 0,
+                aux_counted=not bounded,
+                needed_again=None if bounded else needed,
+            )
+        )
+    # The headline is `ctxwrap replay`'s: requests only, input side. The aux calls are
+    # estimated (from their prompts, at the session model's rate): beside it, not in it.
+    t.aux_weighted, t.uncounted_aux_weighted = counted, uncounted
+    t.ours_weighted = requests
+    if per_unit is not None:
+        t.plain_usd = t.plain_weighted * per_unit
+        t.ours_usd = t.ours_weighted * per_unit
+        t.aux_usd = counted * per_unit
+        t.uncounted_aux_usd = uncounted * per_unit
     data.notes.append(
         "Replayed without a model call: bash digests are the real extractive digests, write "
-        "facts the heuristic ones; masking happens only at real idle gaps over the cache TTL; "
-        f"the tagger could have hidden up to {s['tagger_bound_tokens']:,} more tokens (not shown)."
+        "facts the heuristic ones; masking happens only at real idle gaps over the cache TTL. "
+        "Aux model calls are estimated from their prompts; as in `ctxwrap replay`, the "
+        "headline is the requests' cost and the aux tokens stand beside it (priced at the "
+        "session model's input rate they would be an upper bound: the aux model is cheaper)."
     )
     if s["system_estimated"]:
         data.notes.append(
@@ -199,7 +366,6 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
 
 def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     from ctxwrap.replay import _pricing
-    from ctxwrap.replay._sim import fingerprint
     from ctxwrap.stats import resolve_session
 
     if session is None:
@@ -213,9 +379,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         sid = resolve_session(conn, session)
     info = conn.execute("SELECT * FROM sessions WHERE session_id=?", (sid,)).fetchone()
     model = info["model"] if info is not None else None
-    rows = conn.execute(
-        "SELECT * FROM llm_calls WHERE session_id=? ORDER BY call_index, ts", (sid,)
-    ).fetchall()
+    rows = conn.execute("SELECT * FROM llm_calls WHERE session_id=? ORDER BY id", (sid,)).fetchall()
     data = ReportData(
         title=f"session {sid}",
         source="ctxwrap session",
@@ -224,48 +388,72 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         started_at=info["started_at"] if info is not None else None,
         cost_model=_pricing.COST_MODEL,
     )
-    # Price both sides from the recorded sizes: each request extends the previous one except
-    # where the head changed (compaction or a rewrite); plain pi's side changes head only at
-    # compactions.
-    plain_shapes: list[Any] = []
-    our_shapes: list[Any] = []
-    p_blocks: list[tuple[str, int]] = []
-    o_blocks: list[tuple[str, int]] = []
-    p_prev = o_prev = 0
+    # Priced as `ctxwrap stats` prices it (the same settings, the same priced session): the
+    # per-call chart then ends where the headline is. Compactions and aux calls are added to
+    # the first call at or after them; plain pi's simulated compactions to the call they
+    # precede.
+    from ctxwrap.headline import session_agent, session_figures
+    from ctxwrap.mechanisms.cost_accounting import load_session_costs
+    from ctxwrap.stats import cost_settings
+
+    ttl_s, overrides = cost_settings()
+    totals = session_figures(conn, sid, ttl_s=ttl_s, prices=overrides)
+    data.agent = session_agent(conn, sid)
+    data.sent_total, data.plain_total = totals.sent_tokens, totals.plain_tokens
+    data.saved_total = totals.saved_tokens
+    c = totals.cost
+    data.totals = Totals(
+        plain_weighted=c.total_plain_weighted,
+        ours_weighted=c.total_weighted,
+        plain_usd=_add(c.plain_usd, c.plain_compaction_usd),
+        ours_usd=_add(c.sent_usd, c.aux_usd, c.compaction_usd),
+        aux_weighted=c.aux_weighted,
+        aux_usd=c.aux_usd,
+    )
+    data.usd_per_unit = _usd_per_unit(_pricing.default_prices(model))
+    needed = _live_needed_again(conn, sid)
+    data.mechanisms = [
+        MechanismRow(
+            m.mechanism,
+            m.saved_tokens,
+            m.aux_tokens,
+            needed_again=needed_again_of(needed, m.mechanism),
+        )
+        for m in totals.mechanisms
+    ]
+    costs = load_session_costs(conn, [sid], ttl_s=ttl_s, overrides=overrides)[sid]
+    priced = costs.calls
+    if len(priced) != len(rows):  # never seen; the figures would not line up with the rows
+        raise NotFoundError(f"session {sid}: {len(rows)} calls recorded, {len(priced)} priced")
+    extra_o = [0.0] * len(rows)
+    extra_o_usd: list[float | None] = [0.0] * len(rows)
+    extra_p = [0.0] * len(rows)
+    extra_p_usd: list[float | None] = [0.0] * len(rows)
+    times = [p[0] for p in priced]
+
+    def at_or_after(ts: float) -> int:
+        k = bisect.bisect_left(times, ts)
+        return min(k, len(times) - 1)
+
+    for ts, cc in costs.compactions:
+        k = at_or_after(ts)
+        extra_o[k] += cc.weighted_tokens
+        extra_o_usd[k] = _add(extra_o_usd[k], cc.usd)
+    for ts, _mech, cc in costs.aux:
+        k = at_or_after(ts)
+        extra_o[k] += cc.weighted_tokens
+        extra_o_usd[k] = _add(extra_o_usd[k], cc.usd)
+    for k, (_ts, _a, _p, comp) in enumerate(priced):
+        if comp is not None:
+            extra_p[k] += comp.weighted_tokens
+            extra_p_usd[k] = _add(extra_p_usd[k], comp.usd)
+    if costs.plain_trailing is not None and rows:
+        extra_p[-1] += costs.plain_trailing[1].weighted_tokens
+        extra_p_usd[-1] = _add(extra_p_usd[-1], costs.plain_trailing[1].usd)
     prev_count = 0
-    compactions: list[bool] = []
-    for r in rows:
-        saved_msgs = r["saved_bash"] + r["saved_amnesia"] + r["saved_writes"]
-        o_msgs = r["sent_messages"]
-        p_msgs = o_msgs + saved_msgs
+    for n, (r, (_ts, a, p, _comp)) in enumerate(zip(rows, priced, strict=True)):
         compaction = bool(r["head_changed"]) and r["message_count"] < prev_count
         prev_count = r["message_count"]
-        compactions.append(compaction)
-        head_o = [("s", tokens(r["sent_system"])), ("t", tokens(r["sent_tools"]))]
-        head_p = [
-            ("s", tokens(r["sent_system"] + r["saved_skills"])),
-            ("t", tokens(r["sent_tools"] + r["saved_tools"])),
-        ]
-        i = r["call_index"]
-        if compaction or not p_blocks or p_msgs < p_prev:
-            p_blocks = [(fingerprint(sid, "p-epoch", i), tokens(p_msgs))]
-        else:
-            p_blocks.append((fingerprint(sid, "p", i), tokens(p_msgs) - tokens(p_prev)))
-        if r["head_changed"] or not o_blocks or o_msgs < o_prev:
-            o_blocks = [(fingerprint(sid, "o-epoch", i), tokens(o_msgs))]
-        else:
-            o_blocks.append((fingerprint(sid, "o", i), tokens(o_msgs) - tokens(o_prev)))
-        p_prev, o_prev = p_msgs, o_msgs
-        plain_shapes.append(_pricing.request_shape(r["ts"], (*head_p, *p_blocks), 0))
-        our_shapes.append(_pricing.request_shape(r["ts"], (*head_o, *o_blocks), 0))
-    from ctxwrap.stats import compute_stats
-
-    totals = compute_stats(conn, session=sid).totals
-    data.sent_total, data.plain_total = totals.sent_tokens, totals.plain_tokens
-    prices = _pricing.default_prices(model)
-    plain_cost = _pricing.price_requests(plain_shapes, prices)
-    our_cost = _pricing.price_requests(our_shapes, prices)
-    for n, (r, pc, oc) in enumerate(zip(rows, plain_cost, our_cost, strict=True)):
         kept = {
             "bash": tokens(r["saved_bash"]),
             "amnesia": tokens(r["saved_amnesia"]),
@@ -283,13 +471,13 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
                     "messages": tokens(r["sent_messages"]),
                 },
                 kept={k: v for k, v in kept.items() if v},
-                cost_plain=pc.weighted_tokens,
-                cost_ctxwrap=oc.weighted_tokens,
-                usd_plain=pc.usd,
-                usd_ctxwrap=oc.usd,
-                cache_read=oc.cache_read_tokens,
-                cache_write=oc.cache_write_tokens,
-                compaction=compactions[n],
+                cost_plain=p.weighted_tokens + extra_p[n],
+                cost_ctxwrap=a.weighted_tokens + extra_o[n],
+                usd_plain=_add(p.input_usd, extra_p_usd[n]),
+                usd_ctxwrap=_add(a.input_usd, extra_o_usd[n]),
+                cache_read=a.cache_read_tokens,
+                cache_write=a.cache_write_tokens,
+                compaction=compaction,
             )
         )
     times = [c.ts for c in data.calls]

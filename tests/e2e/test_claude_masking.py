@@ -106,7 +106,17 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
                 [*CTXWRAP, "claude", *claude_print_args(prompt, *extra)],
                 cwd=work,
                 # the log's digest (~550 chars) is under the default 2,000-char floor
-                env={**base, "PI_CTX_CACHE_TTL_S": ttl, "PI_CTX_MASK_MIN_CHARS": "400"},
+                # the earlier-task rule with warm masking off (the defaults before issue 21)
+                env={
+                    **base,
+                    "PI_CTX_CACHE_TTL_S": ttl,
+                    "PI_CTX_MASK_MIN_CHARS": "400",
+                    "PI_CTX_MASK_EARLIER_TASKS": "1",
+                    "PI_CTX_MASK_WARM": "0",
+                    "PI_CTX_MASK_STALE_READS": "1",
+                    "PI_CTX_MASK_OLDER_ROUNDS": "0",
+                    "PI_CTX_MASK_READ_IDLE_ROUNDS": "0",
+                },
                 capture_output=True,
                 text=True,
                 timeout=120,

@@ -33,7 +33,16 @@ TASK_TWO = [
     {"tool_calls": [{"name": "bash", "arguments": {"command": "echo checked"}}]},
     {"text": "task two done"},
 ]
-TTL = {"PI_CTX_CACHE_TTL_S": "2"}
+# These tests pin the earlier-task rule at a cold boundary with warm masking off (the defaults
+# before issue 21); the activity-aware defaults: tests/e2e/test_replay_sessions.py.
+RULES = {
+    "PI_CTX_MASK_EARLIER_TASKS": "1",
+    "PI_CTX_MASK_WARM": "0",
+    "PI_CTX_MASK_STALE_READS": "1",
+    "PI_CTX_MASK_OLDER_ROUNDS": "0",
+    "PI_CTX_MASK_READ_IDLE_ROUNDS": "0",
+}
+TTL = {"PI_CTX_CACHE_TTL_S": "2", **RULES}
 
 
 def assert_extends(bodies: list[dict[str, object]]) -> None:
@@ -70,7 +79,7 @@ def test_idle_gap_masks_the_earlier_task_and_the_view_is_frozen(
         xdg.kill_daemon()
         three = run_ctxwrap_pi(
             pi, tmp_path, xdg, prompt="task three", home=one.home, args=("--continue",),
-            extra_env={"PI_CTX_CACHE_TTL_S": "300"}, server=srv,
+            extra_env={"PI_CTX_CACHE_TTL_S": "300", **RULES}, server=srv,
         )  # fmt: skip
         assert three.proc.returncode == 0, three.proc.stderr
         last = srv.main_requests[-1].body
@@ -103,7 +112,7 @@ def test_idle_gap_masks_the_earlier_task_and_the_view_is_frozen(
 @pytest.mark.parametrize("pi", ["pi"])
 def test_no_gap_no_mask(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """Within the TTL the cache is warm: nothing older is rewritten (the default, off)."""
-    env = {"PI_CTX_CACHE_TTL_S": "300"}  # the daemon's setting reaches the bridge
+    env = {"PI_CTX_CACHE_TTL_S": "300", **RULES}  # the daemon's setting reaches the bridge
     with ScriptedModelServer([*TASK_ONE, *TASK_TWO]) as srv:
         one = run_ctxwrap_pi(
             pi, tmp_path, xdg, prompt="task one", files=FILES, extra_env=env, server=srv

@@ -55,8 +55,33 @@ def test_report_of_a_ctxwrap_session(tmp_path: Path, xdg: Xdg) -> None:
     # the digest row names its recall handle, which `ctxwrap show` resolves
     handle = re.search(r"<code>(r[0-9a-f]{8})</code>", text)
     assert handle and ctxwrap(xdg, "show", handle.group(1)).returncode == 0
-    aux = re.findall(r'<tr class="aux"><td>([a-z]+)</td>', text)
+    aux = re.findall(r'<tr class="aux"><td data-label="task">([a-z]+)</td>', text)
     assert sorted(set(aux)) == ["fact", "tag"] and len(aux) == stats["aux_calls"]
+    # the headline is `ctxwrap stats`'s: the same saving and the same %
+    hero = re.search(
+        r'id="hero" data-saved="([-0-9.]+)" data-pct="([-0-9.]+)" data-unit="(\w+)"', text
+    )
+    assert hero, "no hero"
+    cost = stats["cost"]
+    assert float(hero.group(2)) == pytest.approx(cost["total_saved_pct"], abs=0.01)
+    if hero.group(3) == "usd":
+        assert float(hero.group(1)) == pytest.approx(cost["total_saved_usd"], abs=1e-6)
+    else:
+        assert float(hero.group(1)) == pytest.approx(cost["total_saved_weighted"], abs=0.05)
+    # ... names the mechanisms stats names ("mostly by ...")
+    top = re.search(r'<p class="lead" id="why" data-top="([a-z ]*)">Mostly by', text)
+    assert top and top.group(1).split() == stats["headline"]["top_mechanisms"]
+    # the cost chart ends at the same figures: stats' priced session, aux calls included
+    ends = re.search(
+        r'id="cost" data-end-plain="([0-9.]+)" data-end-ours="([0-9.]+)" data-unit="(\w+)"', text
+    )
+    assert ends and ends.group(3) == hero.group(3) == "units"  # the scripted model has no price
+    assert float(ends.group(1)) == pytest.approx(cost["total_plain_weighted"], abs=0.05)
+    assert float(ends.group(2)) == pytest.approx(cost["total_weighted"], abs=0.05)
+    # the live tagger is real: a row of its own, counted like the others
+    row = re.search(r'<tr class="mechanism" data-mechanism="amnesia"[^>]*>', text)
+    assert row and 'data-saved="0"' not in row.group(0)
+    assert 'id="tagger-range"' not in text
     chromium = shutil.which("chromium")
     if chromium:
         dom = subprocess.run(

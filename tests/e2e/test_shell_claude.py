@@ -32,7 +32,7 @@ for i in range(20000):
     print(f"2026-11-30T10:00:{i % 60:02d} INFO request {i} served in {i % 97}ms status=200")
 print("server shutdown complete: 20000 requests")
 """
-SEGMENT = re.compile(r"ctxwrap ↓[0-9.]+[kM]?")
+SEGMENT = re.compile(r"ctxwrap ↓[0-9.]+[kM]? cost [−+±][0-9]+%")  # issue 22: + headline
 
 
 def _tool_results(body: dict[str, Any]) -> dict[str, Any]:

@@ -221,7 +221,11 @@ def shared() -> Iterator[tuple[DaemonLink, Path]]:
     root = Path(tempfile.mkdtemp(prefix="ctxwrap-claude-prop-"))
     xdg = make_xdg(root)
     try:
-        with daemon_process(xdg, {"PI_CTX_AUX_BACKEND": "none"}):
+        # the cold-boundary rules before issue 21 (earlier tasks, stale reads, no warm masking)
+        rules = {"PI_CTX_MASK_EARLIER_TASKS": "1", "PI_CTX_MASK_WARM": "0",
+                 "PI_CTX_MASK_STALE_READS": "1", "PI_CTX_MASK_OLDER_ROUNDS": "0",
+                 "PI_CTX_MASK_READ_IDLE_ROUNDS": "0"}  # fmt: skip
+        with daemon_process(xdg, {"PI_CTX_AUX_BACKEND": "none", **rules}):
             link = DaemonLink(xdg.socket)
             yield link, root / "claude"
             link.close()

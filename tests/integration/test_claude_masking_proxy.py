@@ -30,8 +30,17 @@ HEADERS = {
     "content-type": "application/json",
 }
 TOOLS = [{"name": n, "input_schema": {"type": "object"}} for n in ("Bash", "Read", "Write")]
-TTL = {"PI_CTX_CACHE_TTL_S": "3"}
-WARM = {"PI_CTX_CACHE_TTL_S": "300"}
+# These tests pin the earlier-task rule at cold boundaries with warm masking off (the
+# defaults before issue 21); the activity-aware defaults are tested in test_masking_daemon.py.
+RULES = {
+    "PI_CTX_MASK_EARLIER_TASKS": "1",
+    "PI_CTX_MASK_WARM": "0",
+    "PI_CTX_MASK_STALE_READS": "1",
+    "PI_CTX_MASK_OLDER_ROUNDS": "0",
+    "PI_CTX_MASK_READ_IDLE_ROUNDS": "0",
+}
+TTL = {"PI_CTX_CACHE_TTL_S": "3", **RULES}
+WARM = {"PI_CTX_CACHE_TTL_S": "300", **RULES}
 OLD = "".join(f"{i:6d}\u2192def old_helper_{i}(): return {i}  # old-marker\n" for i in range(150))
 NEW = "".join(f"{i:6d}\u2192def new_helper_{i}(): return {i}  # new-marker\n" for i in range(150))
 THIRD = "".join(f"{i:6d}\u2192third_{i} = {i}  # third-marker\n" for i in range(150))

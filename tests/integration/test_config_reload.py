@@ -79,10 +79,10 @@ def _health(c: httpx.Client) -> dict[str, Any]:
 
 
 def test_reload_applies_keeps_last_good_and_reports(xdg: Xdg, tmp_path: Path) -> None:
-    assert 36_000 < len(BIG_BASH) < 44_000  # ~10k tokens: over the default 2000, under 100000
+    assert 36_000 < len(BIG_BASH) < 44_000  # ~10k tokens: over the default 500, under 100000
     with daemon_process(xdg), client(xdg) as c:
         start = _start_session(c, tmp_path)
-        assert start["config"]["bash_min_tokens"] == 2000
+        assert start["config"]["bash_min_tokens"] == 500
         assert _bash_action(c) == "replace"
 
         _write_config(xdg, "bash_min_tokens = 100000\n")

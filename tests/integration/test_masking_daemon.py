@@ -12,6 +12,7 @@ from support import Xdg, client, daemon_process
 
 from ctxwrap.engine.edits import describe_tail
 from ctxwrap.engine.masking import call_paths
+from ctxwrap.mechanisms import needed_again
 
 LICENSE = "".join(f"clause {i}: irrelevant legal text\n" for i in range(300))
 NOTES = "".join(f"note {i}\n" for i in range(40))
@@ -84,9 +85,19 @@ def test_late_drop_is_masked_at_the_next_cold_boundary(tmp_path: Path, xdg: Xdg)
         again = tool("r4", "LICENSE", LICENSE)
         assert again["aux"] is None and again["handle"]
         assert context({"r1", "r2", "r3"}, 4, mask="idle") == []
+        # ... and the masked result was needed again; so is one recalled through its handle.
+        post(c, "/v1/recall", {"handle": r1["handle"], "pattern": "clause 7:"})
 
-    rows = sqlite3.connect(xdg.db).execute("SELECT tool_call_id, kind FROM edits").fetchall()
+    conn = sqlite3.connect(xdg.db)
+    rows = conn.execute("SELECT tool_call_id, kind FROM edits").fetchall()
     assert rows == [("r1", "mask")]
+    # Needed again (invariant 8): re-read and recalled, shown by `ctxwrap stats`.
+    need = conn.execute("SELECT tool_call_id, how FROM needed_again ORDER BY how").fetchall()
+    assert need == [("r1", "recalled"), ("r1", "reread")]
+    summary = needed_again.summary(conn, session=sid)
+    assert summary["mechanisms"]["masking"] == {
+        "interventions": 1, "needed_again": 1, "recalled": 1, "reread": 1, "share_pct": 100.0}  # fmt: skip
+    assert "needed again: 1 of " in str(needed_again.text_line(summary))
     events = [json.loads(line) for line in (xdg.state / "ctxwrap" / "events.jsonl").open()]
     (mask,) = [e for e in events if e["event"] == "mask"]
     assert mask["trigger"] == "idle" and mask["gap_s"] == 400.0

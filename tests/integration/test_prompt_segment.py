@@ -16,6 +16,7 @@ from support import Xdg, client, daemon_process
 
 from ctxwrap import protocol as P
 from ctxwrap.daemon.service import prompt_segment_text
+from ctxwrap.headline import pct_text
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "shell" / "ctxwrap.bash"
@@ -87,24 +88,26 @@ def test_daemon_writes_segment_at_turn_end_and_bash_prints_it(xdg: Xdg, tmp_path
         _llm_call(c, "seg-a", 0, 49_200)
         totals = _turn_end(c, "seg-a", 0)
         assert totals["net_tokens"] == 12_300
-        assert _segment_file(xdg).read_text(encoding="utf-8") == "ctxwrap ↓12.3k\n"
+        # then the session's headline cost figure, as `ctxwrap stats` shows it
+        cost = f" cost {pct_text(totals['headline_pct'])}"
+        assert _segment_file(xdg).read_text(encoding="utf-8") == f"ctxwrap ↓12.3k{cost}\n"
 
         out = _bash_segment(xdg, home)
-        assert out.stdout == "ctxwrap ↓12.3k|rc=0\n", out
+        assert out.stdout == f"ctxwrap ↓12.3k{cost}|rc=0\n", out
 
         # The next turn updates it (cumulative for the session).
         _llm_call(c, "seg-a", 1, 8_000)
-        _turn_end(c, "seg-a", 1)
-        assert _segment_file(xdg).read_text(encoding="utf-8") == "ctxwrap ↓14.3k\n"
+        cost = f" cost {pct_text(_turn_end(c, 'seg-a', 1)['headline_pct'])}"
+        assert _segment_file(xdg).read_text(encoding="utf-8") == f"ctxwrap ↓14.3k{cost}\n"
 
         # A second live session: the latest turn end wins; ending one session keeps the line.
         _start(c, "seg-b", tmp_path)
         _llm_call(c, "seg-b", 0, 2_000)
-        _turn_end(c, "seg-b", 0)
-        assert _segment_file(xdg).read_text(encoding="utf-8") == "ctxwrap ↓500\n"
+        cost = f" cost {pct_text(_turn_end(c, 'seg-b', 0)['headline_pct'])}"
+        assert _segment_file(xdg).read_text(encoding="utf-8") == f"ctxwrap ↓500{cost}\n"
         r = c.post("/v1/sessions/shutdown", json={"session_id": "seg-b"})
         assert r.status_code == 200, r.text
-        assert _segment_file(xdg).read_text(encoding="utf-8") == "ctxwrap ↓500\n"
+        assert _segment_file(xdg).read_text(encoding="utf-8") == f"ctxwrap ↓500{cost}\n"
 
         # The last live session ends: the segment is cleared and the prompt prints nothing.
         r = c.post("/v1/sessions/shutdown", json={"session_id": "seg-a"})
@@ -123,3 +126,5 @@ def test_segment_text_shows_costs_and_scales() -> None:
     assert seg(12_345) == "ctxwrap ↓12.3k"
     assert seg(2_500_000) == "ctxwrap ↓2.5M"
     assert seg(-1_200) == "ctxwrap ↑1.2k"  # honest numbers: a net cost shows as a cost
+    priced = P.SessionTotals(llm_calls=3, net_tokens=12_345, headline_pct=-4)
+    assert prompt_segment_text(priced) == "ctxwrap ↓12.3k cost +4%"

@@ -123,7 +123,8 @@ def test_priced_figures_by_hand(tmp_path: Path) -> None:
     assert c.sent_usd == pytest.approx((1050 * 0.3 + 450 * 3.75) / 1e6)
     assert c.saved_usd is not None and c.saved_usd > 0
     text = render_text(compute_stats(conn, session=SID), color=False, width=120)
-    assert "cache-priced input: sent 668, plain pi 1,648, aux 150 → saved 50.4%" in text
+    # the headline is the whole reduction (requests, aux, summaries): 630 / 2797.5 = 22.5 %
+    assert "cost −23% · $" in text.splitlines()[1], text
     assert "compactions 1, plain pi 1 (0 avoided" in text
     conn.close()
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ctxwrap.replay import MAX_LINE_BYTES, Thresholds, replay_paths, run_json
+from ctxwrap.replay import MAX_LINE_BYTES, Thresholds, _pricing, replay_paths, run_json
 from ctxwrap.replay._sim import OWN_TOOLS_CHARS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
@@ -141,14 +141,22 @@ def test_idle_gap_masks_superseded_reads_and_earlier_prompts(tmp_path: Path) -> 
     quick.write_text(_with_prompt_after(lines, 10))
     # Re-read pointers off: the fixture's second read of NOTES.txt is unchanged and would be a
     # pointer (pinning the first read), see the next test.
-    th = Thresholds(dedup=False)
+    # The cold-boundary rules of earlier tasks and stale reads (off by default since issue 21).
+    th = Thresholds(
+        dedup=False,
+        mask_warm=False,
+        mask_earlier_tasks=True,
+        mask_stale_reads=True,
+        mask_older_rounds=0,
+        mask_read_idle_rounds=0,
+    )
     [s] = replay(paused, thresholds=th)["groups"]
     [q] = replay(quick, thresholds=th)["groups"]
     assert s["calls"][-1]["masked"] and not any(c["masked"] for c in q["calls"])
     assert {m["mechanism"]: m["saved_chars"] for m in q["mechanisms"]}["masking"] == 0
     masked = [i for i in s["intervention_list"] if i["kind"] == "mask"]
     reasons = {i["reason"] for i in masked}
-    assert reasons == {"superseded by a later read of the same file", "result of an earlier prompt"}
+    assert reasons == {"superseded", "earlier_task"}  # the daemon's own reasons (engine/masking.py)
     assert all(i["replacement_chars"] < i["original_chars"] for i in masked)
     # the bash output was already digested: masking only counts what is left of it
     assert sum(i["original_chars"] for i in masked) < sum(
@@ -219,10 +227,10 @@ def test_binary_empty_and_foreign_files_are_skipped_with_reasons(tmp_path: Path)
     assert doc["skipped_files"] == {
         "binary file": 1,
         "empty file": 1,
-        "no pi session header or Claude Code entry": 1,
+        "no pi session header, Claude Code entry or Codex rollout start": 1,
     }
     text = cli("replay", str(tmp_path)).stdout
-    assert "1 file(s): binary file" in text and "skipped:" in text
+    assert "1 file: binary file" in text and "skipped:" in text
 
 
 def test_unknown_entry_types_and_shapes_are_counted(tmp_path: Path) -> None:
@@ -308,7 +316,10 @@ def test_ten_thousand_small_sessions(tmp_path: Path) -> None:
 
 def test_missing_path_is_reported_not_raised(tmp_path: Path) -> None:
     out = cli("replay", "--json", str(tmp_path / "nope"))
-    assert out.returncode == 0, out.stderr
+    # nothing could be read: the document still says why, and the exit status is not 0
+    # (issue 22), with the reason on stderr and no traceback
+    assert out.returncode == 66, out.stderr
+    assert "no session file found under" in out.stderr and "Traceback" not in out.stderr
     assert json.loads(out.stdout)["skipped_files"] == {f"path not found: {tmp_path / 'nope'}": 1}
 
 
@@ -396,3 +407,48 @@ def test_since_cuts_inside_a_session(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["totals"]["llm_calls"] == 1
+
+
+def _needed_session(edit_line: str) -> list[Any]:
+    """A read of a.py, three small rounds, then after an idle gap a prompt whose answer edits
+    a.py quoting a line (or not)."""
+    from ctxwrap.replay._read import Header, Message, ToolCall
+
+    body = "".join(f"def function_number_{i}(): pass\n" for i in range(80))
+    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
+    calls = [ToolCall("c0", "read", {"path": "a.py"}, 30)] + [
+        ToolCall(f"c{i}", "bash", {"command": f"echo {i}"}, 30) for i in range(1, 4)
+    ]
+    t = 2.0
+    for i, c in enumerate(calls):
+        text = body if i == 0 else f"{i}\n"
+        ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
+        ev.append(Message(f"t{i}", None, "tool_result", t + 1, len(text), [], c.call_id,
+                          c.name, text))  # fmt: skip
+        t += 2
+    edit = ToolCall("c9", "edit", {"path": "a.py", "old_string": edit_line, "new_string": "x"}, 60)
+    ev.append(Message("u2", None, "user", t + 600, 12))  # idle past the TTL: a cold boundary
+    ev.append(Message("a9", None, "assistant", t + 610, 80, [edit], request_key="q9"))
+    ev.append(Message("a10", None, "assistant", t + 700, 10, [], request_key="q10"))
+    return ev
+
+
+@pytest.mark.parametrize(
+    ("line", "needed"),
+    [("def function_number_7(): pass", "copied"), ("def something_else(): pass", None)],
+)
+def test_a_masked_read_quoted_by_a_later_edit_is_needed_again(
+    line: str, needed: str | None
+) -> None:
+    from ctxwrap.replay._run import needed_again
+    from ctxwrap.replay._sim import SessionSimulator
+
+    sim = SessionSimulator("s", Thresholds(mask_read_idle_rounds=2, mask_warm=False))
+    sim.feed(_needed_session(line))
+    r = sim.finish()
+    [mask] = [i for i in r.interventions if i.kind == "mask"]
+    assert (mask.tool, mask.reason) == ("read", "untouched")
+    assert mask.needed_again == needed
+    figures = needed_again(r, _pricing.default_prices(None))["mechanisms"]["masking"]
+    assert figures["needed_again"] == (1 if needed else 0) and figures["interventions"] == 1
+    assert (figures["share_pct"] == 100.0) is bool(needed)

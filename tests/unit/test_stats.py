@@ -279,6 +279,7 @@ def test_parse_since_forms() -> None:
 
 FIGURE_KEYS = {
     "llm_calls",
+    "headline",
     "head_changes",
     "head_changes_compaction",
     "sent_chars",
@@ -353,9 +354,11 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "sessions",
         "live_sessions",
         "incomplete_sessions",
+        "needed_again",
         "totals",
         "groups",
     }
+    assert set(doc["needed_again"]) == {"interventions", "needed_again", "share_pct", "mechanisms"}
     assert set(doc["filter"]) == {"session", "since"}
     assert set(doc["totals"]) == FIGURE_KEYS
     assert set(doc["totals"]["provider"]) == {
@@ -379,6 +382,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
             "incomplete",
             "model",
             "cwd",
+            "agent",
         }
     assert doc["totals"]["net_tokens"] == 1083
 
@@ -389,7 +393,9 @@ def test_text_without_color_has_no_escapes(conn: sqlite3.Connection) -> None:
     assert "\x1b" not in plain and "█" not in plain
     assert "-55" in plain and "1,083" in plain
     colored = render_text(r, color=True, width=100)
-    assert "\x1b[31m-55\x1b[0m" in colored and "█" in colored
+    assert "\x1b[31m-55\x1b[0m" in colored
+    # the bar chart goes first when the words of the mechanisms need the room
+    assert "█" in render_text(r, color=True, width=160)
 
 
 # -- the real CLI -------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from ctxwrap.engine.masking import (
     call_paths,
     plan_masks,
     rewrite_cost_tokens,
+    suffix_tokens_estimate,
     warm_rewrite_pays,
 )
 
@@ -147,3 +148,63 @@ def test_warm_rewrite_cost_model() -> None:
     # (11,500): pays only beyond 57.5 more calls
     assert not warm_rewrite_pays(2000, 10_000, 57)
     assert warm_rewrite_pays(2000, 10_000, 58)
+
+
+def _rounds(*calls: tuple[str, str, dict[str, Any]], size: int = 3000) -> list[dict[str, Any]]:
+    """One user prompt, then one round per (id, tool, args), each result `size` chars."""
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+    for cid, name, args in calls:
+        msgs += [
+            {"role": "assistant", "content": [{"type": "toolCall", "id": cid, "name": name,
+                                               "arguments": args}]},
+            {"role": "toolResult", "toolCallId": cid, "toolName": name,
+             "content": [{"type": "text", "text": "x" * size}], "isError": False},
+        ]  # fmt: skip
+    return msgs
+
+
+def _plan(msgs: list[dict[str, Any]], **policy: Any) -> list[tuple[str, str]]:
+    plan = plan_masks(
+        describe_tail(msgs, ()).messages, paths=call_paths(msgs), policy=MaskPolicy(**policy)
+    )
+    return [(c.toolCallId, c.reason) for c in plan]
+
+
+def test_a_read_is_masked_once_its_file_is_untouched_for_n_rounds() -> None:
+    steps = [("a", "read", {"path": "a.py"})] + [
+        (f"b{i}", "bash", {"command": f"echo {i}"}) for i in range(4)
+    ]
+    msgs = _rounds(*steps)
+    assert _plan(msgs, read_idle_rounds=5) == []  # 4 rounds since: still in use
+    assert _plan(msgs, read_idle_rounds=4) == [("a", "untouched")]
+    # an edit of the file (or any call naming it) is activity: the read stays
+    touched = _rounds(*steps[:3], ("e", "edit", {"path": "a.py"}), *steps[3:])
+    assert ("a", "untouched") not in _plan(touched, read_idle_rounds=3)
+
+
+def test_other_results_are_masked_some_rounds_after_they_were_seen() -> None:
+    msgs = _rounds(*[(f"b{i}", "bash", {"command": f"echo {i}"}) for i in range(4)])
+    # b3 and b2 are the current task's last two rounds (keep_rounds): never
+    assert _plan(msgs, older_after_rounds=1) == [("b0", "older"), ("b1", "older")]
+    assert _plan(msgs, older_after_rounds=3) == [("b0", "older")]
+    assert _plan(msgs) == []  # off by default in the policy object
+
+
+def test_stale_reads_and_earlier_tasks_can_be_turned_off() -> None:
+    msgs = _rounds(
+        ("a", "read", {"path": "a.py"}),
+        ("w", "write", {"path": "a.py", "content": "new"}),
+        ("b0", "bash", {"command": "ls"}),
+        ("b1", "bash", {"command": "ls -l"}),
+    )
+    assert _plan(msgs) == [("a", "superseded")]
+    assert _plan(msgs, stale_reads=False) == []
+    later = [*msgs, {"role": "user", "content": [{"type": "text", "text": "next"}]}]
+    assert ("w", "earlier_task") in _plan(later, stale_reads=False)
+    assert _plan(later, stale_reads=False, earlier_tasks=False) == []
+
+
+def test_the_suffix_of_a_rewrite_is_scaled_to_what_was_really_sent() -> None:
+    assert suffix_tokens_estimate(1000, 4000, None) == 1000
+    assert suffix_tokens_estimate(1000, 4000, 3000) == 1000  # never below the description
+    assert suffix_tokens_estimate(1000, 4000, 8000) == 2000  # assistant text doubles it

@@ -1,0 +1,274 @@
+"""What ctxwrap saves on real sessions nobody here wrote (issue 21; docs/accounting.md,
+"Policies on real sessions").
+
+Replays every session file of a corpus directory (default: `../shared/realdata` next to the
+repository) with `ctxwrap replay`'s simulator — the daemon's own policy code, no model call —
+once per policy, and prints per session and as medians per agent:
+
+- calls, cost saved (cache-priced: the transcript's own model and the cache TTL; aux tokens
+  priced by the aux model: claude-haiku-4-5 under Claude Code, the session's model under pi),
+  tokens saved, per mechanism;
+- interventions and the share "needed again" per mechanism (a later edit copied a line only
+  the hidden result held, the file was read again, or it was recalled: a lower bound);
+- the saving after charging each needed-again result a re-read of the whole result (written
+  once, then read by every later call until the next compaction), and after charging only the
+  copies and recalls (a re-read is in the transcript already: plain paid it too);
+- the ratio of ctxwrap's cost to plain's in the same run.
+
+Policies (`--policy`, repeatable; default: `before` and `default`):
+- `before`: the defaults before issue 21 (cold-boundary masking only, bash digest from 2,000
+  tokens);
+- `default`: the current defaults of `ctxwrap.config.Settings`;
+- others: variations measured to choose the defaults (see POLICIES).
+
+    .venv/bin/python bench/real_sessions.py [--corpus DIR] [--policy NAME ...] [--json]
+        [--min-calls 40] [--sessions]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from ctxwrap.config import Settings
+from ctxwrap.replay import Thresholds, replay_paths, run_json
+from ctxwrap.replay._run import MECHANISMS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_corpus() -> Path | None:
+    """`../shared/realdata` relative to the repository (a worktree sits one level deeper)."""
+    for base in (ROOT.parent, ROOT.parent.parent):
+        p = base / "shared" / "realdata"
+        if p.is_dir():
+            return p
+    return None
+
+
+def _defaults() -> Thresholds:
+    return Thresholds.from_settings(Settings())
+
+
+def _with(**kw: Any) -> Thresholds:
+    return dataclasses.replace(_defaults(), **kw)
+
+
+BEFORE = dict(
+    bash_min_tokens=2000,
+    mask_warm=False,
+    mask_earlier_tasks=True,
+    mask_stale_reads=True,
+    mask_older_rounds=0,
+    mask_read_idle_rounds=0,
+)
+
+# Each a variation of the current defaults (what docs/accounting.md's policy table measures).
+POLICIES: dict[str, Any] = {
+    "before": lambda: _with(**BEFORE),
+    "default": _defaults,
+    "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
+    "cold-only": lambda: _with(mask_warm=False),
+    "digest2000": lambda: _with(bash_min_tokens=2000),
+    "digest1000": lambda: _with(bash_min_tokens=1000),
+    "nowrite": lambda: _with(write=False),
+    "earlier-tasks": lambda: _with(mask_earlier_tasks=True),
+    "stale-reads": lambda: _with(mask_stale_reads=True),
+    "idle20": lambda: _with(mask_read_idle_rounds=20),
+    "idle5": lambda: _with(mask_read_idle_rounds=5),
+    "no-idle": lambda: _with(mask_read_idle_rounds=0),
+    "no-older": lambda: _with(mask_older_rounds=0),
+    # every result kind maskable (Edit, Task, Write results have no recall path yet: replay only)
+    "all-kinds": lambda: _with(mask_kinds="all"),
+    # the ceiling: every result masked one round after it was seen
+    "ceiling": lambda: _with(
+        mask_older_rounds=1,
+        mask_read_idle_rounds=1,
+        mask_keep_rounds=1,
+        mask_kinds="all",
+        mask_min_chars=500,
+    ),
+}
+
+
+def aux_weighted(g: dict[str, Any]) -> float:
+    """The aux calls in input-equivalent tokens of the session's model: Claude Code's aux
+    model is `claude-haiku-4-5` (agents/claude/upstream_aux.py), pi's the active model."""
+    from ctxwrap.agents.claude.upstream_aux import DEFAULT_AUX_MODEL
+    from ctxwrap.engine.cost import default_prices
+
+    main = default_prices(g["model"])
+    aux = default_prices(DEFAULT_AUX_MODEL if g["format"] == "claude" else g["model"])
+    a_in = sum(a["input_tokens"] for a in g["aux_estimated"].values())
+    a_out = sum(a["output_tokens"] for a in g["aux_estimated"].values())
+    if main.input and aux.input and aux.output:
+        return (a_in * aux.input + a_out * aux.output) / main.input
+    return float(a_in + a_out)
+
+
+def session_row(g: dict[str, Any]) -> dict[str, Any]:
+    cost = g["cost"]
+    plain = cost["plain"]["weighted_tokens"]
+    aux = aux_weighted(g)
+    ours = cost["ctxwrap"]["weighted_tokens"] + aux
+    need = g["needed_again"]
+    charge = need["reread_charge_weighted"]
+
+    def pct(x: float) -> float | None:
+        return round(100.0 * x / plain, 1) if plain else None
+
+    return {
+        "session": Path(g["path"]).name,
+        "agent": g["format"],
+        "calls": g["llm_calls"],
+        "compactions": g["compactions"],
+        "plain_weighted": plain,
+        "ctxwrap_weighted": round(ours, 1),
+        "plain_usd": cost["plain"]["usd"],
+        "ctxwrap_usd": cost["ctxwrap"]["usd"],
+        "aux_weighted": round(aux, 1),
+        "cost_ratio": round(ours / plain, 3) if plain else None,
+        "cost_saved_pct": pct(plain - ours),
+        "cost_saved_after_rereads_pct": pct(plain - ours - charge),
+        # charging only copies and recalls (a re-read is in the transcript: plain paid it too)
+        "cost_saved_after_copies_pct": pct(plain - ours - need["copy_charge_weighted"]),
+        "tokens_saved_pct": g["saved_pct"],
+        "saved_tokens": {m["mechanism"]: m["saved_tokens"] for m in g["mechanisms"]},
+        "interventions": g["interventions"],
+        "masks_by_reason": g.get("masks_by_reason", {}),
+        "needed_again": need,
+        "compaction_points": g.get("compaction_points", []),
+    }
+
+
+def _median(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(statistics.median(vals), 1) if vals else None
+
+
+def summary(rows: list[dict[str, Any]], min_calls: int) -> dict[str, Any]:
+    """Medians per agent (Claude Code sessions of at least `min_calls` calls), and the
+    needed-again share per mechanism over all of that agent's sessions."""
+    out: dict[str, Any] = {}
+    for agent in sorted({r["agent"] for r in rows}):
+        rs = [r for r in rows if r["agent"] == agent and r["calls"] >= min_calls]
+        if not rs:
+            continue
+        mech: dict[str, dict[str, int]] = {}
+        for r in rs:
+            for m, f in r["needed_again"]["mechanisms"].items():
+                t = mech.setdefault(m, {"interventions": 0, "needed_again": 0})
+                t["interventions"] += f["interventions"]
+                t["needed_again"] += f["needed_again"]
+        out[agent] = {
+            "sessions": len(rs),
+            "median_calls": _median([r["calls"] for r in rs]),
+            "median_cost_saved_pct": _median([r["cost_saved_pct"] for r in rs]),
+            "median_cost_saved_after_rereads_pct": _median(
+                [r["cost_saved_after_rereads_pct"] for r in rs]
+            ),
+            "median_cost_saved_after_copies_pct": _median(
+                [r["cost_saved_after_copies_pct"] for r in rs]
+            ),
+            "median_tokens_saved_pct": _median([r["tokens_saved_pct"] for r in rs]),
+            "median_cost_ratio": _median([r["cost_ratio"] for r in rs]),
+            "needed_again": {
+                m: {
+                    **t,
+                    "share_pct": round(100.0 * t["needed_again"] / t["interventions"], 1)
+                    if t["interventions"]
+                    else None,
+                }
+                for m, t in sorted(mech.items())
+            },
+        }
+    return out
+
+
+def run(corpus: Path, policy: str, min_calls: int) -> dict[str, Any]:
+    doc = run_json(replay_paths([corpus], thresholds=POLICIES[policy]()))
+    rows = [session_row(g) for g in doc["groups"]]
+    return {
+        "policy": policy,
+        "files": doc["files"],
+        "skipped_files": doc["skipped_files"],
+        "sessions": rows,
+        "medians": summary(rows, min_calls),
+    }
+
+
+def _f(v: float | None, suffix: str = "") -> str:
+    return "-" if v is None else f"{v:g}{suffix}"
+
+
+def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
+    lines: list[str] = []
+    for res in results:
+        lines.append(f"== policy {res['policy']}: {len(res['sessions'])} session(s)")
+        if res["skipped_files"]:
+            lines.append(f"   skipped files: {res['skipped_files']}")
+        if sessions:
+            lines.append(
+                f"   {'session':44} {'agent':6} {'calls':>5} {'cost−':>6} {'w/ re-read':>10}"
+                f" {'tok−':>6} {'ratio':>6}  needed again (per mechanism: needed/hidden)"
+            )
+            for r in res["sessions"]:
+                need = " ".join(
+                    f"{m}:{f['needed_again']}/{f['interventions']}"
+                    for m, f in sorted(r["needed_again"]["mechanisms"].items())
+                )
+                lines.append(
+                    f"   {r['session'][:44]:44} {r['agent']:6} {r['calls']:>5}"
+                    f" {_f(r['cost_saved_pct'], '%'):>6} {_f(r['cost_saved_after_rereads_pct'], '%'):>10}"
+                    f" {_f(r['tokens_saved_pct'], '%'):>6} {_f(r['cost_ratio']):>6}  {need}"
+                )
+                saved = " ".join(f"{m}={r['saved_tokens'].get(m, 0):,}" for m in MECHANISMS)
+                lines.append(f"   {'':44} saved tokens: {saved}")
+                for p in r["compaction_points"]:
+                    lines.append(
+                        f"   {'':44} compaction: context before it {p['plain_tokens']:,} tokens"
+                        f" plain, {p['ctxwrap_tokens']:,} with ctxwrap"
+                    )
+        for agent, m in res["medians"].items():
+            need = ", ".join(
+                f"{k} {v['needed_again']}/{v['interventions']} ({_f(v['share_pct'], '%')})"
+                for k, v in m["needed_again"].items()
+            )
+            lines.append(
+                f"   median {agent:6} ({m['sessions']} sessions, {_f(m['median_calls'])} calls):"
+                f" cost saved {_f(m['median_cost_saved_pct'], '%')},"
+                f" after re-reads {_f(m['median_cost_saved_after_rereads_pct'], '%')}"
+                f" (copies only {_f(m['median_cost_saved_after_copies_pct'], '%')}),"
+                f" tokens {_f(m['median_tokens_saved_pct'], '%')},"
+                f" cost ratio {_f(m['median_cost_ratio'])}; needed again: {need or 'none'}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", type=Path, default=None)
+    ap.add_argument("--policy", action="append", choices=sorted(POLICIES), default=None)
+    ap.add_argument("--min-calls", type=int, default=40, help="medians over sessions this long")
+    ap.add_argument("--sessions", action="store_true", help="one row per session too")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    corpus = a.corpus or default_corpus()
+    if corpus is None or not corpus.is_dir():
+        print("no corpus: pass --corpus DIR (../shared/realdata not found)", file=sys.stderr)
+        return 2
+    results = [run(corpus, p, a.min_calls) for p in a.policy or ["before", "default"]]
+    if a.json:
+        print(json.dumps(results, indent=1))
+    else:
+        sys.stdout.write(render(results, sessions=a.sessions))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

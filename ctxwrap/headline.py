@@ -1,0 +1,282 @@
+"""One session's figures and the one headline every view shows ("cost −60% · $0.12 saved").
+
+`session_headline` is the source: it runs `ctxwrap stats`' compute path
+(`stats.compute_stats`, which prices through `mechanisms.cost_accounting` and
+`engine.cost`) for one session and returns a `Headline`. `ctxwrap stats` (text and
+`--json`), `/ctx-stats`, pi's footer and the shell prompt segment (through the daemon's
+`SessionTotals.headline`), `ctxwrap replay` and `ctxwrap report` all print `Headline.short()`
+or the numbers behind it, rounded by the functions here, so they agree to the rounding shown.
+
+The headline figure is the whole cost reduction (docs/accounting.md `total_saved_pct`):
+requests as sent, plus ctxwrap's own aux calls, plus the summarisation requests of
+compactions, against what the plain agent would have paid for the same conversation.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ctxwrap.vocabulary import agent_name
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ctxwrap import protocol as P
+    from ctxwrap.engine.cost import Prices
+    from ctxwrap.mechanisms.cost_accounting import CostFigures
+    from ctxwrap.stats import Figures
+
+MINUS = "\u2212"  # −, the sign people read in a percentage
+
+
+def round_half_away(value: float) -> int:
+    """0.5 → 1, −0.5 → −1: the rounding every view uses (Python's round() goes to even, JS's
+    toFixed differs again; one rule here keeps the footer and `stats` equal)."""
+    return int(math.copysign(math.floor(abs(value) + 0.5), value))
+
+
+def pct_text(saved_pct: float | None) -> str:
+    """`−60%` for a saving of 60 %, `+5%` when ctxwrap cost more, `±0%` for none."""
+    if saved_pct is None:
+        return ""
+    n = round_half_away(saved_pct)
+    if n == 0:
+        return "±0%"
+    return f"{MINUS}{n}%" if n > 0 else f"+{-n}%"
+
+
+def usd_text(usd: float | None) -> str:
+    """`$0.12`, `$1,204.50`; amounts under a cent as `$0.004`."""
+    if usd is None:
+        return ""
+    a = abs(usd)
+    body = f"${a:,.3f}" if 0 < a < 0.01 else f"${a:,.2f}"
+    return ("-" if usd < 0 and body not in ("$0.00", "$0.000") else "") + body
+
+
+def tokens_text(n: float) -> str:
+    """`12.3k`, `2.5M`, `999`: the compact form of a token count."""
+    a = abs(n)
+    if a >= 999_950:
+        s = f"{a / 1e6:.1f}M"
+    elif a >= 1000:
+        s = f"{a / 1e3:.1f}k"
+    else:
+        s = f"{a:.0f}"
+    return ("-" if n < 0 else "") + s
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A session's (or any set of calls') figures as people see them."""
+
+    agent: str | None  # "pi", "claude", …; None for figures over several agents
+    llm_calls: int
+    cost: float  # ctxwrap's session: requests + aux + summaries, input-equivalent tokens
+    plain_cost: float  # the plain agent's, same unit
+    saved_pct: float | None  # (plain − cost) / plain × 100; None when nothing was priced
+    usd: float | None  # money, None when a price is unknown
+    plain_usd: float | None
+    saved_usd: float | None
+    kept_out_tokens: int  # estimated (chars/4): context the mechanisms kept out, all requests
+    aux_tokens: int  # the aux model's own tokens, as its backend reported them
+    net_tokens: int  # kept_out − aux
+    sent_tokens: int  # estimated (chars/4)
+    provider_input_tokens: int  # what the provider counted (0 when it reported nothing)
+    compactions: int
+    plain_compactions: int
+    # mechanisms that kept out most, net of their aux tokens (ids, largest first; only > 0)
+    top_mechanisms: tuple[str, ...] = ()
+
+    @property
+    def agent_name(self) -> str:
+        return agent_name(self.agent)
+
+    @property
+    def plain_name(self) -> str:
+        return f"plain {agent_name(self.agent)}" if self.agent else "without ctxwrap"
+
+    @property
+    def pct(self) -> int | None:
+        """The percentage shown, as an integer: 60 for `−60%`."""
+        return None if self.saved_pct is None else round_half_away(self.saved_pct)
+
+    def money(self) -> str:
+        """`$0.12 saved`, `$0.03 more`, or "" when a price is unknown."""
+        if self.saved_usd is None or not self.plain_usd:
+            return ""
+        if self.saved_usd < 0:
+            return f"{usd_text(-self.saved_usd)} more"
+        return f"{usd_text(self.saved_usd)} saved"
+
+    def short(self) -> str:
+        """The headline: `cost −60% · $0.12 saved` (or `cost −60%` without prices, or "")."""
+        if self.llm_calls == 0 or self.saved_pct is None:
+            return ""
+        money = self.money()
+        return f"cost {pct_text(self.saved_pct)}" + (f" · {money}" if money else "")
+
+    def sentence(self) -> str:
+        """One sentence a person reads in ten seconds."""
+        if self.llm_calls == 0 or self.saved_pct is None:
+            return "nothing sent yet"
+        if self.plain_usd and self.usd is not None and self.saved_usd is not None:
+            what = f"{usd_text(self.plain_usd)}; with ctxwrap {usd_text(self.usd)}"
+        else:
+            what = (
+                f"{self.plain_cost:,.0f} cost units; with ctxwrap {self.cost:,.0f}"
+                " (input-token equivalents: a model without a known price)"
+            )
+        who = self.plain_name if self.agent else "without ctxwrap it"
+        return f"{who} would have cost {what} — {self.short()}"
+
+    def mostly(self) -> str:
+        """`mostly by big outputs summarised and old results masked` ("" when none saved)."""
+        from ctxwrap.vocabulary import MECHANISM_WORDS
+
+        words = [MECHANISM_WORDS.get(m, (m, m))[0] for m in self.top_mechanisms]
+        if not words:
+            return ""
+        if len(words) == 1:
+            return f"mostly by {words[0]}"
+        return f"mostly by {', '.join(words[:-1])} and {words[-1]}"
+
+    def token_line(self) -> str:
+        """Estimated sizes, labelled as estimates, beside the provider's own count."""
+        text = f"≈{self.sent_tokens:,} tokens sent (estimated, chars/4)"
+        if self.provider_input_tokens:
+            text += f"; the provider counted {self.provider_input_tokens:,} input tokens"
+        return text
+
+
+def headline_of(figures: Figures, agent: str | None) -> Headline:
+    """The headline of a `stats.Figures` (a session, a day, an agent, or the total)."""
+    c = figures.cost
+    return Headline(
+        agent=agent,
+        llm_calls=figures.llm_calls,
+        cost=c.total_weighted,
+        plain_cost=c.total_plain_weighted,
+        saved_pct=c.total_saved_pct if c.calls else None,
+        usd=total_usd(c),
+        plain_usd=total_plain_usd(c),
+        saved_usd=c.total_saved_usd,
+        kept_out_tokens=figures.saved_tokens,
+        aux_tokens=figures.aux_tokens,
+        net_tokens=figures.net_tokens,
+        sent_tokens=figures.sent_tokens,
+        provider_input_tokens=figures.provider.input_tokens
+        + figures.provider.cache_read_tokens
+        + figures.provider.cache_write_tokens,
+        compactions=c.compactions,
+        plain_compactions=c.plain_compactions,
+        top_mechanisms=top_mechanisms(figures),
+    )
+
+
+def top_mechanisms(figures: Figures, n: int = 2) -> tuple[str, ...]:
+    """The `n` mechanisms with the largest positive net (tokens kept out − their aux tokens)."""
+    ranked = sorted(
+        (m for m in figures.mechanisms if m.net_tokens > 0), key=lambda m: -m.net_tokens
+    )
+    return tuple(m.mechanism for m in ranked[:n])
+
+
+def total_usd(c: CostFigures) -> float | None:
+    """What ctxwrap's session cost in money: requests + aux + its compactions' summaries."""
+    parts = (c.sent_usd, c.aux_usd, c.compaction_usd)
+    return None if any(p is None for p in parts) else sum(p or 0.0 for p in parts)
+
+
+def total_plain_usd(c: CostFigures) -> float | None:
+    parts = (c.plain_usd, c.plain_compaction_usd)
+    return None if any(p is None for p in parts) else sum(p or 0.0 for p in parts)
+
+
+def session_agent(conn: sqlite3.Connection, session_id: str) -> str | None:
+    try:
+        row = conn.execute(
+            "SELECT agent FROM sessions WHERE session_id=?", (session_id,)
+        ).fetchone()
+    except sqlite3.OperationalError:  # a store from before agents were recorded: pi only
+        return "pi"
+    return (row[0] or "pi") if row is not None else None
+
+
+def session_figures(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    ttl_s: float | None = None,
+    prices: Mapping[str, Prices] | None = None,
+    write_cache: bool = False,
+) -> Figures:
+    """`ctxwrap stats --session ID`'s totals: the one compute path of a session's figures.
+    `ttl_s`/`prices` default to the configured ones (PI_CTX_* over config.toml)."""
+    from ctxwrap.stats import compute_stats, cost_settings
+
+    if ttl_s is None or prices is None:
+        cfg_ttl, cfg_prices = cost_settings()
+        ttl_s = cfg_ttl if ttl_s is None else ttl_s
+        prices = cfg_prices if prices is None else prices
+    report = compute_stats(
+        conn, session=session_id, ttl_s=ttl_s, prices=prices, write_cache=write_cache
+    )
+    return report.totals
+
+
+def session_headline(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    ttl_s: float | None = None,
+    prices: Mapping[str, Prices] | None = None,
+    write_cache: bool = False,
+) -> Headline:
+    """THE headline of one recorded session (an id or unique prefix). Every view of a session
+    that ran under ctxwrap takes its figures from here."""
+    from ctxwrap.stats import resolve_session
+
+    sid = resolve_session(conn, session_id)
+    figures = session_figures(conn, sid, ttl_s=ttl_s, prices=prices, write_cache=write_cache)
+    return headline_of(figures, session_agent(conn, sid))
+
+
+def session_totals(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    ttl_s: float,
+    prices: Mapping[str, Prices],
+) -> P.SessionTotals:
+    """The totals the daemon returns at turn_end and /ctx-stats (pi's footer, the shell prompt
+    segment, Claude Code's status line): the same figures and headline as `ctxwrap stats`."""
+    from ctxwrap import protocol as P
+    from ctxwrap.errors import NotFoundError
+
+    try:
+        figures = session_figures(conn, session_id, ttl_s=ttl_s, prices=prices, write_cache=True)
+    except NotFoundError:  # nothing recorded for it yet
+        return P.SessionTotals()
+    h = headline_of(figures, session_agent(conn, session_id))
+    c = figures.cost
+    return P.SessionTotals(
+        llm_calls=figures.llm_calls,
+        sent_tokens=figures.sent_tokens,
+        plain_tokens=figures.plain_tokens,
+        saved_tokens=figures.saved_tokens,
+        aux_tokens=figures.aux_tokens,
+        net_tokens=figures.net_tokens,
+        cost_weighted=round(c.total_weighted, 1),
+        plain_cost_weighted=round(c.total_plain_weighted, 1),
+        cost_saved_pct=c.total_saved_pct if c.calls else None,
+        cost_usd=h.usd,
+        saved_usd=c.total_saved_usd,
+        compactions=c.compactions,
+        plain_compactions=c.plain_compactions,
+        headline=h.short(),
+        headline_pct=h.pct,
+    )

@@ -1,0 +1,278 @@
+"""What a shell command does, as far as replay needs to know: is it a read of a file, a search,
+a listing, or anything else ("bash")? Agents that read through the shell (Codex: `cat`,
+`sed -n`, `rg`, `ls`) get their reads treated as reads.
+
+A command is read-like only when every part of it is: `cd` and `echo` separators are neutral,
+a pipe into a filter (`head`, `sed -n`, `rg`, `wc`, …) keeps the kind of its source, and any
+redirection into a file, `sed -i`, `find -exec`/`-delete` or an unknown program makes the whole
+command "bash". Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+READ = frozenset({"cat", "nl", "bat", "batcat", "less", "more", "head", "tail", "sed"})
+SEARCH = frozenset({"rg", "grep", "egrep", "fgrep", "ag", "ack"})
+LIST = frozenset({"ls", "tree", "find", "fd", "fdfind"})
+# Programs a read may be piped through without changing what it is.
+FILTERS = frozenset(
+    {"head", "tail", "sed", "wc", "sort", "uniq", "cut", "nl", "tr", "rg", "grep", "cat", "column"}
+)
+NEUTRAL = frozenset({"cd", "pwd", "echo", "printf", "true"})
+SHELLS = frozenset({"bash", "sh", "zsh", "dash", "fish"})
+# Options of rg/grep that take a value (so the value is not the pattern or a path).
+_VALUE_OPTS = frozenset(
+    {
+        "-e", "--regexp", "-f", "--file", "-g", "--glob", "--iglob", "-t", "--type", "-T",
+        "--type-not", "-A", "-B", "-C", "--context", "--after-context", "--before-context",
+        "-m", "--max-count", "-M", "--max-columns", "-j", "--threads", "--max-depth", "-d",
+        "-D", "--sort", "--sortr", "--type-add", "-E", "--encoding", "--include", "--exclude",
+    }
+)  # fmt: skip
+_SED_RANGE = re.compile(r"^(\d+)(?:,(\d+|\$))?p$")
+_OPERATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "|&"})
+
+
+def unwrap_argv(argv: list[str]) -> str:
+    """The command string of an argv list (`["bash", "-lc", "ls"]` → `ls`)."""
+    if len(argv) >= 3 and argv[0].rsplit("/", 1)[-1] in SHELLS and argv[1] in ("-lc", "-c"):
+        return argv[2]
+    return shlex.join(argv)
+
+
+def _tokens(cmd: str) -> list[str] | None:
+    lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:  # unbalanced quotes
+        return None
+
+
+def _split(tokens: list[str]) -> list[list[list[str]]] | None:
+    """Command lists → pipelines → words. None when the command writes through a redirect."""
+    lists: list[list[list[str]]] = [[[]]]
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t in ("&&", "||", ";", "&", ";;"):
+            lists.append([[]])
+        elif t in ("|", "|&"):
+            lists[-1].append([])
+        elif set(t) <= set("<>&") and t:
+            # redirections: `2>/dev/null`, `2>&1` and input are harmless; into a file is a write
+            target = tokens[i + 1] if i + 1 < len(tokens) else ""
+            prev = lists[-1][-1][-1] if lists[-1][-1] else ""
+            if t.startswith("<") or target in ("/dev/null", "&1", "&2") or t in (">&", "&>"):
+                if t in (">&", "&>") and target not in ("/dev/null", "1", "2"):
+                    return None
+                i += 2
+                if prev.isdigit():
+                    lists[-1][-1].pop()  # the fd number of `2>`
+                continue
+            if target.startswith("&") or (target.isdigit() and t.endswith("&")):
+                i += 2
+                continue
+            return None
+        elif t in ("(", ")", "{", "}"):
+            return None  # subshells and groups: not worth guessing
+        else:
+            lists[-1][-1].append(t)
+        i += 1
+    return lists
+
+
+def _program(words: list[str]) -> tuple[str, list[str]]:
+    while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        words = words[1:]  # VAR=value prefixes
+    if not words:
+        return "", []
+    return words[0].rsplit("/", 1)[-1], words[1:]
+
+
+def _positional(args: list[str], value_opts: frozenset[str] = frozenset()) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if a == "--":
+            out += args[i + 1 :]
+            break
+        if a.startswith("-") and a != "-":
+            if a in value_opts:
+                skip = True
+            continue
+        out.append(a)
+    return out
+
+
+def _in_place(sed_args: list[str]) -> bool:
+    return any(a.startswith(("-i", "--in-place")) for a in sed_args)
+
+
+def _read_args(prog: str, args: list[str]) -> dict[str, Any] | None:
+    if prog == "sed":
+        if _in_place(args):
+            return None
+        if "-n" not in args:
+            return None
+        rest = [a for a in args if a != "-n"]
+        if len(rest) < 2 or (m := _SED_RANGE.match(rest[0])) is None:
+            return None
+        start = int(m.group(1))
+        end = m.group(2)
+        limit = None if end == "$" else (int(end) - start + 1 if end else 1)
+        return {"paths": rest[1:], "offset": start, "limit": limit}
+    if prog in ("head", "tail"):
+        n = 10
+        paths = []
+        it = iter(range(len(args)))
+        for i in it:
+            a = args[i]
+            if a in ("-n", "--lines") and i + 1 < len(args):
+                n_text = args[i + 1].lstrip("+-")
+                n = int(n_text) if n_text.isdigit() else n
+                next(it, None)
+            elif re.fullmatch(r"-n?\d+", a):
+                n = int(a.lstrip("-n"))
+            elif a.startswith("--lines="):
+                n_text = a.split("=", 1)[1].lstrip("+-")
+                n = int(n_text) if n_text.isdigit() else n
+            elif a.startswith("-") and a != "-":
+                if a in ("-c", "--bytes", "-f", "--follow", "-F"):
+                    return None  # bytes or following a growing file: not a line read
+                continue
+            else:
+                paths.append(a)
+        return {"paths": paths, "offset": 1 if prog == "head" else None, "limit": n}
+    return {"paths": _positional(args), "offset": None, "limit": None}
+
+
+def _classify_stage(words: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """One command of a pipeline: (kind, args), or None when it is not read-like."""
+    prog, args = _program(words)
+    if prog in READ:
+        read = _read_args(prog, args)
+        return ("read", read) if read is not None else None
+    if prog == "git" and args[:1] == ["grep"]:
+        prog, args = "rg", args[1:]
+    if prog == "git" and args[:1] == ["ls-files"]:
+        return "find", {"paths": _positional(args[1:])}
+    if prog in SEARCH:
+        if prog == "rg" and "--files" in args:
+            return "find", {"paths": _positional(args, _VALUE_OPTS)}
+        pattern = None
+        for i, a in enumerate(args):
+            if a in ("-e", "--regexp") and i + 1 < len(args):
+                pattern = args[i + 1]
+                break
+        pos = _positional(args, _VALUE_OPTS)
+        if pattern is None:
+            if not pos:
+                return None
+            pattern, pos = pos[0], pos[1:]
+        return "grep", {"pattern": pattern, "paths": pos}
+    if prog in LIST:
+        if prog == "find" and any(a in ("-exec", "-execdir", "-delete", "-ok") for a in args):
+            return None
+        kind = "ls" if prog in ("ls", "tree") else "find"
+        paths = _positional(args) if prog != "find" else [a for a in args[:1] if a[:1] != "-"]
+        return kind, {"paths": paths}
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _live_read_kind() -> Callable[[str], str | None] | None:
+    """The Codex adapter's own rule for what counts as a read-like command, when it is
+    installed: replay then treats a command as a read exactly when `ctxwrap codex` would."""
+    import importlib
+
+    try:
+        commands = importlib.import_module("ctxwrap.agents.codex.commands")
+    except ImportError:
+        return None
+    rule = getattr(commands, "read_kind", None)
+    return rule if callable(rule) else None
+
+
+def classify(command: str) -> tuple[str, dict[str, Any]]:
+    """(kind, args) of a shell command: kind is "read", "grep", "find", "ls" or "bash"; args
+    always hold `command`, and for reads the file (`path`, all of them in `paths`) and, when
+    only part of it is shown, `offset`/`limit`; for searches `pattern`.
+
+    Where the Codex adapter is installed, its rule decides whether a command is read-like at
+    all (what the live proxy does); this module adds what was read."""
+    kind, args = _classify(command)
+    live = _live_read_kind()
+    if kind != "bash" and live is not None:
+        try:
+            if live(command) is None:
+                return "bash", {"command": command}
+        except Exception:  # the adapter's rule failing must not stop a read-only report
+            pass
+    return kind, args
+
+
+def _classify(command: str) -> tuple[str, dict[str, Any]]:
+    bash: tuple[str, dict[str, Any]] = ("bash", {"command": command})
+    if "`" in command or "$(" in command:
+        return bash  # a substitution runs something else
+    tokens = _tokens(command)
+    if not tokens:
+        return bash
+    lists = _split(tokens)
+    if lists is None:
+        return bash
+    found: list[tuple[str, dict[str, Any]]] = []
+    for pipeline in lists:
+        stages = [s for s in pipeline if s]
+        if not stages:
+            continue
+        prog, _ = _program(stages[0])
+        if prog in NEUTRAL and len(stages) == 1:
+            continue
+        first = _classify_stage(stages[0])
+        if first is None:
+            return bash
+        kind, args = first
+        for stage in stages[1:]:
+            p, rest = _program(stage)
+            if p not in FILTERS or (p == "sed" and ("-n" not in rest or _in_place(rest))):
+                return bash
+            if kind == "read":
+                args = {**args, "limit": args.get("limit") or -1}  # piped: part of the file
+        found.append((kind, args))
+    if not found:
+        return bash
+    kinds = {k for k, _ in found}
+    kind = "read" if kinds == {"read"} else next(k for k, _ in found if k != "read")
+    out: dict[str, Any] = {"command": command}
+    paths = [p for _, a in found for p in a.get("paths", [])]
+    if kind == "read":
+        if not paths:
+            return bash  # reading stdin
+        # several files: one key for the lot (a later identical read supersedes it)
+        out["path"] = paths[0] if len(paths) == 1 else " ".join(paths)
+        if len(paths) > 1:
+            out["paths"] = paths
+        offsets = [a.get("offset") for _, a in found]
+        limits = [a.get("limit") for _, a in found]
+        if any(o is not None for o in offsets) or any(limits):
+            # only part of the file (a range, a head or tail, a pipe through a filter); a limit
+            # of -1: a part of unknown length
+            out["offset"] = offsets[0]
+            out["limit"] = limits[0] or -1
+    else:
+        first_args = next(a for k, a in found if k == kind)
+        if kind == "grep":
+            out["pattern"] = first_args["pattern"]
+        out["path"] = (first_args.get("paths") or ["."])[0]
+    return kind, out

@@ -1,0 +1,369 @@
+"""`ctxwrap replay` for a person: one row per session (date, project, agent, calls, $ plain →
+$ with ctxwrap, %), a total, the sessions that already ran under ctxwrap apart, and what each
+mechanism would have done — simulated, or only bounded (the tagger, without --tag).
+
+Figures come from replay's JSON document (`_run.run_json`); nothing here re-runs a session.
+Percentages and money are rounded by `ctxwrap.headline`, as every other view.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctxwrap import _table as T
+from ctxwrap.headline import pct_text, usd_text
+from ctxwrap.vocabulary import agent_name, mechanism_label, mechanism_words, plural
+
+_HEAD_BYTES = 256 * 1024
+
+
+@dataclass
+class Row:
+    doc: dict[str, Any]
+    started: float | None
+    project: str
+    project_short: str
+    agent: str
+    under_ctxwrap: bool
+    plain: float  # $ when priced, else input-equivalent tokens
+    ours: float
+    priced: bool
+
+
+def _file_facts(path: str) -> tuple[float | None, str | None]:
+    """The first timestamp and cwd of a transcript (for readers that did not report them)."""
+    from ctxwrap.replay._read import parse_ts
+
+    started: float | None = None
+    cwd: str | None = None
+    try:
+        with open(path, "rb") as fh:
+            for n, raw in enumerate(fh):
+                if n > 200 or (started is not None and cwd is not None):
+                    break
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue
+                if not isinstance(entry, dict):
+                    continue
+                if started is None:
+                    ts = entry.get("timestamp")
+                    if ts is None and isinstance(entry.get("snapshot"), dict):
+                        ts = entry["snapshot"].get("timestamp")
+                    started = parse_ts(ts)
+                if cwd is None and isinstance(entry.get("cwd"), str):
+                    cwd = entry["cwd"]
+    except OSError:
+        pass
+    return started, cwd
+
+
+def ran_under_ctxwrap(g: dict[str, Any]) -> bool:
+    """A session ctxwrap already edited, as replay's reader found it (its markers in the
+    transcript, or its id in ctxwrap's database): one detector for every view."""
+    reader = g.get("reader")
+    return bool(isinstance(reader, dict) and reader.get("ran_under_ctxwrap"))
+
+
+def _project(g: dict[str, Any], cwd: str | None) -> tuple[str, str]:
+    """(full, short): Claude Code's project directory name, else the session's cwd."""
+    path = Path(g["path"])
+    if g.get("format") == "claude" and path.parent.parent.name == "projects":
+        name = path.parent.name  # ~/.claude/projects/-home-me-src-app/<id>.jsonl
+        return name, name.rsplit("-", 1)[-1] or name
+    cwd = g.get("cwd") or cwd
+    if cwd:
+        return cwd, Path(cwd).name or cwd
+    return path.stem, path.stem[:24]
+
+
+def _input_only(side: dict[str, Any], model: str | None) -> float | None:
+    """A side's money without the main model's output (which ctxwrap does not change: the
+    same on both sides, left out as `ctxwrap stats` leaves it out)."""
+    from ctxwrap.engine.cost import default_prices
+
+    usd = side.get("usd")
+    if usd is None:
+        return None
+    out = side.get("output_tokens") or 0
+    price = default_prices(model).output if out else 0.0
+    if price is None:
+        return float(usd)
+    return float(usd) - out * price / 1_000_000
+
+
+def rows_of(doc: dict[str, Any], *, model: str | None) -> list[Row]:
+    rows = []
+    for g in doc["groups"]:
+        started, cwd = g.get("started_at"), g.get("cwd")
+        if started is None or cwd is None:
+            first, file_cwd = _file_facts(g["path"])
+            started = started if started is not None else first
+            cwd = cwd or file_cwd
+        full, short = _project(g, cwd)
+        under = ran_under_ctxwrap(g)
+        g["under_ctxwrap"] = under
+        m = model or g.get("model")
+        plain_usd = _input_only(g["cost"]["plain"], m)
+        our_usd = _input_only(g["cost"]["ctxwrap"], m)
+        priced = plain_usd is not None and our_usd is not None
+        rows.append(
+            Row(
+                g,
+                started,
+                full,
+                short,
+                g.get("format") or "pi",
+                bool(under),
+                plain_usd
+                if priced and plain_usd is not None
+                else g["cost"]["plain"]["weighted_tokens"],
+                our_usd
+                if priced and our_usd is not None
+                else g["cost"]["ctxwrap"]["weighted_tokens"],
+                priced,
+            )
+        )
+    rows.sort(key=lambda r: (r.started is None, r.started or 0.0, r.project))
+    return rows
+
+
+def _money(v: float, priced: bool) -> str:
+    return usd_text(v) if priced else f"{v:,.0f}"
+
+
+def _pct(plain: float, ours: float) -> float | None:
+    return 100.0 * (plain - ours) / plain if plain > 0 else None
+
+
+def _session_table(rows: list[Row], *, width: int, color: bool, total: bool) -> list[str]:
+    priced = all(r.priced for r in rows)
+    tp, to = sum(r.plain for r in rows), sum(r.ours for r in rows)
+    if not priced:  # one unit for the whole table
+        tp = sum(r.doc["cost"]["plain"]["weighted_tokens"] for r in rows)
+        to = sum(r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in rows)
+    plain = [r.plain if priced else r.doc["cost"]["plain"]["weighted_tokens"] for r in rows]
+    ours = [r.ours if priced else r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in rows]
+    pcts = [_pct(p, o) for p, o in zip(plain, ours, strict=True)]
+    extra: list[str | tuple[str, ...]] = ["total"] if total else []
+    n = len(rows)
+    bold = [""] * n + (["bold"] if total else [])
+    calls = [r.doc["llm_calls"] for r in rows]
+    unit = "$" if priced else "units"
+    dates: list[str | tuple[str, ...]] = [
+        (
+            time.strftime("%Y-%m-%d", time.localtime(r.started)),
+            time.strftime("%m-%d", time.localtime(r.started)),
+        )
+        if r.started
+        else "-"
+        for r in rows
+    ]
+    cols = [
+        T.column("date", dates + extra, styles=bold, left=True),
+        T.column(
+            "project",
+            [(r.project, r.project_short, r.project_short[:14]) for r in rows]
+            + ([""] if total else []),
+            left=True,
+            drop=2,
+        ),
+        T.column(
+            "agent",
+            [(agent_name(r.agent), r.agent) for r in rows] + ([""] if total else []),
+            left=True,
+            drop=3,
+        ),
+        T.column(
+            "calls",
+            [f"{c:,}" for c in calls] + ([f"{sum(calls):,}"] if total else []),
+            styles=bold,
+        ),
+        T.column(
+            f"{unit} plain",
+            [_money(v, priced) for v in plain] + ([_money(tp, priced)] if total else []),
+            styles=bold,
+        ),
+        T.column(
+            (f"{unit} with ctxwrap", f"{unit} with"),
+            [_money(v, priced) for v in ours] + ([_money(to, priced)] if total else []),
+            styles=bold,
+        ),
+        T.column(
+            "cost",
+            [pct_text(p) or "-" for p in pcts] + ([pct_text(_pct(tp, to)) or "-"] if total else []),
+            styles=bold,
+        ),
+    ]
+    lines = T.render(cols, width=width, color=color, total_rows=1 if total else 0)
+    if not priced:
+        from ctxwrap.stats import _wrap
+
+        note = "cost in input-token equivalents (cache-priced): a model without a known price"
+        lines.append(_wrap(note, width))
+    return lines
+
+
+_SIMULATED = ("bash", "writes", "masking", "skills", "tools")
+
+
+def _mechanism_table(
+    groups: list[dict[str, Any]], *, tagged: bool, width: int, color: bool
+) -> list[str]:
+    """Per mechanism over the counted sessions: simulated ones in the totals; the tagger as a
+    range (0 … the most it could hide) with its own aux cost beside, outside the totals —
+    counted both ways or neither."""
+
+    def total(mech: str, key: str) -> int:
+        return sum(
+            next((m[key] for m in g["mechanisms"] if m["mechanism"] == mech), 0) for g in groups
+        )
+
+    labels: list[str | tuple[str, ...]] = []
+    kept: list[str | tuple[str, ...]] = []
+    aux: list[str] = []
+    net: list[str | tuple[str, ...]] = []
+    how: list[str | tuple[str, ...]] = []
+    for mech in _SIMULATED:
+        s, a = total(mech, "saved_tokens"), total(mech, "aux_tokens_estimated")
+        labels.append((mechanism_words(mech), mechanism_label(mech), mech))
+        kept.append(f"{s:,}")
+        aux.append(f"{a:,}")
+        net.append(f"{s - a:,}")
+        how.append(("simulated", "sim."))
+    am_saved, am_aux = total("amnesia", "saved_tokens"), total("amnesia", "aux_tokens_estimated")
+    bound = sum(g.get("tagger_bound_tokens") or 0 for g in groups)
+    if tagged:
+        labels.append((mechanism_words("amnesia"), mechanism_label("amnesia"), "amnesia"))
+        kept.append(f"{am_saved:,}")
+        aux.append(f"{am_aux:,}")
+        net.append(f"{am_saved - am_aux:,}")
+        how.append(("tagged by aux", "tagged"))
+        counted_saved = sum(total(m, "saved_tokens") for m in (*_SIMULATED, "amnesia"))
+        counted_aux = sum(total(m, "aux_tokens_estimated") for m in (*_SIMULATED, "amnesia"))
+    else:
+        # an unchanged re-read's pointer needs no tagger: simulated, in the totals
+        labels.append((mechanism_words("dedup"), mechanism_label("dedup"), "dedup"))
+        kept.append(f"{am_saved:,}")
+        aux.append("0")
+        net.append(f"{am_saved:,}")
+        how.append(("simulated", "sim."))
+        labels.append(
+            ("reads the task no longer needs hidden (tagger)", "reads hidden (tagger)", "tagger")
+        )
+        kept.append((f"0 … {bound:,}", f"0…{bound:,}"))
+        aux.append(f"≈{am_aux:,}")
+        net.append((f"{-am_aux:,} … {bound - am_aux:,}", f"{-am_aux:,}…{bound - am_aux:,}"))
+        how.append(("bounded", "bound"))
+        counted_saved = sum(total(m, "saved_tokens") for m in (*_SIMULATED, "amnesia"))
+        counted_aux = sum(total(m, "aux_tokens_estimated") for m in _SIMULATED)
+    labels.append("total")
+    kept.append(f"{counted_saved:,}")
+    aux.append(f"{counted_aux:,}")
+    net.append(f"{counted_saved - counted_aux:,}")
+    how.append("")
+    n = len(labels)
+    bold = [""] * (n - 1) + ["bold"]
+    cols = [
+        T.column(("what ctxwrap would have done", "mechanism"), labels, styles=bold, left=True),
+        T.column(("≈tokens kept out", "≈kept out"), kept, styles=bold),
+        T.column(("aux model ≈", "aux≈"), aux, styles=bold, drop=3),
+        T.column("net", net, styles=bold),
+        T.column("how", how, left=True),
+    ]
+    return T.render(cols, width=width, color=color, total_rows=1)
+
+
+def render_text(
+    doc: dict[str, Any],
+    *,
+    width: int,
+    color: bool = False,
+    model: str | None = None,
+    tagged: bool = False,
+) -> str:
+    from ctxwrap.stats import _wrap
+
+    rows = rows_of(doc, model=model)
+    counted = [r for r in rows if not r.under_ctxwrap]
+    already = [r for r in rows if r.under_ctxwrap]
+    calls = sum(r.doc["llm_calls"] for r in counted)
+    how = (
+        "the aux backend tagged the reads (its tokens counted)" if tagged else "no model was called"
+    )
+    out = [
+        f"ctxwrap replay — {plural(len(counted), 'session')}, {plural(calls, 'LLM call')}"
+        f" from {plural(doc['files'], 'file')} ({doc['bytes'] / 1e6:,.1f} MB); {how}"
+    ]
+    if counted:
+        priced = all(r.priced for r in counted)
+        tp = (
+            sum(r.plain for r in counted)
+            if priced
+            else sum(r.doc["cost"]["plain"]["weighted_tokens"] for r in counted)
+        )
+        to = (
+            sum(r.ours for r in counted)
+            if priced
+            else sum(r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in counted)
+        )
+        pct = pct_text(_pct(tp, to))
+        if priced:
+            saved = tp - to
+            money = f"{usd_text(abs(saved))} {'saved' if saved >= 0 else 'more'}"
+            out.append(
+                f"cost {pct} · {money}: {usd_text(tp)} plain → {usd_text(to)} with ctxwrap"
+                " (main-model input, cache-priced; aux model in tokens below)"
+            )
+        else:
+            out.append(
+                f"cost {pct}: {tp:,.0f} → {to:,.0f} cost units (input-token equivalents,"
+                " cache-priced; aux model in tokens below)"
+            )
+        out = [_wrap(line, width) for line in out]
+        out.append("")
+        out += _session_table(counted, width=width, color=color, total=len(counted) > 1)
+        out.append("")
+        out += _mechanism_table([r.doc for r in counted], tagged=tagged, width=width, color=color)
+        if not tagged:
+            out.append(
+                _wrap(
+                    "tagger: without --tag no model decides which reads to hide; the range runs"
+                    " from none to every read/grep/find/ls result, its aux cost beside it —"
+                    " neither is in the totals",
+                    width,
+                )
+            )
+    else:
+        out = [_wrap(line, width) for line in out]
+    if already:
+        out.append("")
+        out.append(
+            _wrap(
+                f"already run under ctxwrap ({plural(len(already), 'session')}, not in the"
+                " totals: their transcripts hold ctxwrap's edits; `ctxwrap stats` has their"
+                " figures):",
+                width,
+            )
+        )
+        out += _session_table(already, width=width, color=color, total=False)
+    if doc["skipped_files"] or doc["skipped_entries"]:
+        out.append("")
+        out.append("skipped:")
+        for reason, n in sorted(doc["skipped_files"].items()):
+            out.append(
+                _wrap(
+                    f"  {reason}"
+                    if n == 1 and reason.startswith("path not found")
+                    else f"  {plural(n, 'file')}: {reason}",
+                    width,
+                )
+            )
+        for reason, n in sorted(doc["skipped_entries"].items()):
+            out.append(_wrap(f"  {plural(n, 'entry', 'entries')}: {reason}", width))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,129 @@
+"""`ctxwrap replay` on rollouts the real Codex CLI 0.171 writes against the scripted Responses
+server: one LLM call per request the server received, the provider usage of each, shell reads
+as reads, the added file as a write; the same script under `ctxwrap codex` is flagged as a
+session that already ran under ctxwrap.
+
+Needs the Responses side of the scripted server and `ctxwrap.testing.codex_home` (branch
+`codex`); skipped until both are there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import CTXWRAP, Xdg
+
+from ctxwrap.replay._read import Message, ReadStats, ctxwrap_known_sessions, read_session
+from ctxwrap.testing.model_server import ScriptedModelServer
+
+codex_home = pytest.importorskip(
+    "ctxwrap.testing.codex_home", reason="needs ctxwrap.testing.codex_home (branch codex)"
+)
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(codex_home.find_codex() is None, reason="codex is not installed"),
+]
+
+NOTES = "".join(f"- item {i}: the parking rota for week {i}\n" for i in range(300))
+PATCH = "*** Begin Patch\n*** Add File: big.txt\n"
+PATCH += "".join(f"+row {i}: the quick brown fox\n" for i in range(200)) + "*** End Patch\n"
+STEPS = [
+    {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "seq 1 3000"}}]},
+    {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "cat notes.txt"}}]},
+    {"tool_calls": [{"name": "apply_patch", "arguments": PATCH}]},
+    {"text": "all done"},
+]
+
+
+def _run(tmp_path: Path, xdg: Xdg, *, wrapped: bool) -> tuple[Path, ScriptedModelServer]:
+    work = tmp_path / "work"
+    work.mkdir(parents=True)
+    (work / "notes.txt").write_text(NOTES)
+    home = tmp_path / "home"
+    with ScriptedModelServer(STEPS) as srv:
+        env = codex_home.codex_env(xdg.env(), home=home, base_url=srv.base_url)
+        exe = [*CTXWRAP, "codex"] if wrapped else [env.get("CTXWRAP_CODEX", "codex")]
+        proc = subprocess.run(
+            [*exe, *codex_home.codex_exec_args("look at the notes")],
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    [rollout] = sorted((home / ".codex" / "sessions").rglob("rollout-*.jsonl"))
+    return rollout, srv
+
+
+def test_replay_of_a_real_codex_rollout(tmp_path: Path, xdg: Xdg) -> None:
+    rollout, srv = _run(tmp_path / "plain", xdg, wrapped=False)
+    reqs = srv.main_requests
+    assert len(reqs) == len(STEPS)
+    stats = ReadStats()
+    evs = list(read_session(rollout, stats, known_sessions=()))
+    assert stats.skipped == {} and stats.ran_under_ctxwrap is None
+    asst = []
+    for e in evs:
+        if (
+            isinstance(e, Message)
+            and e.role == "assistant"
+            and e.request_key not in {a.request_key for a in asst}
+        ):
+            asst.append(e)
+    assert len(asst) == len(reqs)
+    # the provider usage the rollout recorded is what the server answered
+    assert [a.usage_prompt_tokens for a in asst] == [
+        r.usage["input_tokens"] if r.usage else None for r in reqs
+    ]
+    kinds = [(c.agent_tool or c.name, c.name) for a in asst for c in a.calls]
+    assert kinds == [("exec_command", "bash"), ("exec_command", "read"), ("apply_patch", "write")]
+    # each call's context, as replay rebuilds it, against the input the server received
+    doc = json.loads(
+        subprocess.run(
+            [*CTXWRAP, "replay", "--json", "--per-call", str(rollout)],
+            env=xdg.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+    )
+    [s] = doc["groups"]
+    assert s["format"] == "codex" and s["llm_calls"] == len(reqs)
+    assert s["interventions"]["digest"] == 1 and s["interventions"]["strip"] == 1
+    # Codex 0.171 sends its base instructions as the first input message; the rollout keeps
+    # them (templated slightly differently) in session_meta: replay counts them with the fixed
+    # prefix (system, estimated from the first call's usage), not among the messages
+    meta = json.loads(rollout.read_text().splitlines()[0])["payload"]
+    base = (meta.get("base_instructions") or {}).get("text")
+
+    def text(item: dict[str, object]) -> int:
+        if item.get("type") == "message":
+            parts = item.get("content") or []
+            assert isinstance(parts, list)
+            body = "".join(str(c.get("text", "")) for c in parts)
+            return 0 if base and body[:200] == base[:200] else len(body)
+        if item.get("type") == "function_call":
+            return len(str(item.get("name"))) + len(str(item.get("arguments")))
+        if item.get("type") == "custom_tool_call":
+            return len(str(item.get("name"))) + len(str(item.get("input")))
+        return len(str(item.get("output", "")))
+
+    for call, req in zip(s["calls"], reqs, strict=True):
+        sent = sum(text(i) for i in req.body["input"] if i.get("type") != "reasoning")
+        assert abs(call["messages_chars"] - sent) <= 0.02 * sent + 50, (call["index"], sent)
+
+
+def test_a_codex_rollout_under_ctxwrap_is_flagged(tmp_path: Path, xdg: Xdg) -> None:
+    rollout, _ = _run(tmp_path / "wrapped", xdg, wrapped=True)
+    # the proxy edits requests, not the rollout Codex writes: the daemon's database knows it
+    known = ctxwrap_known_sessions(xdg.state / "ctxwrap" / "ctxwrap.db")
+    stats = ReadStats()
+    list(read_session(rollout, stats, known_sessions=known))
+    assert stats.ctxwrap == {"its session is in ctxwrap's database": 1}

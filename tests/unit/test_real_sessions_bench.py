@@ -1,0 +1,53 @@
+"""bench/real_sessions.py on a small subset of the real-session corpus (issue 21).
+
+The corpus lives outside the package (`../shared/realdata`); without it the test skips."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+import real_sessions as rs  # noqa: E402
+
+CORPUS = rs.default_corpus()
+SUBSET = (
+    "claude/codemie-ai_codemie-code__session-196820da.jsonl",
+    "pi/badlogic_pi-mono__session.jsonl",
+)
+pytestmark = pytest.mark.skipif(
+    CORPUS is None or not all((CORPUS / f).is_file() for f in SUBSET),
+    reason="the real-session corpus (../shared/realdata next to the repository) is absent",
+)
+
+
+def test_subset_per_session_and_medians_with_needed_again(tmp_path: Path) -> None:
+    assert CORPUS is not None
+    for f in SUBSET:
+        (tmp_path / Path(f).parent.name).mkdir(exist_ok=True)
+        shutil.copy(CORPUS / f, tmp_path / f)
+    before = rs.run(tmp_path, "before", 40)
+    after = rs.run(tmp_path, "default", 40)
+    assert not before["skipped_files"] and not after["skipped_files"]
+    for res in (before, after):
+        assert {r["agent"] for r in res["sessions"]} == {"claude", "pi"}
+        for r in res["sessions"]:
+            assert r["calls"] >= 40 and r["plain_weighted"] > 0
+            assert 0 < r["cost_ratio"] < 1.2
+            assert r["cost_saved_after_rereads_pct"] <= r["cost_saved_pct"]
+            for m in r["needed_again"]["mechanisms"].values():
+                assert 0 <= m["needed_again"] <= m["interventions"]
+        assert set(res["medians"]) == {"claude", "pi"}
+    # The defaults pay more than the old ones on both agents (the corpus's medians are in
+    # docs/accounting.md; this subset is one session of each)
+    for agent in ("claude", "pi"):
+        assert (
+            after["medians"][agent]["median_cost_saved_pct"]
+            > before["medians"][agent]["median_cost_saved_pct"]
+        )
+    text = rs.render([before, after], sessions=True)
+    assert "needed again" in text and "median claude" in text and "median pi" in text

@@ -1,0 +1,717 @@
+"""Replay's readers on every real transcript format: pi's legacy v1 session files (migrated as pi
+migrates them), Claude Code sub-agent transcripts, compactions and cache TTLs, Codex rollouts of
+three generations, and sessions that already ran under ctxwrap.
+
+Small hand-made fixtures per format in tests/fixtures/sessions/; the real public corpus in
+../shared/realdata (beside the repository) when it is there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwrap.replay import _shellcmd as shellcmd
+from ctxwrap.replay import replay_paths, run_json
+from ctxwrap.replay._read import (
+    ClearedResults,
+    Compaction,
+    Event,
+    Header,
+    Message,
+    ReadStats,
+    SystemPrompt,
+    ToolCall,
+    claude_events,
+    parse_line,
+    read_session,
+)
+from ctxwrap.replay._read_codex import parse_patch
+from ctxwrap.replay._shellcmd import classify
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
+PI_V1 = FIXTURES / "pi-v1-legacy.jsonl"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _find_realdata() -> Path:
+    """../shared/realdata beside the clone (CI); a worktree under <dir>/wt/<name> finds the one
+    beside <dir>; CTXWRAP_REALDATA overrides."""
+    if os.environ.get("CTXWRAP_REALDATA"):
+        return Path(os.environ["CTXWRAP_REALDATA"])
+    for up in (ROOT.parent, ROOT.parent.parent):
+        if (up / "shared" / "realdata").is_dir():
+            return up / "shared" / "realdata"
+    return ROOT.parent / "shared" / "realdata"
+
+
+REALDATA = _find_realdata()
+PI_CONTEXT_JS = Path(__file__).parent / "pi_context.mjs"
+
+
+def replay(*paths: Path) -> dict[str, Any]:
+    return run_json(replay_paths(list(paths), per_call=True))
+
+
+def events(path: Path) -> tuple[list[Event], ReadStats]:
+    stats = ReadStats()
+    return list(read_session(path, stats)), stats
+
+
+def realdata(agent: str) -> list[Path]:
+    if not (REALDATA / agent).is_dir():
+        pytest.skip(f"the real-session corpus is not at {REALDATA} (shared/ beside the clone)")
+    return sorted((REALDATA / agent).glob("*.jsonl"))
+
+
+# -- pi: legacy v1 ------------------------------------------------------------------------------
+
+
+def test_pi_v1_is_read_as_pi_migrates_it() -> None:
+    evs, stats = events(PI_V1)
+    [header] = [e for e in evs if isinstance(e, Header)]
+    assert header.fmt == "pi" and header.version is None
+    assert header.source is not None and header.source.startswith("pi v1")
+    assert header.branched_from and header.branched_from.endswith("_0000.jsonl")
+    msgs = [e for e in evs if isinstance(e, Message)]
+    # ids and parents as migrateV1ToV2 gives them: one line, the previous entry as the parent
+    assert msgs[0].entry_id == "v1-1" and msgs[0].parent_id is None
+    assert msgs[1].parent_id == "v1-1"
+    # the compaction keeps from the entry its firstKeptEntryIndex named (the header is 0)
+    [comp] = [e for e in evs if isinstance(e, Compaction)]
+    assert comp.first_kept_id == "v1-13"
+    assert next(m for m in msgs if m.entry_id == "v1-13").role == "user"
+    # the line with two objects yields both; it is noted, not skipped
+    assert stats.skipped == {}
+    assert stats.notes == {"line holding 2 JSON objects written together (each read)": 1}
+    assert stats.entries == 19 + 1
+    # `!cmd` as the user text pi sends; `!!cmd` stays out of the context
+    bash_runs = [m for m in msgs if m.role == "custom" and m.chars > 30]
+    assert any(
+        m.chars == len("Ran `git status`\n```\nOn branch main\nnothing to commit\n```")
+        for m in bash_runs
+    )
+    assert not any(m.entry_id == "v1-8" for m in msgs)
+    # hookMessage is v3's custom
+    assert next(m for m in msgs if m.entry_id == "v1-16").role == "custom"
+    # usage split kept as recorded
+    first = next(m for m in msgs if m.role == "assistant")
+    assert (first.usage_input_tokens, first.usage_cache_read_tokens) == (3, 0)
+    assert first.usage_cache_write_tokens == 4000 and first.usage_prompt_tokens == 4003
+
+
+def test_pi_v1_replays_every_call_and_resets_at_the_compaction() -> None:
+    doc = replay(PI_V1)
+    assert doc["skipped_files"] == {} and doc["skipped_entries"] == {}
+    [s] = doc["groups"]
+    assert s["format"] == "pi" and s["llm_calls"] == 6 and s["compactions"] == 1
+    calls = s["calls"]
+    k = next(i for i, c in enumerate(calls) if c["compaction"])
+    assert k == 4 and calls[k]["messages_chars"] < calls[k - 1]["messages_chars"] / 10
+
+
+def _pi_dist() -> Path | None:
+    node, pi = shutil.which("node"), shutil.which("pi")
+    if node is None or pi is None:
+        return None
+    m = re.search(r'"([^"]+)/cli\.js"', Path(pi).read_text(errors="replace"))
+    dist = Path(m.group(1)) if m else Path(pi).resolve().parent
+    return dist if (dist / "core" / "session-manager.js").is_file() else None
+
+
+def _pi_context_sizes(path: Path, tmp_path: Path, every: int) -> list[int | None]:
+    """What pi itself (its migration and context builder) sends before each assistant message."""
+    dist = _pi_dist()
+    if dist is None:
+        pytest.skip("pi 1.x and node are not on PATH (scripts/install-tools.sh)")
+    stats = ReadStats()
+    entries: list[dict[str, Any]] = []
+    for raw in path.read_bytes().splitlines():
+        if raw.strip():
+            entries += parse_line(raw, stats)
+    data = tmp_path / "entries.json"
+    data.write_text(json.dumps(entries))
+    out = subprocess.run(
+        ["node", str(PI_CONTEXT_JS), str(dist), str(data), str(every)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return list(json.loads(out.stdout))
+
+
+def _agrees_with_pi(path: Path, tmp_path: Path, every: int = 1) -> None:
+    want = _pi_context_sizes(path, tmp_path, every)
+    [s] = replay(path)["groups"]
+    got = [c["messages_chars"] for c in s["calls"]]
+    assert len(got) == len(want)
+    pairs = [(i, a, b) for i, (a, b) in enumerate(zip(got, want, strict=True)) if b is not None]
+    assert len(pairs) >= len(got) // every // 2  # calls with images in context are not compared
+    assert [(i, a, b) for i, a, b in pairs if abs(a - b) > 2] == []
+
+
+def test_pi_v1_context_matches_what_pi_builds(tmp_path: Path) -> None:
+    _agrees_with_pi(PI_V1, tmp_path)
+
+
+def test_real_pi_v1_sessions_match_what_pi_builds(tmp_path: Path) -> None:
+    # every call of each session agrees (checked once by hand); a sample keeps the test fast
+    for path in realdata("pi"):
+        _agrees_with_pi(path, tmp_path, every=40)
+
+
+# -- Claude Code: sub-agents, compactions, cleared results, cache TTLs --------------------------
+
+CLAUDE_PROJECT = FIXTURES / "claude-project"
+CLAUDE_SID = "4f0c2d1e-0000-4000-8000-000000000001"
+CLAUDE_MAIN = CLAUDE_PROJECT / f"{CLAUDE_SID}.jsonl"
+CLAUDE_SUB = CLAUDE_PROJECT / CLAUDE_SID / "subagents" / "agent-ab12cd3.jsonl"
+
+
+def test_claude_subagent_transcript_is_its_own_session_under_its_parent() -> None:
+    doc = replay(CLAUDE_PROJECT)
+    assert doc["skipped_files"] == {} and doc["skipped_entries"] == {}
+    by_id = {g["session_id"]: g for g in doc["groups"]}
+    assert by_id[CLAUDE_SID]["llm_calls"] == 4  # the synthetic API error is no request
+    assert by_id["agent-ab12cd3"]["llm_calls"] == 2  # one per response, parallel calls in one
+    evs, _ = events(CLAUDE_SUB)
+    [h] = [e for e in evs if isinstance(e, Header)]
+    assert h.source == "claude sub-agent" and h.agent_id == "ab12cd3"
+    assert h.parent_session_id == CLAUDE_SID
+
+
+def test_a_lone_subagent_transcript_replays(tmp_path: Path) -> None:
+    lone = tmp_path / "agent-ab12cd3.jsonl"  # kept flat, its parent elsewhere
+    lone.write_bytes(CLAUDE_SUB.read_bytes())
+    doc = replay(lone)
+    assert doc["skipped_files"] == {} and doc["skipped_entries"] == {}
+    assert [g["llm_calls"] for g in doc["groups"]] == [2]
+    # renamed, it is still recognised by its entries
+    other = tmp_path / "x.jsonl"
+    other.write_bytes(CLAUDE_SUB.read_bytes())
+    [h] = [e for e in events(other)[0] if isinstance(e, Header)]
+    assert h.agent_id == "ab12cd3" and h.source == "claude sub-agent"
+
+
+def test_sidechain_entries_inside_a_main_transcript_are_counted_apart(tmp_path: Path) -> None:
+    mixed = tmp_path / "main.jsonl"
+    mixed.write_bytes(CLAUDE_MAIN.read_bytes() + CLAUDE_SUB.read_bytes())
+    doc = replay(mixed)
+    assert doc["skipped_entries"] == {
+        "Claude Code sub-agent entry inside the main transcript (its own context)": 5
+    }
+    assert [g["llm_calls"] for g in doc["groups"]] == [4]
+
+
+def test_claude_compaction_carries_its_summary_and_cleared_results_are_reported() -> None:
+    evs, stats = events(CLAUDE_MAIN)
+    assert stats.skipped == {}
+    [comp] = [e for e in evs if isinstance(e, Compaction)]
+    assert comp.summary_chars > 100  # the summary the model gets, not a user prompt
+    assert not any(
+        isinstance(e, Message) and e.role == "user" and "being continued" in e.text for e in evs
+    )
+    [cleared] = [e for e in evs if isinstance(e, ClearedResults)]
+    assert cleared.tool_call_ids == ("toolu_read",) and cleared.tokens_saved == 2900
+    assert cleared.replacement_chars == len("[Old tool result content cleared]")
+    [s] = [g for g in replay(CLAUDE_MAIN)["groups"]]
+    last = s["calls"][-1]
+    assert last["compaction"] and last["messages_chars"] == comp.summary_chars
+
+
+def test_claude_one_hour_cache_writes_are_on_the_call_record() -> None:
+    evs, _ = events(CLAUDE_MAIN)
+    calls = {}
+    for e in evs:
+        if isinstance(e, Message) and e.role == "assistant":
+            calls.setdefault(e.request_key, e)
+    first, second, third = calls["msg_1"], calls["msg_2"], calls["msg_3"]
+    assert (first.usage_cache_write_tokens, first.usage_cache_write_1h_tokens) == (20000, 20000)
+    assert (second.usage_cache_read_tokens, second.usage_cache_write_1h_tokens) == (20000, 150)
+    assert (third.usage_cache_write_tokens, third.usage_cache_write_1h_tokens) == (3000, 0)
+    assert first.usage_prompt_tokens == 20003 and first.usage_input_tokens == 3
+    # no split recorded (older Claude Code): unknown, not zero
+    line = json.loads(CLAUDE_MAIN.read_text().splitlines()[2])
+    del line["message"]["usage"]["cache_creation"]
+    stats = ReadStats()
+    [msg] = [e for e in claude_events(line, stats) if isinstance(e, Message)]
+    assert msg.usage_cache_write_tokens == 20000 and msg.usage_cache_write_1h_tokens is None
+
+
+# -- Codex rollouts -----------------------------------------------------------------------------
+
+CODEX = FIXTURES / "codex"
+
+
+def _calls(path: Path) -> list[ToolCall]:
+    return [c for e in events(path)[0] if isinstance(e, Message) for c in e.calls]
+
+
+def test_codex_077_exec_shell_argv_reads_and_token_counts() -> None:
+    path = CODEX / "rollout-0.77-exec.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    [h] = [e for e in evs if isinstance(e, Header)]
+    assert h.fmt == "codex" and h.version == "0.77.0" and h.source == "codex codex_exec 0.77.0"
+    calls = _calls(path)
+    assert [(c.agent_tool, c.name) for c in calls] == [("shell", "ls"), ("shell", "read")]
+    assert calls[1].args["path"] == "README.md" and calls[1].args["limit"] == 200
+    asst = [e for e in evs if isinstance(e, Message) and e.role == "assistant"]
+    # one request per response; the repeated token count is the same one
+    assert [(a.usage_prompt_tokens, a.usage_cache_read_tokens) for a in asst] == [
+        (7000, 0),
+        (7300, 7000),
+        (9500, 7200),
+    ]
+    assert all(a.model == "gpt-5-1-codex-2025-11-13" for a in asst)
+    # the AGENTS.md text and the environment are context, the question is the prompt
+    users = [e for e in evs if isinstance(e, Message) and e.role == "user"]
+    assert [u.text for u in users] == ["what is this repository about?"]
+    results = [e for e in evs if isinstance(e, Message) and e.role == "tool_result"]
+    assert results[1].text.startswith("README line 0") and results[1].tool_name == "read"
+    [s] = replay(path)["groups"]
+    assert s["format"] == "codex" and s["llm_calls"] == 3 and s["system_estimated"]
+
+
+def test_codex_0125_unified_exec_polling_and_apply_patch() -> None:
+    path = CODEX / "rollout-0.125-tui.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    calls = _calls(path)
+    kinds = [(c.agent_tool or c.name, c.name) for c in calls]
+    assert kinds == [
+        ("exec_command", "bash"),
+        ("exec_command", "read"),
+        ("write_stdin", "bash"),  # polls `npm test`: the output of that command
+        ("update_plan", "update_plan"),
+        ("apply_patch", "write"),
+        ("apply_patch", "edit"),
+    ]
+    write = calls[4]
+    assert write.args["path"] == "src/values.ts"
+    assert write.args["content"].splitlines()[0] == "export const v0 = 0;"
+    # the patch's size is split over its files, none lost
+    patch_item = next(
+        json.loads(ln)["payload"]
+        for ln in path.read_text().splitlines()
+        if '"custom_tool_call"' in ln
+    )
+    assert write.chars + calls[5].chars == len("apply_patch") + len(patch_item["input"])
+    results = [e for e in evs if isinstance(e, Message) and e.role == "tool_result"]
+    poll = next(r for r in results if r.tool_call_id == "call_poll")
+    assert poll.is_error and poll.tool_name == "bash"
+    doc = replay(path)
+    [s] = doc["groups"]
+    assert s["llm_calls"] == 5 and s["model"] == "gpt-5.5"
+    assert s["interventions"]["digest"] == 1 and s["interventions"]["strip"] == 1
+
+
+def test_codex_0128_desktop_prompt_event_parallel_calls_and_js() -> None:
+    path = CODEX / "rollout-0.128-desktop.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    users = [e for e in evs if isinstance(e, Message) and e.role == "user"]
+    assert len(users) == 1 and "summarise the action items" in users[0].text
+    calls = _calls(path)
+    assert [(c.agent_tool, c.name) for c in calls] == [
+        ("exec_command", "bash"),
+        ("exec_command", "read"),
+        ("js", "ls"),  # the JavaScript exec tool running `ls`
+    ]
+    # no token counts: Codex's recorded instructions stand for its prompt
+    [sp] = [e for e in evs if isinstance(e, SystemPrompt)]
+    assert sp.chars == len("You are Codex, a coding agent based on GPT-5. " * 40)
+    [s] = replay(path)["groups"]
+    assert s["llm_calls"] == 3  # the two parallel calls are one response
+    assert s["interventions"]["tombstone-bound"] == 1  # the read of the transcript
+
+
+@pytest.mark.parametrize(
+    ("command", "kind", "extra"),
+    [
+        ("cat README.md", "read", {"path": "README.md"}),
+        ("sed -n '1,160p' README.md", "read", {"offset": 1, "limit": 160}),
+        ("cd /x && head -n 50 a.py", "read", {"path": "a.py", "limit": 50}),
+        ("nl -ba src/x.ts | sed -n '1,80p'", "read", {"path": "src/x.ts"}),
+        ("rg -n -i 'codemie|demo' notes.vtt", "grep", {"pattern": "codemie|demo"}),
+        ("grep -rn foo src 2>/dev/null", "grep", {"pattern": "foo", "path": "src"}),
+        ("rg --files src | rg -i analytics", "find", {"path": "src"}),
+        ("ls -la", "ls", {"path": "."}),
+        ("find . -name '*.py'", "find", {"path": "."}),
+        ("npm test", "bash", {}),
+        ("cat > out.txt", "bash", {}),
+        ("sed -i s/a/b/ f", "bash", {}),
+        ("find . -delete", "bash", {}),
+        ("ps -ef | rg chrome", "bash", {}),
+        ("cat 'unbalanced", "bash", {}),
+        ("cat <<EOF > f\nx\nEOF", "bash", {}),
+    ],
+)
+def test_shell_commands_are_classified(command: str, kind: str, extra: dict[str, Any]) -> None:
+    got_kind, args = shellcmd._classify(command)
+    assert got_kind == kind and args["command"] == command
+    assert {k: args.get(k) for k in extra} == extra
+
+
+def test_whole_file_reads_have_no_range() -> None:
+    assert "offset" not in classify("cat a.py")[1]
+    assert classify("cat a | head -5")[1]["limit"] is not None
+    assert classify("tail -20 log")[1]["limit"] == 20
+    assert shellcmd._classify("cat $(ls)")[0] == "bash"
+
+
+def test_the_codex_adapters_rule_decides_what_is_read_like(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+    import types
+
+    live = types.ModuleType("ctxwrap.agents.codex.commands")
+    live.read_kind = lambda cmd: "read" if cmd.startswith("cat ") else None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ctxwrap.agents.codex.commands", live)
+    shellcmd._live_read_kind.cache_clear()
+    try:
+        assert classify("cat a.py")[0] == "read"
+        assert classify("cd x && cat a.py") == ("bash", {"command": "cd x && cat a.py"})
+        assert classify("npm test")[0] == "bash"
+    finally:
+        shellcmd._live_read_kind.cache_clear()
+
+
+def test_patch_parsing() -> None:
+    ops = parse_patch(
+        "*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** Delete File: b.txt\n"
+        "*** Update File: c.txt\n@@\n-x\n+y\n*** End Patch\n"
+    )
+    assert ops == [
+        ("add", "a.txt", "one\ntwo\n"),
+        ("delete", "b.txt", ""),
+        ("update", "c.txt", "@@\n-x\n+y"),
+    ]
+
+
+# -- sessions that already ran under ctxwrap ----------------------------------------------------
+
+UNDER_CTXWRAP = FIXTURES / "pi-under-ctxwrap.jsonl"
+
+
+def test_a_session_run_under_ctxwrap_is_flagged_by_its_markers() -> None:
+    stats = ReadStats()
+    evs = list(read_session(UNDER_CTXWRAP, stats, known_sessions=()))
+    assert stats.ctxwrap == {
+        "ctxwrap state entries": 1,
+        "ctxwrap facts": 1,
+        "digested outputs": 1,
+        "hidden or pointed results": 1,
+        "ctx_recall calls": 1,
+    }
+    assert stats.ran_under_ctxwrap is not None
+    assert stats.ran_under_ctxwrap.startswith("ran under ctxwrap: ")
+    assert stats.summary()["ran_under_ctxwrap"] == stats.ran_under_ctxwrap
+    # pi's context_edit is kept as what it does: the entry it names leaves the context
+    [edit] = [e for e in evs if isinstance(e, ClearedResults)]
+    assert edit.entry_ids == ("e6",) and edit.replacement_chars == 0
+    # plain sessions are not flagged, whatever they contain
+    for plain in (PI_V1, CLAUDE_MAIN, CODEX / "rollout-0.125-tui.jsonl"):
+        s = ReadStats()
+        list(read_session(plain, s, known_sessions=()))
+        assert s.ran_under_ctxwrap is None, plain
+
+
+def test_a_prompt_quoting_our_markers_is_not_a_sign(tmp_path: Path) -> None:
+    lines = PI_V1.read_text().splitlines()
+    user = json.loads(lines[1])
+    user["message"]["content"][0]["text"] = "[ctxwrap digest of bash output — what is this?]"
+    f = tmp_path / "quoted.jsonl"
+    f.write_text("\n".join([lines[0], json.dumps(user), *lines[2:]]) + "\n")
+    stats = ReadStats()
+    list(read_session(f, stats, known_sessions=()))
+    assert stats.ran_under_ctxwrap is None
+
+
+def test_a_session_in_ctxwrap_database_is_flagged(tmp_path: Path) -> None:
+    from ctxwrap.daemon.store import Store
+    from ctxwrap.replay._read import ctxwrap_known_sessions
+
+    store = Store(tmp_path / "ctxwrap.db")
+    store.upsert_session(
+        {
+            "session_id": CLAUDE_SID,
+            "session_file": None,
+            "cwd": "/home/user/proj",
+            "pid": 1,
+            "pi_version": None,
+            "pi_package": None,
+            "model": None,
+            "started_at": 0.0,
+            "agent": "claude",
+        }
+    )
+    store.close()
+    known = ctxwrap_known_sessions(tmp_path / "ctxwrap.db")
+    assert CLAUDE_SID in known
+    for path in (CLAUDE_MAIN, CLAUDE_SUB):  # the sub-agent ran under the same session
+        stats = ReadStats()
+        list(read_session(path, stats, known_sessions=known))
+        assert stats.ctxwrap == {"its session is in ctxwrap's database": 1}, path
+    stats = ReadStats()
+    list(read_session(PI_V1, stats, known_sessions=known))
+    assert stats.ran_under_ctxwrap is None
+    assert ctxwrap_known_sessions(tmp_path / "missing.db") == frozenset()
+    (tmp_path / "junk.db").write_bytes(b"not a database" * 100)
+    assert ctxwrap_known_sessions(tmp_path / "junk.db") == frozenset()
+
+
+# -- the real corpus: every file read, nothing skipped ------------------------------------------
+
+
+def _sources_tool_calls() -> dict[str, int]:
+    """file → tool calls, from the sessions table of SOURCES.md."""
+    out = {}
+    for line in (REALDATA / "SOURCES.md").read_text().splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) > 8 and cells[1].startswith("`") and cells[1].endswith(".jsonl`"):
+            m = re.match(r"(\d+)", cells[7])
+            if m:
+                out[cells[1].strip("`")] = int(m.group(1))
+    return out
+
+
+def test_every_real_session_file_is_read() -> None:
+    files = [p for agent in ("claude", "pi", "codex") for p in realdata(agent)]
+    expected = _sources_tool_calls()
+    assert len(expected) == len(files) == 12
+    for path in files:
+        stats = ReadStats()
+        evs = list(read_session(path, stats, known_sessions=()))
+        rel = f"{path.parent.name}/{path.name}"
+        assert stats.skipped == {}, (rel, stats.skipped)
+        assert stats.ran_under_ctxwrap is None, rel
+        ids = {
+            c.call_id.split("#")[0]  # an apply_patch is one call, whatever its files
+            for e in evs
+            if isinstance(e, Message)
+            for c in e.calls
+        }
+        assert len(ids) == expected[rel], rel
+        results = {
+            e.tool_call_id for e in evs if isinstance(e, Message) and e.role == "tool_result"
+        }
+        assert results <= ids, rel  # every result finds its call
+        # calls without a result: interrupted turns (pi writes none for an aborted call)
+        assert len(ids - results) <= 0.05 * len(ids), rel
+    doc = replay(*files)
+    assert doc["skipped_files"] == {} and doc["unread_files"] == []
+    assert doc["skipped_entries"] == {}
+    assert doc["sessions"] == len(files)
+    calls = {Path(g["path"]).name: g["llm_calls"] for g in doc["groups"]}
+    assert min(calls.values()) >= 3 and sum(calls.values()) > 1400
+    for g in doc["groups"]:
+        assert g["reader"]["source"] and g["reader"]["ran_under_ctxwrap"] is None
+
+
+# -- hostile input in the new formats -----------------------------------------------------------
+
+
+def test_codex_wrong_types_are_counted_and_the_rest_read(tmp_path: Path) -> None:
+    good = (CODEX / "rollout-0.125-tui.jsonl").read_text().splitlines()
+    odd = [
+        '{"timestamp":"x","type":"response_item","payload":"not an object"}',
+        '{"timestamp":"x","type":"response_item","payload":{"type":"from_the_future"}}',
+        '{"timestamp":"x","type":"mystery","payload":{}}',
+        '{"timestamp":"x","type":"response_item","payload":{"type":"function_call",'
+        '"name":"exec_command","arguments":"{not json","call_id":"odd1"}}',
+        '{"timestamp":"x","type":"response_item","payload":{"type":"function_call_output",'
+        '"call_id":"odd1","output":12345}}',
+        '{"timestamp":"x","type":"event_msg","payload":{"type":"token_count","info":'
+        '{"total_token_usage":"lots","last_token_usage":{"input_tokens":"many"}}}}',
+        '{"timestamp":"x","type":"compacted","payload":{"message":42,"replacement_history":"no"}}',
+        '{"type":"response_item","payload":{"type":"message","role":"user","content":7}}',
+        "[1, 2]",
+        '{"type": "response_item", "payload": {"type": "message", "role": "as',
+    ]
+    f = tmp_path / "odd.jsonl"
+    f.write_text("\n".join(good[:8] + odd + good[8:]) + "\n")
+    _evs, stats = events(f)
+    assert stats.skipped == {
+        "Codex response item without a payload object": 1,
+        "unknown Codex response item type 'from_the_future'": 1,
+        "unknown Codex rollout entry type 'mystery'": 1,
+        "line is not a JSON object": 1,
+        "line is not JSON (truncated or corrupt)": 1,
+    }
+    calls = _calls(f)
+    assert (
+        len({c.call_id.split("#")[0] for c in calls})
+        == len({c.call_id.split("#")[0] for c in _calls(CODEX / "rollout-0.125-tui.jsonl")}) + 1
+    )
+    odd_call = next(c for c in calls if c.call_id == "odd1")
+    assert odd_call.name == "exec_command" and odd_call.args == {"input": "{not json"}
+    doc = replay(f)
+    assert doc["sessions"] == 1 and doc["groups"][0]["compactions"] == 1
+
+
+def test_claude_and_pi_wrong_types(tmp_path: Path) -> None:
+    lines = CLAUDE_MAIN.read_text().splitlines()
+    a = json.loads(lines[2])
+    a["message"]["usage"] = {"input_tokens": "3", "cache_creation": "x", "output_tokens": None}
+    mc = json.loads(lines[7])
+    assert mc["subtype"] == "microcompact_boundary"
+    mc["microcompactMetadata"] = {"compactedToolIds": "toolu_read", "tokensSaved": "many"}
+    f = tmp_path / "claude.jsonl"
+    f.write_text(
+        "\n".join([lines[0], lines[1], json.dumps(a), *lines[3:7], json.dumps(mc), *lines[8:]])
+    )
+    evs, stats = events(f)
+    assert stats.skipped == {}
+    first = next(e for e in evs if isinstance(e, Message) and e.role == "assistant")
+    assert first.usage_prompt_tokens is None  # no count in it: no usage, not zero
+    [cleared] = [e for e in evs if isinstance(e, ClearedResults)]
+    assert cleared.tool_call_ids == () and cleared.tokens_saved is None
+
+    pi = PI_V1.read_text().splitlines()
+    header = json.loads(pi[0])
+    header["version"] = "one"  # not a number: v1, as pi reads it
+    comp_line = next(i for i, ln in enumerate(pi) if '"compaction"' in ln)
+    g = tmp_path / "pi.jsonl"
+    g.write_text(
+        "\n".join(
+            [
+                json.dumps(header),
+                *pi[1:comp_line],
+                pi[comp_line].replace('"firstKeptEntryIndex":13', '"firstKeptEntryIndex":true'),
+                *pi[comp_line + 1 :],
+            ]
+        )
+        + "\n"
+    )
+    evs, stats = events(g)
+    assert stats.skipped == {}
+    [comp] = [e for e in evs if isinstance(e, Compaction)]
+    assert comp.first_kept_id is None  # a bool is no index: nothing kept, as pi would
+
+
+def test_an_oversized_line_in_a_rollout_is_skipped_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ctxwrap.replay._read as read_mod
+
+    monkeypatch.setattr(read_mod, "MAX_LINE_BYTES", 4096)
+    lines = (CODEX / "rollout-0.125-tui.jsonl").read_text().splitlines()
+    big = json.loads(lines[15])  # the long test output
+    assert len(json.dumps(big)) > 4096
+    f = tmp_path / "big.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    evs, stats = events(f)
+    [(reason, n)] = stats.skipped.items()
+    assert reason.startswith("line over") and n == sum(len(ln) > 4096 for ln in lines)
+    assert sum(1 for e in evs if isinstance(e, Message) and e.role == "assistant") == 5
+
+
+def test_the_oldest_rollouts_without_an_envelope() -> None:
+    path = CODEX / "rollout-legacy-bare.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    [h] = [e for e in evs if isinstance(e, Header)]
+    assert h.fmt == "codex" and h.session_id == "0b1d0000-0000-4000-8000-000000000001"
+    assert [(c.agent_tool, c.name) for c in _calls(path)] == [("shell", "ls")]
+    [s] = replay(path)["groups"]
+    assert s["llm_calls"] == 2
+
+
+def test_codex_rollouts_are_found_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxwrap.replay import default_roots
+
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
+    assert not any(".codex" in str(r) for r in default_roots(tmp_path))  # none: no noise
+    (tmp_path / ".codex" / "sessions").mkdir(parents=True)
+    assert tmp_path / ".codex" / "sessions" in default_roots(tmp_path)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "ch"))
+    (tmp_path / "ch" / "sessions").mkdir(parents=True)
+    assert tmp_path / "ch" / "sessions" in default_roots(tmp_path)
+
+
+def test_images_cost_what_their_pixels_cost() -> None:
+    import base64
+    import struct
+    import zlib
+
+    from ctxwrap.replay._read import IMAGE_MAX_TOKENS, image_chars, image_size
+
+    def png(w: int, h: int) -> str:
+        ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+        chunk = b"IHDR" + ihdr
+        raw = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk
+        raw += struct.pack(">I", zlib.crc32(chunk)) + b"\x00" * 5000
+        return base64.b64encode(raw).decode()
+
+    small = png(750, 100)
+    assert image_size(small) == (750, 100)
+    assert image_chars({"type": "image", "data": small, "mimeType": "image/png"}) == 4 * 100
+    # Anthropic's shape, scaled down to 1.15 megapixels, capped
+    big = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": png(4000, 3000)},
+    }
+    assert image_chars(big) <= 4 * IMAGE_MAX_TOKENS
+    # unknown: the most an image costs, never its base64 length
+    odd = {"type": "image", "data": "not base64 at all" * 1000}
+    assert image_chars(odd) == 4 * IMAGE_MAX_TOKENS
+    jpeg = bytes.fromhex("ffd8ffe000104a46494600010100000100010000ffc0001108") + struct.pack(
+        ">HH", 480, 640
+    )
+    assert image_size(base64.b64encode(jpeg + b"\x00" * 64).decode()) == (640, 480)
+    # in a Claude Code tool result, the image counts beside the text
+    entry = {
+        "type": "user",
+        "uuid": "u",
+        "sessionId": "s",
+        "message": {
+            "role": "user",
+            "content": [
+                {
+                    "tool_use_id": "t",
+                    "type": "tool_result",
+                    "content": [{"type": "text", "text": "shot"}, big],
+                }
+            ],
+        },
+    }
+    [msg] = [e for e in claude_events(entry, ReadStats()) if isinstance(e, Message)]
+    assert msg.chars == 4 + image_chars(big) and msg.text == "shot"
+
+
+def test_calls_copied_into_a_branched_file_are_noted(tmp_path: Path) -> None:
+    lines = PI_V1.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["timestamp"] = "2025-12-01T10:06:30.000Z"  # branched after the first two answers
+    f = tmp_path / "branched.jsonl"
+    f.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    _, stats = events(f)
+    assert stats.notes["calls copied from the session this one was branched from"] == 2
+    assert stats.summary()["branched_from"].endswith("_0000.jsonl")
+
+
+def test_codex_additional_tools_and_the_custom_exec_tool() -> None:
+    path = CODEX / "rollout-0.171-exec-tool.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    tools = [e for e in evs if isinstance(e, Message) and e.role == "custom"]
+    assert len(tools) == 1 and tools[0].chars > 100  # the tool definitions are context
+    [call] = _calls(path)
+    assert (call.agent_tool, call.name, call.args["path"]) == ("exec", "read", "x")
+    [result] = [e for e in evs if isinstance(e, Message) and e.role == "tool_result"]
+    assert result.is_error and result.tool_name == "read"
+    [s] = replay(path)["groups"]
+    assert s["llm_calls"] == 2 and s["model"] == "gpt-5.6-sol"

@@ -1,0 +1,114 @@
+"""`ctxwrap replay` as a person reads it (issue 22): one row per session sorted by date with
+project, agent, calls, $ plain → $ with ctxwrap and %, a total; sessions that already ran under
+ctxwrap apart; the tagger as a range with its own cost, outside the totals; every line fits
+COLUMNS; nothing readable → a non-zero exit with the reason."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxwrap.replay._view import render_text
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
+CTXWRAP = Path(sys.executable).parent / "ctxwrap"
+
+
+def cli(
+    *args: str, columns: int = 100, state: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1"}
+    if state is not None:
+        env["XDG_STATE_HOME"] = str(state)
+    return subprocess.run(
+        [str(CTXWRAP), "replay", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("sessions")
+    proj = root / ".claude" / "projects" / "-home-me-src-shop"
+    proj.mkdir(parents=True)
+    shutil.copy(FIXTURES / "claude-2.1.197.jsonl", proj / "a1.jsonl")
+    shutil.copy(FIXTURES / "pi-compaction.jsonl", root / "pi-one.jsonl")
+    # a session that really ran under ctxwrap (its digests, tombstones and state entries)
+    shutil.copy(FIXTURES / "pi-under-ctxwrap.jsonl", root / "under.jsonl")
+    return root
+
+
+@pytest.mark.parametrize("columns", [60, 100])
+def test_one_row_per_session_sorted_with_total_and_it_fits(
+    sessions: Path, columns: int, tmp_path: Path
+) -> None:
+    out = cli(str(sessions), columns=columns, state=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for line in out.stdout.splitlines():
+        assert len(line) <= columns, line
+    text = out.stdout
+    assert text.startswith("ctxwrap replay — 2 sessions,")
+    assert "no model was called" in text
+    table = text.split("\n\n")[1].splitlines()
+    header = table[0].split()
+    assert header[0] == "date" and "calls" in header and "cost" in header
+    rows = [ln for ln in table[2:] if ln and not ln.startswith(("-", " ", "cost in"))]
+    assert rows[-1].startswith("total")
+    dates = [r.split()[0] for r in rows[:-1]]
+    assert dates == sorted(dates) and all(re.fullmatch(r"(\d{4}-)?\d\d-\d\d", d) for d in dates)
+    if columns == 100:
+        # Claude Code's project directory name (its last part when the column is narrow)
+        assert re.search(r"(-home-me-src-)?shop ", text), text
+        assert "Claude Code" in text and " pi " in text
+
+
+def test_already_run_under_ctxwrap_is_listed_apart(sessions: Path, tmp_path: Path) -> None:
+    text = cli(str(sessions), state=tmp_path).stdout
+    _, _, apart = text.partition("already run under ctxwrap")
+    assert apart, text
+    assert "1 session" in apart
+    doc = json.loads(cli("--json", str(sessions), state=tmp_path).stdout)
+    flags = {Path(g["path"]).name: g["under_ctxwrap"] for g in doc["groups"]}
+    assert flags == {"a1.jsonl": False, "pi-one.jsonl": False, "under.jsonl": True}
+
+
+def test_tagger_is_a_range_with_its_cost_and_outside_the_totals(
+    sessions: Path, tmp_path: Path
+) -> None:
+    doc = json.loads(cli("--json", str(sessions / "pi-one.jsonl"), state=tmp_path).stdout)
+    text = render_text(doc, width=100)
+    bound = doc["totals"]["tagger_bound_tokens"]
+    amnesia = next(m for m in doc["totals"]["mechanisms"] if m["mechanism"] == "amnesia")
+    tagger = next(ln for ln in text.splitlines() if "(tagger)" in ln)
+    assert re.search(rf"\b0 ?… ?{bound:,}\b", tagger) and "bounded" in tagger, tagger
+    assert f"≈{amnesia['aux_tokens_estimated']:,}" in tagger
+    total = next(ln for ln in text.splitlines() if ln.startswith("total") and "," in ln)
+    counted_aux = sum(
+        m["aux_tokens_estimated"]
+        for m in doc["totals"]["mechanisms"]
+        if m["mechanism"] != "amnesia"
+    )
+    assert total.split()[2] == f"{counted_aux:,}"  # the tagger's estimate is not charged
+    assert "simulated" in text
+
+
+def test_with_tag_the_header_does_not_claim_no_model_call(sessions: Path, tmp_path: Path) -> None:
+    doc = json.loads(cli("--json", str(sessions / "pi-one.jsonl"), state=tmp_path).stdout)
+    text = render_text(doc, width=100, tagged=True)
+    assert "no model" not in text.splitlines()[0]
+    assert "tagged" in text.splitlines()[0]
+
+
+def test_nothing_readable_exits_non_zero_with_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "x.jsonl").write_text('{"hello": "world"}\n')
+    out = cli(str(tmp_path), state=tmp_path)
+    assert out.returncode == 66
+    assert "no session could be read" in out.stderr and "Claude Code entry" in out.stderr
+    missing = cli(str(tmp_path / "nope"), state=tmp_path)
+    assert missing.returncode == 66 and "no session file found" in missing.stderr
