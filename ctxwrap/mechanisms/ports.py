@@ -4,11 +4,10 @@ A mechanism takes the view it needs, so its signature says what it may touch; th
 (`daemon/service.py`) satisfies each view structurally and no mechanism imports it, so the
 import graph runs one way: service → mechanisms → ports → store, raw store, event log, config.
 
-- :class:`StoreView`: the settings and the state database (dedup).
+- :class:`StoreView`: the settings and the state database (dedup, needed_again).
 - :class:`AuxView`: + the raw-output store and the aux calls (amnesia, writes).
 - :class:`DigestView`: + the event log (digest).
-- :class:`MaskView`: the settings, the database, the event log and `hide_signatures` (masking;
-  masking.py still names `Daemon` until issue 21's policy work is merged, to merge cleanly).
+- :class:`MaskView`: the settings, the database, the event log and `hide_signatures` (masking).
 - :class:`DaemonView`: all of the above, for the tail decision that runs every mechanism.
 """
 

@@ -64,6 +64,5 @@ async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.
             edits=[(e.kind, e.toolCallId, e.savedChars) for e in out],
         )
     # A cold boundary (the adapter says so): older history may be masked once, here.
-    # masking.decide still names Daemon (see mechanisms/ports.py); a DaemonView has all it uses.
-    masks = masking.decide(d, rt, req, {e.toolCallId for e in out})  # type: ignore[arg-type]
+    masks = masking.decide(d, rt, req, {e.toolCallId for e in out})
     return P.ContextReply(edits=out + masks)
