@@ -142,7 +142,9 @@ def pi_cmd(args: tuple[str, ...]) -> None:
     """Run pi exactly as `pi ARGS…` would, with ctxwrap's bridge loaded.
 
     Every argument goes to pi unchanged (so `ctxwrap pi --help` shows pi's help); the exit
-    status is pi's. `--ctxwrap-off` or PI_CTX_OFF=1 runs plain pi.
+    status is pi's. `--ctxwrap-off` or PI_CTX_OFF=1 runs plain pi. On exit, one line on
+    stderr: what the session saved and how to resume it through ctxwrap (`--ctxwrap-quiet`:
+    none).
     """
     from ctxwrap.launch.pi import run_pi
 
@@ -164,7 +166,9 @@ def claude_cmd(args: tuple[str, ...]) -> None:
     """Run Claude Code exactly as `claude ARGS…` would, through ctxwrap's hook and proxy.
 
     Every argument goes to claude unchanged; the exit status is claude's. `--ctxwrap-off` or
-    PI_CTX_OFF=1 runs plain Claude Code.
+    PI_CTX_OFF=1 runs plain Claude Code. On exit, one line on stderr: what the session saved
+    and how to resume it through ctxwrap (`--ctxwrap-quiet`: none); Claude Code's status line
+    shows the savings so far unless you have a statusLine of your own.
     """
     from ctxwrap.agents.claude.launcher import run_claude
 

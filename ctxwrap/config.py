@@ -86,7 +86,10 @@ class Settings(BaseSettings):
         None, description="Aux model as provider/id (default: the active model)."
     )
     aux_timeout_ms: int = Field(20000, ge=100, description="Timeout of one aux model call.")
-    stats_widget: bool = Field(True, description="Show the savings status line in pi.")
+    stats_widget: bool = Field(
+        True,
+        description="Show the savings status line in pi, and in Claude Code under `ctxwrap claude` (unless it has a statusLine of its own).",
+    )
     log_file: Path | None = Field(
         None, description="JSONL event log (default: state dir/events.jsonl)."
     )
@@ -177,6 +180,11 @@ class Settings(BaseSettings):
     prices: str | None = Field(
         None,
         description="Price overrides, USD per million tokens: 'glob=input,output,cache_read,cache_write[,explicit|automatic|none]; ...'.",
+    )
+    # -- lifecycle of the wrappers (ctxwrap/launch/exit_line.py) --
+    exit_line: bool = Field(
+        True,
+        description="On exit, `ctxwrap pi` / `ctxwrap claude` print one line on stderr: what the session saved, how to resume it through ctxwrap, its stats command (`--ctxwrap-quiet` for one run).",
     )
 
 

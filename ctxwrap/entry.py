@@ -3,7 +3,8 @@
 `ctxwrap pi` is what users type instead of `pi`, every time; its start-up is pure overhead on
 their session. click and the CLI module cost ~130 ms to import, and `pi` takes every argument
 unparsed anyway, so that one command goes straight to the launcher; so does `ctxwrap hook
-claude` (run by Claude Code around every Bash call, no arguments). Everything else (and
+claude` (run by Claude Code around every Bash call, no arguments), and `ctxwrap statusline
+claude` (its status line, at every refresh). Everything else (and
 `ctxwrap --debug pi …`) goes through `ctxwrap.cli`.
 """
 
@@ -19,7 +20,7 @@ def main() -> NoReturn:
 
         pi_main(sys.argv[2:])
     if sys.argv[1:] == ["hook", "claude"]:
-        # Claude Code runs the hook twice per Bash call (Pre and Post): the CLI framework's
+        # Claude Code runs the hook on every tool call (and at session start): the CLI framework's
         # import was most of its start-up.
         from ctxwrap.agents.claude.hook import main as hook_main
 
@@ -28,6 +29,11 @@ def main() -> NoReturn:
         from ctxwrap.agents.codex.launcher import main as codex_main
 
         codex_main(sys.argv[2:])
+    if sys.argv[1:] == ["statusline", "claude"]:
+        # Claude Code's status line under `ctxwrap claude`, run at every refresh: one file read.
+        from ctxwrap.statusline import main as statusline_main
+
+        sys.exit(statusline_main())
     from ctxwrap.cli import main as cli_main
 
     cli_main()

@@ -435,6 +435,9 @@ class CapabilityReply(Reply):
     skill_body: str | None = None
     skill_path: str | None = None
     activate_tool: str | None = None
+    # False: the daemon has no catalog for this session yet (it never arrived, or the daemon
+    # restarted); the bridge sends it and asks again, and never reports "nothing matched".
+    catalog_ready: bool = True
 
 
 class Fact(Reply):

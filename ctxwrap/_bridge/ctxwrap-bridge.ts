@@ -14,7 +14,7 @@
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import * as http from "node:http";
 import { spawn } from "node:child_process";
-import { appendFileSync, lstatSync, readFileSync } from "node:fs";
+import { appendFileSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { homedir, tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
@@ -127,6 +127,8 @@ export function socketRefusal(sock: string): string | null {
 // After a timeout, decision calls are skipped for this long, so a hung daemon costs one
 // deadline, not one per event.
 const SUSPEND_AFTER_TIMEOUT_MS = 5000;
+// A registration carries the catalog and may meet a daemon still starting: more time than a decision.
+const REGISTER_DEADLINE_MS = 5000;
 const RESTART_EVERY_MS = 10000;
 // Statistics records kept while the daemon is away (~300 bytes each).
 const STATS_QUEUE_MAX = 2000;
@@ -173,8 +175,10 @@ class Daemon {
 			await new Promise((r) => setTimeout(r, 100));
 			const health = await this.get<Json>("/v1/health", 300);
 			if (health && health.protocol === PROTOCOL) {
+				// A new daemon has not heard of this session: its instance header differs, which
+				// noteInstance() reports (registering again). The same daemon, only slow a moment
+				// ago, keeps the session: registering it again logged a second session_start.
 				this.suspendedUntil = 0;
-				this.onInstanceChange?.(); // the new daemon has not heard of this session
 				return true;
 			}
 		}
@@ -186,22 +190,26 @@ class Daemon {
 		return (await this.request<T>("GET", path, undefined, deadlineMs, false)).value;
 	}
 
-	async call<T>(path: string, body: unknown, deadlineMs: number): Promise<T | null> {
-		return (await this.send<T>(path, body, deadlineMs)).value;
+	/**
+	 * `suspends` false: neither refused while the bridge is suspended nor suspending it on a
+	 * deadline — for calls pi never waits on (notifications) and for a search the model asked for.
+	 */
+	async call<T>(path: string, body: unknown, deadlineMs: number, suspends = true): Promise<T | null> {
+		return (await this.send<T>(path, body, deadlineMs, suspends)).value;
 	}
 
 	/**
 	 * POST with its status. A 409 "unknown session" (a daemon that never heard of this session:
 	 * our session_start was lost) registers the session again and retries once.
 	 */
-	async send<T>(path: string, body: unknown, deadlineMs: number): Promise<Answer<T>> {
-		const first = await this.request<T>("POST", path, body, deadlineMs, true);
+	async send<T>(path: string, body: unknown, deadlineMs: number, suspends = true): Promise<Answer<T>> {
+		const first = await this.request<T>("POST", path, body, deadlineMs, suspends);
 		if (first.status !== 409 || path === "/v1/sessions/start" || !this.onUnknownSession) return first;
 		this.registering ??= this.onUnknownSession().finally(() => {
 			this.registering = null;
 		});
 		if (!(await this.registering)) return first;
-		return this.request<T>("POST", path, body, deadlineMs, true);
+		return this.request<T>("POST", path, body, deadlineMs, suspends);
 	}
 
 	private refusedWhy: string | null = null;
@@ -292,7 +300,7 @@ class Daemon {
 
 	/** Fire-and-forget: for events that need no answer; never delays pi. */
 	notify(path: string, body: unknown): void {
-		void this.call(path, body, 3000);
+		void this.call(path, body, 3000, false); // pi never waits on it: no reason to suspend
 	}
 
 	private noteInstance(value: string | string[] | undefined): void {
@@ -948,10 +956,104 @@ function install(pi: any): void {
 			active_tools: pi.getActiveTools?.() ?? [],
 			compaction: compactionSettings(sm?.getCwd?.() ?? ctx.cwd ?? process.cwd(), modelRef(ctx.model)),
 		};
-		const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
-		applyConfig(reply?.config);
-		updateStatus(ctx, reply?.totals);
-		if (!reply && daemon.gone) registerWhenReady();
+		noteSessionForExit();
+		// pi waits for this at most a decision's deadline; a slow daemon (starting, busy) still
+		// gets the call, which stays in flight: a second start would only race it.
+		const pending = registerNow();
+		const reply = await Promise.race([pending, new Promise<null>((r) => setTimeout(() => r(null), cfg.bridge_timeout_ms).unref?.())]);
+		if (reply) updateStatus(ctx, reply.totals);
+		else
+			void pending.then((late) => {
+				if (late) updateStatus(ctx, late.totals);
+				else if (daemon.gone) registerWhenReady();
+			});
+	};
+
+	/**
+	 * `ctxwrap pi` prints one line when pi exits (savings, how to resume through ctxwrap): it
+	 * learns which session that was from this small file (CTXWRAP_EXIT_NOTE), rewritten at every
+	 * session start (new, resume, fork). Never fails pi.
+	 */
+	const noteSessionForExit = () => {
+		const file = env.CTXWRAP_EXIT_NOTE;
+		if (!file || !lastStart) return;
+		try {
+			writeFileSync(file, JSON.stringify({ session_id: lastStart.session_id, session_file: lastStart.session_file }), { mode: 0o600 });
+		} catch {}
+	};
+
+	/**
+	 * Registration, one at a time: the start of a session, the daemon becoming ready, a 409 and a
+	 * restarted daemon all share the call in flight, so a session is registered once (two starts
+	 * in flight used to log `session_start` twice, and the later one, sent before pi showed its
+	 * skills, wiped the catalog the earlier call had delivered). `lastStart` carries the latest
+	 * catalog, so any registration restores it. Resolves to the daemon's reply (null: none).
+	 */
+	let registration: Promise<Json | null> | null = null;
+	let registered = false; // the daemon took this session's start
+	let catalogKnown = false; // pi showed its skills (before_agent_start) and lastStart has them
+	let catalogDelivered = false; // ... and the daemon has that catalog
+	let registeredWaiters: (() => void)[] = [];
+	const markRegistered = (withCatalog: boolean) => {
+		registered = true;
+		if (withCatalog) catalogDelivered = true;
+		const waiters = registeredWaiters;
+		registeredWaiters = [];
+		for (const w of waiters) w();
+	};
+	const registerNow = (deadlineMs = REGISTER_DEADLINE_MS): Promise<Json | null> => {
+		registration ??= (async () => {
+			if (!lastStart) return null;
+			const sid = sessionId;
+			const withCatalog = catalogKnown;
+			const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, deadlineMs);
+			if (reply && sid === sessionId) {
+				applyConfig(reply.config);
+				markRegistered(withCatalog);
+				// pi showed its skills while this call was on its way: send them now.
+				if (catalogKnown && !catalogDelivered) void sendCatalog(3000);
+			}
+			return reply;
+		})().finally(() => {
+			registration = null;
+		});
+		return registration;
+	};
+
+	/**
+	 * Resolves true once the daemon has this session and its catalog, within `waitMs`: a
+	 * capability search must not reach a daemon that would answer from an empty catalog.
+	 */
+	const whenCatalogReady = async (waitMs: number): Promise<boolean> => {
+		const until = Date.now() + waitMs;
+		if (!registered) {
+			if (!registration && !waitingForDaemon) registerWhenReady();
+			await new Promise<void>((resolve) => {
+				const timer = setTimeout(resolve, Math.max(0, until - Date.now()));
+				registeredWaiters.push(() => {
+					clearTimeout(timer);
+					resolve();
+				});
+			});
+			if (!registered) return false;
+		}
+		if (!catalogDelivered && catalogKnown) await sendCatalog(Math.max(1, until - Date.now()));
+		return catalogDelivered || !catalogKnown;
+	};
+
+	/** The catalog to the daemon (awaited by find_capability); a lost one is sent again. */
+	let catalogSending: Promise<boolean> | null = null;
+	const sendCatalog = (deadlineMs: number): Promise<boolean> => {
+		catalogSending ??= (async () => {
+			const sid = sessionId;
+			const body = { session_id: sid, tools: lastStart?.tools ?? [], skills: lastStart?.skills ?? [] };
+			const reply = await daemon.call<Json>("/v1/catalog", body, deadlineMs, false);
+			if (reply && sid === sessionId) catalogDelivered = true;
+			return reply !== null;
+		})().finally(() => {
+			catalogSending = null;
+		});
+		return catalogSending;
 	};
 
 	/**
@@ -966,13 +1068,12 @@ function install(pi: any): void {
 		const sid = sessionId;
 		void (async () => {
 			const until = Date.now() + 20000;
-			while (Date.now() < until && sid === sessionId && lastStart) {
+			while (Date.now() < until && sid === sessionId && lastStart && !registered) {
 				await new Promise((r) => setTimeout(r, 100).unref?.());
+				if (registered) break; // a 409 on another call registered it meanwhile
 				const health = await daemon.get<Json>("/v1/health", 300);
 				if (health?.protocol !== PROTOCOL) continue;
-				const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
-				if (reply) {
-					applyConfig(reply.config);
+				if (await registerNow()) {
 					trace("registered once the daemon was ready");
 					break;
 				}
@@ -985,14 +1086,16 @@ function install(pi: any): void {
 
 	// After a daemon restart the new instance does not know this session: tell it again.
 	daemon.onInstanceChange = () => {
-		if (lastStart) daemon.notify("/v1/sessions/start", lastStart);
+		if (!lastStart) return;
+		registered = false;
+		catalogDelivered = false;
+		void registerNow();
 	};
-	// A daemon that never registered this session (our session_start got lost) answers 409.
+	// A daemon that never registered this session (our session_start got lost, or is still on
+	// its way) answers 409: wait for the registration in flight, or make one.
 	daemon.onUnknownSession = async () => {
 		if (!lastStart) return false;
-		const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, cfg.bridge_timeout_ms);
-		applyConfig(reply?.config);
-		return reply !== null;
+		return (await registerNow()) !== null;
 	};
 
 	const updateStatus = (ctx: any, totals: Json | null | undefined) => {
@@ -1021,6 +1124,9 @@ function install(pi: any): void {
 			lateFacts = new Map();
 			tagRound = new TagRound();
 			catalogSignature = "";
+			registered = false;
+			catalogKnown = false;
+			catalogDelivered = false;
 			await register(ctx, String(event?.reason ?? "startup"));
 		} catch {}
 	});
@@ -1117,9 +1223,20 @@ function install(pi: any): void {
 				disable_model_invocation: !!s.disableModelInvocation,
 			}));
 			const signature = JSON.stringify([specs.map((t) => t.name), skills.map((s: Json) => s.file_path)]);
+			if (lastStart && lastStart.session_id === sessionId) {
+				// Any later registration carries the catalog: it can never wipe what this sends.
+				lastStart = { ...lastStart, tools: specs, skills };
+				catalogKnown = true;
+			}
 			if (signature !== catalogSignature) {
 				catalogSignature = signature;
-				daemon.notify("/v1/catalog", { session_id: sessionId, tools: specs, skills });
+				catalogDelivered = false;
+				// Not before the session is registered: a 409 there would register it a second time.
+				if (registered) {
+					void sendCatalog(3000).then((ok) => {
+						if (!ok) catalogSignature = ""; // lost: the next prompt sends it again
+					});
+				}
 			}
 
 			let result: Json | undefined;
@@ -1601,7 +1718,7 @@ function install(pi: any): void {
 		} catch {}
 	});
 
-	registerTools(pi, daemon, () => sessionId, () => cfg);
+	registerTools(pi, daemon, () => sessionId, () => cfg, { whenCatalogReady, sendCatalog });
 
 	try {
 		pi.registerCommand("ctx-stats", {
@@ -1620,7 +1737,15 @@ function install(pi: any): void {
 	} catch {}
 }
 
-function registerTools(pi: any, daemon: Daemon, sid: () => string | null, conf: () => BridgeConfig): void {
+/** What find_capability needs of the session: its catalog at the daemon. */
+interface CatalogAccess {
+	whenCatalogReady: (waitMs: number) => Promise<boolean>;
+	sendCatalog: (deadlineMs: number) => Promise<boolean>;
+}
+
+export const CATALOG_NOT_READY = "find_capability: ctxwrap's catalog is not ready; call again.";
+
+function registerTools(pi: any, daemon: Daemon, sid: () => string | null, conf: () => BridgeConfig, catalog: CatalogAccess): void {
 	const text = (t: string) => ({ content: [{ type: "text", text: t }], details: {} });
 	try {
 		pi.registerTool({
@@ -1673,15 +1798,24 @@ function registerTools(pi: any, daemon: Daemon, sid: () => string | null, conf: 
 				required: ["query"],
 			},
 			async execute(_id: string, params: any) {
+				// The first call can come before the daemon has this session (it starts beside pi):
+				// wait for the registration and its catalog, bounded; an answer from an empty
+				// catalog ("nothing matched") would hide a skill the prompt no longer lists.
 				const session = sid();
-				const reply = session
-					? await daemon.call<Json>(
-							"/v1/capabilities/search",
-							{ session_id: session, query: String(params?.query ?? "").slice(0, 2000) || "?" },
-							conf().bridge_timeout_ms * 2,
-						)
-					: null;
-				if (!reply) return text("find_capability: the ctxwrap daemon is unavailable.");
+				const wait = conf().bridge_timeout_ms * 4;
+				if (!session || !(await catalog.whenCatalogReady(wait))) return text(CATALOG_NOT_READY);
+				const search = () =>
+					daemon.call<Json>(
+						"/v1/capabilities/search",
+						{ session_id: session, query: String(params?.query ?? "").slice(0, 2000) || "?" },
+						conf().bridge_timeout_ms * 2,
+						false, // the model asked: tried even while an earlier deadline suspends the bridge
+					);
+				let reply = await search();
+				if (reply?.catalog_ready === false && (await catalog.sendCatalog(conf().bridge_timeout_ms * 2))) {
+					reply = await search(); // a restarted daemon that lost the catalog has it again
+				}
+				if (!reply || reply.catalog_ready === false) return text(CATALOG_NOT_READY);
 				const others = (reply.matches ?? [])
 					.slice(1)
 					.map((m: Json) => `- ${m.kind} ${m.name}: ${String(m.description).slice(0, 120)}`)

@@ -29,7 +29,8 @@ def _redacted_head(text: str, max_chars: int) -> tuple[str, bool]:
 DIGEST_SYSTEM = (
     "[ctxwrap-aux:digest] You condense command output for a coding agent. The agent will see "
     "only your digest, never the raw output. Keep every error, failing test name, file:line, "
-    "warning that matters, final summary line and exit status. Drop progress noise and repeated "
+    "warning that matters, final summary line and exit status. Never say a command that exited "
+    "non-zero, or whose output shows failures, succeeded. Drop progress noise and repeated "
     "lines. Answer with the digest only, plain text, no preamble."
 )
 

@@ -161,6 +161,7 @@ class Daemon:
         cost_accounting.refresh_cost_cache(self.store.conn, session_id, self.cfg)
         self.capabilities_catalog.forget(session_id)
         self.events.write("session_end", session=session_id, reason=reason)
+        self._status_line(session_id, None)  # even one this daemon did not see live
         if not self.sessions:
             self._prompt_segment(None)  # no live session left: the prompt shows nothing
 
@@ -218,9 +219,10 @@ class Daemon:
             pi=req.pi_version,
             pid=req.pid,
         )
-        return P.SessionStartReply(
-            config=bridge_view(self.cfg), totals=self.session_totals(req.session_id)
-        )
+        totals = self.session_totals(req.session_id)
+        if req.agent == "claude":
+            self._status_line(req.session_id, totals)  # a resumed session shows its figures
+        return P.SessionStartReply(config=bridge_view(self.cfg), totals=totals)
 
     def _hidden_signatures(self, session_id: str) -> set[str]:
         rows = self.store.query(
@@ -354,10 +356,12 @@ class Daemon:
         )
 
     def turn_end(self, req: P.TurnEnd) -> P.TurnEndReply:
-        self._rt(req.session_id)
+        rt = self._rt(req.session_id)
         accounting.record_turn(self.store, req)
         totals = self.session_totals(req.session_id)
         self._prompt_segment(totals)
+        if rt.agent == "claude":
+            self._status_line(req.session_id, totals)
         return P.TurnEndReply(totals=totals, config=self._config_view())
 
     def _prompt_segment(self, totals: P.SessionTotals | None) -> None:
@@ -368,6 +372,20 @@ class Daemon:
             write_prompt_segment(prompt_segment_text(totals) if totals else "")
         except OSError as exc:  # a prompt nicety must never fail a turn
             log.debug("prompt segment not written: %s", exc)
+
+    # -- Claude Code's status line (ctxwrap/statusline.py reads the file) ---------------------
+
+    def _status_line(self, session_id: str, totals: P.SessionTotals | None) -> None:
+        """One small file per live Claude Code session; None removes it (the session ended)."""
+        from ctxwrap.statusline import clear_status, status_text, write_status
+
+        try:
+            if totals is None:
+                clear_status(session_id)
+            else:
+                write_status(session_id, status_text(totals))
+        except OSError as exc:  # a status nicety must never fail a turn
+            log.debug("status line not written: %s", exc)
 
     # -- recall, capabilities, facts --------------------------------------------------------
 
@@ -399,6 +417,7 @@ class Daemon:
         )
 
     def capabilities(self, req: P.CapabilitySearch) -> P.CapabilityReply:
+        self._rt(req.session_id)  # 409 for a session not registered yet: the bridge registers it
         return self.capabilities_catalog.search(req, self.cfg.skill_max_chars)
 
     def facts(self, session_id: str | None) -> P.FactList:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ctxwrap.digest._rules import CONTEXT, WARNING
+from ctxwrap.digest._rules import CONTEXT, FAILURE, WARNING
 from ctxwrap.digest._text import display_line
 from ctxwrap.digest.redact import redact_secrets
 
@@ -103,8 +103,14 @@ def render_digest(
     summary: list[str],
     total_lines: int,
     max_chars: int,
+    *,
+    failing: bool = False,
 ) -> tuple[str, int]:
-    """Return the digest text and how many units of input it shows."""
+    """Return the digest text and how many units of input it shows.
+
+    Lines are chosen by priority; among failures and summaries the earliest first (the first
+    compiler error is the one to fix), among details of a failed command the latest first
+    (a failed run reports its cause at the end, after the noise of the steps that passed)."""
     lines = [
         (lineno, kept[lineno][0], display_line(kept[lineno][1]), similar_after.get(lineno, 0))
         for lineno in sorted(kept)
@@ -113,7 +119,12 @@ def render_digest(
     summary = [display_line(s) for s in summary]
     used = sum(len(s) + 1 for s in summary)
     chosen: list[_Unit] = []
-    for unit in sorted(units, key=lambda u: (-u.priority, u.first)):
+
+    def order(unit: _Unit) -> tuple[int, int]:
+        latest_first = failing and unit.priority < FAILURE
+        return (-unit.priority, -unit.first if latest_first else unit.first)
+
+    for unit in sorted(units, key=order):
         cost = len(unit.text) + 1 + _MARKER_RESERVE
         if used + cost <= _cap_for(unit.priority, max_chars):
             chosen.append(unit)

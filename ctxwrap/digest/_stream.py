@@ -9,6 +9,7 @@ blocks: a short head, a tail ring, at most MAX_KEPT interesting lines, and count
 from __future__ import annotations
 
 import codecs
+import re
 from collections import deque
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from ctxwrap.digest._rules import (
     LOCATION,
     LOW,
     NOTE,
+    SUMMARY,
     Family,
     LineRule,
 )
@@ -38,6 +40,7 @@ from ctxwrap.digest._text import (
 )
 from ctxwrap.digest.redact import redact_secrets
 
+_DIGITS = re.compile(r"\d+")
 BLOCK_BYTES = 1 << 20
 # A line still unterminated past this size is cut; its prefix is kept, the rest counted.
 PARTIAL_LINE_MAX = 1 << 16
@@ -242,10 +245,13 @@ class StreamingDigester:
             self._family = family_for_output(decode(block[:SNIFF_BYTES]))
         if self._table is None:
             self._table = _RuleTable(self._family)
-            failing = self._exit_code not in (0, None)
-            self._tail_size = self._family.tail_lines * (2 if failing else 1)
+            self._tail_size = self._family.tail_lines * (2 if self._failing else 1)
             self._tail = deque(maxlen=self._tail_size)
         return self._family
+
+    @property
+    def _failing(self) -> bool:
+        return self._exit_code not in (0, None)
 
     def _fall_back_to_generic(self) -> Family:
         self._family = Family()
@@ -345,7 +351,9 @@ class StreamingDigester:
                 continue
             if line_end - line_start > CLASSIFY_BYTES:
                 line = decode(block[line_start : min(line_end, line_start + PARTIAL_LINE_KEEP)])
-            kept = self._keep(lineno, matched.priority, line, dedupe=True)
+            kept = self._keep(
+                lineno, matched.priority, line, dedupe=True, paths=matched.repeats_keep_paths
+            )
             if kept and (matched.before or matched.after):
                 self._keep_context(block, line_start, line_end, lineno, matched)
         return lineno - base + block.count(b"\n", previous) + 1
@@ -375,9 +383,11 @@ class StreamingDigester:
             self._keep(lineno + ahead, priority, decode(line[:PARTIAL_LINE_KEEP]))
             end = next_end
 
-    def _keep(self, lineno: int, priority: int, line: str, *, dedupe: bool = False) -> bool:
+    def _keep(
+        self, lineno: int, priority: int, line: str, *, dedupe: bool = False, paths: bool = False
+    ) -> bool:
         """Keep a line at a priority; False when it was only counted as a repeat."""
-        if dedupe and priority >= NOTE and self._is_repeat(lineno, priority, line):
+        if dedupe and priority >= NOTE and self._is_repeat(lineno, priority, line, paths):
             return False
         previous = self._kept.get(lineno)
         if previous is not None:
@@ -389,9 +399,9 @@ class StreamingDigester:
             self._prune()
         return True
 
-    def _is_repeat(self, lineno: int, priority: int, line: str) -> bool:
+    def _is_repeat(self, lineno: int, priority: int, line: str, paths: bool = False) -> bool:
         """Count a near-identical line; True once enough like it are kept already."""
-        key = similarity_key(line)
+        key = _DIGITS.sub("#", line.strip()) if paths else similarity_key(line)
         seen = self._similar_counts.get(key, 0) + 1
         self._similar_counts[key] = seen
         limit = SIMILAR_KEEP_FAILURES if priority >= FAILURE else SIMILAR_KEEP
@@ -437,6 +447,10 @@ class StreamingDigester:
         self._merge(kept, self._head, first_priority=NOTE, other_priority=LOW, firsts=2)
         tail = list(self._tail)
         tail.reverse()
+        # The last lines of an output are its verdict (a summary, the error that stopped it):
+        # one line, two when the command failed, rank with the summaries.
+        last = [item for item in tail if item[1].strip()][: 2 if self._failing else 1]
+        self._merge(kept, last, first_priority=SUMMARY, other_priority=SUMMARY, firsts=0)
         self._merge(kept, tail, first_priority=LOCATION, other_priority=CONTEXT, firsts=3)
         if self._whole is not None and len(self._whole) == self._lines_done:
             whole = list(enumerate(self._whole))
@@ -449,7 +463,12 @@ class StreamingDigester:
             summary = []
             family = self._fall_back_to_generic()
         text, kept_units = render_digest(
-            kept, self._similar_after, summary, self._lines_done, self._max_chars
+            kept,
+            self._similar_after,
+            summary,
+            self._lines_done,
+            self._max_chars,
+            failing=self._failing,
         )
         must_keep = [s for s in summary if s.strip()] + [
             shown

@@ -29,20 +29,35 @@ ctxwrap adds what a scanner of committed code does not need but tool output does
   value and leaves ``None``, ``$VAR`` and friends alone;
 - **bare high-entropy tokens** (an AWS secret access key printed on its own, no name before
   it). The rule, for a run of standard base64 characters ``[A-Za-z0-9+/]`` (``=`` padding
-  allowed) of at least 32 characters, not preceded by ``.`` (a host name's path):
+  allowed) of at least 32 characters:
 
   - not all hex digits: 40-character git SHAs, sha256 digests and the like always survive;
   - mixes upper case, lower case and digits;
-  - not a path: fewer than two ``/``-separated segments that are lower-case words;
+  - not a path (below);
   - not an identifier: less than 70 % of it in words (``[A-Z]?[a-z]{3,}``), which keeps
     ``findVisualStudio2019OrNewerFromSpecifiedLocation``;
   - Shannon entropy (the Base64 plugin's measure) above 3.5 bits per character.
 
-  Over 20,000 random 40-character base64 strings 0.4 % escape it (the word and path tests);
+  Over 5,000 random 40-character base64 strings 0.2 % escape it (the word and path tests);
   over 35 MB of Python and JavaScript sources and the captured outputs it fires three times,
   each on a string that is random (a test fixture, a wasm blob). URL-safe tokens (``-_``)
   are left to the named formats, assignments and quoted-entropy rules. Integrity hashes of
   public artifacts (``sha512-…``, ``h1:…``) are kept.
+
+**What is not a secret.** A log is read for its paths, flags and names; on 36 real CI logs
+(``../shared/realdata``) the only redaction is the one credential there. A run (bare, or a
+quoted string the Base64 plugin measures) is a *path* when two or more of its ``/`` or backslash
+segments of three or more characters were named by a person, and there are no more runs of
+unnamed segments than named ones (a base64 blob holds ``/`` too, but few of its segments look
+named). A segment is named when each of its ``-_.`` parts is short (≤ 4), has no upper case
+(``stm32h7xx``, a temp dir), is upper-case letters (``SPIRV``) or is mostly words
+(``MsgHandler``). In a path only a run of adjacent unnamed segments of 16 or more characters
+that passes the tests above goes (``/run/creds/<key>/token.json`` keeps everything but the
+key; a key holding ``/`` is judged whole). A quoted UUID or hex digest is kept. In the
+``NAME=value`` rule the value is kept when it is a mask CI already printed (``***``,
+``[secure]``), the name of the variable holding the secret (``server-password:
+GITHUB_TOKEN``), a call (``grant_token = JWTGrantToken(jwt)``), or a lower-case word that
+prose continues (``reset password: invalid token``).
 
 Speed: redaction runs over whole 64 KB blocks of 40,000-line outputs, and Python's regex
 engine is slow on patterns that start with a character class. So no detect-secrets regex
@@ -96,11 +111,15 @@ _RUN_MAP = bytes(0x61 if b in _BASE64_CHARS else 0x20 for b in range(256))
 _RUN_MIN = 23
 _RUN = b"a" * _RUN_MIN
 _DIGITS = b"0123456789"
-_BARE_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=.])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/=])")
-_PATH_WORD = re.compile(r"(?:^|/)[a-z]{3,}(?=/|$)")
+_BARE_TOKEN = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{32,}={0,2}(?![A-Za-z0-9+/=])")
 _WORD = re.compile(r"[A-Z]?[a-z]{3,}")
 BARE_ENTROPY_LIMIT = 3.5
 BARE_WORDINESS_LIMIT = 0.7
+# Paths: segments between / or \, parts of a segment between - _ .
+_SEGMENT = re.compile(r"[^/\\]+")
+_PART_SPLIT = re.compile(r"[-_.]")
+SEGMENT_WORDINESS = BARE_WORDINESS_LIMIT
+SEGMENT_SECRET_MIN = 16  # a random segment this long inside a path is redacted alone
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _PUBLIC_HASH_PREFIXES = ("sha1-", "sha256-", "sha384-", "sha512-", "h1:")
 ENTROPY_LIMIT = 4.5
@@ -388,7 +407,38 @@ def _apply_rule(line: str, rule: _Rule) -> str:
     return _replace(line, found) if found else line
 
 
+# Values in a secret's place that are not secrets (see "What is not a secret" above): masks CI
+# already printed, the name of the variable that holds the secret, a call, a word of prose.
+_MASK_VALUE = re.compile(
+    r"\*{3,}|x{3,}|X{3,}|[\[<](?:secure|redacted|hidden|masked|filtered|secret)[\]>]", re.I
+)
+_VARIABLE_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
+_SECRET_NAME_WORD = re.compile(r"KEY|TOKEN|SECRET|PASS|PWD|CREDENTIAL")
+_CALL = re.compile(r"[A-Za-z_][\w.]*\(")
+_PROSE_WORD = re.compile(r"[a-z]+")
+
+
+def _not_a_secret_value(match: re.Match[str]) -> bool:
+    value = match["value"]
+    if _MASK_VALUE.fullmatch(value) or _CALL.match(value):
+        return True
+    if _VARIABLE_NAME.fullmatch(value) and _SECRET_NAME_WORD.search(value):
+        return True  # setup-java's `server-password: GITHUB_TOKEN` names a variable
+    # "reset password: invalid token": an unquoted lower-case word followed by more words.
+    rest = match.string[match.end() : match.end() + 2]
+    return (
+        not match["quote"]
+        and ":" in match["sep"]
+        and _PROSE_WORD.fullmatch(value) is not None
+        and len(rest) == 2
+        and rest[0] == " "
+        and rest[1].isalpha()
+    )
+
+
 def _assignment(match: re.Match[str]) -> str:
+    if _not_a_secret_value(match):
+        return match.group(0)
     return f"{match['name']}{match['sep']}{match['quote']}[REDACTED:secret]"
 
 
@@ -416,38 +466,101 @@ def _mixed(token: bytes) -> bool:
     )
 
 
+def _entropy(text: str) -> float:
+    value: float = _entropy_plugin().calculate_shannon_entropy(text)
+    return value
+
+
+def _random_shaped(core: str, min_len: int) -> bool:
+    """Long enough, not hex, mixes cases and digits, not made of words."""
+    if len(core) < min_len or _HEX.fullmatch(core) or not _mixed(core.encode()):
+        return False
+    return sum(len(w) for w in _WORD.findall(core)) < BARE_WORDINESS_LIMIT * len(core)
+
+
+def _wordlike_segment(segment: str) -> bool:
+    """A path segment a person named: every ``-_.``-separated part is short, without upper
+    case (``stm32h7xx``, a temp dir), upper-case letters (``SPIRV``), or mostly words
+    (``MsgHandler``)."""
+    for part in _PART_SPLIT.split(segment):
+        if len(part) <= 4 or part.lower() == part or (part.isupper() and part.isalpha()):
+            continue
+        if "+" in part or sum(len(w) for w in _WORD.findall(part)) < SEGMENT_WORDINESS * len(part):
+            return False
+    return True
+
+
+def _path_segments(token: str) -> list[tuple[int, int]] | None:
+    """The segments of `token` when it is a path: two or more segments of three or more
+    characters that a person named, and no more runs of unnamed segments than named ones
+    (a base64 blob holds ``/`` too, but few of its segments look named). Else None."""
+    if "/" not in token and "\\" not in token:
+        return None
+    segments = [m.span() for m in _SEGMENT.finditer(token)]
+    named = unnamed_runs = 0
+    previous_named = True
+    for a, b in segments:
+        is_named = _wordlike_segment(token[a:b])
+        named += is_named and b - a >= 3
+        unnamed_runs += not is_named and previous_named
+        previous_named = is_named
+    return segments if named >= 2 and named >= unnamed_runs else None
+
+
+def _path_secret_spans(token: str, segments: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A key inside a path (``/run/creds/<key>/file``): only the random part goes. Adjacent
+    segments nobody named are judged together: a base64 key may hold ``/`` itself."""
+    runs: list[tuple[int, int]] = []
+    for a, b in segments:
+        if _wordlike_segment(token[a:b]):
+            continue
+        if runs and a == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((a, b))
+    return [
+        (a, b)
+        for a, b in runs
+        if _random_shaped(token[a:b], SEGMENT_SECRET_MIN)
+        and _entropy(token[a:b]) > BARE_ENTROPY_LIMIT
+    ]
+
+
 def is_high_entropy_token(token: str) -> bool:
     """The bare-token rule of the module docstring, for one run of base64 characters."""
     core = token.rstrip("=")
-    if len(core) < 32 or _HEX.fullmatch(core) or not _mixed(core.encode()):
+    if not _random_shaped(core, 32) or _path_segments(core) is not None:
         return False
-    if "/" in core and len(_PATH_WORD.findall(core)) >= 2:
-        return False
-    if sum(len(w) for w in _WORD.findall(core)) >= BARE_WORDINESS_LIMIT * len(core):
-        return False
-    entropy: float = _entropy_plugin().calculate_shannon_entropy(core)
-    return entropy > BARE_ENTROPY_LIMIT
+    return _entropy(core) > BARE_ENTROPY_LIMIT
+
+
+def _token_spans(token: str, bare: bool) -> list[tuple[int, int]]:
+    """Spans of `token` (a bare base64 run, or a quoted string's value) that are secret."""
+    core = token.rstrip("=")
+    segments = _path_segments(core)
+    if segments is not None:
+        return _path_secret_spans(core, segments)
+    if bare:
+        return [(0, len(token))] if is_high_entropy_token(token) else []
+    # A quoted value: detect-secrets' Base64 measure, minus hex digests and UUIDs.
+    if all(_HEX.fullmatch(part) for part in core.split("-") if part):
+        return []
+    return [(0, len(token))] if _entropy(token) > ENTROPY_LIMIT else []
 
 
 def _redact_high_entropy(line: str) -> str:
     found: list[tuple[int, int, str]] = []
     for match in _BARE_TOKEN.finditer(line):
-        a, b = match.span()
+        a = match.start()
         if line.endswith(_PUBLIC_HASH_PREFIXES, 0, a):
             continue
-        if is_high_entropy_token(match.group()):
-            found.append((a, b, "high-entropy"))
-    # Quoted strings, as detect-secrets' Base64 plugin finds and measures them.
-    plugin = _entropy_plugin()
-    for match in plugin.regex.finditer(line):
-        value = match.group(2)
-        if (
-            not _HEX.fullmatch(value)
-            and not value.startswith(_PUBLIC_HASH_PREFIXES)
-            and not line.endswith(_PUBLIC_HASH_PREFIXES, 0, match.start(2))
-            and plugin.calculate_shannon_entropy(value) > ENTROPY_LIMIT
-        ):
-            found.append((*match.span(2), "high-entropy"))
+        found.extend((a + x, a + y, "high-entropy") for x, y in _token_spans(match.group(), True))
+    # Quoted strings, as detect-secrets' Base64 plugin finds them.
+    for match in _entropy_plugin().regex.finditer(line):
+        value, a = match.group(2), match.start(2)
+        if value.startswith(_PUBLIC_HASH_PREFIXES) or line.endswith(_PUBLIC_HASH_PREFIXES, 0, a):
+            continue
+        found.extend((a + x, a + y, "high-entropy") for x, y in _token_spans(value, False))
     return _replace(line, found) if found else line
 
 

@@ -121,10 +121,14 @@ def _ensure_daemon_beside_pi() -> threading.Thread:
 
 
 def run_pi(args: list[str]) -> int:
+    from ctxwrap.launch.exit_line import take_quiet_flag
+
     off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
     args = [a for a in args if a != OFF_FLAG]
+    args, quiet = take_quiet_flag(args)
     pi = find_pi()
     starting: threading.Thread | None = None
+    note: Path | None = None
     if not off and not _runtime_dir_safe():
         off = True  # another user's directory: no bridge at all, pi runs plain
     if off:
@@ -135,6 +139,9 @@ def run_pi(args: list[str]) -> int:
         argv = [*pi.argv, "-e", str(bridge_path()), *args]
         env = bridge_env(pi)
         env["CTXWRAP_DAEMON_LAUNCHING"] = "1"  # the bridge waits instead of starting another
+        note = None if quiet else _exit_note()
+        if note is not None:
+            env["CTXWRAP_EXIT_NOTE"] = str(note)
     try:
         rc = run_child(argv, env, on_started=starting.start if starting is not None else None)
     finally:
@@ -142,9 +149,47 @@ def run_pi(args: list[str]) -> int:
             # Only a pi that exits at once (`--version`) gets here first; finish the start so
             # the next session finds its daemon (ensure_running bounds itself: 10 s).
             starting.join(timeout=15)
+        if note is not None:
+            _print_exit_line(note)
     if 0 < rc < 128:
         _explain_failure(pi)
     return rc
+
+
+# -- the exit line (ctxwrap/launch/exit_line.py) ---------------------------------------------
+
+
+def _exit_note() -> Path | None:
+    """A private file the bridge writes the session's id and file into (CTXWRAP_EXIT_NOTE)."""
+    import tempfile
+
+    try:
+        runtime = paths.ensure_private_dir(paths.runtime_dir())
+        fd, name = tempfile.mkstemp(prefix="pi-exit-", suffix=".json", dir=runtime)
+        os.close(fd)
+    except (OSError, CtxwrapError):
+        return None  # no line, nothing else lost
+    return Path(name)
+
+
+def _print_exit_line(note: Path) -> None:
+    """What this pi session saved and how to resume it through ctxwrap; never raises."""
+    try:
+        try:
+            data = json.loads(note.read_text() or "{}")
+        finally:
+            note.unlink(missing_ok=True)
+        sid = data.get("session_id") if isinstance(data, dict) else None
+        if not isinstance(sid, str) or not sid:
+            return  # pi never started a session (--version, --help, --no-session -p …)
+        file = data.get("session_file")
+        # No file: `--no-session`, nothing to resume.
+        resume = ["--session", file] if isinstance(file, str) and file else None
+        from ctxwrap.launch.exit_line import print_exit_line
+
+        print_exit_line("pi", sid, resume)
+    except Exception:
+        return
 
 
 def _explain_failure(pi: PiInstall) -> None:

@@ -20,6 +20,9 @@ class Capabilities:
         self._catalog: Any = None  # CapabilityCatalog, created on first use (keeps start-up light)
         self._watcher: Any = None
         self._watched_dirs: set[str] = set()
+        # Sessions whose catalog arrived: a search for any other is answered "not ready", never
+        # "nothing matched" (a restarted daemon, or a search that overtook the registration).
+        self._ready: set[str] = set()
 
     def update(self, req: P.SessionStart | P.CatalogUpdate) -> None:
         try:
@@ -37,6 +40,7 @@ class Capabilities:
                     for s in req.skills
                 ],
             )
+            self._ready.add(req.session_id)
             self._watch_skill_dirs({str(Path(s.file_path).parent.parent) for s in req.skills})
         except Exception as exc:  # a broken catalog must not break the session
             log.warning("catalog update failed: %s", exc)
@@ -53,12 +57,13 @@ class Capabilities:
         self._watcher.start()
 
     def forget(self, session_id: str) -> None:
+        self._ready.discard(session_id)
         if self._catalog is not None:
             self._catalog.drop(session_id)
 
     def search(self, req: P.CapabilitySearch, skill_max_chars: int) -> P.CapabilityReply:
-        if self._catalog is None:
-            return P.CapabilityReply(matches=[])
+        if self._catalog is None or req.session_id not in self._ready:
+            return P.CapabilityReply(matches=[], catalog_ready=False)
         from ctxwrap.capabilities import read_skill_body
 
         found = self._catalog.search(req.session_id, req.query, limit=4)

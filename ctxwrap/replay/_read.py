@@ -14,6 +14,7 @@ import functools
 import itertools
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -762,6 +763,8 @@ CTXWRAP_RESULT_MARKERS = (
     ("[ctxwrap: ", "hidden or pointed results"),
 )
 CTXWRAP_TOOLS = frozenset({"ctx_recall", "find_capability"})  # the bridge's own tools
+# The digest's first line since it names the command first (mechanisms/digest.py digest_header)
+CTXWRAP_DIGEST_LINE = re.compile(r"\$ [^\n]* → [^\n]* digested by ctxwrap · ")
 PI_CTXWRAP_ENTRIES = {"ctxwrap-state": "ctxwrap state entries", "ctxwm-fact": "ctxwrap facts"}
 
 
@@ -776,6 +779,9 @@ def note_ctxwrap_marks(ev: Event, stats: ReadStats) -> None:
             if head.startswith(prefix):
                 stats.ctxwrap[what] += 1
                 return
+        if CTXWRAP_DIGEST_LINE.match(ev.text[:400].lstrip()):
+            stats.ctxwrap["digested outputs"] += 1
+            return
     elif ev.role == "assistant":
         for c in ev.calls:
             tool = c.agent_tool or c.name

@@ -52,6 +52,7 @@ from ctxwrap.engine.masking import (
     warm_rewrite_pays,
 )
 from ctxwrap.engine.rereads import pointer_text, result_digest
+from ctxwrap.mechanisms.digest import clearly_smaller, digest_header
 from ctxwrap.mechanisms.masking import tombstone_text
 from ctxwrap.replay._read import (
     ClearedResults,
@@ -238,8 +239,9 @@ class SessionReplay:
         a["output_tokens"] += AUX_OUTPUT_ESTIMATE[task]
 
 
-def _digest_text(text: str, command: str, max_chars: int) -> tuple[str, str]:
-    """The daemon's replacement for a bash result (service.py's shape), and the bare extract."""
+def _digest_text(text: str, command: str, max_chars: int) -> tuple[str | None, str]:
+    """The daemon's replacement for a bash result (mechanisms/digest.py's shape; None where
+    the daemon keeps the original: a digest not clearly smaller), and the bare extract."""
     from ctxwrap.digest import StreamingDigester
 
     # pi's truncation note and status line are at the end: parse only the tail (the pattern
@@ -260,16 +262,20 @@ def _digest_text(text: str, command: str, max_chars: int) -> tuple[str, str]:
         if parsed.aborted
         else f"exit code {exit_code}"
     )
-    header = (
-        f"[ctxwrap digest of bash output — {digest.original_lines:,} lines, {digest.original_chars:,} chars; "
-        f"{status}; the raw output is not in context. "
-        f'Search it with ctx_recall(handle="{PLACEHOLDER_HANDLE}", pattern=...)]'
+    # the daemon's own header (mechanisms/digest.py), with pi's recall form for its size
+    header = digest_header(
+        command=command,
+        status=status,
+        lines=digest.original_lines,
+        chars=digest.original_chars,
+        handle=PLACEHOLDER_HANDLE,
+        recall=recall_call("pi", PLACEHOLDER_HANDLE),
     )
     extract = scrub_temp_paths(digest.text)
-    out = header + "\n$ " + command[:300] + "\n" + extract
+    out = header + "\n" + extract
     if status.startswith("exit code") and exit_code != 0:
         out += f"\n\nCommand exited with code {exit_code}"
-    return out, extract
+    return (out if clearly_smaller(len(out), len(text)) else None), extract
 
 
 def _tombstone(label: str, chars: int) -> str:
@@ -694,10 +700,13 @@ class SessionSimulator:
             is_error=m.is_error,
             call_id=m.tool_call_id,
         )
+        replacement: str | None = None
+        extract = command = ""
         if self.th.bash and tool == "bash" and tokens(len(m.text)) >= self.th.bash_min_tokens:
             command = str(args.get("command", ""))
             max_chars = min(self.th.bash_max_summary_tokens * 4 * 2, 16000)
             replacement, extract = _digest_text(m.text, command, max_chars)
+        if replacement is not None:
             item.saved["bash"] = m.chars - len(replacement)
             self.r.interventions.append(
                 Intervention(

@@ -51,7 +51,7 @@ def test_large_output_reaches_model_as_digest(pi: str, tmp_path: Path, xdg: Xdg)
     bodies = run.main_bodies()
     assert len(bodies) == 2
     (content,) = tool_contents(bodies[1])
-    assert content.startswith("[ctxwrap digest of bash output"), content[:300]
+    assert " digested by ctxwrap · " in content.split("\n", 1)[0], content[:300]
     assert "40,001 lines" in content or "40,000 lines" in content  # the size of the real output
     assert "exit code 0" in content
     assert re.search(r'ctx_recall\(handle="r[0-9a-f]{8}"', content)
@@ -85,7 +85,7 @@ def test_failing_test_run_keeps_what_matters(pi: str, tmp_path: Path, xdg: Xdg) 
     )  # aux down: the extractive digest is what the model sees
     assert run.proc.returncode == 0, run.proc.stderr
     (content,) = tool_contents(run.main_bodies()[1])
-    assert content.startswith("[ctxwrap digest of bash output"), content[:300]
+    assert " digested by ctxwrap · " in content.split("\n", 1)[0], content[:300]
     for must in (
         "test_many[137]",
         "test_many[288]",
@@ -106,7 +106,7 @@ def test_aux_answer_longer_than_input_is_refused(pi: str, tmp_path: Path, xdg: X
     rules = [{"task": "digest", "answer": "VERBOSE " * 5000}]
     run = run_ctxwrap_pi(pi, tmp_path, xdg, [SEQ, DONE], aux_rules=rules, extra_env=AUX_ALWAYS)
     (content,) = tool_contents(run.main_bodies()[1])
-    assert content.startswith("[ctxwrap digest of bash output")
+    assert " digested by ctxwrap · " in content.split("\n", 1)[0]
     assert "VERBOSE" not in content
     assert len(run.server.aux_requests) == 1
 
@@ -119,7 +119,7 @@ def test_daemon_killed_before_the_tool_call(pi: str, tmp_path: Path, xdg: Xdg) -
     run = run_ctxwrap_pi(pi, tmp_path, xdg, script)
     assert run.proc.returncode == 0, run.proc.stderr
     (content,) = tool_contents(run.main_bodies()[1])
-    assert content.startswith("[ctxwrap digest of bash output"), content[:300]
+    assert " digested by ctxwrap · " in content.split("\n", 1)[0], content[:300]
     assert_no_raw(content)
     assert_no_raw(run.session_text())
     wait_ready(xdg, 5)  # and a daemon is up again for the next session
@@ -191,7 +191,7 @@ def test_aux_digest_runs_through_pi(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     rules = [{"task": "digest", "answer": "forty thousand consecutive integers, nothing else"}]
     run = run_ctxwrap_pi(pi, tmp_path, xdg, [SEQ, DONE], aux_rules=rules, extra_env=AUX_ALWAYS)
     (content,) = tool_contents(run.main_bodies()[1])
-    assert content.startswith("[ctxwrap digest of bash output")
+    assert " digested by ctxwrap · " in content.split("\n", 1)[0]
     assert "forty thousand consecutive integers, nothing else" in content
     (aux,) = run.server.aux_requests  # through pi's own provider code to the (scripted) model
     assert aux.aux_task == "digest" and "seq 1 40000" in json.dumps(aux.body)

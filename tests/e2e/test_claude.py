@@ -163,7 +163,7 @@ def test_big_outputs_reach_the_model_as_digests(tmp_path: Path, xdg: Xdg) -> Non
         tests_digest, log_digest = results["toolu_0_0"], results["toolu_1_0"]
         assert isinstance(tests_digest, str) and isinstance(log_digest, str)
         # the failing run: failing tests, the summary, the exit status — and still an error
-        assert tests_digest.startswith("[ctxwrap digest of bash output")
+        assert " digested by ctxwrap · " in tests_digest.split("\n", 1)[0]
         assert "exit code 1" in tests_digest
         assert "test_parse_header" in tests_digest and "test_round_trip" in tests_digest
         assert "2 failed, 120 passed" in tests_digest
@@ -175,7 +175,7 @@ def test_big_outputs_reach_the_model_as_digests(tmp_path: Path, xdg: Xdg) -> Non
         assert tool_uses(reqs[-1])["toolu_0_0"] == {"command": "python3 gen_pytest.py"}
         assert "CTXWRAP-EXIT" not in json.dumps([r.body for r in reqs])
         # the log above Claude Code's own cap: digested from the whole saved file
-        assert re.match(r"\[ctxwrap digest of bash output — 60,00\d lines", log_digest)
+        assert re.match(r"\$ .* · 60,00\d lines \(", log_digest)
         assert "exit code 0" in log_digest
         assert "lost connection to db-primary" in log_digest
         assert "server shutdown complete" in log_digest

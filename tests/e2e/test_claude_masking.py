@@ -146,7 +146,7 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
     # From the first request after the gap on, the earlier task's read is a tombstone ...
     old_id, log_id, new_id, bash_id = "toolu_1_0", "toolu_2_0", "toolu_4_0", "toolu_5_0"
     digest = text_of(results(srv.main_requests[n_one - 1].body)[log_id])
-    assert digest.startswith("[ctxwrap digest of bash output") and "db-primary" in digest
+    assert " digested by ctxwrap · " in digest.split("\n", 1)[0] and "db-primary" in digest
     tomb = text_of(results(bodies[0])[old_id])
     assert tomb.startswith("[ctxwrap: ") and "old.py" in tomb and "earlier task" in tomb
     assert "`ctxwrap recall r" in tomb and "ctx_recall" not in tomb

@@ -143,7 +143,7 @@ def test_codex_exec_digest_tombstone_patch_strip(tmp_path: Path, xdg: Xdg) -> No
         for req in reqs[1:]:
             out = outputs(req)[log_id]
             assert out.startswith("Chunk ID: ") and "Process exited with code 0\n" in out
-            assert "[ctxwrap digest of bash output" in out
+            assert " digested by ctxwrap · " in out
             assert "ERROR worker-7 lost connection" in out
             assert "ctxwrap recall r" in out and len(out) < 6000
             assert "request 2000 served" not in out
@@ -226,7 +226,7 @@ def test_codex_additional_tools_exec_shape(tmp_path: Path, xdg: Xdg) -> None:
             out = outputs(req)["call_0_0"]
             assert isinstance(out, list) and len(out) == 1
             text = out[0]["text"]
-            assert text.startswith("Script completed") and "[ctxwrap digest of bash output" in text
+            assert text.startswith("Script completed") and " digested by ctxwrap · " in text
             assert "ERROR worker-7 lost connection" in text
         notes = outputs(reqs[2])["call_1_0"]
         assert "judged not needed" in notes[0]["text"]
@@ -370,7 +370,7 @@ def test_daemon_killed_mid_session_keeps_frozen_edits(tmp_path: Path, xdg: Xdg) 
         assert len(reqs) == 4
         # decided before the kill, replayed after it (the next output: whatever the proxy
         # got in time, the original or a revived daemon's digest)
-        assert "[ctxwrap digest of bash output" in outputs(reqs[-1])["call_0_0"]
+        assert " digested by ctxwrap · " in outputs(reqs[-1])["call_0_0"]
         assert "judged not needed" in outputs(reqs[-1])["call_1_0"]
         assert_prefix_chain(reqs)
 

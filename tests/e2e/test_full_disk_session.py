@@ -42,7 +42,7 @@ def test_disk_filling_during_a_session(pi: str, tmp_path: Path, xdg: Xdg) -> Non
             assert run.proc.stdout.strip() == "done"
             bodies = run.main_bodies()
             digest = tool_contents(bodies[1])[0]
-            assert digest.startswith("[ctxwrap digest of bash output"), digest[:300]
+            assert " digested by ctxwrap · " in digest.split("\n", 1)[0], digest[:300]
             assert "40,001 lines" in digest or "40,000 lines" in digest
             assert "no recall" in digest and "ctx_recall(handle=" not in digest
             assert len(digest) < 8000  # a digest, not the bridge's fallback tail

@@ -94,7 +94,7 @@ def test_wrapped_claude_fills_the_prompt_segment(tmp_path: Path, xdg: Xdg) -> No
         reqs = srv.main_requests
         assert len(reqs) == 4
         digest = _tool_results(reqs[1].body)["toolu_0_0"]
-        assert isinstance(digest, str) and digest.startswith("[ctxwrap digest of bash output")
+        assert isinstance(digest, str) and " digested by ctxwrap · " in digest.split("\n", 1)[0]
 
     # while the session was live, the prompt showed its savings
     shown = seen.read_text(encoding="utf-8")

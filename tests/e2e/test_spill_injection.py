@@ -64,7 +64,7 @@ def cat_readme(pi: str, tmp_path: Path, xdg: Xdg, text: str, pi_tmp: Path):  # t
 def assert_readme_digested(run) -> str:  # type: ignore[no-untyped-def]
     assert run.proc.returncode == 0, run.proc.stderr
     (content,) = tool_contents(run.main_bodies()[1])
-    assert content.startswith("[ctxwrap digest of bash output"), content[:300]
+    assert " digested by ctxwrap · " in content.split("\n", 1)[0], content[:300]
     assert "README-LINE-0000" in content or "README-LINE-0239" in content, content
     assert SECRET not in content
     assert run.server.aux_requests, "the aux model was not asked: its request went unchecked"
@@ -110,7 +110,7 @@ def test_pis_own_spill_file_is_still_digested_whole(pi: str, tmp_path: Path, xdg
     run = run_ctxwrap_pi(pi, tmp_path, xdg, script, extra_env={"TMPDIR": str(pi_tmp)})
     assert run.proc.returncode == 0, run.proc.stderr
     (content,) = tool_contents(run.main_bodies()[1])
-    assert content.startswith("[ctxwrap digest of bash output"), content[:300]
+    assert " digested by ctxwrap · " in content.split("\n", 1)[0], content[:300]
     # The whole output (40,000 lines), not just pi's 2,000-line tail in the text.
     assert "40,000 lines" in content or "40,001 lines" in content, content[:300]
     assert "exit code 3" in content

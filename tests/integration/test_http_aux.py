@@ -134,8 +134,8 @@ def test_http_backend_down_falls_back(tmp_path: Path, xdg: Xdg) -> None:
                 "text": SEQ,
             },
         )
-        assert bash["action"] == "replace" and bash["text"].startswith(
-            "[ctxwrap digest of bash output"
+        assert bash["action"] == "replace" and (
+            " digested by ctxwrap · " in bash["text"].split("\n", 1)[0]
         )
         write = post(
             c,

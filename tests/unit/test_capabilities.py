@@ -473,3 +473,42 @@ def test_watcher_feeds_catalog(tmp_path: Path) -> None:
         p.write_text("---\nname: notes\ndescription: Take notes\n---\nZeppelin.\n")
         assert done.wait(3)
     assert [m.name for m in cat.search("s", "zeppelin")] == ["notes"]
+
+
+# ---------------------------------------------------------------------------- not ready
+
+
+def test_a_session_without_its_catalog_is_not_ready_rather_than_empty(tmp_path: Path) -> None:
+    """Issue 20: a search that overtakes the catalog must say "not ready", never "no match"."""
+    from ctxwrap import protocol as P
+    from ctxwrap.mechanisms.lazy import Capabilities
+
+    skill = tmp_path / "pdf-tools" / "SKILL.md"
+    skill.parent.mkdir()
+    skill.write_text("---\nname: pdf-tools\ndescription: Extract text from PDF files.\n---\nBODY\n")
+    caps = Capabilities()
+    query = P.CapabilitySearch(session_id="s1", query="extract text from pdf")
+    assert caps.search(query, 8000) == P.CapabilityReply(matches=[], catalog_ready=False)
+    caps.update(
+        P.CatalogUpdate(
+            session_id="s1",
+            tools=[],
+            skills=[
+                P.SkillSpec(
+                    name="pdf-tools",
+                    description="Extract text from PDF files.",
+                    file_path=str(skill),
+                    base_dir=str(skill.parent),
+                )
+            ],
+        )
+    )
+    found = caps.search(query, 8000)
+    assert found.catalog_ready and found.matches[0].name == "pdf-tools"
+    assert "BODY" in (found.skill_body or "")
+    # another session's catalog is not this one's
+    other = caps.search(P.CapabilitySearch(session_id="s2", query="pdf"), 8000)
+    assert not other.catalog_ready
+    caps.forget("s1")
+    assert not caps.search(query, 8000).catalog_ready
+    caps.stop()

@@ -426,6 +426,30 @@ def test_a_session_run_under_ctxwrap_is_flagged_by_its_markers() -> None:
         assert s.ran_under_ctxwrap is None, plain
 
 
+def test_a_digest_that_names_its_command_first_is_a_sign() -> None:
+    """The digest header leads with the command for the agent's collapsed view
+    (mechanisms/digest.py); a replay of such a session must still see ctxwrap in it."""
+    from ctxwrap.mechanisms.digest import digest_header
+    from ctxwrap.replay._read import Message, note_ctxwrap_marks
+
+    header = digest_header(
+        command="sh ./build.sh",
+        status="exit code 2",
+        lines=20_006,
+        chars=667_198,
+        handle="r8909d8ef",
+        recall='ctx_recall(handle="r8909d8ef", pattern=...)',
+    )
+    stats = ReadStats()
+    msg = Message("e1", None, "tool_result", 0.0, 300, text=header + "\nerror: x")
+    note_ctxwrap_marks(msg, stats)
+    assert stats.ctxwrap == {"digested outputs": 1}
+    # a command's own output that merely mentions ctxwrap is not one
+    plain = ReadStats()
+    note_ctxwrap_marks(Message("e2", None, "tool_result", 0.0, 40, text="$ grep ctxwrap x"), plain)
+    assert not plain.ctxwrap
+
+
 def test_a_prompt_quoting_our_markers_is_not_a_sign(tmp_path: Path) -> None:
     lines = PI_V1.read_text().splitlines()
     user = json.loads(lines[1])

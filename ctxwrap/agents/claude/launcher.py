@@ -203,9 +203,110 @@ def _path_with_ctxwrap(path: str) -> str:
     return path
 
 
+# -- lifecycle: registered at launch, the status line, the exit line -------------------------
+
+
+def session_start_hooks(command: str) -> dict[str, Any]:
+    """SessionStart (startup, resume, /clear): the proxy registers the session at once, so
+    `ctxwrap status` lists it while it sits at its prompt, before its first request."""
+    entry = {"type": "command", "command": command, "timeout": 10}
+    return {"hooks": {"SessionStart": [{"hooks": [entry]}]}}
+
+
+def statusline_command() -> str:
+    return f"{shlex.quote(sys.executable)} -m ctxwrap statusline claude"
+
+
+def claude_config_dir() -> Path:
+    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+
+
+def user_has_status_line(user_settings: str | None, cwd: Path | None = None) -> bool:
+    """A statusLine of the user's own anywhere Claude Code would read one: theirs wins.
+
+    Their `--settings`, the user settings, the project's shared and local settings (from the
+    working directory up to the repository root) and the managed settings. An unreadable file
+    counts as "has one": never risk replacing theirs.
+    """
+    texts: list[str] = []
+    if user_settings is not None:
+        texts.append(user_settings)
+    here = (cwd or Path.cwd()).resolve()
+    candidates = [
+        claude_config_dir() / "settings.json",
+        Path("/etc/claude-code/managed-settings.json"),
+    ]
+    for d in (here, *here.parents):
+        candidates += [d / ".claude" / "settings.json", d / ".claude" / "settings.local.json"]
+        if (d / ".git").exists():
+            break
+    for path in candidates:
+        if path.is_file():
+            texts.append(str(path))
+    for value in texts:
+        try:
+            text = value if value.lstrip().startswith("{") else Path(value).read_text()
+            data = json.loads(text)
+        except (OSError, ValueError):
+            return True
+        if not isinstance(data, dict) or data.get("statusLine") is not None:
+            return True
+    return False
+
+
+def status_line_enabled() -> bool:
+    """The `stats_widget` setting (pi's footer, Claude Code's status line), read without
+    pydantic: PI_CTX_STATS_WIDGET over config.toml over on."""
+    import tomllib
+
+    value = os.environ.get("PI_CTX_STATS_WIDGET", "")
+    if value:
+        return value.strip().lower() not in ("0", "false", "no", "off")
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        setting = tomllib.loads(paths.config_file().read_text(encoding="utf-8")).get("stats_widget")
+        if isinstance(setting, bool):
+            return setting
+    return True
+
+
+def lifecycle_settings(settings: dict[str, Any], user_settings: str | None) -> dict[str, Any]:
+    """Our SessionStart hook appended to `settings`, and our status line unless the user has
+    one of their own (or `stats_widget` is off)."""
+    out = dict(settings)
+    hooks = dict(out.get("hooks") or {})
+    for event, entries in session_start_hooks(hook_command())["hooks"].items():
+        hooks[event] = [*(hooks.get(event) or []), *entries]
+    out["hooks"] = hooks
+    if status_line_enabled() and not user_has_status_line(user_settings):
+        out["statusLine"] = {"type": "command", "command": statusline_command(), "padding": 0}
+    return out
+
+
+def resume_args(session_id: str) -> list[str]:
+    return ["--resume", session_id]
+
+
+def _exit_line(proxy: Any, quiet: bool) -> None:
+    """The session Claude Code ran last (its latest SessionStart or request): its line."""
+    if quiet:
+        return
+    try:
+        ids = list(proxy.sessions)
+    except Exception:
+        return
+    if not ids:
+        return  # `claude --version`, `claude mcp …`: no session
+    from ctxwrap.launch.exit_line import print_exit_line
+
+    print_exit_line("claude", ids[-1], resume_args(ids[-1]))
+
+
 def run_claude(args: list[str]) -> int:
+    from ctxwrap.launch.exit_line import take_quiet_flag
+
     off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
     args = [a for a in args if a != OFF_FLAG]
+    args, quiet = take_quiet_flag(args)
     claude = find_claude()
     if off:
         return run_child([*claude.argv, *args], dict(os.environ))
@@ -230,6 +331,7 @@ def run_claude(args: list[str]) -> int:
     try:
         rest, user_settings = split_settings_arg(args)
         settings = merged_settings(user_settings, hook_settings(hook_command()))
+        settings = lifecycle_settings(settings, user_settings)
         runtime = paths.ensure_private_dir(paths.runtime_dir())
         settings_file = runtime / f"claude-settings-{os.getpid()}.json"
         _write_private(settings_file, json.dumps(settings))
@@ -269,3 +371,4 @@ def run_claude(args: list[str]) -> int:
         proxy.close()
         with contextlib.suppress(OSError):
             settings_file.unlink()
+        _exit_line(proxy, quiet)  # after close(): the session's last records are in

@@ -175,6 +175,10 @@ class ClaudeProxy:
         sid = event["session_id"]
         if wire.session_id_of({"x-claude-code-session-id": sid}, {}) is None:
             return {}
+        if event.get("hook_event_name") == "SessionStart":
+            # lifecycle: registered at launch (launcher.session_start_hooks), listed while idle
+            self.session(sid).ensure_registered()
+            return {}
         return self.session(sid).handle_hook(event)
 
 

@@ -108,7 +108,14 @@ class GitDiffFamily(Family):
         rule(r"^@@ .* @@", "@@ ", NOTE),
         rule(r"^[-+](?![-+]{2} )", ("\n+", "\n-"), CONTEXT),
         # `git show`: the commit being shown.
-        rule(r"^commit [0-9a-f]{7,}", "commit ", SUMMARY, after=3, context_priority=NOTE),
+        rule(
+            r"^commit [0-9a-f]{7,}",
+            "commit ",
+            SUMMARY,
+            after=4,  # author, date, blank line, subject
+            after_stops_at_blank=False,
+            context_priority=NOTE,
+        ),
     )
 
     def __init__(self) -> None:

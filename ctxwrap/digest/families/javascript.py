@@ -38,7 +38,7 @@ ESLINT_RULES = (
     rule(
         r"^(?:/|[A-Za-z]:\\|\.{0,2}/?[\w@.-]+/)\S*\.(?:[cm]?[jt]sx?|vue|svelte)$",
         (".ts", ".js"),
-        LOCATION,
+        FAILURE,  # an error line says nothing without the file heading it
     ),
 )
 JEST_RULES = (

@@ -54,7 +54,7 @@ class NativeBuildFamily(Family):
             after_stops_at_blank=False,
             context_priority=CONTEXT,
         ),
-        rule(r"^\S*make(?:\[\d+\])?: \*\*\*", "***", FAILURE),
+        rule(r"^\S*make(?:\[\d+\])?: \*\*\*", "***", SUMMARY),
         rule(
             r"undefined reference to|multiple definition of",
             ("undefined reference", "multiple definition"),

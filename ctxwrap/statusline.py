@@ -1,0 +1,102 @@
+"""Claude Code's status line under `ctxwrap claude`: the session's savings so far.
+
+The daemon writes one small file per live session at every turn end (`write_status`), next to
+the shell prompt segment, and removes it when the session ends; `ctxwrap statusline claude`
+(run by Claude Code at every refresh, JSON on stdin) prints that file and nothing else — no
+daemon round trip, standard library only (ctxwrap/entry.py runs it without the CLI framework).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+MAX_CHARS = 120
+WAITING = "ctxwrap: nothing saved yet"
+
+
+def status_dir() -> Path:
+    from ctxwrap import paths
+
+    return paths.state_dir() / "status"
+
+
+def status_path(session_id: str) -> Path | None:
+    """The session's status file; None for an id that cannot be a file name."""
+    if not _SAFE_ID.match(session_id):
+        return None
+    return status_dir() / session_id
+
+
+def status_text(totals: Any) -> str:
+    """`ctxwrap: cost −23% · 41,200 tokens saved` from a SessionTotals (the pi footer's figures:
+    cache-priced input cost with compactions, tokens net of the aux model's)."""
+    if not totals.llm_calls:
+        return ""
+    net = int(totals.net_tokens)
+    tokens = f"{abs(net):,} tokens {'saved' if net >= 0 else 'added'}"
+    pct = totals.cost_saved_pct
+    if pct is None:
+        return f"ctxwrap: {tokens}"
+    sign = "−" if pct >= 0 else "+"
+    return f"ctxwrap: cost {sign}{abs(pct):.0f}% · {tokens}"
+
+
+def write_status(session_id: str, text: str) -> None:
+    """Replace the session's line atomically (a refresh never reads half a line)."""
+    import tempfile  # not at the top: the reading side runs at every refresh
+
+    target = status_path(session_id)
+    if target is None:
+        return
+    line = "".join(ch for ch in text.splitlines()[0] if ch.isprintable()) if text else ""
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".status.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(line[:MAX_CHARS] + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def clear_status(session_id: str) -> None:
+    target = status_path(session_id)
+    if target is not None:
+        target.unlink(missing_ok=True)
+
+
+def render(event: object) -> str:
+    """The line for one refresh: the session's file, else a short placeholder."""
+    sid = event.get("session_id") if isinstance(event, dict) else None
+    target = status_path(sid) if isinstance(sid, str) else None
+    if target is None:
+        return WAITING
+    try:
+        with open(target, encoding="utf-8") as fh:
+            line = fh.read(MAX_CHARS * 4).strip()
+    except OSError:
+        return WAITING
+    return line or WAITING
+
+
+def main(stdin: IO[str] | None = None, stdout: IO[str] | None = None) -> int:
+    """`ctxwrap statusline claude`: always exits 0 (a failing status line only shows an error)."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    try:
+        event = json.loads(stdin.read(1 << 20) or "{}")
+    except (OSError, ValueError):
+        event = {}
+    try:
+        stdout.write(render(event) + "\n")
+        stdout.flush()
+    except OSError:
+        pass
+    return 0

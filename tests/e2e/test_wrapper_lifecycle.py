@@ -1,0 +1,271 @@
+"""The wrappers' lifecycle with the real agents (issue 20, item 3): the exit line and its resume
+hint, `ctxwrap claude` listed while idle at its prompt, Claude Code's status line."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+from support import CTXWRAP, PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi
+
+from ctxwrap.testing.claude_home import (
+    claude_env,
+    claude_print_args,
+    find_claude,
+    seed_claude_home,
+)
+from ctxwrap.testing.model_server import ScriptedModelServer
+
+pytestmark = pytest.mark.e2e
+needs_claude = pytest.mark.skipif(find_claude() is None, reason="claude not installed")
+
+BIG = {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 30000"}}]}
+EXIT_LINE = re.compile(
+    r"^ctxwrap: this session saved (\d+)% of its input cost \(([\d,]+) tokens\)"
+    r" · resume: ctxwrap (pi|claude) (--session|--resume) (\S+)"
+    r" · details: ctxwrap stats --session (\S+)$",
+    re.M,
+)
+
+
+class Screen:
+    """Just enough of a terminal to read what Claude Code's TUI shows: it redraws only the cells
+    that changed (cursor moves over the rest), so its output stream never holds a whole line."""
+
+    CSI = re.compile(
+        r"\x1b\[([?>=]?)([0-9;]*)([A-Za-z@`])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78cDEHM]"
+    )
+
+    def __init__(self, rows: int, cols: int) -> None:
+        self.rows, self.cols = rows, cols
+        self.grid = [[" "] * cols for _ in range(rows)]
+        self.y = self.x = 0
+
+    def feed(self, data: str) -> None:
+        pos = 0
+        while pos < len(data):
+            m = self.CSI.match(data, pos)
+            if m:
+                self._csi(m)
+                pos = m.end()
+                continue
+            ch = data[pos]
+            pos += 1
+            if ch == "\r":
+                self.x = 0
+            elif ch == "\n":
+                self._down()
+            elif ch == "\b":
+                self.x = max(0, self.x - 1)
+            elif ch >= " ":
+                if self.x >= self.cols:
+                    self.x = 0
+                    self._down()
+                self.grid[self.y][self.x] = ch
+                self.x += 1
+
+    def _down(self) -> None:
+        if self.y == self.rows - 1:
+            self.grid = [*self.grid[1:], [" "] * self.cols]
+        else:
+            self.y += 1
+
+    def _csi(self, m: re.Match[str]) -> None:
+        if m.group(3) is None or m.group(1):
+            return
+        args = [int(a) if a else 0 for a in m.group(2).split(";")] if m.group(2) else []
+        n = max(1, args[0]) if args else 1
+        op = m.group(3)
+        if op == "G":
+            self.x = min(self.cols - 1, n - 1)
+        elif op == "C":
+            self.x = min(self.cols - 1, self.x + n)
+        elif op == "D":
+            self.x = max(0, self.x - n)
+        elif op == "A":
+            self.y = max(0, self.y - n)
+        elif op in "BE":
+            self.y = min(self.rows - 1, self.y + n)
+            self.x = 0 if op == "E" else self.x
+        elif op in "Hf":
+            self.y = min(self.rows - 1, max(1, args[0] if args else 1) - 1)
+            self.x = min(self.cols - 1, max(1, args[1] if len(args) > 1 else 1) - 1)
+        elif op == "K":
+            mode = args[0] if args else 0
+            row = self.grid[self.y]
+            span = (
+                range(self.x, self.cols)
+                if mode == 0
+                else range(0, self.x + 1)
+                if mode == 1
+                else range(self.cols)
+            )
+            for i in span:
+                row[i] = " "
+        elif op == "J":
+            mode = args[0] if args else 0
+            if mode in (2, 3):
+                self.grid = [[" "] * self.cols for _ in range(self.rows)]
+
+    def text(self) -> str:
+        return "\n".join("".join(r).rstrip() for r in self.grid)
+
+
+def wait_on_screen(child: pexpect.spawn, screen: Screen, text: str, timeout: float) -> str:
+    """Feed the TUI's output to `screen` until `text` shows on it; the screen's text."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if text in screen.text():
+            return screen.text()
+        try:
+            screen.feed(child.read_nonblocking(65536, timeout=0.2).decode(errors="replace"))
+        except pexpect.TIMEOUT:
+            continue
+    raise AssertionError(f"{text!r} not on screen:\n{screen.text()}")
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_pi_exit_line_matches_stats_and_resumes_through_ctxwrap(
+    pi: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, [BIG, {"text": "done"}])
+    assert run.proc.returncode == 0, run.proc.stderr
+    (line,) = EXIT_LINE.findall(run.proc.stderr)
+    print(f"\n{pi}: {run.proc.stderr.strip().splitlines()[-1]}")
+    pct, tokens, agent, flag, resume, sid = line
+    assert (agent, flag) == ("pi", "--session")
+    (session_file,) = run.session_files()
+    assert Path(resume) == session_file  # pi's own session file: resumes from anywhere
+    stats = json.loads(ctxwrap(xdg, "stats", "--session", sid, "--json").stdout)
+    totals = stats["totals"]
+    assert int(tokens.replace(",", "")) == totals["net_tokens"] > 1000
+    cost = totals["cost"]
+    assert int(pct) == round(cost.get("total_saved_pct", cost.get("saved_pct")))
+
+    # the hint works: the same session goes on through ctxwrap (the bridge loaded again)
+    again = run_ctxwrap_pi(pi, tmp_path, xdg, [{"text": "again"}], args=("--session", resume))
+    assert again.proc.returncode == 0, again.proc.stderr
+    assert "seq 1 30000" in json.dumps(again.main_bodies()[0]["messages"])
+    assert "find_capability" in json.dumps(again.main_bodies()[0].get("tools"))
+    assert f"--session {resume}" in again.proc.stderr
+
+
+def test_pi_quiet_flag_and_setting(tmp_path: Path, xdg: Xdg) -> None:
+    run = run_ctxwrap_pi("pi", tmp_path, xdg, [{"text": "done"}], args=("--ctxwrap-quiet",))
+    assert run.proc.returncode == 0 and run.proc.stdout.strip() == "done", run.proc.stderr
+    assert "ctxwrap:" not in run.proc.stderr
+    run = run_ctxwrap_pi(
+        "pi", tmp_path, xdg, [{"text": "done"}], extra_env={"PI_CTX_EXIT_LINE": "0"}
+    )
+    assert run.proc.returncode == 0 and "ctxwrap:" not in run.proc.stderr
+    run = run_ctxwrap_pi("pi", tmp_path, xdg, [{"text": "done"}])
+    assert "resume: ctxwrap pi --session" in run.proc.stderr
+
+
+def test_pi_exit_line_keeps_pis_exit_status(tmp_path: Path, xdg: Xdg) -> None:
+    run = run_ctxwrap_pi("pi", tmp_path, xdg, [{"status": 400, "text": "bad request"}])
+    assert run.proc.returncode != 0
+    plain = run_ctxwrap_pi("pi", tmp_path, xdg, [{"status": 400, "text": "bad"}], plain=True)
+    assert run.proc.returncode == plain.proc.returncode
+
+
+@needs_claude
+def test_claude_exit_line_names_the_session_claude_ran(tmp_path: Path, xdg: Xdg) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    steps: list[object] = [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "seq 1 30000"}}]},
+        {"text": "done"},
+        {"text": "quiet"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        env = claude_env(xdg.env(), home=tmp_path / "home", base_url=srv.root_url)
+        proc = subprocess.run(
+            [*CTXWRAP, "claude", *claude_print_args("go")],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        sid = srv.main_requests[0].headers["x-claude-code-session-id"]
+        quiet = subprocess.run(
+            [*CTXWRAP, "claude", *claude_print_args("go"), "--ctxwrap-quiet"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    assert json.loads(proc.stdout)["session_id"] == sid
+    (line,) = EXIT_LINE.findall(proc.stderr)
+    print(f"\nclaude: {proc.stderr.strip().splitlines()[-1]}")
+    assert line[2:] == ("claude", "--resume", sid, sid)
+    assert quiet.returncode == 0 and json.loads(quiet.stdout)["result"] == "quiet"
+    assert "ctxwrap:" not in quiet.stderr
+
+
+@needs_claude
+@pytest.mark.timeout(240)
+def test_claude_is_listed_at_launch_shows_its_status_line_and_says_how_to_resume(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    seed_claude_home(home, work)
+    steps = [{"text": "ANSWER-ONE"}] * 4
+    with ScriptedModelServer(steps) as srv:
+        env = claude_env(xdg.env(), home=home, base_url=srv.root_url)
+        env["TERM"] = "xterm-256color"
+        command = " ".join(f"'{a}'" for a in [*CTXWRAP, "claude"]) + "; echo EXIT=$?"
+        child = pexpect.spawn(
+            "bash", ["--norc", "-c", command], env=env, cwd=str(work), dimensions=(30, 120)
+        )
+        try:
+            child.expect_exact("Claude Code", timeout=90)
+            # Idle at its prompt, nothing asked yet: already listed as live.
+            live: list[dict[str, object]] = []
+            end = time.monotonic() + 30
+            while not live and time.monotonic() < end:
+                listed = json.loads(ctxwrap(xdg, "sessions", "--json").stdout)["sessions"]
+                live = [s for s in listed if s.get("live")]
+                time.sleep(0.3)
+            assert len(live) == 1, listed
+            assert not [r for r in srv.main_requests if r.body.get("tools")]
+            sid = str(live[0]["session_id"])
+            # Our status line (no statusLine of the user's): placeholder, then the savings.
+            screen = Screen(30, 120)
+            screen.feed(child.before.decode(errors="replace") + child.after.decode())
+            wait_on_screen(child, screen, "ctxwrap: nothing saved yet", 30)
+            time.sleep(1.0)
+            child.send("please answer")
+            time.sleep(1.0)
+            child.send("\r")
+            wait_on_screen(child, screen, "ANSWER-ONE", 90)
+            status_file = xdg.state / "ctxwrap" / "status" / sid
+            end = time.monotonic() + 30
+            while "tokens" not in (status := status_file.read_text().strip()):
+                assert time.monotonic() < end, status
+                time.sleep(0.2)
+            assert status.startswith("ctxwrap: ")
+            wait_on_screen(child, screen, status, 30)  # Claude Code ran our command: shown
+            child.sendcontrol("c")
+            time.sleep(0.3)
+            child.sendcontrol("c")
+            child.expect(r"EXIT=(\d+)", timeout=30)
+            assert child.match.group(1) == b"0"
+            tail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", " ", child.before.decode(errors="replace"))
+            assert f"resume: ctxwrap claude --resume {sid}" in tail, tail[-2000:]
+        finally:
+            if child.isalive():
+                child.kill(signal.SIGKILL)
+            child.close(force=True)
+    assert not (xdg.state / "ctxwrap" / "status" / sid).exists()
