@@ -146,7 +146,7 @@ def pi_cmd(args: tuple[str, ...]) -> None:
     stderr: what the session saved and how to resume it through ctxwrap (`--ctxwrap-quiet`:
     none).
     """
-    from ctxwrap.launch.pi import run_pi
+    from ctxwrap.agents.pi.launcher import run_pi
 
     raise ExitCode(run_pi(list(args)))
 

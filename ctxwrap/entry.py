@@ -16,7 +16,7 @@ from typing import NoReturn
 
 def main() -> NoReturn:
     if sys.argv[1:2] == ["pi"]:
-        from ctxwrap.launch.pi import main as pi_main
+        from ctxwrap.agents.pi.launcher import main as pi_main
 
         pi_main(sys.argv[2:])
     if sys.argv[1:] == ["hook", "claude"]:

@@ -26,10 +26,10 @@ from ctxwrap.engine.tagview import tag_view
 from ctxwrap.mechanisms import needed_again
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.service import Daemon
+    from ctxwrap.mechanisms.ports import AuxView
 
 
-def _admit(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | None, bool]:
+def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | None, bool]:
     """Keep a result for recall; its raw-output handle and whether asking the tagger can pay.
 
     No tag for a result that could not be dropped anyway: an error or a small result, one with
@@ -66,12 +66,12 @@ def _admit(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | None
     return stored.handle, True
 
 
-def _view(d: Daemon, text: str) -> str:
+def _view(d: AuxView, text: str) -> str:
     # head, outline and tail: what a relevance judgement needs, at a fraction of the tokens
     return tag_view(text, min(d.cfg.tag_view_chars, d.cfg.amnesia_max_chars))
 
 
-def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+def start_tag(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
     """One result, one tag: a read-like result posted on its own to `/v1/tool_result` (both
     adapters now send a tool round's results to `/v1/tag_batch` instead)."""
     cfg = d.cfg
@@ -111,7 +111,7 @@ def start_tag(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultR
 TOKENS_PER_ITEM = 8
 
 
-def start_tag_batch(d: Daemon, rt: SessionRuntime, req: P.TagBatch) -> P.TagBatchReply:
+def start_tag_batch(d: AuxView, rt: SessionRuntime, req: P.TagBatch) -> P.TagBatchReply:
     """The results of one tool round, tagged in one aux call (one `aux_calls` row)."""
     cfg = d.cfg
     handles: dict[str, str] = {}
@@ -159,7 +159,7 @@ def start_tag_batch(d: Daemon, rt: SessionRuntime, req: P.TagBatch) -> P.TagBatc
     return P.TagBatchReply(handles=handles)
 
 
-def finish_tag(d: Daemon, rt: SessionRuntime, pending: PendingAux, answer: str | None) -> None:
+def finish_tag(d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str | None) -> None:
     batch = pending.context.get("batch")
     if batch is None:
         decisions = [
@@ -172,7 +172,7 @@ def finish_tag(d: Daemon, rt: SessionRuntime, pending: PendingAux, answer: str |
         _settle(d, rt, cid, tool, decision)
 
 
-def _settle(d: Daemon, rt: SessionRuntime, cid: str, tool: str, decision: str) -> None:
+def _settle(d: AuxView, rt: SessionRuntime, cid: str, tool: str, decision: str) -> None:
     if rt.tags.get(cid) == "PENDING":
         rt.tags[cid] = decision
     elif decision == "DROP" and cid in rt.late_tags:
@@ -191,7 +191,7 @@ def _settle(d: Daemon, rt: SessionRuntime, cid: str, tool: str, decision: str) -
     )
 
 
-async def wait_for_tail_tags(d: Daemon, rt: SessionRuntime, tail_ids: set[str]) -> None:
+async def wait_for_tail_tags(d: AuxView, rt: SessionRuntime, tail_ids: set[str]) -> None:
     """http backend: give tags of the tail a short grace; whatever is still pending → RETAIN."""
     tasks = [t for cid, t in rt.tasks.items() if cid in tail_ids and not t.done()]
     if tasks:
@@ -204,7 +204,7 @@ async def wait_for_tail_tags(d: Daemon, rt: SessionRuntime, tail_ids: set[str]) 
         rt.tasks.pop(cid, None)
 
 
-def drop_tags(d: Daemon, rt: SessionRuntime) -> dict[str, str]:
+def drop_tags(d: AuxView, rt: SessionRuntime) -> dict[str, str]:
     """The tags that drop, when amnesia is on."""
     return {k: v for k, v in rt.tags.items() if v == "DROP"} if d.cfg.amnesia else {}
 

@@ -22,15 +22,15 @@ from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.rereads import pointer_text, result_digest
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.service import Daemon
     from ctxwrap.daemon.session import SessionRuntime
+    from ctxwrap.mechanisms.ports import StoreView
 
 # Only whole-file reads: a listing or a search can change without its arguments changing, a
 # read's content is exactly what is compared.
 _READERS = frozenset({"read"})
 
 
-def note_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> bool:
+def note_result(d: StoreView, rt: SessionRuntime, req: P.ToolResult) -> bool:
     """Record a read's result; True when it repeats an earlier one the model still has whole
     (its tail edit is then a pointer, made at the next context step)."""
     # pi only: its bridge reports head changes (compaction) on every context step; the Claude
@@ -63,7 +63,7 @@ def forget(rt: SessionRuntime) -> None:
     rt.dedups.clear()
 
 
-def settle(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> None:
+def settle(d: StoreView, rt: SessionRuntime, req: P.ContextRequest) -> None:
     """Before the tail's edits are decided: no pointer to a result that may be gone."""
     if req.head_changed:
         forget(rt)
@@ -84,7 +84,7 @@ def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:
     return pointer_text(rt.call_args.get(call_id, "read"), chars, recall)
 
 
-def _has_edit(d: Daemon, rt: SessionRuntime, tool_call_id: str) -> bool:
+def _has_edit(d: StoreView, rt: SessionRuntime, tool_call_id: str) -> bool:
     rows = d.store.query(
         "SELECT 1 FROM edits WHERE session_id=? AND tool_call_id=? LIMIT 1",
         (rt.session_id, tool_call_id),

@@ -22,11 +22,11 @@ from ctxwrap.digest.redact import redact_secrets
 from ctxwrap.engine.bashout import open_trusted_spill, scrub_temp_paths, split_bash_text
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.service import Daemon
     from ctxwrap.digest import StreamingDigester
+    from ctxwrap.mechanisms.ports import DigestView
 
 
-async def bash_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
     cfg = d.cfg
     if chars_to_tokens(len(req.text)) < cfg.bash_min_tokens:
         return P.ToolResultReply()
@@ -204,7 +204,7 @@ def digest_header(
 
 
 def accept_digest(
-    d: Daemon, rt: SessionRuntime, pending: PendingAux, answer: str | None
+    d: DigestView, rt: SessionRuntime, pending: PendingAux, answer: str | None
 ) -> str | None:
     """The aux digest replaces the extract only when it is better; None keeps the extract."""
     extract: str = pending.context["extract"]
@@ -328,7 +328,7 @@ def digest_refusal(
 
 
 def _store_and_digest_file(
-    d: Daemon, source: Path, digester: StreamingDigester, meta: dict[str, str | None]
+    d: DigestView, source: Path, digester: StreamingDigester, meta: dict[str, str | None]
 ) -> Any:
     # One pass over the spill file feeds both the digester and the redacted store, in blocks.
     def lines() -> Any:

@@ -32,8 +32,8 @@ from ctxwrap.mechanisms import tool_kind
 
 if TYPE_CHECKING:
     from ctxwrap.config import Settings
-    from ctxwrap.daemon.service import Daemon
     from ctxwrap.daemon.session import SessionRuntime
+    from ctxwrap.mechanisms.ports import MaskView
 
 _WHY = {
     "superseded": "the file was read again or changed after it",
@@ -51,7 +51,7 @@ def tombstone_text(label: str, chars: int, reason: MaskReason, recall: str) -> s
 
 
 def decide(
-    d: Daemon, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
+    d: MaskView, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
 ) -> list[P.Edit]:
     mask = req.mask
     cfg = d.cfg
@@ -143,7 +143,7 @@ def mask_policy(cfg: Settings) -> MaskPolicy:
     )
 
 
-def _last_sent_messages(d: Daemon, session_id: str) -> int | None:
+def _last_sent_messages(d: MaskView, session_id: str) -> int | None:
     rows = d.store.query(
         "SELECT sent_messages FROM llm_calls WHERE session_id=? ORDER BY id DESC LIMIT 1",
         (session_id,),

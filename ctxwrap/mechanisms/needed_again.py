@@ -19,8 +19,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.service import Daemon
     from ctxwrap.daemon.session import SessionRuntime
+    from ctxwrap.mechanisms.ports import StoreView
 
 # edits.kind → mechanism (a digest is a raw output of a bash-kind tool)
 KIND_MECHANISM = {
@@ -32,7 +32,7 @@ KIND_MECHANISM = {
 }
 
 
-def record(d: Daemon, session_id: str, tool_call_id: str, how: str) -> None:
+def record(d: StoreView, session_id: str, tool_call_id: str, how: str) -> None:
     d.store.insert(
         "needed_again",
         {"session_id": session_id, "tool_call_id": tool_call_id, "how": how, "ts": time.time()},
@@ -40,7 +40,7 @@ def record(d: Daemon, session_id: str, tool_call_id: str, how: str) -> None:
     )
 
 
-def on_recall(d: Daemon, handle: str) -> None:
+def on_recall(d: StoreView, handle: str) -> None:
     """A recall of a stored output: the result behind the handle was needed again."""
     rows = d.store.query(
         "SELECT session_id, tool_call_id FROM raw_outputs WHERE handle=?", (handle,)
@@ -50,7 +50,7 @@ def on_recall(d: Daemon, handle: str) -> None:
 
 
 def on_result(
-    d: Daemon, rt: SessionRuntime, sig: str, tool_name: str, args: dict[str, Any]
+    d: StoreView, rt: SessionRuntime, sig: str, tool_name: str, args: dict[str, Any]
 ) -> None:
     """A new result arrived: if its call repeats a hidden one, or reads a file whose earlier
     read was hidden, that hidden result was needed again."""

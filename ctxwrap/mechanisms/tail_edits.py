@@ -15,11 +15,11 @@ from ctxwrap.engine.edits import decide_edits, dropped_signatures, edit_to_json
 from ctxwrap.mechanisms import amnesia, dedup, masking, writes
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.service import Daemon
     from ctxwrap.daemon.session import SessionRuntime
+    from ctxwrap.mechanisms.ports import DaemonView
 
 
-async def decide(d: Daemon, rt: SessionRuntime, req: P.ContextRequest) -> P.ContextReply:
+async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.ContextReply:
     cfg = d.cfg
     await amnesia.wait_for_tail_tags(
         d, rt, {m.toolCallId for m in req.tail.messages if m.toolCallId}

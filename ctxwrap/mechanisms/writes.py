@@ -17,10 +17,10 @@ from ctxwrap.engine.edits import TailToolCall
 from ctxwrap.engine.facts import aux_fact, heuristic_fact, line_count
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.service import Daemon
+    from ctxwrap.mechanisms.ports import AuxView
 
 
-async def write_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+async def write_result(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
     cfg = d.cfg
     content = req.input.get("content")
     path = str(req.input.get("path", req.input.get("file_path", "?")))
@@ -59,7 +59,7 @@ async def write_result(d: Daemon, rt: SessionRuntime, req: P.ToolResult) -> P.To
 
 
 def finish_fact(
-    d: Daemon, rt: SessionRuntime, pending: PendingAux, answer: str | None
+    d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str | None
 ) -> str | None:
     """An aux fact that passes validation replaces the heuristic one; None keeps it."""
     summary = prompts.clean_fact(
@@ -73,7 +73,7 @@ def finish_fact(
 
 
 def store_fact(
-    d: Daemon, session_id: str, tool_call_id: str, path: str, text: str, source: str
+    d: AuxView, session_id: str, tool_call_id: str, path: str, text: str, source: str
 ) -> None:
     d.store.insert(
         "facts",

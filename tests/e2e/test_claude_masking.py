@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from support import CTXWRAP, Xdg
 
-from ctxwrap.agents.claude.cache_state import strip_cache_control
+from ctxwrap.agents._proxy.cache_state import strip_cache_control
 from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
 from ctxwrap.testing.model_server import ScriptedModelServer
 

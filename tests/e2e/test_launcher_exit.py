@@ -1,6 +1,6 @@
 """`ctxwrap pi` passes pi's exit status, output and arguments through, on both launch paths.
 
-Two paths exist (ctxwrap/launch/pi.py): with a terminal on stdin and stdout pi runs under a
+Two paths exist (ctxwrap/agents/pi/launcher.py): with a terminal on stdin and stdout pi runs under a
 PTY proxy; without one it is a plain child with inherited stdio. Every check here runs
 through each path that matters: the PTY path under pexpect, the other under subprocess with
 stdin from /dev/null. Fake pi scripts (CTXWRAP_PI) make the exit status, the argv and the
@@ -24,7 +24,7 @@ import pexpect
 import pytest
 from support import CTXWRAP, Xdg, pi_path
 
-from ctxwrap.launch.pi import bridge_path
+from ctxwrap.agents.pi.launcher import bridge_path
 
 pytestmark = pytest.mark.e2e
 

@@ -27,7 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import daemon_process, make_xdg
 
-from ctxwrap.agents.claude.session import ClaudeSession, DaemonLink
+from ctxwrap.agents._proxy import DaemonLink
+from ctxwrap.agents.claude.session import ClaudeSession
 
 TOOLS = [{"name": n, "input_schema": {"type": "object"}} for n in ("Bash", "Read", "Write")]
 FILES = ["/w/a.py", "/w/b.py", "/w/c.py"]

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from support import Xdg, daemon_process
 
-from ctxwrap.agents.claude.cache_state import strip_cache_control
+from ctxwrap.agents._proxy.cache_state import strip_cache_control
 from ctxwrap.agents.claude.proxy import ClaudeProxy
 from ctxwrap.testing.model_server import ScriptedModelServer
 

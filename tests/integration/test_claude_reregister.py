@@ -8,7 +8,8 @@ from pathlib import Path
 
 from support import client, daemon_process, make_xdg
 
-from ctxwrap.agents.claude.session import ClaudeSession, DaemonLink
+from ctxwrap.agents._proxy import DaemonLink
+from ctxwrap.agents.claude.session import ClaudeSession
 
 SID = "claude-rereg-0001"
 

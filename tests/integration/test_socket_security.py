@@ -333,7 +333,7 @@ def test_ctxwrap_pi_warns_once_and_runs_plain_pi(pi: str, tmp_path: Path, shared
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_bridge_refuses_a_planted_socket(pi: str, tmp_path: Path, shared_tmp: Path) -> None:
     """pi with the bridge loaded directly, pointed at the impostor: not a byte, pi unharmed."""
-    from ctxwrap.launch.pi import bridge_path
+    from ctxwrap.agents.pi.launcher import bridge_path
 
     pi_bin = pi_path(pi)
     planted = shared_tmp / "ctxwrap"

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ctxwrap.agents._proxy import DaemonLink
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude.hook import run_hook
 from ctxwrap.agents.claude.launcher import hook_settings, merged_settings, split_settings_arg
-from ctxwrap.agents.claude.session import ClaudeSession, DaemonLink, recall_hint
+from ctxwrap.agents.claude.session import ClaudeSession, recall_hint
 from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail, tail_ids
 
 MESSAGES: list[dict[str, Any]] = [

@@ -7,8 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwrap.agents.claude import anthropic_wire as wire
-from ctxwrap.agents.claude.cache_state import (
+from ctxwrap.agents._proxy.cache_state import (
     MAX_CONVERSATIONS,
     CacheState,
     acceptable_masks,
@@ -19,6 +18,7 @@ from ctxwrap.agents.claude.cache_state import (
     tools_key,
     variant_key,
 )
+from ctxwrap.agents.claude import anthropic_wire as wire
 
 
 def state(at: float, model: str = "m", tools: str = "t") -> CacheState:

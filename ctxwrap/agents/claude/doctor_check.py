@@ -14,7 +14,7 @@ from ctxwrap.agents.claude.launcher import (
     find_claude,
     hook_command,
 )
-from ctxwrap.doctor import Check
+from ctxwrap.check import Check
 
 
 def check_claude() -> list[Check]:

@@ -10,55 +10,41 @@ credentials never leave the process that Claude Code handed them to.
   count_tokens), on which the session's frozen edits are applied.
 - ``/<secret>/_ctxwrap/hook`` serves `ctxwrap hook claude`.
 - Anything of ours that fails falls back to forwarding the original bytes.
+
+The server, the secret check and the forwarding loop are ``agents/_proxy``'s (shared with the
+Codex proxy); this module is the Claude Code :class:`ProxyAdapter`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hmac
 import json
 import os
-import secrets
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap
 from ctxwrap.agents.claude import anthropic_wire as wire
-from ctxwrap.agents.claude.session import ClaudeSession, DaemonLink
+from ctxwrap.agents.claude.session import ClaudeSession, TagRound
 from ctxwrap.agents.claude.upstream_aux import CREDENTIAL_HEADERS, UpstreamAux
 from ctxwrap.engine.edits import Edit
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 HOOK_PATH = "/_ctxwrap/hook"
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "host",
-        "content-length",
-    }
-)
 
 JsonDict = dict[str, Any]
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = False
+class _Context:
+    """What `prepare` decided for one request, handed back with its response."""
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        return  # a client that went away mid-stream is normal; never print on the user's TTY
+    def __init__(self, sess: ClaudeSession | None, body: JsonDict | None, applied: list[Edit]):
+        self.sess = sess
+        self.body = body  # the main request's body (None: count_tokens, or not ours)
+        self.applied = applied
+        self.round: TagRound | None = None
 
 
 class ClaudeProxy:
@@ -72,52 +58,42 @@ class ClaudeProxy:
         daemon_start_argv: list[str] | None = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
-        self.secret = secrets.token_urlsafe(24)
         self.state_dir = state_dir
         self.start_info = start_info
         self.daemon = DaemonLink(socket_path, daemon_start_argv)
         self.sessions: dict[str, ClaudeSession] = {}
         self._lock = threading.Lock()
         self._credentials: dict[str, str] = {}  # memory only: the aux backend's key
-        self.client = httpx.Client(
-            timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0),
-            follow_redirects=False,
-        )
+        self.server = LoopbackProxy(_Adapter(self), name="claude")
+        self.client = self.server.client
+        self.httpd = self.server.httpd
         self.aux = UpstreamAux(self.client, self.upstream, self.credentials, self._aux_model)
-        self.httpd = _Server(("127.0.0.1", 0), _make_handler(self))
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     @property
     def port(self) -> int:
-        return int(self.httpd.server_address[1])
+        return self.server.port
+
+    @property
+    def secret(self) -> str:
+        return self.server.secret
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{self.secret}"
+        return self.server.base_url
 
     @property
     def hook_url(self) -> str:
         return self.base_url + HOOK_PATH
 
     def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever,
-            kwargs={"poll_interval": 0.2},
-            name="ctxwrap-claude-proxy",
-            daemon=True,
-        )
-        self._thread.start()
+        self.server.start()
 
     def close(self) -> None:
         for sess in list(self.sessions.values()):
             sess.shutdown()
-        if self._thread is not None:
-            self.httpd.shutdown()
-            self._thread.join(timeout=5)
-        self.httpd.server_close()
-        self.client.close()
+        self.server.close()
         self.daemon.close()
 
     # -- sessions and credentials ---------------------------------------------------------------
@@ -151,10 +127,7 @@ class ClaudeProxy:
 
     def check_secret(self, path: str) -> str | None:
         """The path after the secret segment, or None for a request without the secret."""
-        prefix, _, rest = path.lstrip("/").partition("/")
-        if not hmac.compare_digest(prefix.encode(), self.secret.encode()):
-            return None
-        return "/" + rest
+        return self.server.check_secret(path)
 
     def remember_credentials(self, headers: dict[str, str]) -> None:
         found = {k: v for k, v in headers.items() if k in CREDENTIAL_HEADERS}
@@ -209,142 +182,65 @@ class ClaudeProxy:
         return self.session(sid).handle_hook(event)
 
 
-def _read_body(handler: BaseHTTPRequestHandler) -> bytes:
-    if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
-        out = bytearray()
-        while True:
-            size = int(handler.rfile.readline().split(b";")[0].strip() or b"0", 16)
-            if size == 0:
-                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                return bytes(out)
-            out += handler.rfile.read(size)
-            handler.rfile.readline()
-    length = int(handler.headers.get("Content-Length") or 0)
-    return handler.rfile.read(length) if length else b""
+class _Adapter:
+    """The Claude Code side of the shared loopback proxy (agents/_proxy.ProxyAdapter)."""
 
+    def __init__(self, proxy: ClaudeProxy) -> None:
+        self.proxy = proxy
 
-def _make_handler(proxy: ClaudeProxy) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "ctxwrap-claude-proxy"
+    def refuse(self, method: str, rest: str, headers: dict[str, str]) -> tuple[int, bytes] | None:
+        return None
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return  # never log: request lines and headers may carry credentials
+    def answer(self, method: str, rest: str, raw: bytes) -> tuple[int, bytes] | None:
+        """The hook endpoint: what `ctxwrap hook claude` prints (fail open: nothing)."""
+        if rest.split("?", 1)[0] != HOOK_PATH or method != "POST":
+            return None
+        try:
+            out = self.proxy.handle_hook(raw)
+        except Exception:
+            out = {}  # fail open: Claude Code keeps the original output
+        return 200, json.dumps(out).encode()
 
-        def _plain(self, status: int, data: bytes, content_type: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
+    def prepare(self, method: str, rest: str, headers: dict[str, str], raw: bytes) -> Exchange:
+        self.proxy.remember_credentials(headers)
+        url = self.proxy.upstream + rest
+        if method != "POST":
+            return Exchange(raw, url)
+        body_out, sess, body, applied = self.proxy.edit_body(rest, headers, raw)
+        return Exchange(body_out, url, _Context(sess, body, applied))
 
-        def _handle(self) -> None:
-            rest = proxy.check_secret(self.path)
-            if rest is None:
-                self.close_connection = True
-                self._plain(404, b'{"error":"not found"}')
-                return
-            raw = _read_body(self)
-            if rest.split("?", 1)[0] == HOOK_PATH and self.command == "POST":
-                try:
-                    out = proxy.handle_hook(raw)
-                except Exception:
-                    out = {}  # fail open: Claude Code keeps the original output
-                self._plain(200, json.dumps(out).encode())
-                return
-            self._forward(rest, raw)
+    def tap(self, exchange: Exchange, status: int, headers: httpx.Headers) -> ResponseTap | None:
+        ctx = exchange.context
+        if not isinstance(ctx, _Context) or ctx.body is None or status != 200:
+            return None
+        streaming = "text/event-stream" in headers.get("content-type", "")
+        reader = wire.UsageReader(streaming, headers.get("content-encoding", "").lower())
+        sess = ctx.sess
+        if sess is not None:
+            # The read-like calls of this message are tagged as one batch.
+            tag_round = ctx.round = sess.open_round()
+            reader.on_tool_use = lambda cid, name: sess.round_tool_use(tag_round, cid, name)
+            reader.on_end = lambda: sess.round_ended(tag_round)
+        return reader
 
-        def _forward(self, rest: str, raw: bytes) -> None:
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            proxy.remember_credentials(headers)
-            body_out: bytes = raw
-            sess: ClaudeSession | None = None
-            body: JsonDict | None = None
-            applied: list[Edit] = []
-            if self.command == "POST":
-                body_out, sess, body, applied = proxy.edit_body(rest, headers, raw)
-            out_headers = [(k, v) for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP]
-            try:
-                req = proxy.client.build_request(
-                    self.command,
-                    proxy.upstream + rest,
-                    headers=out_headers,
-                    content=body_out
-                    if (body_out or self.command in ("POST", "PUT", "PATCH"))
-                    else None,
-                )
-                resp = proxy.client.send(req, stream=True)
-            except httpx.HTTPError as exc:
-                err = {
-                    "type": "error",
-                    "error": {
-                        "type": "api_error",
-                        "message": f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})",
-                    },
-                }
-                self._plain(502, json.dumps(err).encode())
-                return
-            reader = None
-            tag_round = None
-            if body is not None and resp.status_code == 200:
-                streaming = "text/event-stream" in resp.headers.get("content-type", "")
-                reader = wire.UsageReader(
-                    streaming, resp.headers.get("content-encoding", "").lower()
-                )
-                if sess is not None:
-                    # The read-like calls of this message are tagged as one batch.
-                    tag_round = sess.open_round()
-                    reader.on_tool_use = lambda cid, name: sess.round_tool_use(tag_round, cid, name)
-                    reader.on_end = lambda: sess.round_ended(tag_round)
-            try:
-                self.send_response(resp.status_code)
-                for k, v in resp.headers.multi_items():
-                    if k.lower() not in HOP_BY_HOP:
-                        self.send_header(k, v)
-                length = resp.headers.get("content-length")
-                chunked = length is None and self.command != "HEAD"
-                if length is not None:
-                    self.send_header("Content-Length", length)
-                elif chunked:
-                    self.send_header("Transfer-Encoding", "chunked")
-                self.end_headers()
-                if self.command != "HEAD":
-                    for chunk in resp.iter_raw():
-                        if not chunk:
-                            continue
-                        if reader is not None:
-                            reader.feed(chunk)
-                        if chunked:
-                            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                        else:
-                            self.wfile.write(chunk)
-                        self.wfile.flush()
-                    if chunked:
-                        self.wfile.write(b"0\r\n\r\n")
-                        self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError, httpx.HTTPError):
-                self.close_connection = True
-            finally:
-                resp.close()
-            if sess is not None and body is not None:
-                usage = reader.finish() if reader is not None else None
-                if tag_round is not None:
-                    sess.round_ended(tag_round)  # a stream cut short ends its round too
-                _background(lambda: sess.record_call(body, applied, usage))
+    def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
+        ctx = exchange.context
+        if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
+            return
+        usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
+        if ctx.round is not None:
+            ctx.sess.round_ended(ctx.round)  # a stream cut short ends its round too
+        ctx.sess.record_call(ctx.body, ctx.applied, usage)
 
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
-
-    return Handler
-
-
-def _background(fn: Callable[[], None]) -> None:
-    def run() -> None:
-        with contextlib.suppress(Exception):
-            fn()
-
-    threading.Thread(target=run, name="ctxwrap-claude-stats", daemon=True).start()
+    def unreachable(self, exc: Exception) -> bytes:
+        err = {
+            "type": "error",
+            "error": {
+                "type": "api_error",
+                "message": f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})",
+            },
+        }
+        return json.dumps(err).encode()
 
 
 UPSTREAM_OVERRIDE = "CTXWRAP_CLAUDE_UPSTREAM"

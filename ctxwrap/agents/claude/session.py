@@ -2,8 +2,9 @@
 
 Everything here is wire-neutral: requests arrive already converted by ``anthropic_wire``.
 Every daemon call has a deadline and fails open (no edit, no digest, original output); the
-frozen edit set lives here and in a per-session file, so already-frozen edits keep being
-replayed when the daemon is gone, and ``claude --continue`` gets the same view.
+frozen edit set lives here and in a per-session file (``agents/_proxy/frozen.py``), so
+already-frozen edits keep being replayed when the daemon is gone, and ``claude --continue``
+gets the same view.
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxwrap.agents.claude import anthropic_wire as wire
-from ctxwrap.agents.claude.cache_state import (
+from ctxwrap.agents._proxy.cache_state import (
     CacheState,
     MaskTrigger,
     acceptable_masks,
     cold_reason,
-    dump_states,
     head_key,
-    load_states,
     tools_key,
     variant_key,
 )
+from ctxwrap.agents._proxy.daemon_link import DaemonLink
+from ctxwrap.agents._proxy.frozen import FrozenEdits, load_cache_states, save_cache_states
+from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.engine.edits import (
     Edit,
     MaskEdit,
@@ -38,7 +39,6 @@ from ctxwrap.engine.edits import (
     TombstoneEdit,
     describe_tail,
     edit_from_json,
-    edit_to_json,
     tail_ids,
     u16len,
     utf8len,
@@ -55,89 +55,14 @@ AMNESIA_HOOK_TOOLS = {"Read": "read", "Grep": "grep", "Glob": "find"}
 BASH_DEADLINE_S = 15.0  # like the bridge's bash call: the digest is worth a short wait
 WRITE_CONTENT_MAX = 64 * 1024
 TAG_BATCH_MAX = 16  # results per /v1/tag_batch (the bridge's chunk size)
+# A tombstone, a mask or a removal replaces a result: the first one stays (a stub does not).
+RESULT_EDITS = ("tombstone", "mask", "remove")
 _RECALL_HINT_RE = re.compile(r'ctx_recall\(handle="([A-Za-z0-9_-]+)", pattern=\.\.\.\)')
 
 
 def recall_hint(text: str) -> str:
     """Point the model at the command it can run (Claude Code has no ctx_recall tool)."""
     return _RECALL_HINT_RE.sub(lambda m: f"`ctxwrap recall {m.group(1)} PATTERN`", text)
-
-
-class DaemonLink:
-    """Calls to the daemon over its socket; any failure is None (fail open).
-
-    After a timeout every call is skipped for 5 s, so a hung daemon costs one deadline, not
-    one per request (the bridge's rule).
-    """
-
-    def __init__(self, socket_path: Path | None, revive_argv: list[str] | None = None) -> None:
-        self.socket_path = socket_path
-        # Like the bridge: nobody listening → start a daemon (detached, at most every 10 s);
-        # the pidfile lock makes concurrent starts safe. None: never start one.
-        self.revive_argv = revive_argv
-        self._last_revive = float("-inf")
-        self._client: Any = None
-        self._suspended_until = 0.0
-        self._lock = threading.Lock()
-        # Registers the session again (True when the daemon took it): a daemon that does not
-        # know the session answers 409 (a wiped or another state dir), as the bridge handles.
-        self.on_unknown_session: Callable[[], bool] | None = None
-
-    def _revive(self) -> None:
-        now = time.monotonic()
-        if self.revive_argv is None or now - self._last_revive < 10.0:
-            return
-        self._last_revive = now
-        import subprocess
-
-        with contextlib.suppress(OSError):
-            subprocess.Popen(
-                self.revive_argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
-            )
-
-    def call(
-        self, path: str, body: JsonDict, timeout: float, *, retry: bool = True
-    ) -> JsonDict | None:
-        if self.socket_path is None or time.monotonic() < self._suspended_until:
-            return None
-        import httpx
-
-        with self._lock:
-            if self._client is None:
-                from ctxwrap.client import make_client
-
-                self._client = make_client(self.socket_path, timeout=timeout)
-            client = self._client
-        try:
-            r = client.post(path, json=body, timeout=timeout)
-        except httpx.TimeoutException:
-            self._suspended_until = time.monotonic() + 5.0
-            return None
-        except httpx.ConnectError:  # refused, or no socket: the daemon is gone
-            self._revive()
-            return None
-        except httpx.HTTPError:
-            return None
-        if r.status_code == 409 and retry and self.on_unknown_session is not None:
-            if self.on_unknown_session():
-                return self.call(path, body, timeout, retry=False)
-            return None
-        if r.status_code >= 400:
-            return None
-        try:
-            data = r.json()
-        except ValueError:
-            return None
-        return data if isinstance(data, dict) else None
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
 
 
 @dataclass
@@ -153,12 +78,6 @@ class TagRound:
     done: threading.Event = field(default_factory=threading.Event)  # the batch's tags settled
     ended: bool = False  # the message has ended: no call joins any more
     flushed: bool = False
-
-
-@dataclass
-class DigestRecord:
-    plain_chars: int  # what plain Claude Code would have sent for this result
-    digest_chars: int
 
 
 class ClaudeSession:
@@ -179,9 +98,11 @@ class ClaudeSession:
         self.cfg: JsonDict = {}
         self.registered = False
         daemon.on_unknown_session = self._register_again
-        self.frozen: dict[str, list[Edit]] = {}
-        self._keys: set[tuple[str, str]] = set()
-        self.digests: dict[str, DigestRecord] = {}
+        # Frozen edits by tool_use id, and per digested result what plain Claude Code would
+        # have sent and the digest's size (chars).
+        self.frozen = FrozenEdits(state_file)
+        self.frozen.load()
+        self.digests = self.frozen.digests
         self.pending_digests: dict[str, tuple[str, int]] = {}  # failure path: text, plain chars
         self.pending_tags: dict[str, threading.Event] = {}
         self.rounds: dict[str, TagRound] = {}  # read-like tool_use id → its unsent round
@@ -192,80 +113,16 @@ class ClaudeSession:
         self.lock = threading.RLock()
         self.facts: dict[str, str] = {}  # Write tool_use_id → its one-line fact
         # Prompt-cache state per conversation (cache_state.py), kept across `--continue`.
-        self.conversations: dict[str, CacheState] = {}
-        self._load()
-        self._load_cache_states()
+        self.conversations: dict[str, CacheState] = load_cache_states(self.cache_file)
 
     # -- persistence --------------------------------------------------------------------------
-
-    def _load(self) -> None:
-        if self.state_file is None or not self.state_file.is_file():
-            return
-        try:
-            lines = self.state_file.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return
-        for line in lines:
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue  # a torn last line (killed mid-write) loses only itself
-            if not isinstance(item, dict):
-                continue
-            if "edit" in item:
-                edit = edit_from_json(item["edit"])
-                if edit is not None:
-                    self._freeze(edit)
-            elif isinstance(item.get("digest"), list) and len(item["digest"]) == 3:
-                cid, plain, digest = item["digest"]
-                if isinstance(cid, str) and isinstance(plain, int) and isinstance(digest, int):
-                    self.digests[cid] = DigestRecord(plain, digest)
-
-    def _persist(self, items: list[JsonDict]) -> None:
-        if self.state_file is None or not items:
-            return
-        try:
-            self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.state_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "a", encoding="utf-8") as fh:
-                fh.write("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
-        except OSError:
-            pass  # the in-memory set still replays for this process
 
     @property
     def cache_file(self) -> Path | None:
         return self.state_file.with_suffix(".cache.json") if self.state_file else None
 
-    def _load_cache_states(self) -> None:
-        path = self.cache_file
-        if path is None:
-            return
-        # No state yet (or torn): the first gap is unknown, never called cold.
-        with contextlib.suppress(OSError, ValueError):
-            self.conversations = load_states(json.loads(path.read_text(encoding="utf-8")))
-
     def _persist_cache_states(self) -> None:
-        path = self.cache_file
-        if path is None:
-            return
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(dump_states(self.conversations), fh)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-
-    def _freeze(self, edit: Edit) -> bool:
-        key = (edit.kind, edit.toolCallId)
-        if key in self._keys:
-            return False
-        self._keys.add(key)
-        self.frozen.setdefault(edit.toolCallId, []).append(edit)
-        return True
+        save_cache_states(self.cache_file, self.conversations)
 
     # -- daemon session -----------------------------------------------------------------------
 
@@ -321,7 +178,7 @@ class ClaudeSession:
                     fresh.append(
                         TombstoneEdit(toolCallId=cid, text=text, savedChars=plain - u16len(text))
                     )
-                    self.digests[cid] = DigestRecord(plain, u16len(text))
+                    self.digests[cid] = (plain, u16len(text))
             # Results the next request carries: their round's batch is due now, whatever of
             # it is still missing (a denied call never gets a hook).
             due = {id(r): r for i in ids if (r := self.rounds.get(i)) is not None}
@@ -335,7 +192,7 @@ class ClaudeSession:
             for ev in waits:  # still pending after the grace → RETAIN (invariant 4)
                 ev.wait(max(0.0, deadline - time.monotonic()))
             with self.lock:
-                edited = self._result_edited()
+                edited = self.frozen.result_edited(RESULT_EDITS)
             mask = self._mask_request(messages, cold, gap_s, edited) if cold else None
             request: JsonDict = {
                 "session_id": self.session_id,
@@ -382,18 +239,12 @@ class ClaudeSession:
                     edit = edit.model_copy(update={"text": text, "savedChars": saved})
                 fresh.append(edit)
         with self.lock:
-            new = [e for e in fresh if self._freeze(e)]
-            items: list[JsonDict] = [{"edit": edit_to_json(e)} for e in new]
-            items += [
-                {"digest": [e.toolCallId, d.plain_chars, d.digest_chars]}
-                for e in new
-                if (d := self.digests.get(e.toolCallId)) is not None
-            ]
-            self._persist(items)
+            new = [e for e in fresh if self.frozen.freeze(e)]
+            self.frozen.persist(new)
             self.seen |= ids
             for i in ids:
                 self.pending_tags.pop(i, None)
-            return wire.apply_edits(body, self.frozen)
+            return wire.apply_edits(body, self.frozen.edits)
 
     def _cache_boundary(
         self, body: JsonDict, messages: list[Any]
@@ -428,14 +279,6 @@ class ClaudeSession:
             return "warm", gap
         return reason, gap
 
-    def _result_edited(self) -> set[str]:
-        """Result ids with a tombstone or a mask: their first edit stays forever."""
-        return {
-            cid
-            for cid, edits in self.frozen.items()
-            if any(not isinstance(e, StripWriteEdit) for e in edits)
-        }
-
     def _mask_request(
         self, messages: list[Any], reason: MaskTrigger, gap_s: float | None, edited: set[str]
     ) -> JsonDict:
@@ -454,7 +297,7 @@ class ClaudeSession:
     def replay(self, body: JsonDict) -> list[Edit]:
         """Frozen edits only, no decisions (count_tokens, or our side is failing)."""
         with self.lock:
-            return wire.apply_edits(body, self.frozen)
+            return wire.apply_edits(body, self.frozen.edits)
 
     def record_call(self, body: JsonDict, applied: list[Edit], usage: wire.Usage | None) -> None:
         """Stats of one forwarded request: what it carried and what each mechanism kept out.
@@ -487,9 +330,7 @@ class ClaudeSession:
         size = wire.measure(body)
         present = wire.all_tool_ids(body.get("messages") or [])
         with self.lock:
-            bash = sum(
-                d.plain_chars - d.digest_chars for c, d in self.digests.items() if c in present
-            )
+            bash = sum(p - d for c, (p, d) in self.digests.items() if c in present)
             # A mask counts here like in the pi bridge; on a digested result it removes the
             # digest (its savedChars are measured against the digest, not the raw output).
             amnesia = sum(
@@ -608,8 +449,7 @@ class ClaudeSession:
         size = int(resp.get("persistedOutputSize") or 0) if persisted else u16len(text)
         plain = _persisted_preview_chars(persisted, size) if persisted else u16len(text)
         with self.lock:
-            self.digests[cid] = DigestRecord(plain, u16len(digest))
-            self._persist([{"digest": [cid, plain, u16len(digest)]}])
+            self.frozen.note_digest(cid, plain, u16len(digest))
         out = {
             k: v for k, v in resp.items() if k not in ("persistedOutputPath", "persistedOutputSize")
         }

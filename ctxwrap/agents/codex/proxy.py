@@ -134,6 +134,9 @@ class CodexProxy:
             return 426, json.dumps(err).encode()
         return None
 
+    def answer(self, method: str, rest: str, raw: bytes) -> tuple[int, bytes] | None:
+        return None  # no endpoint of ours: Codex has no hook to serve
+
     def prepare(self, method: str, rest: str, headers: dict[str, str], raw: bytes) -> Exchange:
         url = self.upstream_base(headers) + rest
         found = {k: v for k, v in headers.items() if k in CREDENTIAL_HEADERS}

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ctxwrap.agents._proxy import DaemonLink, FrozenEdits, cache_state
+from ctxwrap.agents._proxy import (
+    DaemonLink,
+    FrozenEdits,
+    cache_state,
+    load_cache_states,
+    save_cache_states,
+)
 from ctxwrap.agents.codex import commands
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.engine.edits import (
@@ -75,11 +80,7 @@ class CodexSession:
         self.turn_index = 0
         self.lock = threading.RLock()
         self.state_file = state_file
-        self.conversations: dict[str, cache_state.CacheState] = {}
-        with contextlib.suppress(OSError, ValueError):
-            if self.cache_file is not None:
-                raw = json.loads(self.cache_file.read_text(encoding="utf-8"))
-                self.conversations = cache_state.load_states(raw)
+        self.conversations = load_cache_states(self.cache_file)
 
     # -- daemon session -----------------------------------------------------------------------
 
@@ -391,19 +392,7 @@ class CodexSession:
         return reason, gap
 
     def _persist_cache_states(self) -> None:
-        path = self.cache_file
-        if path is None:
-            return
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(cache_state.dump_states(self.conversations), fh)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+        save_cache_states(self.cache_file, self.conversations)
 
     def _mask_request(
         self,

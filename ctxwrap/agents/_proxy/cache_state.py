@@ -1,4 +1,4 @@
-"""When Claude Code's prompt cache is cold anyway, and which history masks the proxy accepts.
+"""When an agent's prompt cache is cold anyway, and which history masks the proxy accepts.
 
 The proxy's side of history masking (docs/architecture.md, "History masking"): the daemon's
 policy (`ctxwrap.engine.masking`) picks the results; this module says when a request may be

@@ -1,5 +1,4 @@
-"""What every loopback agent proxy shares: the secret path, forwarding, SSE passthrough, and
-the frozen edit set with its file.
+"""The loopback HTTP server every agent proxy runs on: the secret path, forwarding, SSE passthrough.
 
 The rules (docs/architecture.md, "Claude Code" and "Codex CLI"): 127.0.0.1 only; a request
 must start with the per-launch secret path segment, else 404; every method, path, query,
@@ -7,35 +6,24 @@ header and body is forwarded unchanged and the response (SSE included) streamed 
 arrives — except the bodies an adapter edits; credentials pass through and are kept in memory
 only; nothing is ever logged; anything of ours that fails falls back to the original bytes.
 
-An agent adapter supplies a :class:`ProxyAdapter` (which bodies it edits, which response it
-reads, what it does afterwards). The Codex proxy is built on this module; the Claude Code
-proxy (``agents/claude/proxy.py``) predates it and still has its own copy of the forwarding
-loop, to be moved here.
+An agent adapter supplies a :class:`ProxyAdapter` (which requests it answers itself, which
+bodies it edits, which response it reads, what it does afterwards); the Claude Code and Codex
+proxies are both built on this module.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hmac
-import json
-import os
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
 
-# Agent-neutral pieces that still live in the Claude adapter (its owner is editing those files):
-# other adapters import them from here, so moving them into this module changes no import.
-from ctxwrap.agents.claude import cache_state as cache_state
-from ctxwrap.agents.claude.session import DaemonLink as DaemonLink
-from ctxwrap.engine.edits import Edit, edit_from_json, edit_to_json
-
-JsonDict = dict[str, Any]
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -73,6 +61,9 @@ class Exchange:
 class ProxyAdapter(Protocol):
     def refuse(self, method: str, rest: str, headers: dict[str, str]) -> tuple[int, bytes] | None:
         """A status and JSON body to answer without forwarding (None: forward)."""
+
+    def answer(self, method: str, rest: str, raw: bytes) -> tuple[int, bytes] | None:
+        """A status and JSON body for a request of ours (the Claude hook); None: forward it."""
 
     def prepare(self, method: str, rest: str, headers: dict[str, str], raw: bytes) -> Exchange:
         """The bytes and URL to send upstream; the original bytes whenever it cannot do better."""
@@ -185,6 +176,10 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
                 self._plain(*refused)
                 return
             raw = read_body(self)
+            local = proxy.adapter.answer(self.command, rest, raw)
+            if local is not None:
+                self._plain(*local)
+                return
             exchange = proxy.adapter.prepare(self.command, rest, headers, raw)
             overrides = exchange.header_overrides
             out_headers = [
@@ -256,78 +251,3 @@ def in_background(fn: Callable[[], None], name: str) -> None:
             fn()
 
     threading.Thread(target=run, name=f"ctxwrap-{name}-after", daemon=True).start()
-
-
-@dataclass
-class FrozenEdits:
-    """A session's frozen edit set and its append-only file (0600; a torn line loses itself).
-
-    Lines: ``{"edit": …}`` (an edit, as the engine serialises it) or ``{"digest": [id, plain
-    chars, digest chars]}`` (what a digest kept out, for the stats).
-    """
-
-    path: Path | None
-    edits: dict[str, list[Edit]] = field(default_factory=dict)
-    digests: dict[str, tuple[int, int]] = field(default_factory=dict)
-    _keys: set[tuple[str, str]] = field(default_factory=set)
-
-    def load(self) -> None:
-        if self.path is None or not self.path.is_file():
-            return
-        try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return
-        for line in lines:
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(item, dict):
-                continue
-            if "edit" in item:
-                edit = edit_from_json(item["edit"])
-                if edit is not None:
-                    self.freeze(edit)
-            elif isinstance(item.get("digest"), list) and len(item["digest"]) == 3:
-                cid, plain, digest = item["digest"]
-                if isinstance(cid, str) and isinstance(plain, int) and isinstance(digest, int):
-                    self.digests[cid] = (plain, digest)
-
-    def freeze(self, edit: Edit) -> bool:
-        """Add an edit (False: one of its kind exists for that call; the first stays)."""
-        key = (edit.kind, edit.toolCallId)
-        if key in self._keys:
-            return False
-        self._keys.add(key)
-        self.edits.setdefault(edit.toolCallId, []).append(edit)
-        return True
-
-    def persist(self, new: list[Edit]) -> None:
-        items: list[JsonDict] = [{"edit": edit_to_json(e)} for e in new]
-        items += [
-            {"digest": [e.toolCallId, *self.digests[e.toolCallId]]}
-            for e in new
-            if e.toolCallId in self.digests
-        ]
-        if self.path is None or not items:
-            return
-        try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "a", encoding="utf-8") as fh:
-                fh.write("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items))
-        except OSError:
-            pass  # the in-memory set still replays for this process
-
-    def result_edited(self) -> set[str]:
-        """Ids whose result has a replacement (tombstone or mask): the first one stays."""
-        return {
-            cid
-            for cid, edits in self.edits.items()
-            if any(e.kind in ("tombstone", "mask") for e in edits)
-        }
-
-    def __iter__(self) -> Iterator[Edit]:
-        for edits in self.edits.values():
-            yield from edits

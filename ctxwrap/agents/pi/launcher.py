@@ -30,7 +30,7 @@ class PiInstall(NamedTuple):  # not a dataclass: its import is ~7 ms of every `c
 
 def bridge_path() -> Path:
     # A file next to ours (pi loads it by path), not importlib.resources: ~9 ms of imports.
-    return Path(__file__).resolve().parent.parent / "_bridge" / "ctxwrap-bridge.ts"
+    return Path(__file__).resolve().parents[2] / "_bridge" / "ctxwrap-bridge.ts"
 
 
 def find_pi() -> PiInstall:

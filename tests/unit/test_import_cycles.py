@@ -1,0 +1,127 @@
+"""The import graph of ctxwrap has no cycles (issue 23: the layout reads top-down).
+
+Edges are runtime imports between ctxwrap modules at module level, read from the AST.
+Imports under ``if TYPE_CHECKING:`` are not edges (annotations only); nor are imports inside
+functions, which the code uses to keep start-up light (``import_graph(nested=True)`` adds
+them, to look for a cycle a late import hides). Importing ``pkg.sub`` is an edge to ``pkg.sub``, not to ``pkg``:
+a package's ``__init__`` always runs before its modules, which is no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import ctxwrap
+
+ROOT = Path(ctxwrap.__file__).parent
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.with_suffix("").relative_to(ROOT.parent).parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = path
+    return mods
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(
+    body: list[ast.stmt], package: str, mods: dict[str, Path], *, nested: bool
+) -> Iterator[str]:
+    for node in body:
+        if isinstance(node, ast.If):
+            if not _type_checking(node.test):
+                yield from _imports(node.body, package, mods, nested=nested)
+            yield from _imports(node.orelse, package, mods, nested=nested)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                yield from _imports(block, package, mods, nested=nested)
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                yield sub if sub in mods else module
+        elif nested and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield from _imports(node.body, package, mods, nested=nested)
+        elif nested:
+            for block in ("body", "orelse", "finalbody"):
+                inner = getattr(node, block, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    yield from _imports(inner, package, mods, nested=nested)
+
+
+def import_graph(*, nested: bool) -> dict[str, set[str]]:
+    mods = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found = _imports(tree.body, package, mods, nested=nested)
+        graph[name] = {m for m in found if m in mods and m != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_module_level_import_cycle() -> None:
+    assert cycles(import_graph(nested=False)) == []
+
+
+def test_the_check_sees_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
