@@ -1,8 +1,9 @@
-"""One session's figures and the one headline every view shows ("cost −60% · $0.12 saved").
+"""The one headline every view shows ("cost −60% · $0.12 saved") and its rounding.
 
-`session_headline` is the source: it runs `ctxwrap stats`' compute path
-(`stats.compute_stats`, which prices through `mechanisms.cost_accounting` and
-`engine.cost`) for one session and returns a `Headline`. `ctxwrap stats` (text and
+`Headline` is made from a session's figures by `headline_of`; `stats.session_headline` is the
+source of one session's: it runs `ctxwrap stats`' compute path (`stats.compute_stats`, which
+prices through `mechanisms.cost_accounting` and `engine.cost`) and hands the figures here. This
+module only formats (it imports nothing of the compute). `ctxwrap stats` (text and
 `--json`), `/ctx-stats`, pi's footer and the shell prompt segment (through the daemon's
 `SessionTotals.headline`), `ctxwrap replay` and `ctxwrap report` all print `Headline.short()`
 or the numbers behind it, rounded by the functions here, so they agree to the rounding shown.
@@ -15,17 +16,12 @@ compactions, against what the plain agent would have paid for the same conversat
 from __future__ import annotations
 
 import math
-import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxwrap.vocabulary import agent_name
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from ctxwrap import protocol as P
-    from ctxwrap.engine.cost import Prices
     from ctxwrap.mechanisms.cost_accounting import CostFigures
     from ctxwrap.stats import Figures
 
@@ -194,89 +190,3 @@ def total_usd(c: CostFigures) -> float | None:
 def total_plain_usd(c: CostFigures) -> float | None:
     parts = (c.plain_usd, c.plain_compaction_usd)
     return None if any(p is None for p in parts) else sum(p or 0.0 for p in parts)
-
-
-def session_agent(conn: sqlite3.Connection, session_id: str) -> str | None:
-    try:
-        row = conn.execute(
-            "SELECT agent FROM sessions WHERE session_id=?", (session_id,)
-        ).fetchone()
-    except sqlite3.OperationalError:  # a store from before agents were recorded: pi only
-        return "pi"
-    return (row[0] or "pi") if row is not None else None
-
-
-def session_figures(
-    conn: sqlite3.Connection,
-    session_id: str,
-    *,
-    ttl_s: float | None = None,
-    prices: Mapping[str, Prices] | None = None,
-    write_cache: bool = False,
-) -> Figures:
-    """`ctxwrap stats --session ID`'s totals: the one compute path of a session's figures.
-    `ttl_s`/`prices` default to the configured ones (PI_CTX_* over config.toml)."""
-    from ctxwrap.stats import compute_stats, cost_settings
-
-    if ttl_s is None or prices is None:
-        cfg_ttl, cfg_prices = cost_settings()
-        ttl_s = cfg_ttl if ttl_s is None else ttl_s
-        prices = cfg_prices if prices is None else prices
-    report = compute_stats(
-        conn, session=session_id, ttl_s=ttl_s, prices=prices, write_cache=write_cache
-    )
-    return report.totals
-
-
-def session_headline(
-    conn: sqlite3.Connection,
-    session_id: str,
-    *,
-    ttl_s: float | None = None,
-    prices: Mapping[str, Prices] | None = None,
-    write_cache: bool = False,
-) -> Headline:
-    """THE headline of one recorded session (an id or unique prefix). Every view of a session
-    that ran under ctxwrap takes its figures from here."""
-    from ctxwrap.stats import resolve_session
-
-    sid = resolve_session(conn, session_id)
-    figures = session_figures(conn, sid, ttl_s=ttl_s, prices=prices, write_cache=write_cache)
-    return headline_of(figures, session_agent(conn, sid))
-
-
-def session_totals(
-    conn: sqlite3.Connection,
-    session_id: str,
-    *,
-    ttl_s: float,
-    prices: Mapping[str, Prices],
-) -> P.SessionTotals:
-    """The totals the daemon returns at turn_end and /ctx-stats (pi's footer, the shell prompt
-    segment, Claude Code's status line): the same figures and headline as `ctxwrap stats`."""
-    from ctxwrap import protocol as P
-    from ctxwrap.errors import NotFoundError
-
-    try:
-        figures = session_figures(conn, session_id, ttl_s=ttl_s, prices=prices, write_cache=True)
-    except NotFoundError:  # nothing recorded for it yet
-        return P.SessionTotals()
-    h = headline_of(figures, session_agent(conn, session_id))
-    c = figures.cost
-    return P.SessionTotals(
-        llm_calls=figures.llm_calls,
-        sent_tokens=figures.sent_tokens,
-        plain_tokens=figures.plain_tokens,
-        saved_tokens=figures.saved_tokens,
-        aux_tokens=figures.aux_tokens,
-        net_tokens=figures.net_tokens,
-        cost_weighted=round(c.total_weighted, 1),
-        plain_cost_weighted=round(c.total_plain_weighted, 1),
-        cost_saved_pct=c.total_saved_pct if c.calls else None,
-        cost_usd=h.usd,
-        saved_usd=c.total_saved_usd,
-        compactions=c.compactions,
-        plain_compactions=c.plain_compactions,
-        headline=h.short(),
-        headline_pct=h.pct,
-    )

@@ -26,12 +26,22 @@ import click
 from ctxwrap import paths
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.errors import NotFoundError
+from ctxwrap.headline import (
+    Headline,
+    headline_of,
+    pct_text,
+    tokens_text,
+    total_plain_usd,
+    total_usd,
+    usd_text,
+)
 from ctxwrap.mechanisms import needed_again
 from ctxwrap.mechanisms.cost_accounting import BUCKET_S, CostFigures, priced_buckets
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from ctxwrap import protocol as P
     from ctxwrap.engine.cost import Prices
 
 SCHEMA = 1
@@ -425,6 +435,90 @@ def empty_report(
     return StatsReport(time.time(), session, since, by, figures_from(_Raw()), (), 0, ())
 
 
+# -- one session's figures: the source of every view's headline (ctxwrap.headline) ----------
+
+
+def session_agent(conn: sqlite3.Connection, session_id: str) -> str | None:
+    try:
+        row = conn.execute(
+            "SELECT agent FROM sessions WHERE session_id=?", (session_id,)
+        ).fetchone()
+    except sqlite3.OperationalError:  # a store from before agents were recorded: pi only
+        return "pi"
+    return (row[0] or "pi") if row is not None else None
+
+
+def session_figures(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    ttl_s: float | None = None,
+    prices: Mapping[str, Prices] | None = None,
+    write_cache: bool = False,
+) -> Figures:
+    """`ctxwrap stats --session ID`'s totals: the one compute path of a session's figures.
+    `ttl_s`/`prices` default to the configured ones (PI_CTX_* over config.toml)."""
+    if ttl_s is None or prices is None:
+        cfg_ttl, cfg_prices = cost_settings()
+        ttl_s = cfg_ttl if ttl_s is None else ttl_s
+        prices = cfg_prices if prices is None else prices
+    report = compute_stats(
+        conn, session=session_id, ttl_s=ttl_s, prices=prices, write_cache=write_cache
+    )
+    return report.totals
+
+
+def session_headline(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    ttl_s: float | None = None,
+    prices: Mapping[str, Prices] | None = None,
+    write_cache: bool = False,
+) -> Headline:
+    """THE headline of one recorded session (an id or unique prefix). Every view of a session
+    that ran under ctxwrap takes its figures from here."""
+    sid = resolve_session(conn, session_id)
+    figures = session_figures(conn, sid, ttl_s=ttl_s, prices=prices, write_cache=write_cache)
+    return headline_of(figures, session_agent(conn, sid))
+
+
+def session_totals(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    ttl_s: float,
+    prices: Mapping[str, Prices],
+) -> P.SessionTotals:
+    """The totals the daemon returns at turn_end and /ctx-stats (pi's footer, the shell prompt
+    segment, Claude Code's status line): the same figures and headline as `ctxwrap stats`."""
+    from ctxwrap import protocol as P
+
+    try:
+        figures = session_figures(conn, session_id, ttl_s=ttl_s, prices=prices, write_cache=True)
+    except NotFoundError:  # nothing recorded for it yet
+        return P.SessionTotals()
+    h = headline_of(figures, session_agent(conn, session_id))
+    c = figures.cost
+    return P.SessionTotals(
+        llm_calls=figures.llm_calls,
+        sent_tokens=figures.sent_tokens,
+        plain_tokens=figures.plain_tokens,
+        saved_tokens=figures.saved_tokens,
+        aux_tokens=figures.aux_tokens,
+        net_tokens=figures.net_tokens,
+        cost_weighted=round(c.total_weighted, 1),
+        plain_cost_weighted=round(c.total_plain_weighted, 1),
+        cost_saved_pct=c.total_saved_pct if c.calls else None,
+        cost_usd=h.usd,
+        saved_usd=c.total_saved_usd,
+        compactions=c.compactions,
+        plain_compactions=c.plain_compactions,
+        headline=h.short(),
+        headline_pct=h.pct,
+    )
+
+
 # -- --since ------------------------------------------------------------------------------------
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -493,8 +587,6 @@ def _figures_json(f: Figures, agent: str | None) -> dict[str, Any]:
 
 def _headline_json(f: Figures, agent: str | None) -> dict[str, Any]:
     """The headline as every view shows it (`ctxwrap.headline`): text and rounded figures."""
-    from ctxwrap.headline import headline_of
-
     h = headline_of(f, agent)
     return {
         "text": h.short(),
@@ -663,7 +755,6 @@ def _strip_sgr(text: str) -> str:
 
 def header_lines(report: StatsReport, *, color: bool) -> list[str]:
     """The lines above the table: scope, the headline, then the figures behind it."""
-    from ctxwrap.headline import headline_of
     from ctxwrap.vocabulary import plural
 
     t = report.totals
@@ -803,7 +894,6 @@ def _num_col(
 
 def _group_table(report: StatsReport, *, color: bool, width: int, charts: bool) -> list[str]:
     from ctxwrap import _table as T
-    from ctxwrap.headline import pct_text, tokens_text, total_plain_usd, total_usd, usd_text
     from ctxwrap.vocabulary import agent_name
 
     groups = list(report.groups)

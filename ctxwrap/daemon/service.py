@@ -344,9 +344,9 @@ class Daemon:
         return await tail_edits.decide(self, rt, req)
 
     def session_totals(self, session_id: str) -> P.SessionTotals:
-        # views: the figures and headline of `ctxwrap stats --session` (ctxwrap.headline)
-        from ctxwrap.headline import session_totals
+        # views: the figures and headline of `ctxwrap stats --session` (stats.session_totals)
         from ctxwrap.mechanisms.cost_accounting import settings_overrides
+        from ctxwrap.stats import session_totals
 
         return session_totals(
             self.store.conn,

@@ -1,13 +1,14 @@
-"""The one line `ctxwrap pi` and `ctxwrap claude` print on stderr when the agent exits.
+"""The one line `ctxwrap pi`, `ctxwrap claude` and `ctxwrap codex` print on stderr when the
+agent exits.
 
     ctxwrap: this session saved 23% of its input cost (41,200 tokens) · resume: ctxwrap claude
     --resume 3f2a… · details: ctxwrap stats --session 3f2a…
 
-The agents end with their own resume hint (`claude --resume …`, `pi --session …`), which resumes
-*without* ctxwrap; this line says how to resume through it. The figures are those of `ctxwrap
-stats --session ID` (the same compute over the SQLite file, opened read-only), worked out in a
-thread bounded to `TIMEOUT_S`: no database, no session in it, a slow disk or any failure gives a
-shorter line (or none), never a traceback, and never a different exit status.
+The agents end with their own resume hint (`claude --resume …`, `pi --session …`, `codex resume
+…`), which resumes *without* ctxwrap; this line says how to resume through it. The figures are
+those of `ctxwrap stats --session ID` (the same compute over the SQLite file, opened read-only),
+worked out in a thread bounded to `TIMEOUT_S`: no database, no session in it, a slow disk or any
+failure gives a shorter line (or none), never a traceback, and never a different exit status.
 
 Quiet with `--ctxwrap-quiet`, or `exit_line = false` (PI_CTX_EXIT_LINE=0).
 """

@@ -7,7 +7,8 @@ with the cost model. Never writes to the agent's files.
 
 from __future__ import annotations
 
-from ctxwrap.replay._read import MAX_LINE_BYTES, NotASession, ReadStats, read_session
+from ctxwrap.replay._events import ReadStats
+from ctxwrap.replay._read import MAX_LINE_BYTES, NotASession, read_session
 from ctxwrap.replay._run import (
     ReplayRun,
     default_roots,

@@ -1,6 +1,7 @@
 """Streaming readers of agent session files: pi (1.x and 0.73: session formats v1, v2 and v3,
-the older ones migrated as pi migrates them on load) and Claude Code transcripts. Each yields
-normalised events; nothing here holds more than one entry.
+the older ones migrated as pi migrates them on load) and Claude Code transcripts, and
+`read_session`, which picks the reader of a file (Codex rollouts: `_read_codex.py`). Each yields
+the normalised events of `_events.py`; nothing here holds more than one entry.
 
 A line longer than MAX_LINE_BYTES is skipped without being read into memory whole; a line that
 is not JSON, not an object, or of an unknown type is counted with a reason and skipped. A line
@@ -15,12 +16,23 @@ import itertools
 import json
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from ctxwrap.replay._events import (
+    ClearedResults,
+    Compaction,
+    Event,
+    Header,
+    Message,
+    ReadStats,
+    SystemPrompt,
+    ToolCall,
+    content_text,
+    parse_ts,
+)
+from ctxwrap.replay._read_codex import CodexReader, is_codex_start
 
 MAX_LINE_BYTES = 16 << 20
 # Bytes sniffed to tell a binary file from a session file.
@@ -42,136 +54,6 @@ _CLAUDE_IGNORED = frozenset(
     {"summary", "file-history-snapshot", "queue-operation", "progress", "last-prompt"}
 )
 _CLAUDE_TYPES = frozenset({"user", "assistant", "system", "attachment"}) | _CLAUDE_IGNORED
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    call_id: str
-    name: str  # lower-case tool name: bash, read, write, edit, grep, …
-    args: dict[str, Any]
-    chars: int  # name + JSON arguments, as the provider sees them
-    # The agent's own name for the tool when `name` is what it does (Codex: a shell command
-    # that reads a file is "read", its agent_tool "exec_command"); None: the same as name.
-    agent_tool: str | None = None
-
-
-@dataclass(slots=True)
-class Message:
-    """One message of the conversation, as the model would receive it."""
-
-    entry_id: str
-    parent_id: str | None
-    role: str  # system | user | assistant | tool_result | custom
-    ts: float
-    chars: int
-    calls: list[ToolCall] = field(default_factory=list)
-    tool_call_id: str | None = None
-    tool_name: str | None = None
-    text: str = ""  # tool results only (the digester and the tagger bound need it)
-    is_error: bool = False
-    # assistant only: one provider request produced it
-    request_key: str | None = None
-    usage_prompt_tokens: int | None = None
-    output_tokens: int = 0
-    model: str | None = None
-    # assistant only: the provider's own split of usage_prompt_tokens, where the file records
-    # it (None: not recorded). Cache writes with a 1-hour TTL are billed 2x input, 5-minute ones
-    # 1.25x; Claude Code records the split in usage.cache_creation.
-    usage_input_tokens: int | None = None  # uncached input
-    usage_cache_read_tokens: int | None = None
-    usage_cache_write_tokens: int | None = None  # all cache writes (5 m + 1 h)
-    usage_cache_write_1h_tokens: int | None = None  # of which with a 1-hour TTL
-
-
-@dataclass(frozen=True, slots=True)
-class SystemPrompt:
-    ts: float
-    chars: int
-    tools_chars: int
-    skills_chars: int
-
-
-@dataclass(frozen=True, slots=True)
-class Compaction:
-    ts: float
-    summary_chars: int
-    first_kept_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Header:
-    fmt: str  # "pi" | "claude"
-    session_id: str
-    cwd: str | None
-    ts: float | None
-    version: str | None = None
-    # how the file was written: "pi v1" (migrated as pi does), "pi v3", "claude", "claude
-    # sub-agent", …
-    source: str | None = None
-    # pi: the session file this one was branched from (its earlier entries are copies of it)
-    branched_from: str | None = None
-    # Claude Code sub-agent transcript: its parent session and its own agent id
-    parent_session_id: str | None = None
-    agent_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ClearedResults:
-    """The agent cleared earlier tool results itself (Claude Code's microcompact, pi's
-    context_edit): from here on each listed result or entry is `replacement_chars` long in the
-    context. A head change."""
-
-    ts: float
-    tool_call_ids: tuple[str, ...]
-    replacement_chars: int
-    tokens_saved: int | None = None  # as the agent recorded it
-    # pi's context_edit: the entries (by id) whose content is replaced; 0 chars: removed
-    entry_ids: tuple[str, ...] = ()
-
-
-Event = Message | SystemPrompt | Compaction | Header | ClearedResults
-
-
-@dataclass
-class ReadStats:
-    lines: int = 0
-    bytes: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    entries: int = 0  # JSON objects read (a line may hold two)
-    notes: Counter[str] = field(default_factory=Counter)  # read, but worth saying
-    # Signs that the session already ran under ctxwrap (our markers in its transcript, its id
-    # in ctxwrap's database): what, how many times. Replaying it as plain would count twice.
-    ctxwrap: Counter[str] = field(default_factory=Counter)
-    header: Header | None = None  # the file's header, once read
-    path: str | None = None  # the file read
-
-    def skip(self, reason: str) -> None:
-        self.skipped[reason] += 1
-
-    @property
-    def ran_under_ctxwrap(self) -> str | None:
-        """Why the session counts as one that already ran under ctxwrap (None: it did not)."""
-        if not self.ctxwrap:
-            return None
-        return "ran under ctxwrap: " + ", ".join(
-            f"{what} ({n:,})" if n > 1 else what for what, n in self.ctxwrap.most_common()
-        )
-
-    def summary(self) -> dict[str, Any]:
-        """What the reader found out about the file beyond its events (JSON-ready)."""
-        h = self.header
-        out: dict[str, Any] = {
-            "source": h.source if h else None,
-            "entries": self.entries,
-            "ran_under_ctxwrap": self.ran_under_ctxwrap,
-        }
-        if h is not None:
-            for key in ("parent_session_id", "agent_id", "branched_from"):
-                if getattr(h, key):
-                    out[key] = getattr(h, key)
-        if self.notes:
-            out["notes"] = dict(self.notes)
-        return out
 
 
 def iter_lines(fh: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
@@ -205,34 +87,8 @@ def looks_binary(head: bytes) -> bool:
     return False
 
 
-def parse_ts(value: object) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value) / 1000.0 if value > 1e11 else float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def _json_len(value: object) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
-
-
-def content_text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, dict):
-                if isinstance(block.get("text"), str):
-                    parts.append(block["text"])
-                elif block.get("type") == "tool_result":
-                    parts.append(content_text(block.get("content")))
-        return "".join(parts)
-    return ""
 
 
 def _content_chars(content: object) -> int:
@@ -923,8 +779,6 @@ def _read_events(path: Path, stats: ReadStats) -> Iterator[Event]:
         elif "sessionId" in first or first.get("type") in _CLAUDE_TYPES:
             yield from _read_claude(path, first, entries, stats)
         else:
-            from ctxwrap.replay._read_codex import CodexReader, is_codex_start
-
             if not is_codex_start(first):
                 raise NotASession("no pi session header, Claude Code entry or Codex rollout start")
             codex = CodexReader(path, stats)

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxwrap.replay._read import (
+from ctxwrap.replay._events import (
     Compaction,
     Event,
     Header,

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxwrap.replay import _pricing
-from ctxwrap.replay._read import NotASession, ReadStats, read_session
+from ctxwrap.replay._events import ReadStats
+from ctxwrap.replay._read import NotASession, read_session
 from ctxwrap.replay._sim import (
     MECHANISMS,
     CallFigures,

@@ -54,7 +54,7 @@ from ctxwrap.engine.masking import (
 from ctxwrap.engine.rereads import pointer_text, result_digest
 from ctxwrap.mechanisms.digest import clearly_smaller, digest_header
 from ctxwrap.mechanisms.masking import tombstone_text
-from ctxwrap.replay._read import (
+from ctxwrap.replay._events import (
     ClearedResults,
     Compaction,
     Event,

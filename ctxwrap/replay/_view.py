@@ -36,7 +36,7 @@ class Row:
 
 def _file_facts(path: str) -> tuple[float | None, str | None]:
     """The first timestamp and cwd of a transcript (for readers that did not report them)."""
-    from ctxwrap.replay._read import parse_ts
+    from ctxwrap.replay._events import parse_ts
 
     started: float | None = None
     cwd: str | None = None

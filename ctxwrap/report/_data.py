@@ -392,9 +392,8 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     # per-call chart then ends where the headline is. Compactions and aux calls are added to
     # the first call at or after them; plain pi's simulated compactions to the call they
     # precede.
-    from ctxwrap.headline import session_agent, session_figures
     from ctxwrap.mechanisms.cost_accounting import load_session_costs
-    from ctxwrap.stats import cost_settings
+    from ctxwrap.stats import cost_settings, session_agent, session_figures
 
     ttl_s, overrides = cost_settings()
     totals = session_figures(conn, sid, ttl_s=ttl_s, prices=overrides)

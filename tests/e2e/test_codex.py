@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -100,6 +101,7 @@ class CodexEnv:
         self.home = tmp_path / "home"
         self.xdg = xdg
         self.env = codex_env(xdg.env(), home=self.home, base_url=server.base_url)
+        self.stderr = ""
 
     def run(self, prompt: str = "go", *extra: str, timeout: float = 180) -> list[dict[str, Any]]:
         proc = subprocess.run(
@@ -112,6 +114,7 @@ class CodexEnv:
             timeout=timeout,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
+        self.stderr = proc.stderr
         return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
     def ctxwrap(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -185,9 +188,20 @@ def test_codex_exec_digest_tombstone_patch_strip(tmp_path: Path, xdg: Xdg) -> No
         assert all(r.headers.get("authorization") == f"Bearer {TEST_API_KEY}" for r in aux)
         assert_key_in_no_file(xdg, TEST_API_KEY)
 
-        # resume: the same view of the old calls, and the chain goes on
+        # the exit line: what the thread saved, how to resume it through ctxwrap, its stats
+        tid = sessions[0]["session_id"]
+        lines = [x for x in ce.stderr.splitlines() if x.startswith("ctxwrap: ")]
+        assert len(lines) == 1, ce.stderr[-2000:]
+        assert re.fullmatch(
+            r"ctxwrap: this session saved \d+% of its input cost \([\d,]+ tokens\)"
+            rf" · resume: ctxwrap codex exec resume {tid} · details: ctxwrap stats --session {tid}",
+            lines[0],
+        ), lines[0]
+
+        # resume as the line says: the same view of the old calls, the chain goes on; quiet
         srv.steps = (*srv.steps, ScriptStep.from_json({"text": "again"}, len(srv.steps)))
-        ce.run("and now?", "resume", "--last")
+        ce.run("and now?", "--ctxwrap-quiet", "resume", tid)
+        assert "ctxwrap: " not in ce.stderr
         more = srv.main_requests[len(reqs) :]
         assert len(more) == 1
         for cid in (log_id, notes_id):

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from support import CTXWRAP, Xdg
 
-from ctxwrap.replay._read import Message, ReadStats, ctxwrap_known_sessions, read_session
+from ctxwrap.replay._events import Message, ReadStats
+from ctxwrap.replay._read import ctxwrap_known_sessions, read_session
 from ctxwrap.testing.model_server import ScriptedModelServer
 
 codex_home = pytest.importorskip(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from support import Xdg, ctxwrap, run_ctxwrap_pi
 
-from ctxwrap.replay._read import ReadStats, ctxwrap_known_sessions, read_session
+from ctxwrap.replay._events import ReadStats
+from ctxwrap.replay._read import ctxwrap_known_sessions, read_session
 
 pytestmark = pytest.mark.e2e
 

@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 
-from ctxwrap.agents.codex import commands
+from ctxwrap.agents.codex import commands, launcher
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.agents.codex.launcher import (
+    CodexInstall,
     Unsupported,
     effective_config,
     parse_args,
+    resume_args,
     route_for,
     without_override,
 )
@@ -231,6 +233,56 @@ def test_without_override_removes_only_that_key() -> None:
         "exec",
         "hi",
     ]
+
+
+TID = "019a2b3c-4d5e-7f60-8a9b-0c1d2e3f4a5b"
+
+
+def test_resume_hint_is_codexs_own_form() -> None:
+    tui = ["-m", "gpt-5.5", "fix the tests"]
+    assert resume_args(parse_args(tui), tui, TID) == ["resume", TID]
+    again = ["resume", "--last"]
+    assert resume_args(parse_args(again), again, TID) == ["resume", TID]
+    for run in (["exec", "--json", "hi"], ["e", "hi"], ["exec", "resume", "--last", "more"]):
+        assert resume_args(parse_args(run), run, TID) == ["exec", "resume", TID]
+    ephemeral = ["exec", "--ephemeral", "hi"]
+    assert resume_args(parse_args(ephemeral), ephemeral, TID) is None  # no rollout kept
+    quoted = ["exec", "hi", "--", "--ephemeral"]
+    assert resume_args(parse_args(quoted), quoted, TID) == ["exec", "resume", TID]
+
+
+class _Proxy:
+    def __init__(self, *ids: str) -> None:
+        self.sessions = dict.fromkeys(ids)
+
+
+def test_exit_line_names_the_last_thread_unless_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    printed: list[tuple[str, str | None, list[str] | None]] = []
+
+    def fake(agent: str, sid: str | None, resume: list[str] | None) -> None:
+        printed.append((agent, sid, resume))
+
+    monkeypatch.setattr("ctxwrap.launch.exit_line.print_exit_line", fake)
+    args = ["exec", "hi"]
+    launcher._exit_line(_Proxy("a-thread", TID), False, parse_args(args), args)
+    assert printed == [("codex", TID, ["exec", "resume", TID])]
+    launcher._exit_line(_Proxy(TID), True, parse_args(args), args)  # --ctxwrap-quiet
+    launcher._exit_line(_Proxy(), False, parse_args(args), args)  # no thread reached us
+    assert len(printed) == 1
+
+
+def test_quiet_flag_never_reaches_codex(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[list[str]] = []
+
+    def fake_run(argv: list[str], env: dict[str, str]) -> int:
+        ran.append(argv)
+        return 3
+
+    monkeypatch.setattr(launcher, "find_codex", lambda: CodexInstall(["/x/codex"]))
+    monkeypatch.setattr(launcher, "run_child", fake_run)
+    assert launcher.run_codex(["--ctxwrap-off", "--ctxwrap-quiet", "exec", "hi"]) == 3
+    assert launcher.run_codex(["--ctxwrap-quiet", "--version"]) == 3
+    assert ran == [["/x/codex", "exec", "hi"], ["/x/codex", "--version"]]
 
 
 def test_write_stdin_polls_know_their_command() -> None:

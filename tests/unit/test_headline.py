@@ -13,16 +13,16 @@ import pytest
 
 from ctxwrap import protocol as P
 from ctxwrap.daemon.store import Store, connect
-from ctxwrap.headline import (
-    headline_of,
-    pct_text,
-    round_half_away,
+from ctxwrap.headline import headline_of, pct_text, round_half_away, usd_text
+from ctxwrap.mechanisms.accounting import prompt_segment_text
+from ctxwrap.stats import (
+    MECHANISMS,
+    compute_stats,
+    render_json,
+    render_text,
     session_headline,
     session_totals,
-    usd_text,
 )
-from ctxwrap.mechanisms.accounting import prompt_segment_text
-from ctxwrap.stats import MECHANISMS, compute_stats, render_json, render_text
 
 T0 = 1_796_000_000.0
 SID = "cccc3333-claude"

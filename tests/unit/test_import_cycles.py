@@ -1,10 +1,11 @@
 """The import graph of ctxwrap has no cycles (issue 23: the layout reads top-down).
 
-Edges are runtime imports between ctxwrap modules at module level, read from the AST.
-Imports under ``if TYPE_CHECKING:`` are not edges (annotations only); nor are imports inside
-functions, which the code uses to keep start-up light (``import_graph(nested=True)`` adds
-them, to look for a cycle a late import hides). Importing ``pkg.sub`` is an edge to ``pkg.sub``, not to ``pkg``:
-a package's ``__init__`` always runs before its modules, which is no cycle.
+Edges are runtime imports between ctxwrap modules, read from the AST: at module level, and
+(``import_graph(nested=True)``) also inside functions and classes, which the code uses to keep
+start-up light — a late import must not hide a cycle either. Imports under ``if
+TYPE_CHECKING:`` are not edges (annotations only). Importing ``pkg.sub`` is an edge to
+``pkg.sub``, not to ``pkg``: a package's ``__init__`` always runs before its modules, which is
+no cycle.
 """
 
 from __future__ import annotations
@@ -120,6 +121,31 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_module_level_import_cycle() -> None:
     assert cycles(import_graph(nested=False)) == []
+
+
+def test_no_import_cycle_through_in_function_imports() -> None:
+    assert cycles(import_graph(nested=True)) == []
+
+
+def test_the_graph_sees_late_imports_but_not_type_checking_ones() -> None:
+    src = """
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from ctxwrap import stats
+def f():
+    from ctxwrap import headline
+    if TYPE_CHECKING:
+        from ctxwrap import protocol
+    with open("x"):
+        from ctxwrap import paths
+"""
+    mods = {
+        m: ROOT for m in ("ctxwrap.stats", "ctxwrap.headline", "ctxwrap.protocol", "ctxwrap.paths")
+    }
+    tree = ast.parse(src)
+    assert set(_imports(tree.body, "ctxwrap", mods, nested=False)) == {"typing"}
+    nested = set(_imports(tree.body, "ctxwrap", mods, nested=True))
+    assert nested == {"typing", "ctxwrap.headline", "ctxwrap.paths"}
 
 
 def test_the_check_sees_a_cycle() -> None:

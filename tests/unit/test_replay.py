@@ -412,7 +412,7 @@ def test_since_cuts_inside_a_session(tmp_path: Path) -> None:
 def _needed_session(edit_line: str) -> list[Any]:
     """A read of a.py, three small rounds, then after an idle gap a prompt whose answer edits
     a.py quoting a line (or not)."""
-    from ctxwrap.replay._read import Header, Message, ToolCall
+    from ctxwrap.replay._events import Header, Message, ToolCall
 
     body = "".join(f"def function_number_{i}(): pass\n" for i in range(80))
     ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]

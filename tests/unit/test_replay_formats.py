@@ -20,7 +20,7 @@ import pytest
 
 from ctxwrap.replay import _shellcmd as shellcmd
 from ctxwrap.replay import replay_paths, run_json
-from ctxwrap.replay._read import (
+from ctxwrap.replay._events import (
     ClearedResults,
     Compaction,
     Event,
@@ -29,10 +29,8 @@ from ctxwrap.replay._read import (
     ReadStats,
     SystemPrompt,
     ToolCall,
-    claude_events,
-    parse_line,
-    read_session,
 )
+from ctxwrap.replay._read import claude_events, parse_line, read_session
 from ctxwrap.replay._read_codex import parse_patch
 from ctxwrap.replay._shellcmd import classify
 
@@ -430,7 +428,8 @@ def test_a_digest_that_names_its_command_first_is_a_sign() -> None:
     """The digest header leads with the command for the agent's collapsed view
     (mechanisms/digest.py); a replay of such a session must still see ctxwrap in it."""
     from ctxwrap.mechanisms.digest import digest_header
-    from ctxwrap.replay._read import Message, note_ctxwrap_marks
+    from ctxwrap.replay._events import Message
+    from ctxwrap.replay._read import note_ctxwrap_marks
 
     header = digest_header(
         command="sh ./build.sh",

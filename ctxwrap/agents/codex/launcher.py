@@ -8,6 +8,9 @@
 - Arguments pass through, the exit status is Codex's; ``--ctxwrap-off`` / PI_CTX_OFF=1 runs
   plain Codex, and so does any failure of ours or a provider the proxy cannot serve (one
   warning on stderr).
+- On exit, the line of ``launch/exit_line.py`` for the thread Codex ran last: its savings, how
+  to resume it through ctxwrap (``ctxwrap codex resume ID``), ``ctxwrap stats --session ID``;
+  ``--ctxwrap-quiet`` or ``exit_line = false`` silence it.
 """
 
 from __future__ import annotations
@@ -291,9 +294,44 @@ def _toml_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# -- the exit line (ctxwrap/launch/exit_line.py) ---------------------------------------------
+
+EXEC_WORDS = frozenset({"exec", "e"})
+
+
+def resume_args(inv: Invocation, args: list[str], thread_id: str) -> list[str] | None:
+    """How to resume this thread through ctxwrap, in Codex's own form: `exec resume ID` after a
+    non-interactive run, `resume ID` after the TUI; None when `--ephemeral` kept no rollout."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--ephemeral" in args[:end]:
+        return None
+    if inv.subcommand in EXEC_WORDS:
+        return ["exec", "resume", thread_id]
+    return ["resume", thread_id]
+
+
+def _exit_line(proxy: Any, quiet: bool, inv: Invocation, args: list[str]) -> None:
+    """The thread Codex ran last (a fork or a resume included): its line; none when no thread
+    reached the proxy (`codex --version` never gets here)."""
+    if quiet:
+        return
+    try:
+        ids = list(proxy.sessions)
+    except Exception:
+        return
+    if not ids:
+        return
+    from ctxwrap.launch.exit_line import print_exit_line
+
+    print_exit_line("codex", ids[-1], resume_args(inv, args, ids[-1]))
+
+
 def run_codex(args: list[str]) -> int:
+    from ctxwrap.launch.exit_line import take_quiet_flag
+
     off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
     args = [a for a in args if a != OFF_FLAG]
+    args, quiet = take_quiet_flag(args)
     codex = find_codex()
     env = dict(os.environ)
     inv = parse_args(args)
@@ -358,6 +396,7 @@ def run_codex(args: list[str]) -> int:
         return run_child([*codex.argv, *override, *rest], env)
     finally:
         proxy.close()
+        _exit_line(proxy, quiet, inv, args)  # after close(): the thread's last records are in
 
 
 def main(args: list[str]) -> NoReturn:
