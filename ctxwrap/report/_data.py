@@ -195,13 +195,13 @@ def needed_again_of(doc: Any, mechanism: str) -> tuple[int, int] | None:
 
 
 def _live_needed_again(conn: sqlite3.Connection, sid: str) -> Any:
-    """The live "needed again" summary, where this build records it (policies' module)."""
-    import importlib
+    """The live "needed again" summary (the daemon records recalls and re-reads of hidden
+    results); None when this store cannot say (an older schema)."""
+    from ctxwrap.mechanisms import needed_again
 
     try:
-        mod = importlib.import_module("ctxwrap.mechanisms.needed_again")
-        return mod.summary(conn, session=sid)
-    except (ImportError, AttributeError, sqlite3.Error):
+        return needed_again.summary(conn, session=sid)
+    except sqlite3.Error:
         return None
 
 

@@ -384,7 +384,15 @@ def test_per_mechanism_table_is_replays(tmp_path: Path) -> None:
     # user words first, the mechanism's name second
     bash = element(page, r'<tr class="mechanism" data-mechanism="bash".*?</tr>')
     assert re.search(r'big outputs summarised</span><span class="name">bash digest', bash)
-    assert "needed again" not in page  # no such figure in this replay
+    # replay's "needed again", beside each mechanism's saving
+    assert '<th class="n">needed again</th>' in page
+    for key, (n, of) in (
+        (k, (v["needed_again"], v["interventions"]))
+        for k, v in doc["needed_again"]["mechanisms"].items()
+    ):
+        if key in rows and key != "amnesia":
+            row = text_of(element(page, rf'<tr class="mechanism" data-mechanism="{key}".*?</tr>'))
+            assert f"{n} of {of}" in row, (key, row)
     # the kept-out figure is the table's total, as replay prints it (no rounding apart)
     total = sum(m["saved_tokens"] for m in doc["mechanisms"])
     assert re.search(rf'id="saved-tokens" data-value="{total}"', page)
