@@ -185,6 +185,15 @@ class Daemon {
 		return false;
 	}
 
+	/** As after a deadline: refuse suspendable calls for a while. */
+	suspend(): void {
+		this.suspendedUntil = Date.now() + SUSPEND_AFTER_TIMEOUT_MS;
+	}
+
+	unsuspend(): void {
+		this.suspendedUntil = 0;
+	}
+
 	/** A probe: never suspended, never suspends (a restarting daemon is slow, not hung). */
 	async get<T>(path: string, deadlineMs: number): Promise<T | null> {
 		return (await this.request<T>("GET", path, undefined, deadlineMs, false)).value;
@@ -300,7 +309,10 @@ class Daemon {
 
 	/** Fire-and-forget: for events that need no answer; never delays pi. */
 	notify(path: string, body: unknown): void {
-		void this.call(path, body, 3000, false); // pi never waits on it: no reason to suspend
+		// A notification's deadline still suspends the bridge: a hung daemon must cost one
+		// deadline, not one per event (invariant 1). What the model asked for (the capability
+		// search and the catalog it may resend) is tried even while suspended.
+		void this.call(path, body, 3000);
 	}
 
 	private noteInstance(value: string | string[] | undefined): void {
@@ -960,13 +972,29 @@ function install(pi: any): void {
 		// pi waits for this at most a decision's deadline; a slow daemon (starting, busy) still
 		// gets the call, which stays in flight: a second start would only race it.
 		const pending = registerNow();
-		const reply = await Promise.race([pending, new Promise<null>((r) => setTimeout(() => r(null), cfg.bridge_timeout_ms).unref?.())]);
+		let waitedOut = false;
+		const reply = await Promise.race([
+			pending,
+			new Promise<null>((r) =>
+				setTimeout(() => {
+					waitedOut = true;
+					r(null);
+				}, cfg.bridge_timeout_ms).unref?.(),
+			),
+		]);
 		if (reply) updateStatus(ctx, reply.totals);
-		else
+		else {
+			// A daemon that took the call but did not answer within a decision's deadline is hung
+			// or busy: suspend like any deadline, so each later hook does not wait out its own
+			// (invariant 1). The registration stays in flight; its answer lifts the suspension.
+			if (waitedOut) daemon.suspend();
 			void pending.then((late) => {
-				if (late) updateStatus(ctx, late.totals);
-				else if (daemon.gone) registerWhenReady();
+				if (late) {
+					daemon.unsuspend();
+					updateStatus(ctx, late.totals);
+				} else if (daemon.gone) registerWhenReady();
 			});
+		}
 	};
 
 	/**

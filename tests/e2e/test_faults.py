@@ -66,7 +66,7 @@ def test_slow_aux_costs_at_most_one_aux_timeout(pi: str, tmp_path: Path, xdg: Xd
     assert added < AUX_TIMEOUT_S + 5, (plain.elapsed, run.elapsed)
     # The aux model was asked (the budget was spent once) and the extractive digest stood.
     assert run.server.aux_requests, "the aux model was never asked"
-    digests = [c for b in run.main_bodies() for c in tool_contents(b) if "ctxwrap digest" in c]
+    digests = [c for b in run.main_bodies() for c in tool_contents(b) if "digested by ctxwrap" in c]
     assert digests and all("AUX DIGEST" not in c for c in digests)
     assert any("40,000 lines" in c or "40,001 lines" in c for c in digests)
     facts = json.loads(ctxwrap(xdg, "facts", "--json").stdout or "[]")
