@@ -22,6 +22,7 @@ import json
 import threading
 import time
 from pathlib import Path
+import os
 from typing import Any
 
 import pytest
@@ -32,7 +33,9 @@ from ctxwrap.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.e2e
 
-RUNS = 20
+# 10 runs per pi version: 20 races in every suite run (the issue's "20 of 20"), within the
+# suite's time budget; CTXWRAP_RACE_RUNS=20 for a longer soak.
+RUNS = int(os.environ.get("CTXWRAP_RACE_RUNS", "10"))
 SLOW_REGISTRATION = """
 import asyncio, json, os, time
 try:
