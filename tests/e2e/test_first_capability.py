@@ -19,10 +19,10 @@ The marks file says what happened; each run asserts the race took place.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
-import os
 from typing import Any
 
 import pytest
