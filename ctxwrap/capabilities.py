@@ -546,9 +546,15 @@ class SkillDirWatcher:
     """
 
     def __init__(
-        self, dirs: Iterable[str | Path], callback: Callable[[str], None], debounce: float = 0.3
+        self,
+        dirs: Iterable[str | Path],
+        callback: Callable[[str], None],
+        debounce: float = 0.3,
+        *,
+        recursive: bool = True,
     ) -> None:
         self._dirs = [Path(d) for d in dirs]
+        self._recursive = recursive
         self._callback = callback
         self._debounce = debounce
         self._timers: dict[str, threading.Timer] = {}
@@ -568,7 +574,7 @@ class SkillDirWatcher:
             if rd in seen or not rd.is_dir():
                 continue
             seen.add(rd)
-            obs.schedule(handler, str(rd), recursive=True)
+            obs.schedule(handler, str(rd), recursive=self._recursive)
         obs.daemon = True
         obs.start()
         self._observer = obs

@@ -11,6 +11,7 @@ from typing import Any
 from ctxwrap import protocol as P
 
 log = logging.getLogger("ctxwrap.daemon")
+MAX_WATCHED_SKILL_DIRS = 256  # one inotify watch each; skills beyond are still searchable
 
 
 class Capabilities:
@@ -41,19 +42,27 @@ class Capabilities:
                 ],
             )
             self._ready.add(req.session_id)
-            self._watch_skill_dirs({str(Path(s.file_path).parent.parent) for s in req.skills})
+            self._watch_skill_dirs({str(Path(s.file_path).parent) for s in req.skills})
         except Exception as exc:  # a broken catalog must not break the session
             log.warning("catalog update failed: %s", exc)
 
     def _watch_skill_dirs(self, dirs: set[str]) -> None:
-        if not dirs or dirs <= self._watched_dirs:
+        """Watch the directory of each catalogued skill file, not below it: a skill path is
+        the adapter's (hostile) data, and a recursive watch of its parent's parent was a walk
+        of the whole filesystem for a skill at `/x/SKILL.md`. New skills reach the catalog with
+        the adapter's next catalog update; the watch only keeps known ones fresh."""
+        dirs -= self._watched_dirs
+        if not dirs or len(self._watched_dirs) >= MAX_WATCHED_SKILL_DIRS:
             return
         from ctxwrap.capabilities import SkillDirWatcher
 
-        self._watched_dirs |= dirs
+        room = MAX_WATCHED_SKILL_DIRS - len(self._watched_dirs)
+        self._watched_dirs |= set(sorted(dirs)[:room])
         if self._watcher is not None:
             self._watcher.stop()
-        self._watcher = SkillDirWatcher(sorted(self._watched_dirs), self._catalog.refresh_skill)
+        self._watcher = SkillDirWatcher(
+            sorted(self._watched_dirs), self._catalog.refresh_skill, recursive=False
+        )
         self._watcher.start()
 
     def forget(self, session_id: str) -> None:

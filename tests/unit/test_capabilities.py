@@ -512,3 +512,54 @@ def test_a_session_without_its_catalog_is_not_ready_rather_than_empty(tmp_path: 
     caps.forget("s1")
     assert not caps.search(query, 8000).catalog_ready
     caps.stop()
+
+
+def test_skill_paths_from_the_adapter_never_widen_the_watch(tmp_path: Path) -> None:
+    """A skill path is the adapter's data: a skill at `/x/SKILL.md` once made the daemon watch
+    `/` recursively (a walk of the whole filesystem, a core busy for minutes). Only each skill
+    file's own directory is watched, not below it, and at most MAX_WATCHED_SKILL_DIRS of them;
+    an edit of a known skill still reaches the catalog."""
+    from ctxwrap import protocol as P
+    from ctxwrap.mechanisms.lazy import MAX_WATCHED_SKILL_DIRS, Capabilities
+
+    real = _make_skill(tmp_path / "skills", "fresh")
+    (tmp_path / "skills" / "fresh" / "deep" / "deeper").mkdir(parents=True)
+    hostile = [
+        P.SkillSpec(name=f"h{i}", description="d", file_path=f"/{i}/SKILL.md") for i in range(3)
+    ] + [P.SkillSpec(name="root", description="d", file_path="/SKILL.md")]
+    caps = Capabilities()
+    try:
+        caps.update(
+            P.CatalogUpdate(
+                session_id="s",
+                skills=[
+                    P.SkillSpec(name="fresh", description="fresh skill", file_path=str(real)),
+                    *hostile,
+                ],
+            )
+        )
+        assert str(real.parent) in caps._watched_dirs
+        assert "/" in caps._watched_dirs  # the parent of /SKILL.md: watched, but not below it
+        watches = list(caps._watcher._observer.emitters)
+        assert watches and all(not w.watch.is_recursive for w in watches)
+        # far more skill directories than the cap: the set stops growing
+        many = [
+            P.SkillSpec(
+                name=f"m{i}", description="d", file_path=str(tmp_path / f"m{i}" / "SKILL.md")
+            )
+            for i in range(MAX_WATCHED_SKILL_DIRS + 50)
+        ]
+        caps.update(P.CatalogUpdate(session_id="t", skills=many))
+        assert len(caps._watched_dirs) <= MAX_WATCHED_SKILL_DIRS
+        # a known skill edited on disk is re-read (the watch still does its job)
+        real.write_text("---\nname: fresh\ndescription: renamed by an edit\n---\n\nBody.\n")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            found = caps.search(P.CapabilitySearch(session_id="s", query="renamed edit"), 1000)
+            if found.matches and "renamed" in found.matches[0].description:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the edit of a watched skill was not picked up")
+    finally:
+        caps.stop()
