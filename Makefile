@@ -23,10 +23,11 @@ demo: setup
 	$(VENV)/bin/ctxwrap demo
 
 # pytest's exit 5 ("no tests collected") is a failure here, not a pass. -rs lists each skip
-# with its reason (a missing zsh/fish/man/systemd says which and how to install it).
+# with its reason (a missing zsh/fish/man/systemd says which and how to install it);
+# --durations names the slowest tests, to keep the suite within its time budget.
 test: setup
 	$(TOOLS_BIN)/node --test tests/node/*.test.ts
-	rc=0; $(PY) -m pytest -q -rs -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
+	rc=0; $(PY) -m pytest -q -rs --durations=25 -p no:cacheprovider $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-fast: setup
