@@ -206,7 +206,12 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
         )
         screen = Screen(child)
         try:
-            screen.wait_for("for shortcuts", timeout=90)
+            # the footer hint: "? for shortcuts", which ctxwrap's status line takes the place of
+            assert screen.poll(
+                lambda: "❯" in screen.text
+                and ("for shortcuts" in screen.text or "for agents" in screen.text),
+                timeout=90,
+            ), f"the TUI did not come up; tail: {screen.text[-2000:]!r}"
             for _ in range(3):  # a loaded machine can drop keystrokes while the TUI settles
                 time.sleep(1.0)  # let the input box take keystrokes
                 screen.type("run the generator")
