@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwrap.agents._proxy.sse import JsonEventStream
 from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit
 
 JsonDict = dict[str, Any]
@@ -250,7 +250,7 @@ class Usage:
 
 
 @dataclass
-class UsageReader:
+class UsageReader(JsonEventStream):
     """Reads usage from a response as its bytes pass through (SSE or JSON; gzip tolerated).
 
     It also reports the model's tool calls (``on_tool_use(id, name)``) and the end of the
@@ -258,60 +258,21 @@ class UsageReader:
     PostToolUse hook can then never arrive before its call is known.
     """
 
-    streaming: bool
-    encoding: str = ""
     usage: Usage = field(default_factory=Usage)
     on_tool_use: Callable[[str, str], None] | None = None
     on_end: Callable[[], None] | None = None
-    _buf: bytearray = field(default_factory=bytearray)
-    _inflate: Any = None
-    _limit: int = 8 << 20  # a JSON body larger than this is not parsed for usage
 
-    def __post_init__(self) -> None:
-        if self.encoding == "gzip":
-            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-
-    def feed(self, chunk: bytes) -> None:
-        if self.encoding not in ("", "identity", "gzip"):
-            return
-        if self._inflate is not None:
-            try:
-                chunk = self._inflate.decompress(chunk)
-            except zlib.error:
-                self.encoding = "broken"
-                return
-        if not self.streaming:
-            if len(self._buf) < self._limit:
-                self._buf += chunk
-            return
-        self._buf += chunk
-        while True:
-            cut = self._buf.find(b"\n\n")
-            if cut < 0:
-                break
-            frame, self._buf = bytes(self._buf[:cut]), self._buf[cut + 2 :]
-            self._event(frame)
-
-    def _event(self, frame: bytes) -> None:
-        for line in frame.replace(b"\r", b"").split(b"\n"):
-            if not line.startswith(b"data:"):
-                continue
-            try:
-                data = json.loads(line[5:])
-            except ValueError:
-                continue
-            if not isinstance(data, dict):
-                continue
-            if data.get("type") == "message_start" and isinstance(data.get("message"), dict):
-                m = data["message"]
-                self.usage.update(m.get("usage"), m.get("model"))
-            elif data.get("type") == "message_delta":
-                self.usage.update(data.get("usage"))
-            elif data.get("type") == "content_block_start":
-                self._tool_use(data.get("content_block"))
-            elif data.get("type") == "message_stop" and self.on_end is not None:
-                with contextlib.suppress(Exception):  # never at the cost of the stream
-                    self.on_end()
+    def _event(self, data: dict[str, Any]) -> None:
+        if data.get("type") == "message_start" and isinstance(data.get("message"), dict):
+            m = data["message"]
+            self.usage.update(m.get("usage"), m.get("model"))
+        elif data.get("type") == "message_delta":
+            self.usage.update(data.get("usage"))
+        elif data.get("type") == "content_block_start":
+            self._tool_use(data.get("content_block"))
+        elif data.get("type") == "message_stop" and self.on_end is not None:
+            with contextlib.suppress(Exception):  # never at the cost of the stream
+                self.on_end()
 
     def _tool_use(self, block: Any) -> None:
         if not isinstance(block, dict) or block.get("type") != "tool_use":
@@ -322,17 +283,13 @@ class UsageReader:
                 self.on_tool_use(cid, name)
 
     def finish(self) -> Usage:
-        if not self.streaming and self._buf:
-            try:
-                data = json.loads(bytes(self._buf))
-            except ValueError:
-                return self.usage
-            if isinstance(data, dict) and data.get("type") == "message":
-                self.usage.update(data.get("usage"), data.get("model"))
-                content = data.get("content")
-                for block in content if isinstance(content, list) else []:
-                    self._tool_use(block)
-                if self.on_end is not None:
-                    with contextlib.suppress(Exception):
-                        self.on_end()
+        data = self.body()
+        if data is not None and data.get("type") == "message":
+            self.usage.update(data.get("usage"), data.get("model"))
+            content = data.get("content")
+            for block in content if isinstance(content, list) else []:
+                self._tool_use(block)
+            if self.on_end is not None:
+                with contextlib.suppress(Exception):
+                    self.on_end()
         return self.usage

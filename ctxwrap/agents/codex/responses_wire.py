@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwrap.agents._proxy.sse import JsonEventStream
 from ctxwrap.agents.codex import commands
 from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit
 
@@ -362,58 +362,19 @@ class Usage:
 
 
 @dataclass
-class UsageReader:
+class UsageReader(JsonEventStream):
     """Reads usage and tool calls from a response as its bytes pass through (SSE or JSON)."""
 
-    streaming: bool
-    encoding: str = ""
     usage: Usage = field(default_factory=Usage)
     on_call: Callable[[str, str], None] | None = None
-    _buf: bytearray = field(default_factory=bytearray)
-    _inflate: Any = None
-    _limit: int = 8 << 20
 
-    def __post_init__(self) -> None:
-        if self.encoding == "gzip":
-            self._inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-
-    def feed(self, chunk: bytes) -> None:
-        if self.encoding not in ("", "identity", "gzip"):
-            return  # zstd and others: usage is not read (the stream still passes through)
-        if self._inflate is not None:
-            try:
-                chunk = self._inflate.decompress(chunk)
-            except zlib.error:
-                self.encoding = "broken"
-                return
-        if not self.streaming:
-            if len(self._buf) < self._limit:
-                self._buf += chunk
-            return
-        self._buf += chunk
-        while True:
-            cut = self._buf.find(b"\n\n")
-            if cut < 0:
-                break
-            frame, self._buf = bytes(self._buf[:cut]), self._buf[cut + 2 :]
-            self._event(frame)
-
-    def _event(self, frame: bytes) -> None:
-        for line in frame.replace(b"\r", b"").split(b"\n"):
-            if not line.startswith(b"data:"):
-                continue
-            try:
-                data = json.loads(line[5:])
-            except ValueError:
-                continue
-            if not isinstance(data, dict):
-                continue
-            if data.get("type") == "response.output_item.done":
-                self._item(data.get("item"))
-            elif data.get("type") in ("response.completed", "response.incomplete"):
-                resp = data.get("response")
-                if isinstance(resp, dict):
-                    self.usage.update(resp.get("usage"), resp.get("model"))
+    def _event(self, data: dict[str, Any]) -> None:
+        if data.get("type") == "response.output_item.done":
+            self._item(data.get("item"))
+        elif data.get("type") in ("response.completed", "response.incomplete"):
+            resp = data.get("response")
+            if isinstance(resp, dict):
+                self.usage.update(resp.get("usage"), resp.get("model"))
 
     def _item(self, item: Any) -> None:
         if not isinstance(item, dict) or item.get("type") not in CALL_TYPES:
@@ -424,13 +385,9 @@ class UsageReader:
                 self.on_call(cid, name)
 
     def finish(self) -> Usage:
-        if not self.streaming and self._buf:
-            try:
-                data = json.loads(bytes(self._buf))
-            except ValueError:
-                return self.usage
-            if isinstance(data, dict) and data.get("object") == "response":
-                self.usage.update(data.get("usage"), data.get("model"))
-                for item in data.get("output") or []:
-                    self._item(item)
+        data = self.body()
+        if data is not None and data.get("object") == "response":
+            self.usage.update(data.get("usage"), data.get("model"))
+            for item in data.get("output") or []:
+                self._item(item)
         return self.usage
