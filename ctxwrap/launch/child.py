@@ -7,12 +7,28 @@ status unchanged (signal → 128+N).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
+
+
+def find_executable(override_var: str, name: str, not_found: Callable[[str], Exception]) -> str:
+    """The agent binary a launcher runs: `$override_var` (a name on PATH or a path), else
+    `name` on PATH; `not_found(why)` is raised otherwise."""
+    override = os.environ.get(override_var, "")
+    if override:
+        found = shutil.which(override) or (override if os.access(override, os.X_OK) else None)
+        if not found:
+            raise not_found(f"{override_var}={override!r} is not an executable")
+        return found
+    found = shutil.which(name)
+    if not found:
+        raise not_found(f"{name} is not on PATH")
+    return found
 
 
 def run_child(

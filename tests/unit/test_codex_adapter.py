@@ -303,3 +303,27 @@ def test_side_thread() -> None:
     assert not wire.side_thread({"x-codex-turn-metadata": '{"thread_source":"user"}'})
     assert not wire.side_thread({"x-codex-turn-metadata": "not json"})
     assert not wire.side_thread({})
+
+
+def test_agent_binaries_are_found_by_override_then_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """launch/child.find_executable, which `ctxwrap claude` and `ctxwrap codex` share."""
+    from ctxwrap.agents.claude.launcher import ClaudeNotFound, find_claude
+    from ctxwrap.agents.codex.launcher import CodexNotFound, find_codex
+
+    exe = tmp_path / "bin" / "codex"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(exe.parent))
+    monkeypatch.delenv("CTXWRAP_CODEX", raising=False)
+    assert find_codex().argv == [str(exe)]
+    with pytest.raises(ClaudeNotFound, match="claude is not on PATH"):
+        find_claude()
+    monkeypatch.setenv("CTXWRAP_CODEX", str(tmp_path / "nope"))
+    with pytest.raises(CodexNotFound, match=r"CTXWRAP_CODEX=.* is not an executable") as err:
+        find_codex()
+    assert err.value.hint  # says how to install
+    monkeypatch.setenv("CTXWRAP_CLAUDE", str(exe))  # a path, not a name on PATH
+    assert find_claude().argv == [str(exe)]

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
@@ -46,18 +45,15 @@ class ClaudeInstall:
 
 
 def find_claude() -> ClaudeInstall:
-    override = os.environ.get("CTXWRAP_CLAUDE", "")
-    if override:
-        found = shutil.which(override) or (override if os.access(override, os.X_OK) else None)
-        if not found:
-            raise ClaudeNotFound(
-                f"CTXWRAP_CLAUDE={override!r} is not an executable", hint=INSTALL_HINT
+    from ctxwrap.launch.child import find_executable
+
+    return ClaudeInstall(
+        [
+            find_executable(
+                "CTXWRAP_CLAUDE", "claude", lambda why: ClaudeNotFound(why, hint=INSTALL_HINT)
             )
-    else:
-        found = shutil.which("claude")
-        if not found:
-            raise ClaudeNotFound("claude is not on PATH", hint=INSTALL_HINT)
-    return ClaudeInstall([found])
+        ]
+    )
 
 
 def claude_version(claude: ClaudeInstall, timeout: float = 5.0) -> str | None:

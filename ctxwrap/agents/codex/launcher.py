@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -96,18 +95,15 @@ class CodexInstall:
 
 
 def find_codex() -> CodexInstall:
-    override = os.environ.get("CTXWRAP_CODEX", "")
-    if override:
-        found = shutil.which(override) or (override if os.access(override, os.X_OK) else None)
-        if not found:
-            raise CodexNotFound(
-                f"CTXWRAP_CODEX={override!r} is not an executable", hint=INSTALL_HINT
+    from ctxwrap.launch.child import find_executable
+
+    return CodexInstall(
+        [
+            find_executable(
+                "CTXWRAP_CODEX", "codex", lambda why: CodexNotFound(why, hint=INSTALL_HINT)
             )
-    else:
-        found = shutil.which("codex")
-        if not found:
-            raise CodexNotFound("codex is not on PATH", hint=INSTALL_HINT)
-    return CodexInstall([found])
+        ]
+    )
 
 
 def codex_version(codex: CodexInstall, timeout: float = 5.0) -> str | None:
