@@ -13,7 +13,11 @@ once per policy, and prints per session and as medians per agent:
 - the saving after charging each needed-again result a re-read of the whole result (written
   once, then read by every later call until the next compaction), and after charging only the
   copies and recalls (a re-read is in the transcript already: plain paid it too);
-- the ratio of ctxwrap's cost to plain's in the same run.
+- the ratio of ctxwrap's cost to plain's in the same run;
+- compactions: where the agent compacted on its own (Claude Code records the trigger; pi's at
+  ≥ 85 % of the window), ctxwrap's smaller context compacts later: it carries what plain's
+  compaction dropped until its context reaches the size plain's had, and each side pays its
+  summarisation requests (`--policy as-recorded`: both compact where the agent did).
 
 Policies (`--policy`, repeatable; default: `before` and `default`):
 - `before`: the defaults before issue 21 (cold-boundary masking only, bash digest from 2,000
@@ -71,6 +75,8 @@ BEFORE = dict(
 # Each a variation of the current defaults (what docs/accounting.md's policy table measures).
 POLICIES: dict[str, Any] = {
     "before": lambda: _with(**BEFORE),
+    # both sides compact where the agent did (ctxwrap's smaller context not modelled)
+    "as-recorded": lambda: _with(compaction_timing=False),
     "default": _defaults,
     "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
     "cold-only": lambda: _with(mask_warm=False),
@@ -127,6 +133,8 @@ def session_row(g: dict[str, Any]) -> dict[str, Any]:
         "agent": g["format"],
         "calls": g["llm_calls"],
         "compactions": g["compactions"],
+        "compactions_deferred": g.get("compactions_deferred", 0),
+        "compactions_own": g.get("compactions_own", 0),
         "plain_weighted": plain,
         "ctxwrap_weighted": round(ours, 1),
         "plain_usd": cost["plain"]["usd"],
@@ -233,6 +241,12 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
                     lines.append(
                         f"   {'':44} compaction: context before it {p['plain_tokens']:,} tokens"
                         f" plain, {p['ctxwrap_tokens']:,} with ctxwrap"
+                    )
+                if r["compactions"]:
+                    lines.append(
+                        f"   {'':44} compactions: plain {r['compactions']}, with ctxwrap"
+                        f" {r['compactions'] - r['compactions_deferred'] + r['compactions_own']}"
+                        f" ({r['compactions_deferred']} later: its context was smaller)"
                     )
         for agent, m in res["medians"].items():
             need = ", ".join(

@@ -40,7 +40,15 @@ def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | Non
     cfg = d.cfg
     cid = req.tool_call_id
     if cid not in rt.sizes:  # first time: does it ask again for something hidden?
-        needed_again.on_result(d, rt, args_sig(req.tool_name, req.input), req.tool_name, req.input)
+        needed_again.on_result(
+            d,
+            rt,
+            args_sig(req.tool_name, req.input),
+            req.tool_name,
+            req.input,
+            req.text,
+            is_error=req.is_error,
+        )
     rt.sizes[cid] = len(req.text)
     if req.is_error or chars_to_tokens(len(req.text)) < cfg.amnesia_min_tokens:
         return None, False

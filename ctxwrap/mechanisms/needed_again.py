@@ -14,13 +14,15 @@ shows it next to the savings.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ctxwrap.daemon.session import SessionRuntime
-    from ctxwrap.mechanisms.ports import StoreView
+    from ctxwrap.mechanisms.ports import AuxView, StoreView
 
 # edits.kind → mechanism (a digest is a raw output of a bash-kind tool)
 KIND_MECHANISM = {
@@ -30,6 +32,38 @@ KIND_MECHANISM = {
     "strip_write": "writes",
     "mask": "masking",
 }
+
+
+# Claude Code numbers the lines of a Read result ("    12→…"); pi does not.
+_LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t)")
+# A re-read asks again for a hidden result when at least this share of one of the two (its own
+# lines, or the hidden ones) is the other's: a different range of the file, or a file rewritten
+# since, is a new question, not the hidden answer asked for again.
+REREAD_OVERLAP = 0.5
+
+
+def distinctive_lines(text: str) -> list[str]:
+    """The distinctive lines of a text (stripped, line numbers off, at least 10 chars with a
+    letter or digit), each once: what a later edit can be seen copying, or a re-read return."""
+    out: dict[str, None] = {}
+    for raw in text.splitlines():
+        line = _LINE_NUMBER.sub("", raw, count=1).strip()
+        if len(line) >= 10 and any(ch.isalnum() for ch in line):
+            out[line] = None
+    return list(out)
+
+
+def asks_again(hidden: Collection[str], new: Collection[str]) -> bool:
+    """Whether a re-read returned what was hidden (both as `distinctive_lines`): most of the
+    smaller of the two is in the other — a narrower range of the hidden result, the same file
+    again, or a wider range around it. A different range, or a file rewritten since, is not.
+    Without distinctive lines on either side (a tiny or binary file), any re-read counts."""
+    if not hidden or not new:
+        return True
+    small, large = (hidden, new) if len(hidden) <= len(new) else (new, hidden)
+    big = set(large)
+    shared = sum(1 for line in small if line in big)
+    return shared >= REREAD_OVERLAP * len(small)
 
 
 def record(d: StoreView, session_id: str, tool_call_id: str, how: str) -> None:
@@ -49,20 +83,58 @@ def on_recall(d: StoreView, handle: str) -> None:
         record(d, str(rows[0]["session_id"]), str(rows[0]["tool_call_id"]), "recalled")
 
 
+# At most this much of a stored hidden read is compared with a re-read (the rest is ignored).
+_COMPARE_MAX_CHARS = 512 * 1024
+
+
+def _stored_text(d: AuxView, session_id: str, tool_call_id: str) -> str | None:
+    """The text ctxwrap kept of a hidden result (redacted as stored), or None."""
+    rows = d.store.query(
+        "SELECT handle FROM raw_outputs WHERE session_id=? AND tool_call_id=?",
+        (session_id, tool_call_id),
+    )
+    path = d.raw.path_of(str(rows[0]["handle"])) if rows else None
+    if path is None:
+        return None
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return f.read(_COMPARE_MAX_CHARS)
+    except OSError:
+        return None
+
+
 def on_result(
-    d: StoreView, rt: SessionRuntime, sig: str, tool_name: str, args: dict[str, Any]
+    d: AuxView,
+    rt: SessionRuntime,
+    sig: str,
+    tool_name: str,
+    args: dict[str, Any],
+    text: str,
+    *,
+    is_error: bool = False,
 ) -> None:
     """A new result arrived: if its call repeats a hidden one, or reads a file whose earlier
-    read was hidden, that hidden result was needed again."""
+    read was hidden, and it returned what was hidden (`asks_again`: not another range of the
+    file, not a file rewritten since), that hidden result was needed again. Replay applies the
+    same rule (replay/_sim.py)."""
+    is_read = tool_name.lower() == "read"
     hidden = rt.hidden_by_sig.get(sig)
-    if hidden is not None:
-        record(d, rt.session_id, hidden, "reread")
-    if tool_name.lower() == "read":
+    candidates: list[str] = [] if hidden is None else [hidden]
+    if is_read:
         path = args.get("path", args.get("file_path"))
         if isinstance(path, str):
-            for cid in rt.hidden_reads.get(path, ()):
-                if cid != hidden:
-                    record(d, rt.session_id, cid, "reread")
+            candidates += [c for c in rt.hidden_reads.get(path, ()) if c != hidden]
+    if not candidates or (is_read and is_error):
+        return
+    new: list[str] | None = None
+    for cid in candidates:
+        if is_read:
+            old = _stored_text(d, rt.session_id, cid)
+            if new is None:
+                new = distinctive_lines(text)
+            if old is not None and not asks_again(distinctive_lines(old), new):
+                continue
+        record(d, rt.session_id, cid, "reread")
 
 
 def summary(

@@ -62,6 +62,10 @@ class Compaction:
     ts: float
     summary_chars: int
     first_kept_id: str | None
+    # "manual" (the user asked: it happens whatever the context size), "auto" (the context
+    # crossed the agent's threshold), or None: not recorded (pi, Codex; see `tokens_before`)
+    trigger: str | None = None
+    tokens_before: int | None = None  # the context size the agent recorded (pi's tokensBefore)
 
 
 @dataclass(frozen=True, slots=True)

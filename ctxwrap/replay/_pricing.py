@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from ctxwrap.engine.cost import ONE_HOUR_TTL_S, CallCost, Prices, RequestShape
 from ctxwrap.engine.cost import default_prices as _default_prices
 from ctxwrap.engine.cost import price_requests as _price_requests
+from ctxwrap.engine.cost import price_tokens as _price_tokens
 
 COST_MODEL = "ctxwrap.engine.cost"
 
@@ -42,3 +44,23 @@ def request_shape(
     ts: float, blocks: tuple[tuple[str, int], ...], output_tokens: int
 ) -> RequestShape:
     return RequestShape(ts=ts, blocks=blocks, output_tokens=output_tokens)
+
+
+def with_one_off(call: CallCost, input_tokens: int, output_tokens: int, prices: Prices) -> CallCost:
+    """`call` plus a one-off request priced with it (a compaction's summarisation: input all
+    fresh, as pi sends it with caching off): weighted input, tokens and money added."""
+    extra = _price_tokens(prices, uncached=input_tokens, output=output_tokens)
+    usd = None if call.usd is None or extra.usd is None else call.usd + extra.usd
+    in_usd = (
+        None
+        if call.input_usd is None or extra.input_usd is None
+        else call.input_usd + extra.input_usd
+    )
+    return dataclasses.replace(
+        call,
+        uncached_input_tokens=call.uncached_input_tokens + input_tokens,
+        output_tokens=call.output_tokens + output_tokens,
+        weighted_tokens=call.weighted_tokens + extra.weighted_tokens,
+        usd=usd,
+        input_usd=in_usd,
+    )

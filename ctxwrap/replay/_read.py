@@ -383,6 +383,7 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
             ts,
             _summary_chars(entry.get("summary")),
             str(first_kept) if first_kept is not None else None,
+            tokens_before=_int(entry.get("tokensBefore")) or None,
         )
     if kind == "context_edit":
         # an extension replaced (or, with null, removed) an earlier entry's content in the
@@ -444,6 +445,7 @@ class ClaudeReader:
         self.header_done = False
         self.subagent: bool | None = None
         self.pending_boundary: float | None = None  # ts of a boundary awaiting its summary
+        self.pending_trigger: str | None = None  # its compactMetadata.trigger
 
     def header(self, entry: dict[str, Any]) -> Header:
         sid = str(entry.get("sessionId") or self.path.stem)
@@ -479,13 +481,13 @@ class ClaudeReader:
             )
             return
         if self.pending_boundary is not None and not entry.get("isCompactSummary"):
-            yield Compaction(self.pending_boundary, 0, None)
+            yield Compaction(self.pending_boundary, 0, None, self.pending_trigger)
             self.pending_boundary = None
         yield from self._events(entry, kind)
 
     def finish(self) -> Iterator[Event]:
         if self.pending_boundary is not None:
-            yield Compaction(self.pending_boundary, 0, None)
+            yield Compaction(self.pending_boundary, 0, None, self.pending_trigger)
             self.pending_boundary = None
 
     def _events(self, entry: dict[str, Any], kind: object) -> Iterator[Event]:
@@ -497,6 +499,9 @@ class ClaudeReader:
             subtype = entry.get("subtype")
             if subtype == "compact_boundary":
                 self.pending_boundary = ts
+                meta = entry.get("compactMetadata")
+                trigger = meta.get("trigger") if isinstance(meta, dict) else None
+                self.pending_trigger = trigger if trigger in ("auto", "manual") else None
             elif subtype == "microcompact_boundary":
                 meta = entry.get("microcompactMetadata")
                 meta = meta if isinstance(meta, dict) else {}
@@ -531,6 +536,7 @@ class ClaudeReader:
                     self.pending_boundary if self.pending_boundary is not None else ts,
                     _content_chars(content),
                     None,
+                    self.pending_trigger,
                 )
                 self.pending_boundary = None
                 return

@@ -26,7 +26,7 @@ from ctxwrap.replay._sim import (
 
 SCHEMA = 1
 # Mechanisms whose savings sit in the message list (the rest are system prompt and tools).
-MESSAGE_MECHANISMS = ("bash", "amnesia", "writes", "masking")
+MESSAGE_MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction")
 
 
 def default_roots(home: Path | None = None) -> list[Path]:
@@ -97,7 +97,7 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
             p_blocks = [(fingerprint(sid, "p-epoch", c.index), tokens(p_msgs))]
         else:
             p_blocks.append((fingerprint(sid, "p", c.index), tokens(p_msgs) - tokens(p_prev)))
-        if c.masked and not c.compaction and c.rewrite_from is not None and o_blocks:
+        if c.masked and not c.ours_compaction and c.rewrite_from is not None and o_blocks:
             # a masking pass rewrites from the first message it changed: the blocks before it
             # stay cached, the rest is one new block
             keep = 0
@@ -108,7 +108,7 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
             kept = sum(n for _, n in o_blocks)
             o_blocks.append((fingerprint(sid, "o-mask", c.index), tokens(o_msgs) - kept))
             o_spans.append((start, c.index))
-        elif c.compaction or c.masked or not o_blocks or o_msgs < o_prev:
+        elif c.ours_compaction or c.masked or not o_blocks or o_msgs < o_prev:
             o_blocks = [(fingerprint(sid, "o-epoch", c.index), tokens(o_msgs))]
             o_spans = [(c.index, c.index)]
         else:
@@ -117,10 +117,16 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
         p_prev, o_prev = p_msgs, o_msgs
         plain.append(_pricing.request_shape(c.ts, (*head_p, *p_blocks), c.output_tokens))
         ours.append(_pricing.request_shape(c.ts, (*head_o, *o_blocks), c.output_tokens))
-    return CallCosts(
+    costs = CallCosts(
         _pricing.price_requests(plain, prices, ttl_s=ttl_s),
         _pricing.price_requests(ours, prices, ttl_s=ttl_s),
     )
+    for at, side, input_tokens, output_tokens in r.summarisations:
+        series = costs.plain if side == "plain" else costs.ctxwrap
+        if series:
+            i = min(at, len(series) - 1)
+            series[i] = _pricing.with_one_off(series[i], input_tokens, output_tokens, prices)
+    return costs
 
 
 def _sum_costs(costs: list[Any]) -> dict[str, Any]:
@@ -194,7 +200,7 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
     # calls left before the next compaction, per call index
     left = [0] * (n + 1)
     for i in range(n - 1, -1, -1):
-        left[i] = 0 if i + 1 < n and r.calls[i + 1].compaction else left[i + 1] + 1
+        left[i] = 0 if i + 1 < n and r.calls[i + 1].ours_compaction else left[i + 1] + 1
     per: dict[str, dict[str, Any]] = {}
     charge = copy_charge = 0.0
     for iv in r.interventions:
@@ -243,6 +249,10 @@ def session_json(
         "model": r.model,
         "system_estimated": r.system_estimated,
         "compactions": r.compactions,
+        # compaction timing (Thresholds.compaction_timing): of the agent's compactions, those
+        # ctxwrap's smaller context would not have triggered yet; its own later ones
+        "compactions_deferred": r.compactions_deferred,
+        "compactions_own": r.compactions_own,
         "cache_ttl_s": r.cache_ttl_s or None,
         "compaction_points": [
             {"plain_tokens": p, "ctxwrap_tokens": o} for p, o in r.compaction_points
@@ -275,6 +285,7 @@ def session_json(
                 "saved": c.saved,
                 "tagger_bound_chars": c.tagger_bound_chars,
                 "compaction": c.compaction,
+                "ctxwrap_compaction": c.ours_compaction,
                 "masked": c.masked,
                 "idle_gap_s": round(c.idle_gap_s, 3),
                 "cost_plain": _one_cost(p),

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field
@@ -42,6 +41,7 @@ from typing import Any
 from ctxwrap.aux import prompts
 from ctxwrap.daemon.session import chars_to_tokens, recall_call
 from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
+from ctxwrap.engine.cost import DEFAULT_SUMMARY_TOKENS, SUMMARY_PROMPT_TOKENS
 from ctxwrap.engine.edits import TailMessage, TailToolCall, args_sig
 from ctxwrap.engine.facts import heuristic_fact, line_count
 from ctxwrap.engine.masking import (
@@ -54,6 +54,7 @@ from ctxwrap.engine.masking import (
 from ctxwrap.engine.rereads import pointer_text, result_digest
 from ctxwrap.mechanisms.digest import clearly_smaller, digest_header
 from ctxwrap.mechanisms.masking import tombstone_text
+from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
 from ctxwrap.replay._events import (
     ClearedResults,
     Compaction,
@@ -68,7 +69,9 @@ Tagger = Callable[
     [str, dict[str, Any], str, str], Any
 ]  # (tool, args, result, request) → TagOutcome
 
-MECHANISMS = ("bash", "amnesia", "writes", "masking", "skills", "tools")
+# "compaction": what ctxwrap's later compaction changes (`Thresholds.compaction_timing`):
+# negative while it carries history the agent's own compaction dropped from plain's context.
+MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction", "skills", "tools")
 META_TOOLS = frozenset({"read", "grep", "find", "ls", "glob"})
 # Name + description + JSON parameters of ctx_recall and find_capability as the bridge
 # registers them (pi). Measured from `ctxwrap stats` (saved_tools per call); the agreement
@@ -107,6 +110,11 @@ class Thresholds:
     mask_kinds: str = "recall"  # recall: what has a recall path (read-like, digested bash); all
     write: bool = True
     bash: bool = True
+    # An automatic compaction happens when the context crosses the agent's threshold: under
+    # ctxwrap the context is smaller, so it comes later (or never). True: model that (ctxwrap
+    # compacts once its context reaches what plain's was there); False: both sides compact
+    # where the agent did. A manual compaction (Claude Code records the trigger) is where it was.
+    compaction_timing: bool = True
 
     @classmethod
     def from_settings(cls, s: Any) -> Thresholds:
@@ -173,10 +181,13 @@ class CallFigures:
     saved: dict[str, int]  # chars kept out, per mechanism
     tagger_bound_chars: int
     output_tokens: int
-    compaction: bool = False
+    compaction: bool = False  # plain's context was compacted before this call
     masked: bool = False  # a masking pass rewrote history before this call
     idle_gap_s: float = 0.0
     rewrite_from: int | None = None  # the first call whose new messages the masking changed
+    # ctxwrap's context was compacted before this call: with the plain's, or later (its own,
+    # `Thresholds.compaction_timing`)
+    ours_compaction: bool = False
 
     @property
     def plain_chars(self) -> int:
@@ -230,6 +241,11 @@ class SessionReplay:
     # ctxwrap's is well under the agent's threshold, the agent would have compacted later
     # under ctxwrap (not modelled: both sides compact where the agent did)
     compaction_points: list[tuple[int, int]] = field(default_factory=list)
+    compactions_deferred: int = 0  # of `compactions`: not yet under ctxwrap (smaller context)
+    compactions_own: int = 0  # ctxwrap's own, later compactions
+    # each compaction's summarisation request: (the call it precedes, "plain" | "ctxwrap",
+    # input tokens, output tokens) — priced with the call it precedes (replay/_run.py)
+    summarisations: list[tuple[int, str, int, int]] = field(default_factory=list)
     aux_real: bool = False  # --tag: the amnesia aux figures are the backend's, not estimates
 
     def add_aux(self, mechanism: str, task: str, prompt_chars: int) -> None:
@@ -297,6 +313,22 @@ def _json_str_len(text: str) -> int:
     return len(json.dumps(text, ensure_ascii=False)) - 2
 
 
+# pi compacts on its own at its model's context window less a reserve (16,384 tokens by
+# default); it records no trigger. Below this share of the window it was the user's /compact.
+AUTO_COMPACTION_SHARE = 0.85
+SUMMARY_RESULT_MAX_CHARS = 2000
+
+
+def _automatic(ev: Compaction, model: str | None) -> bool:
+    """Whether a compaction was the agent's own (context size), not the user's request."""
+    if ev.trigger is not None:
+        return ev.trigger == "auto"
+    if ev.tokens_before is None:
+        return True  # nothing recorded (Codex): taken as the agent's own
+    window = 272_000 if (model or "").startswith("gpt-") else 200_000
+    return ev.tokens_before >= AUTO_COMPACTION_SHARE * window
+
+
 def _label(tool: str, args: dict[str, Any]) -> str:
     for key in ("path", "file_path", "pattern", "query", "command"):
         if key in args:
@@ -304,21 +336,10 @@ def _label(tool: str, args: dict[str, Any]) -> str:
     return tool
 
 
-# Claude Code numbers the lines of a Read result ("    12→…"); pi does not.
-_LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t)")
 _OLD_KEYS = frozenset({"old_string", "oldText", "old_str", "old"})
 _PATH_NAMES = {"read": "read", "write": "write", "edit": "edit", "multiedit": "MultiEdit"}
-
-
-def _lines(text: str) -> list[str]:
-    """The distinctive lines of a text (stripped, line numbers off, at least 10 chars with a
-    letter or digit), each once: what a later edit can be seen copying."""
-    out: dict[str, None] = {}
-    for raw in text.splitlines():
-        line = _LINE_NUMBER.sub("", raw, count=1).strip()
-        if len(line) >= 10 and any(ch.isalnum() for ch in line):
-            out[line] = None
-    return list(out)
+_lines = distinctive_lines
+_MESSAGE_SAVINGS = ("bash", "amnesia", "writes", "masking", "compaction")
 
 
 def _strings(value: Any, keys: frozenset[str] | None = None, key: str = "") -> Iterable[str]:
@@ -410,6 +431,15 @@ class SessionSimulator:
         self.hidden_lines: dict[int, list[str]] = {}
         self.hidden_by_line: dict[str, set[int]] = {}
         self.hidden_paths: dict[str, set[int]] = {}
+        self.pending_rereads: dict[str, tuple[int, list[int]]] = {}  # read call → (at, hidden)
+        # Compaction timing: the context size (estimated chars of the whole request) at which
+        # the agent compacted, while ctxwrap's deferred compaction is still to come.
+        self.deferred_at: int | None = None
+        self.pending_own_compaction = False  # this call is cold for ctxwrap only
+        self.carried = 0  # chars of history ctxwrap carries that plain's compaction dropped
+        self.carried_summarised = 0  # tokens of it ctxwrap's own summarisation will read
+        self.last_summary_tokens = DEFAULT_SUMMARY_TOKENS
+        self.deferred_now = False  # plain compacted before the next call, ctxwrap did not
 
     # -- context bookkeeping --------------------------------------------------------------
 
@@ -457,9 +487,9 @@ class SessionSimulator:
                 for idx in self.hidden_by_line.get(line, ()):
                     self._mark(idx, "copied", at)
             path = _call_path(c)
-            if c.name == "read" and path:
-                for idx in self.hidden_paths.get(path, ()):
-                    self._mark(idx, "reread", at)
+            if c.name == "read" and path and self.hidden_paths.get(path):
+                # judged when its result arrives: did it return what was hidden?
+                self.pending_rereads[c.call_id] = (at, list(self.hidden_paths[path]))
             if c.name == "ctx_recall" or (
                 c.name == "bash" and "ctxwrap recall" in str(c.args.get("command", ""))
             ):
@@ -540,14 +570,43 @@ class SessionSimulator:
                 self.r.started_at = ev.ts
 
     def _compaction(self, ev: Compaction) -> None:
-        if self.r.calls:
-            last = self.r.calls[-1]
+        last = self.r.calls[-1] if self.r.calls else None
+        if last is not None:
             self.r.compaction_points.append((tokens(last.plain_chars), tokens(last.sent_chars)))
         keep = (
             self.index.get(ev.first_kept_id, len(self.items))
             if ev.first_kept_id
             else len(self.items)
         )
+        carried = 0
+        summarised = self._summarised(self.items[:keep])
+        if ev.summary_chars:
+            self.last_summary_tokens = tokens(ev.summary_chars)
+        self._summarisation("plain", summarised)
+        defer = (
+            self.th.compaction_timing
+            and _automatic(ev, self.r.model)
+            and last is not None
+            and last.sent_chars < last.plain_chars
+        )
+        if defer:
+            assert last is not None
+            # ctxwrap's context is under the size that triggered this compaction: the agent
+            # would not compact yet. ctxwrap keeps what plain drops (as it was sent) and has no
+            # summary; earlier carried history stays carried.
+            carried = sum(
+                it.chars - sum(it.saved.get(m, 0) for m in _MESSAGE_SAVINGS)
+                for it in self.items[:keep]
+            )
+            self.deferred_at = last.plain_chars
+            self.carried_summarised += summarised
+            self.r.compactions_deferred += 1
+            self.deferred_now = True
+        elif self.carried:
+            # ctxwrap, still carrying history, compacts with plain now
+            self._own_compaction(summarised)
+        else:
+            self._summarisation("ctxwrap", summarised)
         self._reset(keep)
         self.r.compactions += 1
         self.pending_compaction = True
@@ -558,11 +617,53 @@ class SessionSimulator:
                     f"compaction-{self.r.compactions}",
                     "custom",
                     ev.summary_chars,
-                    {},
+                    {"compaction": ev.summary_chars} if defer else {},
                     self.task,
                     desc=TailMessage(role="custom"),
                 )
             )
+        if defer:
+            self.saved["compaction"] -= carried
+            self.carried += carried
+
+    def _summarised(self, items: list[_Item]) -> int:
+        """Tokens a compaction's summarisation request reads of these items: pi's serializer
+        cuts each tool result to 2,000 chars (compaction/utils TOOL_RESULT_MAX_CHARS)."""
+        cut = SUMMARY_RESULT_MAX_CHARS if self.r.fmt == "pi" else None
+        return tokens(
+            sum(
+                min(it.chars, cut) if cut is not None and it.role == "tool_result" else it.chars
+                for it in items
+            )
+        )
+
+    def _summarisation(self, side: str, summarised: int) -> None:
+        self.r.summarisations.append(
+            (
+                len(self.r.calls),
+                side,
+                summarised + SUMMARY_PROMPT_TOKENS,
+                self.last_summary_tokens,
+            )
+        )
+
+    def _own_compaction(self, summarised: int | None = None) -> None:
+        """ctxwrap's context reached the size at which the agent compacted: it compacts now.
+        What it carried is gone; from here on it is modelled as plain's context is (summary
+        and what followed), less the other mechanisms' savings — an upper bound of its size,
+        since a compaction this late would keep less."""
+        if summarised is None:
+            summarised = self._summarised(self.items)  # what followed plain's compaction
+        self._summarisation("ctxwrap", self.carried_summarised + summarised)
+        self.carried_summarised = 0
+        self.saved["compaction"] += self.carried
+        for it in self.items:
+            v = it.saved.pop("compaction", 0)
+            self.saved["compaction"] -= v
+        self.carried = 0
+        self.deferred_at = None
+        self.pending_own_compaction = True
+        self.r.compactions_own += 1
 
     def _cleared(self, ev: ClearedResults) -> None:
         """The agent cleared results itself (Claude Code's microcompact): both sides carry the
@@ -764,6 +865,13 @@ class SessionSimulator:
                 self.r.add_aux("amnesia", "tag", len(prompts.TAG_SYSTEM) + len(p))
         if item.read_key is not None:
             self.latest_read[item.read_key] = len(self.items)
+        pending = self.pending_rereads.pop(m.tool_call_id or "", None)
+        if pending is not None and not m.is_error:
+            new = _lines(m.text)
+            for idx in pending[1]:
+                hidden = self.hidden_lines.get(idx)
+                if hidden is not None and asks_again(hidden, new):
+                    self._mark(idx, "reread", pending[0])
         if not item.lines and not item.saved.get("amnesia"):
             item.lines = _lines(m.text)
         item.desc = TailMessage(
@@ -934,7 +1042,19 @@ class SessionSimulator:
         gap = 0.0
         if self.last_response_ts is not None:
             gap = max(0.0, request_ts - self.last_response_ts)
-        rewrite_from = self._mask(index, gap > self.ttl_s or self.pending_compaction)
+        if self.deferred_at is not None:
+            sent = (
+                self.system.chars
+                + self.system.tools_chars
+                + self.msg_chars
+                - sum(self.saved.get(k, 0) for k in _MESSAGE_SAVINGS)
+            )
+            if sent >= self.deferred_at:
+                self._own_compaction()
+        ours_cold = self.pending_own_compaction or (
+            self.pending_compaction and not self.deferred_now
+        )
+        rewrite_from = self._mask(index, gap > self.ttl_s or ours_cold)
         masked = rewrite_from is not None
         self.tail_start = len(self.items)
         self.round_item = None
@@ -964,12 +1084,15 @@ class SessionSimulator:
                 tagger_bound_chars=self.bound,
                 output_tokens=m.output_tokens,
                 compaction=self.pending_compaction,
+                ours_compaction=ours_cold,
                 masked=masked,
                 idle_gap_s=gap,
                 rewrite_from=rewrite_from,
             )
         )
         self.pending_compaction = False
+        self.pending_own_compaction = False
+        self.deferred_now = False
 
     def finish(self) -> SessionReplay:
         return self.r

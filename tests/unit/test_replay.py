@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from ctxwrap.engine.cost import SUMMARY_PROMPT_TOKENS
 from ctxwrap.replay import MAX_LINE_BYTES, Thresholds, _pricing, replay_paths, run_json
+from ctxwrap.replay._run import price_session
 from ctxwrap.replay._sim import OWN_TOOLS_CHARS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
@@ -452,3 +454,133 @@ def test_a_masked_read_quoted_by_a_later_edit_is_needed_again(
     figures = needed_again(r, _pricing.default_prices(None))["mechanisms"]["masking"]
     assert figures["needed_again"] == (1 if needed else 0) and figures["interventions"] == 1
     assert (figures["share_pct"] == 100.0) is bool(needed)
+
+
+def _reread_session(args: dict[str, Any], text: str) -> list[Any]:
+    """`_needed_session`, but the answer after the idle gap reads a.py again (`args`), and
+    the read returns `text`."""
+    from ctxwrap.replay._events import Message, ToolCall
+
+    ev = _needed_session("unused")[:-3]
+    t = ev[-1].ts + 2
+    again = ToolCall("c9", "read", {"path": "a.py", **args}, 40)
+    ev.append(Message("u2", None, "user", t + 600, 12))  # idle past the TTL: a cold boundary
+    ev.append(Message("a9", None, "assistant", t + 610, 80, [again], request_key="q9"))
+    ev.append(Message("t9", None, "tool_result", t + 611, len(text), [], "c9", "read", text))
+    ev.append(Message("a10", None, "assistant", t + 700, 10, [], request_key="q10"))
+    return ev
+
+
+_BODY = "".join(f"def function_number_{i}(): pass\n" for i in range(80))
+
+
+@pytest.mark.parametrize(
+    ("args", "text", "needed"),
+    [
+        ({}, _BODY, "reread"),  # the same file again
+        ({"offset": 10, "limit": 5}, _BODY.splitlines(keepends=True)[10:15], "reread"),  # a part
+        # another range of the file (lines the hidden read never had): a new question
+        ({"offset": 81}, "".join(f"class Other{i}: pass\n" for i in range(40)), None),
+        # the file rewritten since: the hidden content is not what came back
+        ({}, "".join(f"async def renamed_{i}(): pass\n" for i in range(80)), None),
+    ],
+)
+def test_a_reread_counts_only_when_it_returns_what_was_hidden(
+    args: dict[str, Any], text: str | list[str], needed: str | None
+) -> None:
+    from ctxwrap.replay._sim import SessionSimulator
+
+    sim = SessionSimulator("s", Thresholds(mask_read_idle_rounds=2, mask_warm=False))
+    sim.feed(_reread_session(args, "".join(text)))
+    [mask] = [i for i in sim.finish().interventions if i.kind == "mask"]
+    assert mask.reason == "untouched"
+    assert mask.needed_again == needed
+
+
+def test_asks_again_compares_the_smaller_side() -> None:
+    from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
+
+    whole = distinctive_lines(_BODY)
+    assert asks_again(whole, whole[3:6])  # a narrower range of what was hidden
+    assert asks_again(whole[3:6], whole)  # a wider read around it
+    assert not asks_again(whole[:40], whole[40:])  # the next page of the file
+    # Claude Code's numbered Read lines compare equal to pi's plain ones
+    numbered = "".join(f"{i:>6}→{line}" for i, line in enumerate(_BODY.splitlines(True), 1))
+    assert distinctive_lines(numbered) == whole
+    assert asks_again([], ["anything at all"])  # nothing to compare: any re-read counts
+
+
+def _compacting_session(trigger: str | None, tokens_before: int | None) -> list[Any]:
+    """A pi session: ten rounds each writing a 20,000-char file (stripped by ctxwrap), a
+    compaction keeping the last two rounds, then twelve answers of 20,000 chars (the same on
+    both sides) — enough for ctxwrap's smaller context to reach the size plain compacted at."""
+    from ctxwrap.replay._events import Compaction, Header, Message, ToolCall
+
+    body = "".join(f"line {i} of a generated module\n" for i in range(650))  # ~20k chars
+    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 20)]
+    t = 2.0
+    for i in range(10):
+        args = {"path": f"m{i}.py", "content": body}
+        call = ToolCall(f"w{i}", "write", args, len("write") + len(json.dumps(args)))
+        ev.append(Message(f"a{i}", None, "assistant", t, call.chars + 60, [call],
+                          request_key=f"q{i}"))  # fmt: skip
+        ev.append(Message(f"t{i}", None, "tool_result", t + 1, 30, [], f"w{i}", "write", "ok"))
+        t += 2
+    ev.append(Compaction(t, 4000, "a8", trigger, tokens_before))
+    for i in range(10, 22):
+        ev.append(Message(f"a{i}", None, "assistant", t, 20000, [], request_key=f"q{i}"))
+        t += 2
+    ev.append(Message("end", None, "assistant", t, 10, [], request_key="q-end"))
+    return ev
+
+
+@pytest.mark.parametrize(
+    ("trigger", "tokens_before", "timing", "deferred"),
+    [
+        (None, 184_000, True, True),  # pi at its threshold: the agent's own compaction
+        ("auto", None, True, True),  # Claude Code records the trigger
+        ("manual", None, True, False),  # the user's /compact happens whatever the size
+        (None, 120_000, True, False),  # pi far under its threshold: the user's /compact
+        (None, 184_000, False, False),  # as recorded: both sides compact where the agent did
+    ],
+)
+def test_ctxwrap_compacts_later_when_its_context_is_smaller(
+    trigger: str | None, tokens_before: int | None, timing: bool, deferred: bool
+) -> None:
+    from ctxwrap.replay._sim import SessionSimulator
+
+    from ctxwrap.replay._run import MESSAGE_MECHANISMS
+
+    sim = SessionSimulator("s", Thresholds(mask=False, compaction_timing=timing))
+    events = _compacting_session(trigger, tokens_before)
+    cut = next(i for i, e in enumerate(events) if type(e).__name__ == "Compaction")
+    sim.feed(events[:cut])
+    # what ctxwrap sent of the prompt and rounds 0-7: what plain's compaction drops
+    keep = next(i for i, it in enumerate(sim.items) if it.entry_id == "a8")
+    carried = sum(
+        it.chars - sum(it.saved.get(m, 0) for m in MESSAGE_MECHANISMS) for it in sim.items[:keep]
+    )
+    sim.feed(events[cut:])
+    r = sim.finish()
+    at = next(c.index for c in r.calls if c.compaction)
+    before, after = r.calls[at - 1], r.calls[at]
+    assert r.compactions == 1 and before.sent_chars < before.plain_chars
+    assert r.compactions_deferred == int(deferred)
+    sides = [side for _, side, _, _ in r.summarisations]
+    if not deferred:
+        assert after.ours_compaction and after.saved["compaction"] == 0
+        assert sides == ["plain", "ctxwrap"]  # both summarise there
+        return
+    # plain drops rounds 0-7 for a 4,000-char summary; ctxwrap keeps them as it sent them
+    # (stripped writes) and has no summary: the difference is the "compaction" figure
+    assert not after.ours_compaction
+    assert 0 < carried < 8 * 1000 and after.saved["compaction"] == 4000 - carried
+    # ctxwrap compacts once its context reaches what plain's was at the compaction
+    own = next(c for c in r.calls[at + 1 :] if c.ours_compaction)
+    assert r.calls[own.index - 1].sent_chars < before.plain_chars <= own.sent_chars + carried
+    assert own.saved["compaction"] == 0 and r.compactions_own == 1
+    assert sides == ["plain", "ctxwrap"]
+    assert [a for a, side, _, _ in r.summarisations if side == "ctxwrap"] == [own.index]
+    # the summarisations are priced with the call they precede
+    costs = price_session(r, _pricing.default_prices("claude-opus-4-5"), 300.0)
+    assert costs.ctxwrap[own.index].uncached_input_tokens >= SUMMARY_PROMPT_TOKENS
