@@ -77,6 +77,8 @@ POLICIES: dict[str, Any] = {
     "before": lambda: _with(**BEFORE),
     # both sides compact where the agent did (ctxwrap's smaller context not modelled)
     "as-recorded": lambda: _with(compaction_timing=False),
+    # pi compacts on its own, later than plain pi (no `compact_like_plain`)
+    "compact-later": lambda: _with(compact_like_plain=False),
     "default": _defaults,
     "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
     "cold-only": lambda: _with(mask_warm=False),

@@ -146,6 +146,10 @@ class Settings(BaseSettings):
         True,
         description="Also mask while the cache is warm when the cost model says the rewrite pays back over the calls expected to follow (measured on real sessions: docs/accounting.md).",
     )
+    compact_like_plain: bool = Field(
+        True,
+        description="pi: when plain pi would have compacted by now but ctxwrap's smaller context has not reached pi's threshold, ask pi to compact when the run ends (interactive sessions), so a session compacts about when it would without ctxwrap instead of carrying a larger context than plain pi (docs/accounting.md, compaction timing).",
+    )
     # -- masking policies (issue 21; docs/accounting.md "Policies on real sessions") --
     mask_earlier_tasks: bool = Field(
         False,
@@ -346,5 +350,6 @@ def bridge_view(settings: Settings) -> dict[str, Any]:
         "mask",
         "mask_warm",
         "cache_ttl_s",
+        "compact_like_plain",
     ]
     return {k: getattr(settings, k) for k in keys}

@@ -42,6 +42,7 @@ interface BridgeConfig {
 	mask: boolean;
 	mask_warm: boolean;
 	cache_ttl_s: number;
+	compact_like_plain: boolean;
 }
 
 const env = process.env;
@@ -74,6 +75,7 @@ function envConfig(): BridgeConfig {
 		mask: flag(env.PI_CTX_MASK, true),
 		mask_warm: flag(env.PI_CTX_MASK_WARM, false),
 		cache_ttl_s: num(env.PI_CTX_CACHE_TTL_S, 300),
+		compact_like_plain: flag(env.PI_CTX_COMPACT_LIKE_PLAIN, true),
 	};
 }
 
@@ -1721,6 +1723,8 @@ function install(pi: any): void {
 	};
 	pi.on(hasContextWithSystem ? "context_with_system" : "context", contextHandler);
 
+	let lastTotals: Json | null = null; // the daemon's latest session totals (turn_end reply)
+	let compactAskedAt = 0; // the plain compaction count a compaction was last asked for
 	pi.on("turn_end", (event: any, ctx: any) => {
 		// Not awaited: on pi 1.x turn_end blocks the agent loop.
 		try {
@@ -1741,9 +1745,39 @@ function install(pi: any): void {
 				(reply) => {
 					applyConfig(reply?.config); // a reloaded config.toml reaches running sessions here
 					updateStatus(ctx, reply?.totals);
+					if (reply?.totals) lastTotals = reply.totals;
 				},
 			);
 		} catch {}
+	});
+
+	// Compaction timing (docs/accounting.md): pi compacts when the context the provider
+	// reports crosses its threshold, and ctxwrap's context is smaller, so pi alone would
+	// compact later and meanwhile carry far more than plain pi, which had compacted (replayed
+	// on the real pi sessions: the median saving falls from 30 to 19 %). When the daemon's
+	// plain counterfactual has compacted more often than this session, ask pi to compact once
+	// the run has ended — never mid-run (ctx.compact aborts a running loop, pi #6096) — and
+	// only with a UI: a print run ends here, and a summary nobody continues is money lost.
+	pi.on("agent_end", (_event: any, ctx: any) => {
+		if (!cfg.compact_like_plain || cfg.off || !sessionId || !ctx?.hasUI) return;
+		if (typeof ctx.compact !== "function") return;
+		// Not awaited: the last turn's totals are still on their way (turn_end is queued).
+		void (async () => {
+			try {
+				await outbox.flush(1000);
+				const plainC = Number(lastTotals?.plain_compactions) || 0;
+				const c = Number(lastTotals?.compactions) || 0;
+				if (plainC <= c || plainC <= compactAskedAt) return;
+				// The user may have started the next run meanwhile: compacting would abort it.
+				if (ctx.isIdle?.() === false || ctx.hasPendingMessages?.() === true) return;
+				compactAskedAt = plainC;
+				trace(`compact like plain: plain pi compacted ${plainC}, this session ${c}`);
+				ctx.compact({
+					onComplete: () => trace("compact like plain: done"),
+					onError: (e: any) => trace(`compact like plain: ${e?.message ?? e}`),
+				});
+			} catch {}
+		})();
 	});
 
 	registerTools(pi, daemon, () => sessionId, () => cfg, { whenCatalogReady, sendCatalog });

@@ -115,6 +115,10 @@ class Thresholds:
     # compacts once its context reaches what plain's was there); False: both sides compact
     # where the agent did. A manual compaction (Claude Code records the trigger) is where it was.
     compaction_timing: bool = True
+    # pi: when the agent's own compaction would have run (plain's context crossed its
+    # threshold) but ctxwrap's context is under it, the bridge asks pi to compact when the run
+    # ends (before the next prompt), so the agent compacts about when it would without ctxwrap.
+    compact_like_plain: bool = True
 
     @classmethod
     def from_settings(cls, s: Any) -> Thresholds:
@@ -139,6 +143,7 @@ class Thresholds:
             mask_earlier_tasks=s.mask_earlier_tasks,
             write=s.write,
             bash=s.bash,
+            compact_like_plain=s.compact_like_plain,
         )
 
     def mask_policy(self) -> MaskPolicy:
@@ -703,6 +708,8 @@ class SessionSimulator:
             self._add(self._result_item(m))
         else:
             if m.role == "user":
+                if self.deferred_at is not None and self.th.compact_like_plain and self.r.fmt == "pi":
+                    self._own_compaction()
                 self.task += 1
                 self.user_prompt = m.text  # the aux prompts quote it (≤ 2000 chars)
             self._add(

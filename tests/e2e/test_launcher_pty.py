@@ -53,10 +53,13 @@ def ctxwrap_tui(
     script: Sequence[object] = (),
     *,
     in_bash: str | None = None,
+    pi_settings: dict[str, object] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[Tui]:
     """`ctxwrap pi` (interactive) on a ROWS×COLS pexpect terminal; killed in any case.
 
     ``in_bash``: run it as ``bash -c 'ctxwrap pi …; <in_bash>'`` to inspect the terminal after.
+    ``pi_settings``: merged into pi's settings.json; ``extra_env``: for ctxwrap and pi.
     """
     pi = pi_path(name)
     home = tmp_path / "home"
@@ -66,8 +69,9 @@ def ctxwrap_tui(
     server.start()
     child: pexpect.spawn | None = None
     try:
-        env = xdg.env(pi_env(make_pi_agent_dir(home, server.base_url), home))
-        env.update(CTXWRAP_PI=str(pi), TERM="xterm-256color")
+        agent_dir = make_pi_agent_dir(home, server.base_url, settings=pi_settings)
+        env = xdg.env(pi_env(agent_dir, home))
+        env.update(CTXWRAP_PI=str(pi), TERM="xterm-256color", **(extra_env or {}))
         argv = [*CTXWRAP, "pi", "--offline", "--provider", PROVIDER, "--model", MODEL]
         if in_bash is None:
             child = pexpect.spawn(

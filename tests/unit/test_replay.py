@@ -547,9 +547,8 @@ def _compacting_session(trigger: str | None, tokens_before: int | None) -> list[
 def test_ctxwrap_compacts_later_when_its_context_is_smaller(
     trigger: str | None, tokens_before: int | None, timing: bool, deferred: bool
 ) -> None:
-    from ctxwrap.replay._sim import SessionSimulator
-
     from ctxwrap.replay._run import MESSAGE_MECHANISMS
+    from ctxwrap.replay._sim import SessionSimulator
 
     sim = SessionSimulator("s", Thresholds(mask=False, compaction_timing=timing))
     events = _compacting_session(trigger, tokens_before)

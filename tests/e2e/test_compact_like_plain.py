@@ -1,0 +1,96 @@
+"""Compaction timing under `ctxwrap pi` (real pi 1.6 and 0.73, interactive, on a PTY).
+
+pi compacts when the context its provider reports crosses `contextWindow - reserveTokens`.
+ctxwrap's context is smaller, so pi alone would compact later than plain pi and carry, in the
+meantime, much more than plain pi did after its compaction: replayed on the real pi sessions
+that costs more than the masking saved (docs/accounting.md, "Compaction timing"). With
+`compact_like_plain` (the default) the bridge asks pi to compact once the run ends when the
+daemon's plain counterfactual has compacted and the session has not.
+
+Two prompts of two big `seq` outputs each put plain pi (8,000-token threshold) over it in the
+second prompt; ctxwrap's digests keep the real context far under it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+from support import Xdg, ctxwrap
+from test_launcher_pty import PI_VERSIONS, ctxwrap_tui, type_prompt
+
+pytestmark = pytest.mark.e2e
+
+ANSWERS = ["FIRST-PROMPT-DONE", "SECOND-PROMPT-DONE"]
+
+
+def _seq(n: int) -> dict[str, object]:
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": f"seq 1 {n}"}}]}
+
+
+SCRIPT = [
+    step
+    for k, answer in enumerate(ANSWERS)
+    for step in (_seq(4000 + 10 * k), _seq(4001 + 10 * k), {"text": answer})
+]
+# threshold = 128000 - 120000 = 8000 tokens; pi keeps the last 2,000 lines of each seq
+# output (~2,500 tokens): plain pi crosses it in the second prompt. keepRecentTokens is small
+# so that pi finds something to summarise in a session this short.
+SETTINGS: dict[str, object] = {"compaction": {"reserveTokens": 120000, "keepRecentTokens": 100}}
+
+
+def compactions(agent_dir: Path) -> int:
+    n = 0
+    for f in (agent_dir / "sessions").rglob("*.jsonl"):
+        for line in f.read_text(errors="replace").splitlines():
+            try:
+                n += json.loads(line).get("type") == "compaction"
+            except ValueError:
+                continue
+    return n
+
+
+def session_cost(xdg: Xdg) -> dict[str, object]:
+    sessions = json.loads(ctxwrap(xdg, "sessions", "--all", "--json").stdout)["sessions"]
+    out = ctxwrap(xdg, "stats", "--session", sessions[0]["session_id"], "--json")
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout)["totals"]["cost"])
+
+
+@pytest.mark.parametrize("name", PI_VERSIONS)
+@pytest.mark.parametrize("on", [True, False], ids=["like-plain", "off"])
+@pytest.mark.timeout(300)
+def test_pi_compacts_when_plain_pi_would_have(
+    name: str, on: bool, tmp_path: Path, xdg: Xdg
+) -> None:
+    env = {} if on else {"PI_CTX_COMPACT_LIKE_PLAIN": "0"}
+    with ctxwrap_tui(name, tmp_path, xdg, SCRIPT, pi_settings=SETTINGS, extra_env=env) as tui:
+        tui.wait_up()
+        for k, answer in enumerate(ANSWERS):
+            type_prompt(tui, f"run sequences, part {k + 1}")
+            tui.child.expect_exact(answer, timeout=90)
+        agent_dir = tmp_path / "home" / ".pi" / "agent"
+        # The summarisation runs after the run ended, in the background of the idle editor.
+        end = time.monotonic() + (30 if on else 8)
+        while time.monotonic() < end and not tui.server.summary_requests:
+            time.sleep(0.2)
+        summaries = len(tui.server.summary_requests)
+        deadline = time.monotonic() + 20
+        while on and compactions(agent_dir) < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tui.child.send("\x04")  # Ctrl+D: leave pi
+        tui.child.expect(pexpect.EOF, timeout=60)
+
+    # ctxwrap's own context never reached pi's threshold: pi alone would not have compacted
+    assert len(tui.server.main_requests) == 6
+    cost = session_cost(xdg)
+    assert cost["plain_compactions"] >= 1  # plain pi would have
+    if on:
+        assert summaries >= 1 and compactions(agent_dir) == 1
+        assert cost["compactions"] == 1
+    else:
+        assert summaries == 0 and compactions(agent_dir) == 0
+        assert cost["compactions"] == 0
