@@ -708,7 +708,11 @@ class SessionSimulator:
             self._add(self._result_item(m))
         else:
             if m.role == "user":
-                if self.deferred_at is not None and self.th.compact_like_plain and self.r.fmt == "pi":
+                if (
+                    self.deferred_at is not None
+                    and self.th.compact_like_plain
+                    and self.r.fmt == "pi"
+                ):
                     self._own_compaction()
                 self.task += 1
                 self.user_prompt = m.text  # the aux prompts quote it (≤ 2000 chars)
