@@ -252,3 +252,23 @@ def run_ctxwrap_pi(
         if own:
             srv.close()
     return PiRun(proc, srv, home, work, agent_dir, elapsed, env, ended_at)
+
+
+def count_compactions(session_text: str) -> int:
+    """The `compaction` entries of pi session files' text."""
+    n = 0
+    for line in session_text.splitlines():
+        try:
+            n += json.loads(line).get("type") == "compaction"
+        except ValueError:
+            continue
+    return n
+
+
+def session_cost(xdg: Xdg) -> dict[str, Any]:
+    """`ctxwrap stats --json` cost totals of the only session recorded."""
+    sessions = json.loads(ctxwrap(xdg, "sessions", "--all", "--json").stdout)["sessions"]
+    assert len(sessions) == 1
+    out = ctxwrap(xdg, "stats", "--session", sessions[0]["session_id"], "--json")
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout)["totals"]["cost"])

@@ -12,12 +12,11 @@ that happened.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PI_VERSIONS, PiRun, Xdg, ctxwrap, run_ctxwrap_pi
+from support import PI_VERSIONS, PiRun, Xdg, count_compactions, run_ctxwrap_pi, session_cost
 
 from ctxwrap.testing.recount import Recount, recount, reduction_pct
 
@@ -57,21 +56,7 @@ def recount_run(run: PiRun) -> Recount:
 
 
 def compaction_entries(run: PiRun) -> int:
-    n = 0
-    for line in run.session_text().splitlines():
-        try:
-            n += json.loads(line).get("type") == "compaction"
-        except ValueError:
-            continue
-    return n
-
-
-def stats_cost(xdg: Xdg) -> dict[str, Any]:
-    sessions = json.loads(ctxwrap(xdg, "sessions", "--all", "--json").stdout)["sessions"]
-    assert len(sessions) == 1
-    out = ctxwrap(xdg, "stats", "--session", sessions[0]["session_id"], "--json")
-    assert out.returncode == 0, out.stderr
-    return dict(json.loads(out.stdout)["totals"]["cost"])
+    return count_compactions(run.session_text())
 
 
 def run_pair(
@@ -121,7 +106,7 @@ def test_ordinary_session_cost_reduction_matches_the_recount(
     pi: str, tmp_path: Path, xdg: Xdg
 ) -> None:
     plain, wrapped = run_pair(pi, tmp_path, xdg, 2, None)
-    cost = stats_cost(xdg)
+    cost = session_cost(xdg)
     assert compaction_entries(plain) == compaction_entries(wrapped) == 0
     assert cost["compactions"] == cost["plain_compactions"] == 0
     reported, _ = check(plain, wrapped, cost)
@@ -135,7 +120,7 @@ def test_small_window_session_counts_compactions_and_caps_the_saving(
     # threshold = 128000 - 116000 = 12000 tokens; pi keeps ~3000 recent tokens
     settings = {"compaction": {"reserveTokens": 116000, "keepRecentTokens": 3000}}
     plain, wrapped = run_pair(pi, tmp_path, xdg, 5, settings)
-    cost = stats_cost(xdg)
+    cost = session_cost(xdg)
     plain_n, wrapped_n = compaction_entries(plain), compaction_entries(wrapped)
     print(f"compactions: plain pi {plain_n}, ctxwrap {wrapped_n}")
     assert plain_n > wrapped_n  # the real benefit: fewer compactions
@@ -172,7 +157,7 @@ def test_compaction_heavy_session_reports_the_recounted_reduction(
     settings = {"compaction": {"reserveTokens": 112000, "keepRecentTokens": 4000}}
     script = [step for i in range(5) for step in heavy_task(i)]
     plain, wrapped = run_pair(pi, tmp_path, xdg, 5, settings, script, work)
-    cost = stats_cost(xdg)
+    cost = session_cost(xdg)
     plain_n, wrapped_n = compaction_entries(plain), compaction_entries(wrapped)
     print(f"compactions: plain pi {plain_n}, ctxwrap {wrapped_n}")
     # (not plain_n > wrapped_n: under pi 0.73's race either run may compact twice in a row)

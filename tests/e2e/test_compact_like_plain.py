@@ -13,13 +13,12 @@ second prompt; ctxwrap's digests keep the real context far under it.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pexpect
 import pytest
-from support import Xdg, ctxwrap
+from support import Xdg, count_compactions, session_cost
 from test_launcher_pty import PI_VERSIONS, ctxwrap_tui, type_prompt
 
 pytestmark = pytest.mark.e2e
@@ -43,21 +42,9 @@ SETTINGS: dict[str, object] = {"compaction": {"reserveTokens": 120000, "keepRece
 
 
 def compactions(agent_dir: Path) -> int:
-    n = 0
-    for f in (agent_dir / "sessions").rglob("*.jsonl"):
-        for line in f.read_text(errors="replace").splitlines():
-            try:
-                n += json.loads(line).get("type") == "compaction"
-            except ValueError:
-                continue
-    return n
-
-
-def session_cost(xdg: Xdg) -> dict[str, object]:
-    sessions = json.loads(ctxwrap(xdg, "sessions", "--all", "--json").stdout)["sessions"]
-    out = ctxwrap(xdg, "stats", "--session", sessions[0]["session_id"], "--json")
-    assert out.returncode == 0, out.stderr
-    return dict(json.loads(out.stdout)["totals"]["cost"])
+    return count_compactions(
+        "".join(f.read_text(errors="replace") for f in (agent_dir / "sessions").rglob("*.jsonl"))
+    )
 
 
 @pytest.mark.parametrize("name", PI_VERSIONS)
