@@ -379,6 +379,9 @@ def _replay_one(
         res.skip = "no LLM call in the file" + (" since the given time" if since else "")
         return res
     prices = _pricing.default_prices(model or r.model)
+    if r.uncached:
+        # the provider billed every input token fresh: no cache to read, none to rewrite
+        prices = dataclasses.replace(prices, caching="none")
     ttl = th.ttl_s
     if r.cache_ttl_s:
         # 1-hour cache writes (the recorded usage shows them): billed at 2x input

@@ -242,6 +242,17 @@ class SessionReplay:
     aux: dict[str, dict[str, int]] = field(default_factory=dict)  # mechanism → calls/in/out
     compactions: int = 0
     cache_ttl_s: float | None = None  # 3600 where the recorded usage shows 1-hour cache writes
+    # calls whose recorded usage splits cached from fresh input, and of those the calls that
+    # read or wrote the cache: a provider that never did (`uncached`) bills all input fresh
+    usage_split_calls: int = 0
+    usage_cached_calls: int = 0
+
+    @property
+    def uncached(self) -> bool:
+        """The recorded usage shows a provider without prompt caching: many calls, none of
+        them with a cache read or write (a prefix that grows is read from cache by every
+        provider that caches)."""
+        return self.usage_split_calls >= UNCACHED_MIN_CALLS and self.usage_cached_calls == 0
     # each real compaction: (plain, ctxwrap) tokens of the last request before it — where
     # ctxwrap's is well under the agent's threshold, the agent would have compacted later
     # under ctxwrap (not modelled: both sides compact where the agent did)
@@ -321,6 +332,8 @@ def _json_str_len(text: str) -> int:
 # pi compacts on its own at its model's context window less a reserve (16,384 tokens by
 # default); it records no trigger. Below this share of the window it was the user's /compact.
 AUTO_COMPACTION_SHARE = 0.85
+# At least this many calls with recorded cache figures, all zero: the provider did not cache.
+UNCACHED_MIN_CALLS = 10
 SUMMARY_RESULT_MAX_CHARS = 2000
 
 
@@ -699,6 +712,10 @@ class SessionSimulator:
         if m.role == "assistant":
             if m.usage_cache_write_1h_tokens:
                 self.r.cache_ttl_s = 3600.0
+            if m.usage_cache_read_tokens is not None and m.request_key != self.last_request:
+                self.r.usage_split_calls += 1
+                if m.usage_cache_read_tokens or m.usage_cache_write_tokens:
+                    self.r.usage_cached_calls += 1
             if m.request_key != self.last_request:
                 self._call(m)
                 self.last_request = m.request_key

@@ -583,3 +583,38 @@ def test_ctxwrap_compacts_later_when_its_context_is_smaller(
     # the summarisations are priced with the call they precede
     costs = price_session(r, _pricing.default_prices("claude-opus-4-5"), 300.0)
     assert costs.ctxwrap[own.index].uncached_input_tokens >= SUMMARY_PROMPT_TOKENS
+
+
+@pytest.mark.parametrize("cached_call", [None, 5])
+def test_a_provider_that_never_cached_is_priced_uncached(
+    tmp_path: Path, cached_call: int | None
+) -> None:
+    """Usage recorded on every call with no cache read or write (a provider without prompt
+    caching): replay bills every input token fresh on both sides, instead of simulating a
+    cache the provider did not have (which made masking's rewrites look like a loss)."""
+    from ctxwrap.replay._run import _replay_one
+
+    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-04-27T08:00:00Z",
+              "cwd": "/w"}]  # fmt: skip
+    parent = None
+    for i in range(12):
+        read = 4000 if i == cached_call else 0
+        for eid, msg in (
+            (f"u{i}", {"role": "user", "content": [{"type": "text", "text": f"step {i}"}]}),
+            (f"a{i}", {"role": "assistant", "content": [{"type": "text", "text": "ok " * 50}],
+                       "model": "kimi-k2.5", "usage": {"input": 1000 + 100 * i - read,
+                       "output": 20, "cacheRead": read, "cacheWrite": 0}}),
+        ):  # fmt: skip
+            lines.append({"type": "message", "id": eid, "parentId": parent,
+                          "timestamp": f"2026-04-27T08:{i:02d}:0{eid[0] == 'a'}Z", "message": msg})  # fmt: skip
+            parent = eid
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = _replay_one((path, path.stat().st_size, Thresholds(), None, False, None))
+    assert res.session is not None
+    cost = res.session["cost"]["plain"]
+    if cached_call is None:
+        assert cost["cache_read_tokens"] == cost["cache_write_tokens"] == 0
+        assert cost["uncached_input_tokens"] > 0
+    else:  # one cached call is enough: the provider caches, the cache is simulated
+        assert cost["cache_read_tokens"] > 0
