@@ -85,6 +85,9 @@ POLICIES: dict[str, Any] = {
     "digest2000": lambda: _with(bash_min_tokens=2000),
     "digest1000": lambda: _with(bash_min_tokens=1000),
     "nowrite": lambda: _with(write=False),
+    # a write body stripped once its file is untouched 10 rounds (replay only: a study)
+    "write-idle10": lambda: _with(write_idle_rounds=10),
+    "write-idle5": lambda: _with(write_idle_rounds=5),
     "earlier-tasks": lambda: _with(mask_earlier_tasks=True),
     "stale-reads": lambda: _with(mask_stale_reads=True),
     "idle20": lambda: _with(mask_read_idle_rounds=20),

@@ -119,6 +119,10 @@ class Thresholds:
     # threshold) but ctxwrap's context is under it, the bridge asks pi to compact when the run
     # ends (before the next prompt), so the agent compacts about when it would without ctxwrap.
     compact_like_plain: bool = True
+    # > 0 (replay only, a study): strip a write body not in the round after the write but once
+    # its file has been untouched this many rounds, at a masking pass (cold, or warm when the
+    # rewrite pays back): what the agent edits right after writing it stays in view
+    write_idle_rounds: int = 0
 
     @classmethod
     def from_settings(cls, s: Any) -> Thresholds:
@@ -450,6 +454,10 @@ class SessionSimulator:
         self.hidden_by_line: dict[str, set[int]] = {}
         self.hidden_paths: dict[str, set[int]] = {}
         self.pending_rereads: dict[str, tuple[int, list[int]]] = {}  # read call → (at, hidden)
+        # write_idle_rounds: writes not stripped yet (item entry id, call), the last call that
+        # named each path
+        self.pending_writes: list[tuple[str, ToolCall]] = []
+        self.last_touch: dict[str, int] = {}
         # Compaction timing: the context size (estimated chars of the whole request) at which
         # the agent compacted, while ctxwrap's deferred compaction is still to come.
         self.deferred_at: int | None = None
@@ -749,6 +757,8 @@ class SessionSimulator:
             path = _call_path(c)
             if path and c.name in _PATH_NAMES and c.call_id not in self.paths:
                 self.paths[c.call_id] = path
+            if path:  # named in the response to the latest call
+                self.last_touch[path] = len(self.r.calls) - 1
             content = c.args.get("content")
             if c.name != "write" or not isinstance(content, str) or not self.th.write:
                 visible += [ln for text in _strings(c.args) for ln in _lines(text)]
@@ -756,6 +766,10 @@ class SessionSimulator:
             size = len(content.encode("utf-8", "replace"))
             if size < self.th.write_min_bytes:
                 visible += _lines(content)
+                continue
+            if self.th.write_idle_rounds > 0:
+                visible += _lines(content)
+                self.pending_writes.append((m.entry_id, c))
                 continue
             path = str(c.args.get("path", c.args.get("file_path", "?")))
             lines = line_count(content)
@@ -1010,6 +1024,7 @@ class SessionSimulator:
                 return it.saved.get("bash", 0) > 0
             return it.tool in META_TOOLS and tokens(it.chars) >= th.amnesia_min_tokens
 
+        due = self._due_writes(call_index)
         plan = plan_masks(
             history,
             paths=self.paths,
@@ -1019,7 +1034,7 @@ class SessionSimulator:
             maskable=maskable,
             policy=th.mask_policy(),
         )
-        if not plan:
+        if not plan and not due:
             return None
         recall = recall_call("pi" if self.r.fmt == "pi" else "claude", PLACEHOLDER_HANDLE)
         texts = [
@@ -1027,7 +1042,11 @@ class SessionSimulator:
         ]
         removed = chars_to_tokens(
             sum(max(c.chars - len(t), 0) for c, t in zip(plan, texts, strict=True))
+            + sum(gain for _, _, gain, _ in due)
         )
+        hist_pos = {it.entry_id: n for n, it in enumerate(i for i in self.items if i.desc)}
+        starts = [c.index for c in plan[:1]] + [hist_pos.get(eid, 0) for eid, _, _, _ in due]
+        start = min(starts)
         described = [(m.chars or 0) + sum(c.argsChars for c in m.toolCalls or ()) for m in history]
         prev = self.r.calls[-1] if self.r.calls else None
         sent = (
@@ -1037,13 +1056,17 @@ class SessionSimulator:
             else None
         )
         suffix = chars_to_tokens(
-            suffix_tokens_estimate(sum(described[plan[0].index :]), sum(described), sent)
+            suffix_tokens_estimate(sum(described[start:]), sum(described), sent)
         )
         if not cold and not warm_rewrite_pays(
             removed, suffix, expected_remaining_calls(call_index)
         ):
             return None
         first: int | None = None
+        for eid, call, _gain, _ in due:
+            seg = self._strip_late(eid, call, call_index)
+            if seg is not None:
+                first = seg if first is None else min(first, seg)
         for c, text in zip(plan, texts, strict=True):
             it = by_call[c.toolCallId]
             gain = c.chars - len(text)
@@ -1063,6 +1086,78 @@ class SessionSimulator:
             it.lines = []
             it.hid.append(idx)
         return first
+
+    def _due_writes(self, call_index: int) -> list[tuple[str, ToolCall, int, str]]:
+        """write_idle_rounds: the pending writes whose file no call has named for that many
+        rounds, with what stripping each keeps out (chars) and its marker + fact."""
+        n = self.th.write_idle_rounds
+        if n <= 0 or not self.pending_writes:
+            return []
+        out = []
+        for eid, c in self.pending_writes:
+            if eid not in self.index:
+                continue
+            path = str(c.args.get("path", c.args.get("file_path", "?")))
+            if call_index - self.last_touch.get(path, 0) < n:
+                continue
+            content = str(c.args.get("content", ""))
+            size = len(content.encode("utf-8", "replace"))
+            marker = _strip_marker(path, size, line_count(content))
+            fact = heuristic_fact(
+                path, content[:20000], total_bytes=size, total_lines=line_count(content)
+            )
+            gain = _json_str_len(content) - _json_str_len(marker) - len(fact)
+            out.append((eid, c, gain, marker + fact))
+        return out
+
+    def _strip_late(self, eid: str, c: ToolCall, call_index: int) -> int | None:
+        """Strip a pending write's body now (write_idle_rounds); returns its item's first call."""
+        self.pending_writes = [(e, x) for e, x in self.pending_writes if x is not c]
+        pos = self.index.get(eid)
+        if pos is None:
+            return None
+        it = self.items[pos]
+        path = str(c.args.get("path", c.args.get("file_path", "?")))
+        content = str(c.args.get("content", ""))
+        size = len(content.encode("utf-8", "replace"))
+        lines = line_count(content)
+        marker = _strip_marker(path, size, lines)
+        fact = heuristic_fact(path, content[:20000], total_bytes=size, total_lines=lines)
+        gain = _json_str_len(content) - _json_str_len(marker) - len(fact)
+        it.saved["writes"] = it.saved.get("writes", 0) + gain
+        self.saved["writes"] += gain
+        self.r.interventions.append(
+            Intervention(
+                "strip",
+                call_index,
+                "write",
+                f"write {path}",
+                _json_str_len(content),
+                _json_str_len(marker) + len(fact),
+                fact,
+            )
+        )
+        idx = len(self.r.interventions) - 1
+        hidden = _lines(content)
+        left = Counter(it.lines)
+        left.subtract(hidden)
+        it.lines = list(left.elements())
+        self.vis.subtract(hidden)
+        self._hide(idx, hidden, path)
+        it.hid.append(idx)
+        self.r.add_aux(
+            "writes",
+            "fact",
+            len(prompts.FACT_SYSTEM)
+            + len(
+                prompts.fact_prompt(
+                    path=path,
+                    content=content[: self.th.write_max_content_chars + 1],
+                    max_chars=self.th.write_max_content_chars,
+                )
+            ),
+        )
+        return it.seg
 
     def _call(self, m: Message) -> None:
         index = len(self.r.calls)

@@ -618,3 +618,33 @@ def test_a_provider_that_never_cached_is_priced_uncached(
         assert cost["uncached_input_tokens"] > 0
     else:  # one cached call is enough: the provider caches, the cache is simulated
         assert cost["cache_read_tokens"] > 0
+
+
+def test_write_idle_rounds_strips_a_write_once_its_file_is_left_alone() -> None:
+    """The study policy `write_idle_rounds` (bench/real_sessions.py write-idle*): the write
+    body stays while the file is worked on, and is stripped at a cold boundary once no call
+    has named the file for that many rounds."""
+    from ctxwrap.replay._events import Header, Message, ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    body = "".join(f"def generated_{i}(): return {i}\n" for i in range(200))
+    args = {"path": "gen.py", "content": body}
+    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 10)]
+    calls = [ToolCall("w", "write", args, len("write") + len(json.dumps(args)))]
+    calls += [ToolCall(f"e{i}", "bash", {"command": f"echo {i}"}, 30) for i in range(4)]
+    t = 2.0
+    for i, c in enumerate(calls):
+        if i:  # a prompt after an idle gap: every request is a cold boundary
+            ev.append(Message(f"u{i + 1}", None, "user", t - 10, 10))
+        ev.append(Message(f"a{i}", None, "assistant", t, c.chars + 40, [c], request_key=f"q{i}"))
+        ev.append(Message(f"t{i}", None, "tool_result", t + 1, 3, [], c.call_id, c.name, "ok\n"))
+        t += 700
+    ev.append(Message("u9", None, "user", t - 10, 10))
+    ev.append(Message("end", None, "assistant", t, 10, [], request_key="q-end"))
+    sim = SessionSimulator("s", Thresholds(write_idle_rounds=3))
+    sim.feed(ev)
+    r = sim.finish()
+    [strip] = [i for i in r.interventions if i.kind == "strip"]
+    # written at call 0; calls 1-3 name other things; the first request 3 rounds on strips it
+    assert strip.call_index == 3
+    assert [c.saved["writes"] > 0 for c in r.calls] == [False, False, False, True, True, True]
