@@ -1042,16 +1042,16 @@ class SessionSimulator:
         ]
         removed = chars_to_tokens(
             sum(max(c.chars - len(t), 0) for c, t in zip(plan, texts, strict=True))
-            + sum(gain for _, _, gain, _ in due)
+            + sum(gain for _, _, gain in due)
         )
         hist_pos = {it.entry_id: n for n, it in enumerate(i for i in self.items if i.desc)}
-        starts = [c.index for c in plan[:1]] + [hist_pos.get(eid, 0) for eid, _, _, _ in due]
+        starts = [c.index for c in plan[:1]] + [hist_pos.get(eid, 0) for eid, _, _ in due]
         start = min(starts)
         described = [(m.chars or 0) + sum(c.argsChars for c in m.toolCalls or ()) for m in history]
         prev = self.r.calls[-1] if self.r.calls else None
         sent = (
             prev.messages_chars
-            - sum(prev.saved.get(k, 0) for k in ("bash", "amnesia", "writes", "masking"))
+            - sum(prev.saved.get(k, 0) for k in _MESSAGE_SAVINGS)
             if prev is not None and not cold
             else None
         )
@@ -1063,7 +1063,7 @@ class SessionSimulator:
         ):
             return None
         first: int | None = None
-        for eid, call, _gain, _ in due:
+        for eid, call, _gain in due:
             seg = self._strip_late(eid, call, call_index)
             if seg is not None:
                 first = seg if first is None else min(first, seg)
@@ -1087,9 +1087,9 @@ class SessionSimulator:
             it.hid.append(idx)
         return first
 
-    def _due_writes(self, call_index: int) -> list[tuple[str, ToolCall, int, str]]:
+    def _due_writes(self, call_index: int) -> list[tuple[str, ToolCall, int]]:
         """write_idle_rounds: the pending writes whose file no call has named for that many
-        rounds, with what stripping each keeps out (chars) and its marker + fact."""
+        rounds, with what stripping each keeps out (chars)."""
         n = self.th.write_idle_rounds
         if n <= 0 or not self.pending_writes:
             return []
@@ -1107,7 +1107,7 @@ class SessionSimulator:
                 path, content[:20000], total_bytes=size, total_lines=line_count(content)
             )
             gain = _json_str_len(content) - _json_str_len(marker) - len(fact)
-            out.append((eid, c, gain, marker + fact))
+            out.append((eid, c, gain))
         return out
 
     def _strip_late(self, eid: str, c: ToolCall, call_index: int) -> int | None:
