@@ -1758,8 +1758,8 @@ function install(pi: any): void {
 	// plain counterfactual has compacted more often than this session, ask pi to compact once
 	// the run has ended — never mid-run (ctx.compact aborts a running loop, pi #6096) — and
 	// only with a UI: a print run ends here, and a summary nobody continues is money lost.
-	pi.on("agent_end", (_event: any, ctx: any) => {
-		if (!cfg.compact_like_plain || cfg.off || !sessionId || !ctx?.hasUI) return;
+	const compactLikePlain = (event: any, ctx: any) => {
+		if (!cfg.compact_like_plain || cfg.off || !sessionId || !ctx?.hasUI || event?.aborted) return;
 		if (typeof ctx.compact !== "function") return;
 		// Not awaited: the last turn's totals are still on their way (turn_end is queued).
 		void (async () => {
@@ -1778,7 +1778,11 @@ function install(pi: any): void {
 				});
 			} catch {}
 		})();
-	});
+	};
+	pi.on("agent_end", compactLikePlain);
+	// pi 1.x: also once the run has settled (no retry, compaction or continuation pending),
+	// for a run that was not idle yet at agent_end; the count asked for keeps it to one ask.
+	pi.on("agent_settled", compactLikePlain);
 
 	registerTools(pi, daemon, () => sessionId, () => cfg, { whenCatalogReady, sendCatalog });
 
