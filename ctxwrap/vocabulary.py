@@ -20,6 +20,9 @@ MECHANISM_WORDS: dict[str, tuple[str, str]] = {
     "skills": ("skills list loaded on demand", "skills on demand"),
     "tools": ("tool specs loaded on demand", "tools on demand"),
     "dedup": ("unchanged re-reads pointed back", "re-reads pointed"),
+    # replay: history the agent's own compaction dropped from plain's context, which ctxwrap's
+    # smaller context, compacting later, still carries (negative) less the summary it lacks
+    "compaction": ("history carried past plain's compaction", "compacting later"),
 }
 
 # How the mechanisms are called in the code, the docs and `--json`.
@@ -31,6 +34,7 @@ MECHANISM_NAMES: dict[str, str] = {
     "skills": "lazy skills",
     "tools": "lazy tools",
     "dedup": "re-read dedup",
+    "compaction": "compaction timing",
 }
 
 # The aux model's RETAIN/DROP decisions on reads.

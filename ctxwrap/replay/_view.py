@@ -209,7 +209,7 @@ def _session_table(rows: list[Row], *, width: int, color: bool, total: bool) -> 
     return lines
 
 
-_SIMULATED = ("bash", "writes", "masking", "skills", "tools")
+_SIMULATED = ("bash", "writes", "masking", "compaction", "skills", "tools")
 
 
 def _mechanism_table(
@@ -229,7 +229,9 @@ def _mechanism_table(
     aux: list[str] = []
     net: list[str | tuple[str, ...]] = []
     how: list[str | tuple[str, ...]] = []
-    for mech in _SIMULATED:
+    # compaction timing only where the agent compacted on its own and ctxwrap would not have yet
+    shown = [m for m in _SIMULATED if m != "compaction" or total(m, "saved_tokens")]
+    for mech in shown:
         s, a = total(mech, "saved_tokens"), total(mech, "aux_tokens_estimated")
         labels.append((mechanism_words(mech), mechanism_label(mech), mech))
         kept.append(f"{s:,}")
