@@ -336,6 +336,9 @@ class ReplayRun:
     cost_ctxwrap: list[Any] = field(default_factory=list)
     # replayread: each file not replayed, with its reason
     unread: list[dict[str, Any]] = field(default_factory=list)
+    # sessions that already ran under ctxwrap: listed, but outside the totals (their plain side
+    # is not plain: `ctxwrap stats` has their real figures)
+    under: ReplayRun | None = None
 
 
 def replay_file(
@@ -463,6 +466,11 @@ def _merge(run: ReplayRun, res: _FileResult) -> None:
         return
     res.session["reader"] = res.stats.summary()  # replayread: source, sub-agent, ran under ctxwrap
     run.sessions.append(res.session)
+    if res.session["reader"].get("ran_under_ctxwrap"):
+        if run.under is None:
+            run.under = ReplayRun()
+        run.under.sessions.append(res.session)
+        run = run.under  # its figures count apart
     run.calls.extend(res.calls)
     run.cost_plain.extend(res.cost_plain)
     run.cost_ctxwrap.extend(res.cost_ctxwrap)
@@ -483,12 +491,26 @@ def run_json(run: ReplayRun) -> dict[str, Any]:
         "skipped_files": dict(run.skipped_files),
         "skipped_entries": dict(run.skipped_entries),
         "unread_files": run.unread,  # replayread: per file, why it was not replayed
-        "totals": {
-            **_figures(run.calls, run.aux),
-            "needed_again": _needed_totals(run.sessions),
-            "cost": {"plain": _sum_costs(run.cost_plain), "ctxwrap": _sum_costs(run.cost_ctxwrap)},
-        },
+        # every session but those that already ran under ctxwrap (`ran_under_ctxwrap` below)
+        "totals": _totals(run, [g for g in run.sessions if not _under(g)]),
+        "ran_under_ctxwrap": (
+            None if run.under is None else _totals(run.under, run.under.sessions)
+        ),
         "groups": run.sessions,
+    }
+
+
+def _under(g: dict[str, Any]) -> bool:
+    reader = g.get("reader")
+    return bool(isinstance(reader, dict) and reader.get("ran_under_ctxwrap"))
+
+
+def _totals(run: ReplayRun, sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "sessions": len(sessions),
+        **_figures(run.calls, run.aux),
+        "needed_again": _needed_totals(sessions),
+        "cost": {"plain": _sum_costs(run.cost_plain), "ctxwrap": _sum_costs(run.cost_ctxwrap)},
     }
 
 

@@ -76,6 +76,12 @@ def test_already_run_under_ctxwrap_is_listed_apart(sessions: Path, tmp_path: Pat
     doc = json.loads(cli("--json", str(sessions), state=tmp_path).stdout)
     flags = {Path(g["path"]).name: g["under_ctxwrap"] for g in doc["groups"]}
     assert flags == {"a1.jsonl": False, "pi-one.jsonl": False, "under.jsonl": True}
+    # --json totals are the replayed sessions only; the one that ran under ctxwrap apart
+    calls = {Path(g["path"]).name: g["llm_calls"] for g in doc["groups"]}
+    assert doc["totals"]["sessions"] == 2
+    assert doc["totals"]["llm_calls"] == calls["a1.jsonl"] + calls["pi-one.jsonl"]
+    assert doc["ran_under_ctxwrap"]["sessions"] == 1
+    assert doc["ran_under_ctxwrap"]["llm_calls"] == calls["under.jsonl"] > 0
 
 
 def test_tagger_is_a_range_with_its_cost_and_outside_the_totals(
