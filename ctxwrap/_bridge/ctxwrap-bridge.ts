@@ -1772,6 +1772,12 @@ function install(pi: any): void {
 				if (ctx.isIdle?.() === false || ctx.hasPendingMessages?.() === true) return;
 				compactAskedAt = plainC;
 				trace(`compact like plain: plain pi compacted ${plainC}, this session ${c}`);
+				try {
+					ctx.ui?.notify?.(
+						"ctxwrap: compacting now, where pi would have without ctxwrap (compact_like_plain = false turns this off)",
+						"info",
+					);
+				} catch {}
 				ctx.compact({
 					onComplete: () => trace("compact like plain: done"),
 					onError: (e: any) => trace(`compact like plain: ${e?.message ?? e}`),

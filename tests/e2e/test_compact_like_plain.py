@@ -60,6 +60,8 @@ def test_pi_compacts_when_plain_pi_would_have(
             type_prompt(tui, f"run sequences, part {k + 1}")
             tui.child.expect_exact(answer, timeout=90)
         agent_dir = tmp_path / "home" / ".pi" / "agent"
+        if on:  # the user is told why pi compacts now
+            tui.child.expect_exact("ctxwrap: compacting now", timeout=30)
         # The summarisation runs after the run ended, in the background of the idle editor.
         end = time.monotonic() + (30 if on else 8)
         while time.monotonic() < end and not tui.server.summary_requests:
