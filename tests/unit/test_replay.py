@@ -648,3 +648,30 @@ def test_write_idle_rounds_strips_a_write_once_its_file_is_left_alone() -> None:
     # written at call 0; calls 1-3 name other things; the first request 3 rounds on strips it
     assert strip.call_index == 3
     assert [c.saved["writes"] > 0 for c in r.calls] == [False, False, False, True, True, True]
+
+
+@pytest.mark.parametrize(("fmt", "like_plain"), [("pi", True), ("pi", False), ("claude", True)])
+def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
+    fmt: str, like_plain: bool
+) -> None:
+    """With compact_like_plain the bridge asks pi to compact when the run ends: replay
+    compacts ctxwrap's side before the next user prompt. Claude Code cannot be asked."""
+    from ctxwrap.replay._events import Header, Message
+    from ctxwrap.replay._sim import SessionSimulator
+
+    events = _compacting_session(None if fmt == "pi" else "auto", 184_000)
+    events[0] = Header(fmt, "s", "/w", 0.0)
+    at = next(i for i, e in enumerate(events) if type(e).__name__ == "Compaction")
+    # the run goes on two calls after plain's compaction, then the user's next prompt
+    ts = events[at].ts
+    events.insert(at + 3, Message("u2", None, "user", ts + 5, 20))
+    sim = SessionSimulator("s", Thresholds(mask=False, compact_like_plain=like_plain))
+    sim.feed(events)
+    r = sim.finish()
+    first = next(c.index for c in r.calls if c.compaction)
+    own = [c.index for c in r.calls if c.ours_compaction]
+    assert r.compactions_deferred == 1
+    if fmt == "pi" and like_plain:
+        assert own == [first + 2]  # the first call after the prompt
+    else:
+        assert own and own[0] > first + 2  # only once its own context reached plain's size
