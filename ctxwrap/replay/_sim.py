@@ -257,6 +257,7 @@ class SessionReplay:
         them with a cache read or write (a prefix that grows is read from cache by every
         provider that caches)."""
         return self.usage_split_calls >= UNCACHED_MIN_CALLS and self.usage_cached_calls == 0
+
     # each real compaction: (plain, ctxwrap) tokens of the last request before it — where
     # ctxwrap's is well under the agent's threshold, the agent would have compacted later
     # under ctxwrap (not modelled: both sides compact where the agent did)
@@ -325,6 +326,23 @@ def _strip_marker(path: str, size: int, lines: int) -> str:
         f"[content stripped by ctxwrap: {size:,} bytes, {lines:,} lines "
         f"of {path}; the file on disk is complete]"
     )
+
+
+def replacement_fact(path: str, content: str) -> str:
+    """The heuristic fact ctxwrap adds for a stripped write."""
+    size = len(content.encode("utf-8", "replace"))
+    return heuristic_fact(path, content[:20000], total_bytes=size, total_lines=line_count(content))
+
+
+def _strip_text(c: ToolCall) -> tuple[str, str, int, int]:
+    """A write call's strip: its path, its content, the replacement's size (marker + fact) and
+    what the strip keeps out (chars)."""
+    path = str(c.args.get("path", c.args.get("file_path", "?")))
+    content = str(c.args.get("content", ""))
+    size = len(content.encode("utf-8", "replace"))
+    marker = _strip_marker(path, size, line_count(content))
+    replacement = _json_str_len(marker) + len(replacement_fact(path, content))
+    return path, content, replacement, _json_str_len(content) - replacement
 
 
 def _json_str_len(text: str) -> int:
@@ -771,38 +789,11 @@ class SessionSimulator:
                 visible += _lines(content)
                 self.pending_writes.append((m.entry_id, c))
                 continue
-            path = str(c.args.get("path", c.args.get("file_path", "?")))
-            lines = line_count(content)
-            marker = _strip_marker(path, size, lines)
-            fact = heuristic_fact(path, content[:20000], total_bytes=size, total_lines=lines)
-            cut = _json_str_len(content) - _json_str_len(marker)
-            saved["writes"] = saved.get("writes", 0) + cut - len(fact)
+            path, gain = self._strip(c, len(self.r.calls))
+            saved["writes"] = saved.get("writes", 0) + gain
             label = f"write {path}"
-            self.r.interventions.append(
-                Intervention(
-                    "strip",
-                    len(self.r.calls),
-                    "write",
-                    label,
-                    _json_str_len(content),
-                    _json_str_len(marker) + len(fact),
-                    fact,
-                )
-            )
             strips.append(len(self.r.interventions) - 1)
             self._hide(strips[-1], _lines(content), path)
-            self.r.add_aux(
-                "writes",
-                "fact",
-                len(prompts.FACT_SYSTEM)
-                + len(
-                    prompts.fact_prompt(
-                        path=path,
-                        content=content[: self.th.write_max_content_chars + 1],
-                        max_chars=self.th.write_max_content_chars,
-                    )
-                ),
-            )
         item = _Item(
             m.entry_id,
             "assistant",
@@ -1050,8 +1041,7 @@ class SessionSimulator:
         described = [(m.chars or 0) + sum(c.argsChars for c in m.toolCalls or ()) for m in history]
         prev = self.r.calls[-1] if self.r.calls else None
         sent = (
-            prev.messages_chars
-            - sum(prev.saved.get(k, 0) for k in _MESSAGE_SAVINGS)
+            prev.messages_chars - sum(prev.saved.get(k, 0) for k in _MESSAGE_SAVINGS)
             if prev is not None and not cold
             else None
         )
@@ -1100,32 +1090,14 @@ class SessionSimulator:
             path = str(c.args.get("path", c.args.get("file_path", "?")))
             if call_index - self.last_touch.get(path, 0) < n:
                 continue
-            content = str(c.args.get("content", ""))
-            size = len(content.encode("utf-8", "replace"))
-            marker = _strip_marker(path, size, line_count(content))
-            fact = heuristic_fact(
-                path, content[:20000], total_bytes=size, total_lines=line_count(content)
-            )
-            gain = _json_str_len(content) - _json_str_len(marker) - len(fact)
+            gain = _strip_text(c)[3]
             out.append((eid, c, gain))
         return out
 
-    def _strip_late(self, eid: str, c: ToolCall, call_index: int) -> int | None:
-        """Strip a pending write's body now (write_idle_rounds); returns its item's first call."""
-        self.pending_writes = [(e, x) for e, x in self.pending_writes if x is not c]
-        pos = self.index.get(eid)
-        if pos is None:
-            return None
-        it = self.items[pos]
-        path = str(c.args.get("path", c.args.get("file_path", "?")))
-        content = str(c.args.get("content", ""))
-        size = len(content.encode("utf-8", "replace"))
-        lines = line_count(content)
-        marker = _strip_marker(path, size, lines)
-        fact = heuristic_fact(path, content[:20000], total_bytes=size, total_lines=lines)
-        gain = _json_str_len(content) - _json_str_len(marker) - len(fact)
-        it.saved["writes"] = it.saved.get("writes", 0) + gain
-        self.saved["writes"] += gain
+    def _strip(self, c: ToolCall, call_index: int) -> tuple[str, int]:
+        """Record the strip of write call `c` (its intervention and the aux fact's prompt);
+        its path and what it keeps out (chars, net of the fact)."""
+        path, content, replacement, gain = _strip_text(c)
         self.r.interventions.append(
             Intervention(
                 "strip",
@@ -1133,18 +1105,10 @@ class SessionSimulator:
                 "write",
                 f"write {path}",
                 _json_str_len(content),
-                _json_str_len(marker) + len(fact),
-                fact,
+                replacement,
+                replacement_fact(path, content),
             )
         )
-        idx = len(self.r.interventions) - 1
-        hidden = _lines(content)
-        left = Counter(it.lines)
-        left.subtract(hidden)
-        it.lines = list(left.elements())
-        self.vis.subtract(hidden)
-        self._hide(idx, hidden, path)
-        it.hid.append(idx)
         self.r.add_aux(
             "writes",
             "fact",
@@ -1157,6 +1121,26 @@ class SessionSimulator:
                 )
             ),
         )
+        return path, gain
+
+    def _strip_late(self, eid: str, c: ToolCall, call_index: int) -> int | None:
+        """Strip a pending write's body now (write_idle_rounds); returns its item's first call."""
+        self.pending_writes = [(e, x) for e, x in self.pending_writes if x is not c]
+        pos = self.index.get(eid)
+        if pos is None:
+            return None
+        it = self.items[pos]
+        path, gain = self._strip(c, call_index)
+        it.saved["writes"] = it.saved.get("writes", 0) + gain
+        self.saved["writes"] += gain
+        idx = len(self.r.interventions) - 1
+        hidden = _lines(str(c.args.get("content", "")))
+        left = Counter(it.lines)
+        left.subtract(hidden)
+        it.lines = list(left.elements())
+        self.vis.subtract(hidden)
+        self._hide(idx, hidden, path)
+        it.hid.append(idx)
         return it.seg
 
     def _call(self, m: Message) -> None:
