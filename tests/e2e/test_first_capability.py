@@ -31,7 +31,7 @@ from test_lazy import make_skills
 
 from ctxwrap.testing.model_server import ScriptedModelServer
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # the race is timed: never under load
 
 # Each run forces the race by construction, so one run of each kind (even: the daemon not yet
 # listening; odd: a registration held) per pi version catches the bug: with the bridge before

@@ -23,7 +23,8 @@ import pytest
 from ctxwrap import __version__
 from ctxwrap.testing.pi_home import find_pi
 
-pytestmark = pytest.mark.slow
+# One worker builds the wheel and its venv (the module fixture) and runs every test of it.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fresh_install")]
 
 REPO = Path(__file__).resolve().parents[2]
 
