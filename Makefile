@@ -28,8 +28,8 @@ demo: setup
 # Two passes (tests/conftest.py): the tests not marked `serial` on TEST_WORKERS pytest-xdist
 # workers (most wait on pi/Claude Code/the daemon, not the CPU), then the timing-sensitive
 # `serial` ones alone on an idle machine. Exit 5 of one pass is fine (PYTEST_ARGS may name
-# only serial tests, or none); of both, a failure. --dist loadgroup keeps an xdist_group (a
-# module whose fixture is costly to build) on one worker. compileall: every test starts
+# only serial tests, or none); of both, a failure. --dist loadgroup: each test is its own unit of
+# work, except a module whose fixture is costly to build (ONE_WORKER_MODULES, tests/conftest.py). compileall: every test starts
 # `python -m ctxwrap` processes, which would recompile the package each time where
 # PYTHONDONTWRITEBYTECODE is set.
 TEST_WORKERS ?= 3

@@ -3,6 +3,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +81,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+# Modules that go to one pytest-xdist worker as a whole, because their module fixture is costly
+# (test_fresh_install builds a wheel and a venv: ~40 s, once instead of once per worker).
+# xdist's own `xdist_group` mark does not reach its scheduler under pytest 9 (--dist loadgroup
+# renames item._nodeid, which pytest 9 no longer reads), so with --dist loadgroup (`make test`)
+# the grouping is done here: each such module is one unit of work, every other test its own.
+ONE_WORKER_MODULES = frozenset({"tests/integration/test_fresh_install.py"})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerModules(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else nodeid
+
+    return OneWorkerModules(config, log)

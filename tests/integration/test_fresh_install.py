@@ -23,8 +23,7 @@ import pytest
 from ctxwrap import __version__
 from ctxwrap.testing.pi_home import find_pi
 
-# One worker builds the wheel and its venv (the module fixture) and runs every test of it.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fresh_install")]
+pytestmark = pytest.mark.slow  # one xdist worker runs it all (tests/conftest.py)
 
 REPO = Path(__file__).resolve().parents[2]
 
