@@ -76,6 +76,8 @@ def _note_numbers_agree(m: re.Match[str]) -> bool:
 
 def scrub_temp_paths(text: str) -> str:
     """Last line of defence for invariant 2: no pi-bash-*.log path survives a digest."""
+    if "pi-bash-" not in text:  # `\S*` backtracks quadratically over a long unbroken run
+        return text
     return _TEMP_PATH.sub("[pi temp file]", text)
 
 

@@ -76,6 +76,7 @@ def test_dropped_read_never_reaches_model_after_its_round(
     assert after[: len(before)] == before
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_aux_down_retains_everything_without_delay(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     run = run_ctxwrap_pi(
@@ -94,6 +95,7 @@ def test_aux_down_retains_everything_without_delay(pi: str, tmp_path: Path, xdg:
     assert slow.elapsed < run.elapsed + 4, (slow.elapsed, run.elapsed)
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_the_tag_grace_does_not_keep_pi_alive(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """The tags answer at once; the grace timer the context step armed for them must not hold
@@ -160,6 +162,7 @@ def test_write_body_is_stripped_and_a_fact_kept(pi: str, tmp_path: Path, xdg: Xd
     assert aux_fact in text and "layer_219" not in text
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_a_slow_aux_model_does_not_delay_the_write_round(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """The aux fact is not waited for: a write round with an aux model that takes 4 s to answer

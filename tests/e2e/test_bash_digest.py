@@ -144,6 +144,7 @@ def test_daemon_gone_for_good_still_no_raw_flood(pi: str, tmp_path: Path, xdg: X
     assert "pi-bash-" not in run.session_text()
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_hung_daemon_costs_at_most_the_deadline(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """SIGSTOP: every bridge call gives up at its deadline; the run ends normally."""

@@ -82,6 +82,7 @@ def assert_extends(bodies: list[dict[str, Any]]) -> None:
         assert b[: len(a)] == a, f"request {k + 1} rewrote what request {k} sent"
 
 
+@pytest.mark.serial
 def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: Xdg) -> None:
     work = tmp_path / "work"
     work.mkdir()

@@ -181,6 +181,7 @@ class Screen:
             time.sleep(0.05)
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("wrapped", [True, False], ids=["ctxwrap", "plain"])
 def test_prompt_shows_the_command_and_dont_ask_again_works(

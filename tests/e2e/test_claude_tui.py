@@ -24,6 +24,7 @@ from ctxwrap.testing.model_server import ScriptedModelServer
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.serial,  # keystrokes typed after fixed pauses
     pytest.mark.skipif(
         find_claude() is None, reason="claude not installed (scripts/install-tools.sh)"
     ),

@@ -301,6 +301,7 @@ NEW = "# task two module\n" + "".join(
 )
 
 
+@pytest.mark.serial
 def test_idle_gap_masks_the_earlier_task_on_resume(tmp_path: Path, xdg: Xdg) -> None:
     """After a gap past the cache TTL (2 s here) the first request of `codex exec resume` is
     cold: the earlier task's read and digest become tombstones with recall handles, once, and

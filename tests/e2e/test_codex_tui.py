@@ -26,6 +26,7 @@ from ctxwrap.testing.model_server import ScriptedModelServer
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.serial,  # keystrokes typed after fixed pauses
     pytest.mark.skipif(
         find_codex() is None, reason="codex not installed (scripts/install-tools.sh)"
     ),

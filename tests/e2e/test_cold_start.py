@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi, tool_contents
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # pi must start within DELAY_S
 
 DELAY_S = 5.0  # longer than pi takes to start on a loaded machine; under the 5 s bash revive wait after it
 SLOW_DAEMON = f"""

@@ -35,6 +35,7 @@ SLOW_AUX_SCRIPT: list[dict[str, Any]] = [
 ]
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_slow_aux_costs_at_most_one_aux_timeout(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """Aux answers take 25 s; the timeout is 4 s. Three rounds wait for the aux model (two
@@ -117,6 +118,7 @@ class CrashLoop:
             p.wait(30)
 
 
+@pytest.mark.serial  # a daemon killed every 0.7 s must come up in between
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_daemon_killed_in_a_loop_loses_no_statistics_silently(
     pi: str, tmp_path: Path, xdg: Xdg

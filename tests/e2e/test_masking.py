@@ -56,6 +56,7 @@ def db_rows(xdg: Xdg, sql: str) -> list[tuple[object, ...]]:
         return list(conn.execute(sql))
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_idle_gap_masks_the_earlier_task_and_the_view_is_frozen(
     pi: str, tmp_path: Path, xdg: Xdg

@@ -212,6 +212,7 @@ def test_claude_exit_line_names_the_session_claude_ran(tmp_path: Path, xdg: Xdg)
     assert "ctxwrap:" not in quiet.stderr
 
 
+@pytest.mark.serial
 @needs_claude
 @pytest.mark.timeout(240)
 def test_claude_is_listed_at_launch_shows_its_status_line_and_says_how_to_resume(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from support import Xdg, daemon_process
 
 from ctxwrap.agents._proxy.cache_state import strip_cache_control
@@ -164,6 +165,7 @@ def mask_events(xdg: Xdg) -> list[dict[str, Any]]:
     return [e for e in events if e.get("event") == "mask"]
 
 
+@pytest.mark.serial
 def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg: Xdg) -> None:
     with (
         daemon_process(xdg, TTL),

@@ -23,7 +23,7 @@ import pytest
 from ctxwrap import __version__
 from ctxwrap.testing.pi_home import find_pi
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow  # one xdist worker runs it all (tests/conftest.py)
 
 REPO = Path(__file__).resolve().parents[2]
 

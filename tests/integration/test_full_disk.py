@@ -59,6 +59,7 @@ def _kill_daemons_of(xdg: Xdg) -> None:
 # -- full before start --------------------------------------------------------------------------
 
 
+@pytest.mark.serial
 def test_full_disk_at_start_is_reported_at_once_with_the_cause(xdg_small_state: Xdg) -> None:
     xdg = xdg_small_state
     fill(xdg.state)
@@ -82,6 +83,7 @@ def test_full_disk_at_start_in_the_foreground_says_why(xdg_small_state: Xdg) -> 
     assert "internal error" not in p.stderr
 
 
+@pytest.mark.serial
 def test_a_start_up_failure_reaches_the_log_and_the_launcher(tmp_path: Path, xdg: Xdg) -> None:
     """Not a disk problem: the database path is a directory. The log is writable here."""
     (xdg.state / "ctxwrap" / "ctxwrap.db").mkdir(parents=True)
@@ -175,6 +177,7 @@ def test_start_failure_record_is_private_and_names_the_pid(xdg_small_state: Xdg)
     assert record_path.stat().st_mode & 0o077 == 0
 
 
+@pytest.mark.serial
 @pytest.mark.e2e
 def test_ctxwrap_pi_on_a_full_disk_warns_with_the_cause_and_runs_pi(
     xdg_small_state: Xdg, tmp_path: Path

@@ -283,6 +283,7 @@ def test_mutated_frames_never_get_a_5xx(daemon: Daemon, tmp_path: Path) -> None:
     assert rss_end - rss_start < RSS_GROWTH_MB, (rss_start, rss_end)
 
 
+@pytest.mark.serial
 def test_catastrophic_recall_does_not_block_health(daemon: Daemon) -> None:
     """(a+)+$ over lines of 34 a's and a '!' backtracks 2^34 steps per line in a backtracking
     engine; here it must neither freeze the daemon nor hold the event loop while it scans."""
