@@ -62,6 +62,20 @@ def test_split_bash_text_both_pi_shapes() -> None:
     assert "pi-bash-" not in scrub_temp_paths("see /tmp/x/pi-bash-0123456789abcdef.log now")
 
 
+def test_scrub_temp_paths_is_fast_on_long_unbroken_text() -> None:
+    """A 100 KB aux answer without a space took the daemon 30 s of CPU in the regex (its
+    `\\S*` backtracked over the whole run, from every position of it)."""
+    import time
+
+    for text in ("x" * 100_000, "pi-bash-" + "x" * 100_000):  # the second names one
+        start = time.perf_counter()
+        assert scrub_temp_paths(text) == text
+        assert time.perf_counter() - start < 1.0
+    # still every temp path, glued to whatever precedes it in its token
+    glued = "a=/t/pi-bash-0123456789.log,b=/t/pi-bash-abcdef0123.log end"
+    assert scrub_temp_paths(glued) == "[pi temp file] end"
+
+
 def test_heuristic_fact_says_what_the_file_is() -> None:
     src = '"""Train a small CNN on CIFAR-10."""\nimport torch\n\nclass Net:\n    pass\n\ndef train():\n    pass\n'
     fact = heuristic_fact("src/model.py", src)
