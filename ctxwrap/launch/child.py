@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from typing import NoReturn
 
 from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
 
@@ -70,3 +71,20 @@ def run_child(
             signal.signal(s, h)
     rc = proc.returncode
     return 128 - rc if rc < 0 else rc
+
+
+def exit_with(run: Callable[[list[str]], int], args: list[str]) -> NoReturn:
+    """A launcher's entry (`ctxwrap pi|codex ARGS…`, no click): the agent's exit status, a
+    ctxwrap error as one line (and its hint) with its own status, 130 on Ctrl+C."""
+    from ctxwrap.errors import CtxwrapError
+
+    try:
+        code = run(args)
+    except CtxwrapError as exc:
+        sys.stderr.write(f"ctxwrap: error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"hint: {exc.hint}\n")
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)

@@ -20,7 +20,8 @@ import os
 import shlex
 import sys
 import threading
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 QUIET_FLAG = "--ctxwrap-quiet"
 TIMEOUT_S = 2.0
@@ -118,3 +119,19 @@ def print_exit_line(
             sys.stderr.flush()
     except Exception:  # a courtesy line must never turn the agent's exit into a failure
         return
+
+
+def print_for_proxy(
+    agent: str, proxy: Any, quiet: bool, resume: Callable[[str], list[str] | None]
+) -> None:
+    """The line for the session a loopback proxy saw last (Claude Code's latest SessionStart
+    or request, Codex's latest thread); none when quiet or when no session reached it
+    (`claude --version`, `claude mcp …`)."""
+    if quiet:
+        return
+    try:
+        ids = list(proxy.sessions)
+    except Exception:
+        return
+    if ids:
+        print_exit_line(agent, ids[-1], resume(ids[-1]))

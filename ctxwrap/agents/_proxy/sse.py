@@ -6,8 +6,28 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def frame_events(frame: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of one SSE frame's `data:` lines (others, and bad JSON, skipped)."""
+    for line in frame.split(b"\n"):
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            data = json.loads(line[5:])
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            yield data
+
+
+def stream_events(raw: bytes) -> Iterator[dict[str, Any]]:
+    """Every event of a whole SSE body (CR LF line ends too)."""
+    for frame in raw.replace(b"\r", b"").split(b"\n\n"):
+        yield from frame_events(frame)
 
 
 @dataclass
@@ -42,15 +62,8 @@ class JsonEventStream:
             if cut < 0:
                 break
             frame, self._buf = bytes(self._buf[:cut]), self._buf[cut + 2 :]
-            for line in frame.split(b"\n"):
-                if not line.startswith(b"data:"):
-                    continue
-                try:
-                    data = json.loads(line[5:])
-                except ValueError:
-                    continue
-                if isinstance(data, dict):
-                    self._event(data)
+            for data in frame_events(frame):
+                self._event(data)
 
     def _event(self, data: dict[str, Any]) -> None:
         """One streamed JSON event (an agent's wire module reads its shapes)."""

@@ -283,18 +283,9 @@ def resume_args(session_id: str) -> list[str]:
 
 
 def _exit_line(proxy: Any, quiet: bool) -> None:
-    """The session Claude Code ran last (its latest SessionStart or request): its line."""
-    if quiet:
-        return
-    try:
-        ids = list(proxy.sessions)
-    except Exception:
-        return
-    if not ids:
-        return  # `claude --version`, `claude mcp …`: no session
-    from ctxwrap.launch.exit_line import print_exit_line
+    from ctxwrap.launch.exit_line import print_for_proxy
 
-    print_exit_line("claude", ids[-1], resume_args(ids[-1]))
+    print_for_proxy("claude", proxy, quiet, resume_args)
 
 
 def run_claude(args: list[str]) -> int:

@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 from ctxwrap import __version__, paths
 from ctxwrap.daemon.argv import daemon_run_argv
 from ctxwrap.errors import CtxwrapError
-from ctxwrap.launch.child import run_child
+from ctxwrap.launch.child import exit_with, run_child
 
 OFF_FLAG = "--ctxwrap-off"
 CODEX_PACKAGE = "@openai/codex"
@@ -307,19 +307,10 @@ def resume_args(inv: Invocation, args: list[str], thread_id: str) -> list[str] |
 
 
 def _exit_line(proxy: Any, quiet: bool, inv: Invocation, args: list[str]) -> None:
-    """The thread Codex ran last (a fork or a resume included): its line; none when no thread
-    reached the proxy (`codex --version` never gets here)."""
-    if quiet:
-        return
-    try:
-        ids = list(proxy.sessions)
-    except Exception:
-        return
-    if not ids:
-        return
-    from ctxwrap.launch.exit_line import print_exit_line
+    """The thread Codex ran last (a fork or a resume included): its line."""
+    from ctxwrap.launch.exit_line import print_for_proxy
 
-    print_exit_line("codex", ids[-1], resume_args(inv, args, ids[-1]))
+    print_for_proxy("codex", proxy, quiet, lambda thread: resume_args(inv, args, thread))
 
 
 def run_codex(args: list[str]) -> int:
@@ -397,13 +388,4 @@ def run_codex(args: list[str]) -> int:
 
 def main(args: list[str]) -> NoReturn:
     """`ctxwrap codex ARGS…` straight from the entry point (no click): Codex's exit status."""
-    try:
-        code = run_codex(args)
-    except CtxwrapError as exc:
-        sys.stderr.write(f"ctxwrap: error: {exc.message}\n")
-        if exc.hint:
-            sys.stderr.write(f"hint: {exc.hint}\n")
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+    exit_with(run_codex, args)

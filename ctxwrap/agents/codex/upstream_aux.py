@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ctxwrap.agents._proxy.sse import stream_events
+
 DEFAULT_AUX_MODEL = "gpt-5-mini"
 _REASONING_MODEL_RE = re.compile(r"^(gpt-5|gpt-6|o\d)")  # they take `reasoning.effort`
 CREDENTIAL_HEADERS = (
@@ -100,20 +102,11 @@ def _read_completed(raw: bytes) -> tuple[str, JsonDict]:
     if stripped.startswith(b"{"):
         response = json.loads(stripped)
     else:
-        for frame in raw.replace(b"\r", b"").split(b"\n\n"):
-            for line in frame.split(b"\n"):
-                if not line.startswith(b"data:"):
-                    continue
-                try:
-                    data = json.loads(line[5:])
-                except ValueError:
-                    continue
-                if not isinstance(data, dict):
-                    continue
-                if data.get("type") == "response.output_text.delta":
-                    deltas.append(str(data.get("delta") or ""))
-                elif data.get("type") == "response.completed":
-                    response = data.get("response")
+        for data in stream_events(raw):
+            if data.get("type") == "response.output_text.delta":
+                deltas.append(str(data.get("delta") or ""))
+            elif data.get("type") == "response.completed":
+                response = data.get("response")
     text = ""
     usage: JsonDict = {}
     if isinstance(response, dict):

@@ -16,7 +16,7 @@ from typing import NamedTuple, NoReturn
 
 from ctxwrap import __version__, paths
 from ctxwrap.errors import CtxwrapError, PiNotFound, SocketSecurityError
-from ctxwrap.launch.child import run_child
+from ctxwrap.launch.child import exit_with, run_child
 
 OFF_FLAG = "--ctxwrap-off"
 INSTALL_HINT = "install it with `npm install -g @earendil-works/pi-coding-agent` (needs Node >= 22.19), or set CTXWRAP_PI"
@@ -207,13 +207,4 @@ def _explain_failure(pi: PiInstall) -> None:
 
 def main(args: list[str]) -> NoReturn:
     """`ctxwrap pi ARGS…` straight from the entry point (no click): pi's exit status."""
-    try:
-        code = run_pi(args)
-    except CtxwrapError as exc:
-        sys.stderr.write(f"ctxwrap: error: {exc.message}\n")
-        if exc.hint:
-            sys.stderr.write(f"hint: {exc.hint}\n")
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        code = 130
-    sys.exit(code)
+    exit_with(run_pi, args)
