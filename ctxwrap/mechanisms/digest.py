@@ -68,15 +68,7 @@ async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P
             digester.feed(parsed.body)
             stored = d.raw.try_put_text(parsed.body, **meta)
     digest = digester.finish()
-    status = (
-        "timed out"
-        if (req.timed_out or parsed.timed_out)
-        else "aborted"
-        if parsed.aborted
-        else f"exit code {exit_code}"
-        if exit_code is not None
-        else "exit status unknown"
-    )
+    status = digest_status(req.timed_out or parsed.timed_out, parsed.aborted, exit_code)
     # None: the state disk is full. The digest still replaces the flood; it just has no handle.
     handle = stored.handle if stored is not None else None
     header = digest_header(
@@ -171,6 +163,15 @@ _HEADER_COMMAND_CHARS = 80
 def clearly_smaller(digest_chars: int, original_chars: int) -> bool:
     """Whether a digest of `digest_chars` is worth replacing `original_chars` with."""
     return digest_chars <= DIGEST_MAX_SHARE * original_chars
+
+
+def digest_status(timed_out: bool, aborted: bool, exit_code: int | None) -> str:
+    """How the command ended, as the digest's first line says it."""
+    if timed_out:
+        return "timed out"
+    if aborted:
+        return "aborted"
+    return f"exit code {exit_code}" if exit_code is not None else "exit status unknown"
 
 
 def digest_header(

@@ -52,7 +52,7 @@ from ctxwrap.engine.masking import (
     warm_rewrite_pays,
 )
 from ctxwrap.engine.rereads import pointer_text, result_digest
-from ctxwrap.mechanisms.digest import clearly_smaller, digest_header
+from ctxwrap.mechanisms.digest import clearly_smaller, digest_header, digest_status
 from ctxwrap.mechanisms.masking import tombstone_text
 from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
 from ctxwrap.replay._events import (
@@ -292,13 +292,7 @@ def _digest_text(text: str, command: str, max_chars: int) -> tuple[str | None, s
     with contextlib.suppress(Exception):
         digester.feed(parsed.body)
     digest = digester.finish()
-    status = (
-        "timed out"
-        if parsed.timed_out
-        else "aborted"
-        if parsed.aborted
-        else f"exit code {exit_code}"
-    )
+    status = digest_status(parsed.timed_out, parsed.aborted, exit_code)
     # the daemon's own header (mechanisms/digest.py), with pi's recall form for its size
     header = digest_header(
         command=command,
