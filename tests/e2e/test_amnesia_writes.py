@@ -212,7 +212,8 @@ ODD = {
 def test_odd_writes_land_on_disk_exactly_as_with_plain_pi(
     pi: str, tmp_path: Path, xdg: Xdg
 ) -> None:
-    big = "".join(f"row {i:08d} {'x' * 80}\n" for i in range(550_000))  # ~50 MB
+    # ~11 MB: far past pi's window by its own estimate, as a generated file or a dump can be
+    big = "".join(f"row {i:08d} {'x' * 80}\n" for i in range(120_000))
     writes = {**ODD, "big.txt": big}
     script: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "write", "arguments": {"path": p, "content": c}}]}
@@ -226,9 +227,9 @@ def test_odd_writes_land_on_disk_exactly_as_with_plain_pi(
     assert (run.work / "big.txt").stat().st_size == len(big)
     bodies = [json.dumps(b["messages"], ensure_ascii=False) for b in run.main_bodies()]
     last = bodies[-1]
-    assert "row 00549999" not in last  # the 50 MB body is not sent again
-    assert "[Wrote big.txt" in last and "550,000 lines" in last  # the fact knows the real size
+    assert "row 00119999" not in last  # the 11 MB body is not sent again
+    assert "[Wrote big.txt" in last and "120,000 lines" in last  # the fact knows the real size
     assert len(last) < 60_000
-    # pi's own estimate counts the unpruned 50 MB and it compacts; the earlier facts were in
+    # pi's own estimate counts the unpruned 11 MB and it compacts; the earlier facts were in
     # every request before that.
     assert any("[Wrote bin.dat" in b and "[Wrote surrogate.txt" in b for b in bodies)
