@@ -12,13 +12,11 @@ checks its rules against the rewrite.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 import pexpect
 import pytest
 from support import CTXWRAP, Xdg
+from terminal import Terminal
 
 from ctxwrap.testing.claude_home import claude_env, find_claude, seed_claude_home
 from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer
@@ -136,49 +135,9 @@ def test_scoped_allow_rules_run_and_deny_the_same_commands(
 
 # -- the interactive permission prompt, on a real pseudo-terminal ------------------------------
 
-ANSI = re.compile(
-    rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][A-Z0-9]|\x1b[=>]"
-)
 GEN = "./gen.sh 3000"  # prompts (not read-only); the rule it offers is `Bash(./gen.sh 3000 *)`
 GEN_AGAIN = "./gen.sh 3000 again"  # the same prefix: allowed by that rule without a prompt
 DONE = "ALL-DONE-MARKER"
-
-
-class Screen:
-    """What the TUI printed, without escape sequences and with runs of blanks collapsed."""
-
-    def __init__(self, child: pexpect.spawn) -> None:  # type: ignore[type-arg]
-        self.child = child
-        self.raw = b""
-
-    @property
-    def text(self) -> str:
-        plain = ANSI.sub(b" ", self.raw).decode("utf-8", "replace")
-        return re.sub(r"\s+", " ", plain.replace("\u2019", "'"))
-
-    def wait_for(self, needle: str, timeout: float = 60) -> str:
-        end = time.monotonic() + timeout
-        while needle not in self.text:
-            if time.monotonic() > end:
-                raise AssertionError(f"{needle!r} not on screen; tail: {self.text[-2000:]!r}")
-            with contextlib.suppress(pexpect.TIMEOUT):
-                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
-        return self.text
-
-    def poll(self, done: Callable[[], bool], timeout: float) -> bool:
-        """Read the screen until `done()` or the timeout; whether it was done."""
-        end = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > end:
-                return False
-            with contextlib.suppress(pexpect.TIMEOUT):
-                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
-        return True
-
-    def type(self, text: str) -> None:
-        for ch in text:  # the input box drops a burst sent while it redraws
-            self.child.send(ch)
-            time.sleep(0.05)
 
 
 @pytest.mark.serial
@@ -205,7 +164,7 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
         child = pexpect.spawn(
             argv[0], argv[1:], env=env, cwd=str(work), dimensions=(40, 150), timeout=60
         )
-        screen = Screen(child)
+        screen = Terminal(child, 40, 150)
         try:
             # the footer hint: "? for shortcuts", which ctxwrap's status line takes the place of
             assert screen.poll(
@@ -221,7 +180,8 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
                 if screen.poll(lambda: bool(srv.requests), timeout=45):
                     break
                 child.sendcontrol("u")  # clear whatever reached the input box
-            text = screen.wait_for("Esc to cancel")
+            screen.wait_for("Esc to cancel")
+            text = screen.printed
             prompt = text[text.rindex("Bash command") : text.rindex("Esc to cancel")]
             # the model's own command, nothing of ours, and the session-wide option
             assert f"Bash command {GEN} " in prompt
@@ -229,16 +189,14 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
             assert f"2. Yes, and don't ask again for: {GEN}" in prompt
             for ours in ("compound_statement", "__ctxwrap", "CTXWRAP", "printf", "{ "):
                 assert ours not in prompt
-            screen.raw = b""
+            screen.forget()
             child.send("2")
             # the second command has the allowed prefix: it runs without asking, so the model
             # gets its result (a prompt would hold the third request back)
             assert screen.poll(lambda: len(srv.main_requests) == 3, timeout=60), (
                 f"the second command did not run unasked; tail: {screen.text[-2000:]!r}"
             )
-            # the TUI may move the cursor inside the reply's line: its first letter can land
-            # apart from the rest in the byte stream
-            after = screen.wait_for(DONE[1:])
+            after = screen.wait_for(DONE)
             assert "Do you want to proceed?" not in after
             rules = json.loads((work / ".claude" / "settings.local.json").read_text())
             assert rules["permissions"]["allow"] == [f"Bash({GEN} *)"]

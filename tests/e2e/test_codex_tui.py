@@ -20,6 +20,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from support import CTXWRAP, Xdg
+from terminal import Terminal
 
 from ctxwrap.testing.codex_home import MODEL, codex_env, find_codex
 from ctxwrap.testing.model_server import ScriptedModelServer
@@ -34,9 +35,6 @@ pytestmark = [
 
 ROWS, COLS = 30, 100
 ANSWER = "ANSWER-FROM-THE-SCRIPTED-MODEL"
-_ESCAPES = re.compile(
-    rb"\x1b\[[0-9;?>=<]*[A-Za-z~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>78()][0-9A-B]?"
-)
 
 
 def descendants(root: int) -> list[int]:
@@ -72,25 +70,6 @@ def winsize(pid: int) -> tuple[int, int]:
         os.close(fd)
 
 
-class Screen:
-    """What the TUI printed, escapes removed (it draws words with cursor moves between)."""
-
-    def __init__(self, child: pexpect.spawn) -> None:
-        self.child = child
-        self.raw = b""
-
-    def text(self) -> str:
-        return re.sub(r"\s+", " ", _ESCAPES.sub(b" ", self.raw).decode(errors="replace"))
-
-    def wait_for(self, needle: str, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while needle not in self.text().replace(" ", ""):
-            if time.monotonic() > end:
-                raise AssertionError(f"{needle!r} not on screen: {self.text()[-800:]!r}")
-            with contextlib.suppress(pexpect.TIMEOUT):
-                self.raw += self.child.read_nonblocking(65536, timeout=0.2)
-
-
 @pytest.mark.timeout(180)
 def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None:
     work = tmp_path / "work"
@@ -112,13 +91,13 @@ def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None
             dimensions=(ROWS, COLS),
             timeout=60,
         )
-        screen = Screen(child)
+        screen = Terminal(child, ROWS, COLS)
         try:
-            screen.wait_for("AskCodextodoanything", timeout=60)
+            screen.wait_for("Ask Codex to do anything", timeout=60, blanks=False)
             pid = codex_process(child.pid)
             assert os.readlink(f"/proc/{pid}/fd/0") != os.readlink(f"/proc/{child.pid}/fd/0")
             assert winsize(pid) == (ROWS, COLS)
-            child.setwinsize(41, 133)
+            screen.resize(41, 133)
             end = time.monotonic() + 20
             while winsize(pid) != (41, 133) and time.monotonic() < end:
                 time.sleep(0.05)

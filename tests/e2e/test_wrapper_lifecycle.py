@@ -13,6 +13,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from support import CTXWRAP, PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi
+from terminal import Terminal
 
 from ctxwrap.testing.claude_home import (
     claude_env,
@@ -32,102 +33,6 @@ EXIT_LINE = re.compile(
     r" · details: ctxwrap stats --session (\S+)$",
     re.M,
 )
-
-
-class Screen:
-    """Just enough of a terminal to read what Claude Code's TUI shows: it redraws only the cells
-    that changed (cursor moves over the rest), so its output stream never holds a whole line."""
-
-    CSI = re.compile(
-        r"\x1b\[([?>=]?)([0-9;]*)([A-Za-z@`])|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()][0-9A-Za-z]|\x1b[=>78cDEHM]"
-    )
-
-    def __init__(self, rows: int, cols: int) -> None:
-        self.rows, self.cols = rows, cols
-        self.grid = [[" "] * cols for _ in range(rows)]
-        self.y = self.x = 0
-
-    def feed(self, data: str) -> None:
-        pos = 0
-        while pos < len(data):
-            m = self.CSI.match(data, pos)
-            if m:
-                self._csi(m)
-                pos = m.end()
-                continue
-            ch = data[pos]
-            pos += 1
-            if ch == "\r":
-                self.x = 0
-            elif ch == "\n":
-                self._down()
-            elif ch == "\b":
-                self.x = max(0, self.x - 1)
-            elif ch >= " ":
-                if self.x >= self.cols:
-                    self.x = 0
-                    self._down()
-                self.grid[self.y][self.x] = ch
-                self.x += 1
-
-    def _down(self) -> None:
-        if self.y == self.rows - 1:
-            self.grid = [*self.grid[1:], [" "] * self.cols]
-        else:
-            self.y += 1
-
-    def _csi(self, m: re.Match[str]) -> None:
-        if m.group(3) is None or m.group(1):
-            return
-        args = [int(a) if a else 0 for a in m.group(2).split(";")] if m.group(2) else []
-        n = max(1, args[0]) if args else 1
-        op = m.group(3)
-        if op == "G":
-            self.x = min(self.cols - 1, n - 1)
-        elif op == "C":
-            self.x = min(self.cols - 1, self.x + n)
-        elif op == "D":
-            self.x = max(0, self.x - n)
-        elif op == "A":
-            self.y = max(0, self.y - n)
-        elif op in "BE":
-            self.y = min(self.rows - 1, self.y + n)
-            self.x = 0 if op == "E" else self.x
-        elif op in "Hf":
-            self.y = min(self.rows - 1, max(1, args[0] if args else 1) - 1)
-            self.x = min(self.cols - 1, max(1, args[1] if len(args) > 1 else 1) - 1)
-        elif op == "K":
-            mode = args[0] if args else 0
-            row = self.grid[self.y]
-            span = (
-                range(self.x, self.cols)
-                if mode == 0
-                else range(0, self.x + 1)
-                if mode == 1
-                else range(self.cols)
-            )
-            for i in span:
-                row[i] = " "
-        elif op == "J":
-            mode = args[0] if args else 0
-            if mode in (2, 3):
-                self.grid = [[" "] * self.cols for _ in range(self.rows)]
-
-    def text(self) -> str:
-        return "\n".join("".join(r).rstrip() for r in self.grid)
-
-
-def wait_on_screen(child: pexpect.spawn, screen: Screen, text: str, timeout: float) -> str:
-    """Feed the TUI's output to `screen` until `text` shows on it; the screen's text."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if text in screen.text():
-            return screen.text()
-        try:
-            screen.feed(child.read_nonblocking(65536, timeout=0.2).decode(errors="replace"))
-        except pexpect.TIMEOUT:
-            continue
-    raise AssertionError(f"{text!r} not on screen:\n{screen.text()}")
 
 
 @pytest.mark.parametrize("pi", PI_VERSIONS)
@@ -243,21 +148,21 @@ def test_claude_is_listed_at_launch_shows_its_status_line_and_says_how_to_resume
             assert not [r for r in srv.main_requests if r.body.get("tools")]
             sid = str(live[0]["session_id"])
             # Our status line (no statusLine of the user's): placeholder, then the savings.
-            screen = Screen(30, 120)
-            screen.feed(child.before.decode(errors="replace") + child.after.decode())
-            wait_on_screen(child, screen, "ctxwrap: nothing saved yet", 30)
+            screen = Terminal(child, 30, 120)
+            screen.adopt()
+            screen.wait_for("ctxwrap: nothing saved yet", 30)
             time.sleep(1.0)
             child.send("please answer")
             time.sleep(1.0)
             child.send("\r")
-            wait_on_screen(child, screen, "ANSWER-ONE", 90)
+            screen.wait_for("ANSWER-ONE", 90)
             status_file = xdg.state / "ctxwrap" / "status" / sid
             end = time.monotonic() + 30
             while "tokens" not in (status := status_file.read_text().strip()):
                 assert time.monotonic() < end, status
                 time.sleep(0.2)
             assert status.startswith("ctxwrap: ")
-            wait_on_screen(child, screen, status, 30)  # Claude Code ran our command: shown
+            screen.wait_for(status, 30)  # Claude Code ran our command: shown
             child.sendcontrol("c")
             time.sleep(0.3)
             child.sendcontrol("c")
