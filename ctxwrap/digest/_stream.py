@@ -2,7 +2,7 @@
 
 Input is cut into blocks of complete lines (about 1 MiB) and handled as raw UTF-8 bytes:
 each block is cleaned with a few C-level passes, then only lines containing one of the
-rules' anchors (found with ``bytes.find``) are decoded and matched in Python. Kept across
+rules' anchors (found in one RE2 pass over the block) are decoded and matched in Python. Kept across
 blocks: a short head, a tail ring, at most MAX_KEPT interesting lines, and counters.
 """
 
@@ -12,6 +12,8 @@ import codecs
 import re
 from collections import deque
 from dataclasses import dataclass
+
+import re2
 
 from ctxwrap.digest._command import family_for_command, family_for_output
 from ctxwrap.digest._render import render_digest, similarity_key
@@ -99,6 +101,46 @@ class _RuleTable:
                     masks[shorter] |= masks.pop(longer)
                     break
         self.anchors: tuple[tuple[bytes, int], ...] = tuple(masks.items())
+        # One linear pass finds every line holding any anchor (one bytes.find pass per anchor
+        # was 9x slower: a 1 GiB log took 30 s); the line's mask is then worked out on the line.
+        options = re2.Options()
+        options.encoding = re2.Options.Encoding.LATIN1  # bytes as bytes: offsets stay in place
+        self.any_anchor = re2.compile(
+            b"(?m)"
+            + b"|".join(
+                b"^" + re2.escape(a[1:]) if a[:1] == b"\n" else re2.escape(a)
+                for a, _ in self.anchors
+            ),
+            options,
+        )
+
+    def anchored_lines(self, folded: bytes) -> dict[int, int]:
+        """Each line of an upper-cased block that holds an anchor: its start offset → the
+        rules worth trying on it."""
+        hits: dict[int, int] = {}
+        search, find, rfind = self.any_anchor.search, folded.find, folded.rfind
+        position = 0
+        while (found := search(folded, position)) is not None:
+            line_start = rfind(b"\n", 0, found.start()) + 1
+            line_end = find(b"\n", found.start())
+            if line_end < 0:
+                line_end = len(folded)
+            hits[line_start] = self.line_mask(folded[line_start:line_end])
+            position = line_end + 1
+            if position > len(folded):
+                break
+        return hits
+
+    def line_mask(self, line: bytes) -> int:
+        """The rules worth trying on a line (upper-cased) that holds an anchor."""
+        mask = 0
+        for anchor, bits in self.anchors:
+            if anchor[:1] == b"\n":  # an anchor that starts a line, like "\n+" in a diff
+                if line.startswith(anchor[1:]):
+                    mask |= bits
+            elif anchor in line:
+                mask |= bits
+        return mask
 
     def classify(self, line: str, mask: int) -> LineRule | None:
         index = 0
@@ -316,27 +358,9 @@ class StreamingDigester:
         """Keep the block's interesting lines; return its line count (counted on the way)."""
         table = self._table
         assert table is not None
-        hits: dict[int, int] = {}  # line start offset → mask of rules worth trying
         folded = block.upper()
         find = folded.find
-        rfind = folded.rfind
-        for anchor, mask in table.anchors:
-            if anchor[0] == 10:  # b"\n…": an anchor that starts a line, like "\n+" in a diff
-                if folded.startswith(anchor[1:]):
-                    hits[0] = hits.get(0, 0) | mask
-                position = find(anchor)
-                while position >= 0:
-                    hits[position + 1] = hits.get(position + 1, 0) | mask
-                    position = find(anchor, position + 1)
-                continue
-            position = find(anchor)
-            while position >= 0:
-                line_start = rfind(b"\n", 0, position) + 1
-                hits[line_start] = hits.get(line_start, 0) | mask
-                line_end = find(b"\n", position)
-                if line_end < 0:
-                    break
-                position = find(anchor, line_end)
+        hits = table.anchored_lines(folded)
         lineno = base
         previous = 0
         for line_start in sorted(hits):

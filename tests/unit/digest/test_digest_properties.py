@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwrap.digest import StreamingDigester, digest_bash_output
+from ctxwrap.digest._rules import Family
+from ctxwrap.digest._stream import _RuleTable
+from ctxwrap.digest.families import FAMILIES
 
 # Lines built from fragments the rules react to, so matching paths are exercised too.
 _FRAGMENTS = st.sampled_from(
@@ -54,3 +58,36 @@ def test_arbitrary_bytes_in_arbitrary_chunks(data: bytes, cut: int, command: str
     digest = digester.finish()
     assert len(digest.text) <= 1000
     assert digest == digest_bash_output(data, command=command, exit_code=None, max_chars=1000)
+
+
+# -- the block scan: one RE2 pass finds exactly the lines one find pass per anchor found --------
+
+
+def _brute_mask(table: _RuleTable, line: bytes) -> int:
+    mask = 0
+    for anchor, bits in table.anchors:
+        if line.startswith(anchor[1:]) if anchor[:1] == b"\n" else anchor in line:
+            mask |= bits
+    return mask
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_block_scan_finds_every_anchored_line_and_no_other(
+    family: type[Family], data: st.DataObject
+) -> None:
+    table = _RuleTable(family())
+    # lines built from the anchors (a line-start one at a line's start, inside it, or cut
+    # short), and filler: hits, near misses and blocks with none all come up
+    pieces = [a[1:] if a[:1] == b"\n" else a for a, _ in table.anchors]
+    fragments = st.sampled_from([*pieces, *(p[:-1] for p in pieces if len(p) > 1), b"x", b" "])
+    lines = data.draw(st.lists(st.lists(fragments, max_size=5).map(b"".join), max_size=30))
+    folded = b"\n".join(lines).upper()
+    expected: dict[int, int] = {}
+    offset = 0
+    for line in folded.split(b"\n"):
+        if mask := _brute_mask(table, line):
+            expected[offset] = mask
+        offset += len(line) + 1
+    assert table.anchored_lines(folded) == expected
