@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from support import CTXWRAP, Xdg
 
+from ctxwrap.agents._proxy.cache_state import marked_ttl_s
 from ctxwrap.testing.claude_home import claude_env, find_claude
 from ctxwrap.testing.model_server import ScriptedModelServer
 
@@ -76,6 +77,9 @@ def test_the_login_reaches_upstream_and_is_stored_nowhere(
         if login == "oauth":
             for r in aux:  # a subscription token needs its beta on ctxwrap's calls too
                 assert "oauth-2025-04-20" in r.headers["anthropic-beta"]
+            # under a subscription login Claude Code asks for the 1-hour cache: the proxy's
+            # idle boundary follows it (test_claude_masking_proxy.py)
+            assert marked_ttl_s(main[0].body) == 3600.0
         # the login worked for ctxwrap's own decision: the dropped read is a tombstone
         [result] = [
             b["content"]

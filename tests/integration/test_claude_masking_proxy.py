@@ -56,16 +56,21 @@ class Conversation:
         self.messages: list[dict[str, Any]] = []
         self.model = "claude-test-model"
         self.tools: list[dict[str, Any]] = TOOLS
+        # Claude Code's cache marker: the 5-minute cache, or the 1-hour one it asks for
+        # under a subscription login
+        self.marker: dict[str, Any] = {"type": "ephemeral"}
 
     def body(self) -> dict[str, Any]:
         msgs = strip_cache_control(self.messages)
         last = msgs[-1]["content"]
         if isinstance(last, list):
-            last[-1]["cache_control"] = {"type": "ephemeral"}  # Claude Code's moving marker
+            last[-1]["cache_control"] = dict(self.marker)  # Claude Code's moving marker
         return {
             "model": self.model,
             "max_tokens": 64,
-            "system": [{"type": "text", "text": "You are Claude Code."}],
+            "system": [
+                {"type": "text", "text": "You are Claude Code.", "cache_control": self.marker}
+            ],
             "tools": self.tools,
             "messages": msgs,
         }
@@ -163,6 +168,34 @@ def mask_events(xdg: Xdg) -> list[dict[str, Any]]:
     path = xdg.state / "ctxwrap" / "events.jsonl"
     events = [json.loads(line) for line in path.open()] if path.exists() else []
     return [e for e in events if e.get("event") == "mask"]
+
+
+def test_a_pause_inside_the_one_hour_cache_masks_nothing(tmp_path: Path, xdg: Xdg) -> None:
+    """Claude Code asks for the 1-hour cache (subscription logins): a pause past
+    cache_ttl_s (3 s here, 5 minutes by default) leaves that cache warm, so it is no boundary:
+    masking there would rewrite a warm prefix at the 1-hour write price (2x input)."""
+    with (
+        daemon_process(xdg, TTL),
+        ScriptedModelServer([{"text": "ok"}] * 20) as srv,
+    ):
+        proxy = new_proxy(srv, xdg)
+        conv = Conversation(proxy, tmp_path)
+        conv.marker = {"type": "ephemeral", "ttl": "1h"}
+        try:
+            conv.prompt("task one: look at old.py")
+            conv.read("toolu_old", "old.py", OLD)
+            conv.answer("task one done")
+            time.sleep(3.5)  # past cache_ttl_s, well inside the hour
+            conv.prompt("task two: new.py")
+            conv.prompt("and the tests?")
+            wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
+        finally:
+            proxy.close()
+        main = [r.body for r in srv.main_requests]
+    assert mask_events(xdg) == []
+    for body in main[2:]:
+        assert results(body)["toolu_old"] == OLD
+    assert_extends(main)
 
 
 @pytest.mark.serial

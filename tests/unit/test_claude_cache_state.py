@@ -15,6 +15,7 @@ from ctxwrap.agents._proxy.cache_state import (
     dump_states,
     head_key,
     load_states,
+    marked_ttl_s,
     tools_key,
     variant_key,
 )
@@ -167,3 +168,28 @@ def test_a_mask_applies_like_a_tombstone_and_only_once() -> None:
     assert body["messages"][1]["content"][0] == {
         "type": "tool_result", "tool_use_id": "a", "content": "[masked]",
         "cache_control": {"type": "ephemeral"}}  # fmt: skip
+
+
+def test_the_cache_lifetime_a_request_asked_for() -> None:
+    def body(marker: dict[str, Any] | None) -> dict[str, Any]:
+        block: dict[str, Any] = {"type": "text", "text": "hi"}
+        if marker is not None:
+            block["cache_control"] = marker
+        result = {"type": "tool_result", "tool_use_id": "t1", "content": [dict(block)]}
+        return {
+            "system": [{"type": "text", "text": "sys"}],
+            "messages": [{"role": "user", "content": [result]}],
+        }
+
+    # Claude Code 2.1 with a subscription login marks its blocks for the 1-hour cache
+    assert marked_ttl_s(body({"type": "ephemeral", "ttl": "1h"})) == 3600.0
+    assert marked_ttl_s(body({"type": "ephemeral", "ttl": "5m"})) == 300.0
+    assert marked_ttl_s(body({"type": "ephemeral"})) == 300.0  # Anthropic's default
+    assert marked_ttl_s(body(None)) is None
+    assert marked_ttl_s(body({"type": "ephemeral", "ttl": "24h"})) is None  # not known here
+    assert marked_ttl_s(body({"type": "ephemeral", "ttl": 3600})) is None
+    # the longest marker wins: the system prompt's 1 hour, a message's default
+    mixed = body({"type": "ephemeral"})
+    mixed["system"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
+    assert marked_ttl_s(mixed) == 3600.0
+    assert marked_ttl_s("not a body") is None

@@ -34,6 +34,36 @@ def strip_cache_control(value: Any) -> Any:
     return value
 
 
+# Anthropic's cache lifetimes, by the `ttl` of a `cache_control` marker (none: 5 minutes).
+_TTL_S = {"5m": 300.0, "1h": 3600.0}
+
+
+def marked_ttl_s(body: Any) -> float | None:
+    """The cache lifetime a request asked for, from its `cache_control` markers (the longest),
+    or None when no marker says. Claude Code 2.1 asks for the 1-hour cache for subscription
+    logins (and with ENABLE_PROMPT_CACHING_1H): a 20-minute pause leaves that cache warm, so it
+    is no idle boundary there."""
+    found: list[float] = []
+
+    def walk(value: Any, depth: int) -> None:
+        if depth > 6:  # markers sit on blocks: body → messages → message → content → block
+            return
+        if isinstance(value, dict):
+            marker = value.get("cache_control")
+            if isinstance(marker, dict) and marker.get("type") == "ephemeral":
+                ttl = marker.get("ttl", "5m")
+                if isinstance(ttl, str) and ttl in _TTL_S:  # another value: not known here
+                    found.append(_TTL_S[ttl])
+            for key in ("system", "tools", "messages", "content"):
+                walk(value.get(key), depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+
+    walk(body, 0)
+    return max(found) if found else None
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(strip_cache_control(value), ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]

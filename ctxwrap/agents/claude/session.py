@@ -26,6 +26,7 @@ from ctxwrap.agents._proxy.cache_state import (
     acceptable_masks,
     cold_reason,
     head_key,
+    marked_ttl_s,
     tools_key,
     variant_key,
 )
@@ -268,6 +269,11 @@ class ClaudeSession:
         )
         ttl = self.cfg.get("cache_ttl_s", 300.0)
         ttl_s = float(ttl) if isinstance(ttl, int | float) and not isinstance(ttl, bool) else 300.0
+        # a request that asks for the 1-hour cache (Claude Code with a subscription login)
+        # stays warm across a pause the 5-minute one (cache_ttl_s's default) would not
+        marked = marked_ttl_s(body)
+        if marked is not None and marked > 300.0:
+            ttl_s = max(ttl_s, marked)
         reason = cold_reason(self.conversations, key, now, ttl_s=ttl_s)
         prev = self.conversations.get(variant_key(key, now))
         gap = now.at - prev.at if prev is not None else None
