@@ -371,6 +371,9 @@ class LlmCall(Request):
     plain_summary_chars: Int | None = Field(None, ge=0)
     prompt_index: Int | None = Field(None, ge=0)  # user prompts so far in this process
     model: str | None = None  # provider/id the request goes to
+    # the prompt-cache lifetime the request asked for where it is longer than the default
+    # (Claude Code's 1-hour cache, seconds); None = the daemon's cache_ttl_s
+    cache_ttl_s: float | None = Field(None, gt=0, le=86_400)
 
 
 class Edit(BaseModel):

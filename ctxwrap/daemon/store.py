@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -201,6 +201,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, tool_call_id, how)
     );
     """,
+    # 8: the prompt-cache lifetime a request asked for, where longer than the default (Claude
+    # Code's 1-hour cache under a subscription login): the cost model prices its pauses and
+    # writes by it. NULL = the daemon's cache_ttl_s.
+    "ALTER TABLE llm_calls ADD COLUMN cache_ttl_s REAL;",
 ]
 
 

@@ -452,6 +452,9 @@ class CallSizes(NamedTuple):
     # compacted_before only: what the conversation grew by since the previous request (the
     # messages the compaction kept are no measure of it), in plain tokens; None = unknown (0)
     growth_tokens: int | None = None
+    # the cache lifetime the request asked for, where longer than the pricer's ttl_s (Claude
+    # Code's 1-hour cache): pauses within it are warm, and its writes cost the 1-hour rate
+    ttl_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -713,8 +716,13 @@ class SessionPricer:
         ran just before it or None, the simulated plain request size)."""
         policy, prev = self.policy, self.prev
         prices = self.prices_of(call.model)
+        ttl_s = self.ttl_s
+        if call.ttl_s is not None and call.ttl_s > ttl_s:
+            ttl_s = call.ttl_s
+            if call.ttl_s >= ONE_HOUR_TTL_S:
+                prices = prices.with_1h_cache()
         wt = weights(prices)
-        warm = prev is not None and call.ts - prev.ts <= self.ttl_s and call.model == prev.model
+        warm = prev is not None and call.ts - prev.ts <= ttl_s and call.model == prev.model
         # -- actual
         if call.sent_prefix_tokens is not None:
             sent_read = call.sent_prefix_tokens

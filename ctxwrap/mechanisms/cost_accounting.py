@@ -83,7 +83,7 @@ def record_call_costs(store: Store, req: P.LlmCall) -> None:
     """The cost-model fields of an llm_call, on the row `Daemon.llm_call` just inserted."""
     store.conn.execute(
         """UPDATE llm_calls SET sent_prefix_chars=?, plain_prefix_chars=?, plain_summary_chars=?,
-                  prompt_index=?, model=?
+                  prompt_index=?, model=?, cache_ttl_s=?
            WHERE id = (SELECT MAX(id) FROM llm_calls WHERE session_id=? AND call_index=?)""",
         (
             req.sent_prefix_chars,
@@ -91,6 +91,7 @@ def record_call_costs(store: Store, req: P.LlmCall) -> None:
             req.plain_summary_chars,
             req.prompt_index,
             req.model,
+            req.cache_ttl_s,
             req.session_id,
             req.call_index,
         ),
@@ -270,6 +271,9 @@ class PricedSession:
         self.session_model: str | None = sess[0] if sess else None
         pi_version = (sess[1] if sess else None) or ""
         self.new_schema = new_schema = len(signature) > 1
+        self.has_ttl = any(  # schema 8: a store `ctxwrap stats` reads may be older
+            r[1] == "cache_ttl_s" for r in conn.execute("PRAGMA table_info(llm_calls)")
+        )
         window: int | None = None
         reserve, keep, enabled = 16384, 20000, True
         if new_schema:
@@ -360,9 +364,10 @@ class PricedSession:
             if self.new_schema
             else "NULL, NULL, NULL, NULL, NULL"
         )
+        ttl = "cache_ttl_s" if self.has_ttl else "NULL"
         rows = conn.execute(
             f"""SELECT id, ts, {_tok(_SENT_SQL)}, {_tok(_PLAIN_SQL)}, {_BASE_SQL}, {_PLAIN_SQL},
-                       head_changed, message_count, {extra}, saved_bash
+                       head_changed, message_count, {extra}, saved_bash, {ttl}
                 FROM llm_calls WHERE session_id=? AND id > ? ORDER BY id""",
             (sid, self.last_call_id),
         ).fetchall()
@@ -429,7 +434,22 @@ class PricedSession:
             acc.add_call(a, p, comp)
 
     def _add_call(self, row: tuple[Any, ...]) -> None:
-        ts, sent_tok, plain_tok, base, plain, head, count, sp, pp, prompt, model, summ, bash = row
+        (
+            ts,
+            sent_tok,
+            plain_tok,
+            base,
+            plain,
+            head,
+            count,
+            sp,
+            pp,
+            prompt,
+            model,
+            summ,
+            bash,
+            ttl,
+        ) = row
         comps = self.comps
         grown: int | None = None
         if comps:
@@ -462,6 +482,7 @@ class PricedSession:
                 prompt is not None and prompt != self._prev_prompt,
                 model or self.session_model,
                 grown,
+                None if ttl is None else float(ttl),
             )
         )
         self.sent_sum += sent_tok

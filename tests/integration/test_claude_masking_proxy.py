@@ -196,6 +196,10 @@ def test_a_pause_inside_the_one_hour_cache_masks_nothing(tmp_path: Path, xdg: Xd
     for body in main[2:]:
         assert results(body)["toolu_old"] == OLD
     assert_extends(main)
+    # each call is recorded with the hour it asked for: the cost model prices it so
+    with sqlite3.connect(xdg.db) as db:
+        ttls = [r for (r,) in db.execute("SELECT cache_ttl_s FROM llm_calls ORDER BY id")]
+    assert ttls == [3600.0] * len(main)
 
 
 @pytest.mark.serial
@@ -264,6 +268,8 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
         assert list(db.execute("SELECT tool_call_id FROM edits WHERE kind='mask'")) == [
             ("toolu_old",)
         ]
+        # the default 5-minute markers: the daemon's cache_ttl_s prices these calls
+        assert list(db.execute("SELECT DISTINCT cache_ttl_s FROM llm_calls")) == [(None,)]
         handle = tomb.split("ctxwrap recall ")[1].split()[0]
         (stored,) = db.execute("SELECT tool_call_id FROM raw_outputs WHERE handle=?", (handle,))
         assert stored == ("toolu_old",)

@@ -286,6 +286,25 @@ def test_idle_gap_and_model_switch_make_both_series_cold() -> None:
     assert priced.actual[3].cache_read_tokens == 0 and priced.plain[3].cache_write_tokens == 1200
 
 
+def test_a_request_on_the_one_hour_cache_is_warm_after_a_pause_and_writes_at_2x() -> None:
+    calls = _calls()
+    # a 20-minute pause before call 2: past the 5-minute TTL, inside Claude Code's hour
+    calls[2] = calls[2]._replace(ts=1200.0)
+    calls[3] = calls[3]._replace(ts=1201.0)
+    five = price_session(calls, lambda _m: SONNET, CompactionPolicy(None), ttl_s=300)
+    assert five.actual[2].cache_read_tokens == 0 and five.plain[2].cache_read_tokens == 0
+    hour = [c._replace(ttl_s=3600.0) for c in calls]
+    priced = price_session(hour, lambda _m: SONNET, CompactionPolicy(None), ttl_s=300)
+    assert priced.actual[2].cache_read_tokens == 350 and priced.plain[2].cache_read_tokens == 600
+    # what is written goes to the 1-hour cache: 2x input (6.0/M), not 1.25x
+    assert priced.actual[2].cache_write_tokens == 50
+    assert priced.actual[2].input_usd == pytest.approx((350 * 0.3 + 50 * 6.0) / 1e6)
+    assert priced.actual[2].weighted_tokens == pytest.approx(35 + 100)
+    # a ttl_s the pricer is already past changes nothing
+    same = [c._replace(ttl_s=60.0) for c in calls]
+    assert price_session(same, lambda _m: SONNET, CompactionPolicy(None), ttl_s=300) == five
+
+
 def test_a_real_compaction_does_not_shrink_the_plain_counterfactual() -> None:
     calls = _calls()
     # ctxwrap's session compacted before call 3: its own sizes restart (sent 200, plain 250)

@@ -347,12 +347,15 @@ class ClaudeSession:
             )
             writes = sum(e.savedChars for e in applied if isinstance(e, StripWriteEdit))
             index, self.call_index = self.call_index, self.call_index + 1
+        marked = marked_ttl_s(body)
         self.daemon.call(
             "/v1/llm_call",
             {
                 "session_id": self.session_id,
                 "call_index": index,
                 "message_count": len(body.get("messages") or []),
+                # the 1-hour cache (subscription logins): priced with its lifetime and rate
+                "cache_ttl_s": marked if marked is not None and marked > 300.0 else None,
                 "sent_chars": {
                     "system": size.system,
                     "messages": size.messages,
