@@ -2,8 +2,9 @@
 
 Input is cut into blocks of complete lines (about 1 MiB) and handled as raw UTF-8 bytes:
 each block is cleaned with a few C-level passes, then only lines containing one of the
-rules' anchors (found in one RE2 pass over the block) are decoded and matched in Python. Kept across
-blocks: a short head, a tail ring, at most MAX_KEPT interesting lines, and counters.
+rules' anchors (found in one RE2 pass over the block) are decoded and matched in Python.
+Kept across blocks: a short head, a tail ring, at most MAX_KEPT interesting lines, and
+counters.
 """
 
 from __future__ import annotations
