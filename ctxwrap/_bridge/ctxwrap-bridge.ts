@@ -18,7 +18,7 @@ import { appendFileSync, lstatSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path";
 import { homedir, tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
-import { acceptableMasks, callPaths, coldReason, lastRequestAt, type CacheState } from "./masking.ts";
+import { acceptableMasks, callPaths, coldReason, lastRequestAt, payloadTtlS, type CacheState } from "./masking.ts";
 
 // -- configuration ---------------------------------------------------------------------------
 
@@ -860,6 +860,11 @@ function install(pi: any): void {
 	let callIndex = 0;
 	let firstKey: string | null = null;
 	let cache: CacheState = { lastAt: null, model: null, tools: null };
+	// The cache lifetime (s) the provider payloads ask for beyond the default (pi's
+	// PI_CACHE_RETENTION=long): a pause inside it is no idle boundary. Known from the previous
+	// payload (`before_provider_request`); before the first one of a process (a resume), the
+	// shortest long lifetime pi asks any provider for (30 minutes).
+	let askedTtlS: number | null = env.PI_CACHE_RETENTION === "long" ? 1800 : null;
 	let skillsRemoved = 0;
 	let toolsChars = 0;
 	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
@@ -1585,7 +1590,8 @@ function install(pi: any): void {
 		// First request of this process: every assistant message in the list is from before (a resume).
 		const prevAt = callIndex === 0 ? lastRequestAt(messages, messages.length) : cache.lastAt;
 		const gapS = prevAt !== null ? (now.at - prevAt) / 1000 : null;
-		const cold = cfg.mask ? coldReason(cache, now, prevAt, headChanged, cfg.cache_ttl_s * 1000) : null;
+		const ttlS = Math.max(cfg.cache_ttl_s, askedTtlS ?? 0);
+		const cold = cfg.mask ? coldReason(cache, now, prevAt, headChanged, ttlS * 1000) : null;
 		const maskReason = cold ?? (cfg.mask && cfg.mask_warm && callIndex > 0 ? "warm" : null);
 		cache = { lastAt: now.at, model: now.model, tools: now.tools };
 		if (maskReason) trace(`context #${callIndex}: cache ${maskReason} (gap ${gapS} s)`);
@@ -1665,6 +1671,7 @@ function install(pi: any): void {
 			...prefixes,
 			prompt_index: Math.max(0, promptIndex - 1),
 			model: m ? `${m.provider}/${m.id}` : null,
+			cache_ttl_s: askedTtlS, // priced with it (docs/accounting.md)
 		});
 		callIndex++;
 		return edits.length ? sent : undefined; // unchanged list: pi keeps its own bytes
@@ -1722,6 +1729,14 @@ function install(pi: any): void {
 		}
 	};
 	pi.on(hasContextWithSystem ? "context_with_system" : "context", contextHandler);
+
+	// Observation only (returning nothing keeps the payload): the cache lifetime it asks for.
+	pi.on("before_provider_request", (event: any) => {
+		try {
+			askedTtlS = payloadTtlS(event?.payload);
+		} catch {}
+		return undefined;
+	});
 
 	let lastTotals: Json | null = null; // the daemon's latest session totals (turn_end reply)
 	let compactAskedAt = 0; // the plain compaction count a compaction was last asked for

@@ -47,6 +47,39 @@ export function lastRequestAt(messages: readonly unknown[], end: number): number
   return best;
 }
 
+/**
+ * The prompt-cache lifetime (s) a provider payload asks for beyond the default, or null.
+ * Under `PI_CACHE_RETENTION=long` pi sends Anthropic blocks `cache_control.ttl: "1h"`, OpenAI
+ * `prompt_cache_retention: "24h"` or `prompt_cache_options.ttl: "30m"` (by model): a pause
+ * inside that lifetime leaves the cache warm. Twin of cache_state.marked_ttl_s (Anthropic).
+ */
+export function payloadTtlS(payload: unknown): number | null {
+  if (!isRec(payload)) return null;
+  let best: number | null = null;
+  const take = (s: number) => {
+    if (best === null || s > best) best = s;
+  };
+  if (payload.prompt_cache_retention === "24h") take(86_400);
+  const opts = payload.prompt_cache_options;
+  if (isRec(opts) && typeof opts.ttl === "string") {
+    const m = /^(\d+)([mh])$/.exec(opts.ttl);
+    if (m) take(Number(m[1]) * (m[2] === "h" ? 3600 : 60));
+  }
+  const walk = (v: unknown, depth: number): void => {
+    if (depth > 6) return; // markers sit on blocks: payload → messages → message → content → block
+    if (Array.isArray(v)) {
+      for (const x of v) walk(x, depth + 1);
+      return;
+    }
+    if (!isRec(v)) return;
+    const cc = v.cache_control;
+    if (isRec(cc) && cc.ttl === "1h") take(3600);
+    for (const k of ["system", "tools", "messages", "content"]) walk(v[k], depth + 1);
+  };
+  walk(payload, 0);
+  return best !== null && best > 300 ? best : null;
+}
+
 export type ColdReason = "idle" | "compaction" | "model" | "tools";
 
 export interface CacheState {

@@ -110,6 +110,36 @@ def test_idle_gap_masks_the_earlier_task_and_the_view_is_frozen(
     assert "old-marker" not in json.dumps(last["messages"])
 
 
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_a_pause_inside_pis_long_cache_retention_masks_nothing(
+    pi: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    """Under PI_CACHE_RETENTION=long pi asks the provider for a long-lived cache (here
+    `prompt_cache_retention: "24h"`): a pause past cache_ttl_s is no idle boundary, and the
+    calls are recorded with that lifetime for the cost model."""
+    env = {**TTL, "PI_CACHE_RETENTION": "long"}
+    with ScriptedModelServer([*TASK_ONE, *TASK_TWO]) as srv:
+        one = run_ctxwrap_pi(
+            pi, tmp_path, xdg, prompt="task one", files=FILES, extra_env=env, server=srv
+        )
+        assert one.proc.returncode == 0, one.proc.stderr
+        time.sleep(2.5)  # past the 2 s cache_ttl_s
+        two = run_ctxwrap_pi(
+            pi, tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
+            extra_env=env, server=srv,
+        )  # fmt: skip
+        assert two.proc.returncode == 0, two.proc.stderr
+        bodies = [r.body for r in srv.main_requests]
+    assert all(b.get("prompt_cache_retention") == "24h" for b in bodies)
+    assert all("old_helper_149" in json.dumps(b["messages"]) for b in bodies[1:])
+    events = [json.loads(line) for line in (xdg.state / "ctxwrap" / "events.jsonl").open()]
+    assert [e for e in events if e.get("event") == "mask"] == []
+    # the first request of each process knows only pi's setting (30 minutes, the shortest
+    # long lifetime); the others the lifetime the previous payload asked for
+    ttls = [r for (r,) in db_rows(xdg, "SELECT cache_ttl_s FROM llm_calls ORDER BY id")]
+    assert ttls == [1800.0, 86400.0, 1800.0, 86400.0, 86400.0]
+
+
 @pytest.mark.parametrize("pi", ["pi"])
 def test_no_gap_no_mask(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """Within the TTL the cache is warm: nothing older is rewritten (the default, off)."""

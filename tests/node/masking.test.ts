@@ -9,7 +9,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { applyEdits, asEdit } from "../../ctxwrap/_bridge/edits.ts";
-import { acceptableMasks, callPaths, coldReason, lastRequestAt } from "../../ctxwrap/_bridge/masking.ts";
+import { acceptableMasks, callPaths, coldReason, lastRequestAt, payloadTtlS } from "../../ctxwrap/_bridge/masking.ts";
 
 const DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "masking");
 const CASES = readdirSync(DIR).filter((f) => f.endsWith(".json")).sort();
@@ -86,4 +86,22 @@ test("acceptableMasks: only seen, paired, unedited, non-error results", () => {
     new Set(["ed"]),
   );
   assert.deepStrictEqual([...ok].sort(), ["a"]);
+});
+
+test("payloadTtlS: the cache lifetime a provider payload asks for beyond the default", () => {
+  // pi under PI_CACHE_RETENTION=long, by provider format
+  assert.equal(payloadTtlS({ model: "gpt", prompt_cache_retention: "24h" }), 86_400);
+  assert.equal(payloadTtlS({ prompt_cache_options: { ttl: "30m" } }), 1800);
+  const anthropic = (cc: unknown) => ({
+    system: [{ type: "text", text: "sys", cache_control: cc }],
+    messages: [{ role: "user", content: [{ type: "text", text: "hi", cache_control: cc }] }],
+  });
+  assert.equal(payloadTtlS(anthropic({ type: "ephemeral", ttl: "1h" })), 3600);
+  // the default lifetime, or none asked for: the configured TTL stands
+  assert.equal(payloadTtlS(anthropic({ type: "ephemeral" })), null);
+  assert.equal(payloadTtlS({ prompt_cache_retention: "in_memory" }), null);
+  assert.equal(payloadTtlS({ prompt_cache_options: { ttl: "5m" } }), null);
+  assert.equal(payloadTtlS({ prompt_cache_options: { ttl: "soon" } }), null);
+  assert.equal(payloadTtlS(null), null);
+  assert.equal(payloadTtlS("payload"), null);
 });
