@@ -58,6 +58,9 @@ class Xdg:
         for k in [k for k in env if k.startswith("PI_CTX_")]:
             if base is None:
                 del env[k]  # the developer's own settings must not leak into tests
+        # A daemon revived by a proxy (detached, as for users) can come up after the test's
+        # teardown killed the one it knew of: it leaves on its own, not with the suite.
+        env.setdefault("PI_CTX_IDLE_EXIT_S", "300")
         return env
 
     def daemon_pid(self) -> int | None:
