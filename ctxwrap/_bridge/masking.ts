@@ -56,8 +56,9 @@ export function lastRequestAt(messages: readonly unknown[], end: number): number
 export function payloadTtlS(payload: unknown): number | null {
   if (!isRec(payload)) return null;
   let best: number | null = null;
+  // at most a day: the daemon refuses a longer lifetime, and with it the call's statistics
   const take = (s: number) => {
-    if (best === null || s > best) best = s;
+    if (Number.isFinite(s) && (best === null || s > best)) best = Math.min(s, 86_400);
   };
   if (payload.prompt_cache_retention === "24h") take(86_400);
   const opts = payload.prompt_cache_options;

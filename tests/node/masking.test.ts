@@ -92,6 +92,9 @@ test("payloadTtlS: the cache lifetime a provider payload asks for beyond the def
   // pi under PI_CACHE_RETENTION=long, by provider format
   assert.equal(payloadTtlS({ model: "gpt", prompt_cache_retention: "24h" }), 86_400);
   assert.equal(payloadTtlS({ prompt_cache_options: { ttl: "30m" } }), 1800);
+  // a lifetime longer than a day (the protocol's bound) is a day, not a refused record
+  assert.equal(payloadTtlS({ prompt_cache_options: { ttl: "48h" } }), 86_400);
+  assert.equal(payloadTtlS({ prompt_cache_options: { ttl: "99999999999999999999h" } }), 86_400);
   const anthropic = (cc: unknown) => ({
     system: [{ type: "text", text: "sys", cache_control: cc }],
     messages: [{ role: "user", content: [{ type: "text", text: "hi", cache_control: cc }] }],
