@@ -134,7 +134,7 @@ class Settings(BaseSettings):
     cache_ttl_s: float = Field(
         300.0,
         ge=0,
-        description="Provider prompt-cache lifetime: a gap longer than this makes the next request cold (the cost model prices it as a write; masking may rewrite history then).",
+        description="Provider prompt-cache lifetime: a gap longer than this makes the next request cold (the cost model prices it as a write; masking may rewrite history then). A request that asks the provider for a longer one (Claude Code's 1-hour cache, pi's PI_CACHE_RETENTION=long) is judged and priced by that.",
     )
     mask_keep_rounds: int = Field(
         2, ge=1, description="The current task's last rounds are never masked."
