@@ -10,6 +10,7 @@ the session's credentials), and be written nowhere by ctxwrap.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -88,6 +89,11 @@ def test_the_login_reaches_upstream_and_is_stored_nowhere(
             if isinstance(b, dict) and b.get("type") == "tool_result"
         ]
         assert isinstance(result, str) and result.startswith("[ctxwrap: read ")
+    # plain Claude Code's window, for where its plain session compacts (auto_compact.py): a
+    # subscription login gets 200k, an API key the 1M one (the context-1m beta)
+    with sqlite3.connect(xdg.db) as db:
+        windows = {w for (w,) in db.execute("SELECT context_window FROM session_models") if w}
+    assert windows == {200_000 if login == "oauth" else 1_000_000}
     assert_in_no_file(xdg, secret)
 
 

@@ -20,6 +20,7 @@ from support import Xdg, daemon_process
 
 from ctxwrap.agents._proxy.cache_state import strip_cache_control
 from ctxwrap.agents.claude.proxy import ClaudeProxy
+from ctxwrap.mechanisms.cost_accounting import load_session_costs
 from ctxwrap.testing.model_server import ScriptedModelServer
 
 KEY = "sk-ant-mask-test-key"
@@ -200,6 +201,43 @@ def test_a_pause_inside_the_one_hour_cache_masks_nothing(tmp_path: Path, xdg: Xd
     with sqlite3.connect(xdg.db) as db:
         ttls = [r for (r,) in db.execute("SELECT cache_ttl_s FROM llm_calls ORDER BY id")]
     assert ttls == [3600.0] * len(main)
+
+
+def test_the_plain_session_compacts_where_plain_claude_code_would(
+    tmp_path: Path, xdg: Xdg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy tells the daemon the model's window and plain Claude Code's auto-compaction
+    threshold (auto_compact.py; here lowered to 1 % of the window by Claude Code's own override),
+    so the cost model's plain session compacts there instead of growing without bound."""
+    monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "1")  # 1,800 of a 200k window
+    with (
+        daemon_process(xdg, WARM),
+        ScriptedModelServer([{"text": "ok"}] * 20) as srv,
+    ):
+        proxy = new_proxy(srv, xdg)
+        conv = Conversation(proxy, tmp_path)
+        try:
+            conv.prompt("look at the three modules")
+            conv.read("toolu_a", "old.py", OLD)
+            conv.read("toolu_b", "new.py", NEW)
+            conv.read("toolu_c", "third.py", THIRD)
+            wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
+        finally:
+            proxy.close()
+    with sqlite3.connect(xdg.db) as db:
+        rows = list(
+            db.execute(
+                "SELECT model, context_window, compaction_enabled, reserve_tokens,"
+                " keep_recent_tokens FROM session_models WHERE session_id=? ORDER BY id",
+                (SID,),
+            )
+        )
+        # after the model the session started with: once, with the window and threshold
+        assert rows[-1] == ("anthropic/claude-test-model", 200_000, 1, 198_200, 0)
+        assert sum(1 for r in rows if r[1] is not None) == 1
+        costs = load_session_costs(db, [SID])[SID]
+    plain_compactions = [c for _ts, _a, _p, c in costs.calls if c is not None]
+    assert len(costs.calls) == 4 and plain_compactions, "plain never compacted"
 
 
 @pytest.mark.serial

@@ -155,6 +155,8 @@ class ClaudeProxy:
             return raw, None, None, []
         model = body.get("model") if isinstance(body.get("model"), str) else None
         sess = self.session(sid, model)
+        if messages_call and body.get("tools"):  # the agent's own call: its window's betas
+            sess.betas = str(headers.get("anthropic-beta", ""))
         try:
             applied = sess.prepare(body) if messages_call else sess.replay(body)
         except Exception:

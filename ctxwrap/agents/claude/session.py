@@ -33,6 +33,7 @@ from ctxwrap.agents._proxy.cache_state import (
 from ctxwrap.agents._proxy.daemon_link import DaemonLink
 from ctxwrap.agents._proxy.frozen import FrozenEdits, load_cache_states, save_cache_states
 from ctxwrap.agents.claude import anthropic_wire as wire
+from ctxwrap.agents.claude import auto_compact
 from ctxwrap.engine.edits import (
     Edit,
     MaskEdit,
@@ -115,6 +116,8 @@ class ClaudeSession:
         self.facts: dict[str, str] = {}  # Write tool_use_id → its one-line fact
         # Prompt-cache state per conversation (cache_state.py), kept across `--continue`.
         self.conversations: dict[str, CacheState] = load_cache_states(self.cache_file)
+        self.betas = ""  # the last main request's anthropic-beta header
+        self.noted_model: tuple[str, int] | None = None  # (model, window) the daemon has
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -145,6 +148,32 @@ class ClaudeSession:
             if isinstance(reply.get("config"), dict):
                 self.cfg = reply["config"]
 
+    def _note_model(self, body: JsonDict) -> None:
+        """Tell the daemon the model, its window and plain Claude Code's auto-compaction
+        threshold (auto_compact.py) when they change: the cost model's plain session compacts
+        there."""
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return
+        window = auto_compact.context_window(model, self.betas)
+        if self.noted_model == (model, window):
+            return
+        self.noted_model = (model, window)
+        self.daemon.call(
+            "/v1/sessions/model",
+            {
+                "session_id": self.session_id,
+                "model": {
+                    "provider": "anthropic",
+                    "id": model,
+                    "api": "anthropic-messages",
+                    "context_window": window,
+                },
+                "compaction": auto_compact.compaction_settings(window, os.environ),
+            },
+            timeout=1.5,
+        )
+
     def _cfg_int(self, key: str, default: int) -> int:
         v = self.cfg.get(key, default)
         return v if isinstance(v, int) else default
@@ -162,6 +191,7 @@ class ClaudeSession:
             return self.replay(body)
         neutral = wire.to_neutral(messages)
         self.ensure_registered()  # the cache TTL is the daemon's setting
+        self._note_model(body)
         with self.lock:
             if self.first_request:
                 # History in the first request (--continue, --resume) was seen by the model.
