@@ -345,3 +345,38 @@ def test_first_party_is_claude_codes_own_test() -> None:
     assert first_party_env({"ENABLE_TOOL_SEARCH": "0"}) == {}  # theirs
     # empty is unset to Claude Code: tool search on at Anthropic's endpoint
     assert first_party_env({"ENABLE_TOOL_SEARCH": ""}) == {"ENABLE_TOOL_SEARCH": "true"}
+
+
+def test_the_model_and_window_reach_the_daemon_once_and_again_after_a_miss(
+    tmp_path: Path,
+) -> None:
+    """The cost model's plain compaction needs the window: told once per model and window,
+    again when the daemon did not take it (down) or lost the session (409 → register again)."""
+
+    class Flaky(FakeDaemon):
+        down = True
+
+        def call(
+            self, path: str, body: dict[str, Any], timeout: float, *, retry: bool = True
+        ) -> dict[str, Any] | None:
+            if path == "/v1/sessions/model" and self.down:
+                self.calls.append((path, body))
+                return None
+            return super().call(path, body, timeout, retry=retry)
+
+    daemon = Flaky()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    body = _bash_round("b1", "true", {"content": "ok"})
+    sent = lambda: [b for p, b in daemon.calls if p == "/v1/sessions/model"]  # noqa: E731
+    sess.prepare(body)
+    daemon.down = False
+    sess.prepare(body)
+    sess.prepare(body)
+    assert len(sent()) == 2  # the miss, then once
+    assert sent()[-1]["model"]["context_window"] == 200_000
+    sess.betas = "context-1m-2025-08-07"
+    sess.prepare(body)
+    assert len(sent()) == 3 and sent()[-1]["model"]["context_window"] == 1_000_000
+    sess._register_again()
+    sess.prepare(body)
+    assert len(sent()) == 4

@@ -132,6 +132,7 @@ class ClaudeSession:
 
     def _register_again(self) -> bool:
         self.registered = False
+        self.noted_model = None  # a daemon that did not know the session: tell it the model too
         self.ensure_registered()
         return self.registered
 
@@ -158,8 +159,7 @@ class ClaudeSession:
         window = auto_compact.context_window(model, self.betas)
         if self.noted_model == (model, window):
             return
-        self.noted_model = (model, window)
-        self.daemon.call(
+        reply = self.daemon.call(
             "/v1/sessions/model",
             {
                 "session_id": self.session_id,
@@ -173,6 +173,8 @@ class ClaudeSession:
             },
             timeout=1.5,
         )
+        if reply is not None:  # else sent again with the next request
+            self.noted_model = (model, window)
 
     def _cfg_int(self, key: str, default: int) -> int:
         v = self.cfg.get(key, default)
