@@ -10,7 +10,14 @@ import time
 from pathlib import Path
 
 import pytest
-from support import PI_VERSIONS, Xdg, request_messages_json, run_ctxwrap_pi, tool_contents
+from support import (
+    PI_VERSIONS,
+    PiRun,
+    Xdg,
+    request_messages_json,
+    run_ctxwrap_pi,
+    tool_contents,
+)
 
 from ctxwrap.testing.model_server import ScriptedModelServer
 
@@ -49,6 +56,23 @@ def assert_extends(bodies: list[dict[str, object]]) -> None:
     for k in range(len(bodies) - 1):
         a, b = request_messages_json(bodies[k]), request_messages_json(bodies[k + 1])
         assert b[: len(a)] == a, f"request {k + 1} rewrote what request {k} sent"
+
+
+def two_tasks_with_a_pause(
+    pi: str, tmp_path: Path, xdg: Xdg, env: dict[str, str], srv: ScriptedModelServer
+) -> tuple[PiRun, PiRun]:
+    """Task one, a 2.5 s pause, task two on `--continue` (the same pi home and server)."""
+    one = run_ctxwrap_pi(
+        pi, tmp_path, xdg, prompt="task one", files=FILES, extra_env=env, server=srv
+    )
+    assert one.proc.returncode == 0, one.proc.stderr
+    time.sleep(2.5)  # past TTL's 2 s cache_ttl_s, well inside a 300 s one
+    two = run_ctxwrap_pi(
+        pi, tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
+        extra_env=env, server=srv,
+    )  # fmt: skip
+    assert two.proc.returncode == 0, two.proc.stderr
+    return one, two
 
 
 def db_rows(xdg: Xdg, sql: str) -> list[tuple[object, ...]]:
@@ -117,18 +141,8 @@ def test_a_pause_inside_pis_long_cache_retention_masks_nothing(
     """Under PI_CACHE_RETENTION=long pi asks the provider for a long-lived cache (here
     `prompt_cache_retention: "24h"`): a pause past cache_ttl_s is no idle boundary, and the
     calls are recorded with that lifetime for the cost model."""
-    env = {**TTL, "PI_CACHE_RETENTION": "long"}
     with ScriptedModelServer([*TASK_ONE, *TASK_TWO]) as srv:
-        one = run_ctxwrap_pi(
-            pi, tmp_path, xdg, prompt="task one", files=FILES, extra_env=env, server=srv
-        )
-        assert one.proc.returncode == 0, one.proc.stderr
-        time.sleep(2.5)  # past the 2 s cache_ttl_s
-        two = run_ctxwrap_pi(
-            pi, tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
-            extra_env=env, server=srv,
-        )  # fmt: skip
-        assert two.proc.returncode == 0, two.proc.stderr
+        two_tasks_with_a_pause(pi, tmp_path, xdg, {**TTL, "PI_CACHE_RETENTION": "long"}, srv)
         bodies = [r.body for r in srv.main_requests]
     assert all(b.get("prompt_cache_retention") == "24h" for b in bodies)
     assert all("old_helper_149" in json.dumps(b["messages"]) for b in bodies[1:])
@@ -145,16 +159,7 @@ def test_no_gap_no_mask(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """Within the TTL the cache is warm: nothing older is rewritten (the default, off)."""
     env = {"PI_CTX_CACHE_TTL_S": "300", **RULES}  # the daemon's setting reaches the bridge
     with ScriptedModelServer([*TASK_ONE, *TASK_TWO]) as srv:
-        one = run_ctxwrap_pi(
-            pi, tmp_path, xdg, prompt="task one", files=FILES, extra_env=env, server=srv
-        )
-        assert one.proc.returncode == 0, one.proc.stderr
-        time.sleep(2.5)  # longer than the other test's TTL, well within this one's
-        two = run_ctxwrap_pi(
-            pi, tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
-            extra_env=env, server=srv,
-        )  # fmt: skip
-        assert two.proc.returncode == 0, two.proc.stderr
+        two_tasks_with_a_pause(pi, tmp_path, xdg, env, srv)
     bodies = [r.body for r in srv.main_requests]
     assert all("old-marker" in json.dumps(b["messages"]) for b in bodies[1:])
     assert_extends(bodies[2:])

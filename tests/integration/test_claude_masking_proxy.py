@@ -8,9 +8,11 @@ sleep past it is an idle gap.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +137,19 @@ def new_proxy(srv: ScriptedModelServer, xdg: Xdg) -> ClaudeProxy:
     return p
 
 
+@contextlib.contextmanager
+def conversation(
+    xdg: Xdg, env: dict[str, str], work: Path, replies: int = 20
+) -> Iterator[tuple[Conversation, ScriptedModelServer]]:
+    """A daemon with `env`, the scripted server and a conversation through a proxy."""
+    with daemon_process(xdg, env), ScriptedModelServer([{"text": "ok"}] * replies) as srv:
+        proxy = new_proxy(srv, xdg)
+        try:
+            yield Conversation(proxy, work), srv
+        finally:
+            proxy.close()
+
+
 def results(body: dict[str, Any]) -> dict[str, Any]:
     return {
         b["tool_use_id"]: b["content"]
@@ -175,23 +190,15 @@ def test_a_pause_inside_the_one_hour_cache_masks_nothing(tmp_path: Path, xdg: Xd
     """Claude Code asks for the 1-hour cache (subscription logins): a pause past
     cache_ttl_s (3 s here, 5 minutes by default) leaves that cache warm, so it is no boundary:
     masking there would rewrite a warm prefix at the 1-hour write price (2x input)."""
-    with (
-        daemon_process(xdg, TTL),
-        ScriptedModelServer([{"text": "ok"}] * 20) as srv,
-    ):
-        proxy = new_proxy(srv, xdg)
-        conv = Conversation(proxy, tmp_path)
+    with conversation(xdg, TTL, tmp_path) as (conv, srv):
         conv.marker = {"type": "ephemeral", "ttl": "1h"}
-        try:
-            conv.prompt("task one: look at old.py")
-            conv.read("toolu_old", "old.py", OLD)
-            conv.answer("task one done")
-            time.sleep(3.5)  # past cache_ttl_s, well inside the hour
-            conv.prompt("task two: new.py")
-            conv.prompt("and the tests?")
-            wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
-        finally:
-            proxy.close()
+        conv.prompt("task one: look at old.py")
+        conv.read("toolu_old", "old.py", OLD)
+        conv.answer("task one done")
+        time.sleep(3.5)  # past cache_ttl_s, well inside the hour
+        conv.prompt("task two: new.py")
+        conv.prompt("and the tests?")
+        wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
         main = [r.body for r in srv.main_requests]
     assert mask_events(xdg) == []
     for body in main[2:]:
@@ -210,20 +217,12 @@ def test_the_plain_session_compacts_where_plain_claude_code_would(
     threshold (auto_compact.py; here lowered to 1 % of the window by Claude Code's own override),
     so the cost model's plain session compacts there instead of growing without bound."""
     monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "1")  # 1,800 of a 200k window
-    with (
-        daemon_process(xdg, WARM),
-        ScriptedModelServer([{"text": "ok"}] * 20) as srv,
-    ):
-        proxy = new_proxy(srv, xdg)
-        conv = Conversation(proxy, tmp_path)
-        try:
-            conv.prompt("look at the three modules")
-            conv.read("toolu_a", "old.py", OLD)
-            conv.read("toolu_b", "new.py", NEW)
-            conv.read("toolu_c", "third.py", THIRD)
-            wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
-        finally:
-            proxy.close()
+    with conversation(xdg, WARM, tmp_path) as (conv, srv):
+        conv.prompt("look at the three modules")
+        conv.read("toolu_a", "old.py", OLD)
+        conv.read("toolu_b", "new.py", NEW)
+        conv.read("toolu_c", "third.py", THIRD)
+        wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
     with sqlite3.connect(xdg.db) as db:
         rows = list(
             db.execute(
