@@ -19,7 +19,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from support import Xdg, count_compactions, session_cost
-from test_launcher_pty import PI_VERSIONS, ctxwrap_tui, type_prompt
+from test_launcher_pty import ctxwrap_tui, type_prompt
 
 pytestmark = pytest.mark.e2e
 
@@ -47,8 +47,13 @@ def compactions(agent_dir: Path) -> int:
     )
 
 
-@pytest.mark.parametrize("name", PI_VERSIONS)
-@pytest.mark.parametrize("on", [True, False], ids=["like-plain", "off"])
+# The feature on, under both pi versions; off (the contrast: pi compacts later) once, under
+# pi 1.6 — the bridge's own code path is the same, and the suite's time is budgeted.
+@pytest.mark.parametrize(
+    ("name", "on"),
+    [("pi", True), ("pi-0.73", True), ("pi", False)],
+    ids=["like-plain-pi-1.6", "like-plain-pi-0.73", "off-pi-1.6"],
+)
 @pytest.mark.timeout(300)
 def test_pi_compacts_when_plain_pi_would_have(
     name: str, on: bool, tmp_path: Path, xdg: Xdg

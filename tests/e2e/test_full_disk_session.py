@@ -24,7 +24,10 @@ READ = {"tool_calls": [{"name": "read", "arguments": {"path": "big.txt"}}]}
 DONE = {"text": "done"}
 
 
-@pytest.mark.parametrize("pi", PI_VERSIONS)
+# pi 1.6 only (the suite's time is budgeted): the degraded state and the digest without a recall
+# handle are the daemon's; the bridge passes any digest through one code path, which
+# tests/e2e/test_bash_digest.py runs under pi 0.73 too.
+@pytest.mark.parametrize("pi", PI_VERSIONS[:1])
 def test_disk_filling_during_a_session(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     with small_fs(xdg.state, "2m"):
         try:

@@ -287,7 +287,7 @@ def test_a_100_mb_line_is_skipped_without_loading_it(tmp_path: Path) -> None:
     assert res["peak_mb"] < 60 + 2 * (MAX_LINE_BYTES >> 20), res["peak_mb"]
 
 
-def test_ten_thousand_small_sessions(tmp_path: Path) -> None:
+def test_thousands_of_small_sessions(tmp_path: Path) -> None:
     root = tmp_path / "sessions"
     root.mkdir()
     header = '{"type":"session","version":3,"id":"s%d","timestamp":"2026-11-30T10:00:00.000Z","cwd":"/w"}\n'
@@ -298,7 +298,7 @@ def test_ten_thousand_small_sessions(tmp_path: Path) -> None:
         '"message":{"role":"assistant","content":[{"type":"text","text":"hello"}],'
         '"usage":{"input":900,"output":2,"cacheRead":0,"cacheWrite":0}}}\n'
     )
-    for i in range(10_000):
+    for i in range(4_000):
         sub = root / f"d{i % 50}"
         sub.mkdir(exist_ok=True)
         text = header % i + body
@@ -310,10 +310,10 @@ def test_ten_thousand_small_sessions(tmp_path: Path) -> None:
     elapsed = time.monotonic() - start
     assert out.returncode == 0 and out.stderr == "", out.stderr  # piped: no progress bar
     doc = json.loads(out.stdout)
-    assert doc["files"] == doc["sessions"] == 10_000
-    assert doc["totals"]["llm_calls"] == 10_000
-    assert doc["skipped_entries"] == {"line is not JSON (truncated or corrupt)": 10}
-    assert elapsed < 120
+    assert doc["files"] == doc["sessions"] == 4_000
+    assert doc["totals"]["llm_calls"] == 4_000
+    assert doc["skipped_entries"] == {"line is not JSON (truncated or corrupt)": 4}
+    assert elapsed < 60
 
 
 def test_missing_path_is_reported_not_raised(tmp_path: Path) -> None:
