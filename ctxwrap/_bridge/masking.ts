@@ -66,8 +66,10 @@ export function payloadTtlS(payload: unknown): number | null {
     const m = /^(\d+)([mh])$/.exec(opts.ttl);
     if (m) take(Number(m[1]) * (m[2] === "h" ? 3600 : 60));
   }
+  // Markers sit on the system prompt, the tools and the newest messages: older messages are not
+  // walked (this runs before every request pi sends).
   const walk = (v: unknown, depth: number): void => {
-    if (depth > 6) return; // markers sit on blocks: payload → messages → message → content → block
+    if (depth > 5) return; // list → message → content → block → its content → block
     if (Array.isArray(v)) {
       for (const x of v) walk(x, depth + 1);
       return;
@@ -75,9 +77,11 @@ export function payloadTtlS(payload: unknown): number | null {
     if (!isRec(v)) return;
     const cc = v.cache_control;
     if (isRec(cc) && cc.ttl === "1h") take(3600);
-    for (const k of ["system", "tools", "messages", "content"]) walk(v[k], depth + 1);
+    walk(v.content, depth + 1);
   };
-  walk(payload, 0);
+  walk(payload.system, 0);
+  walk(payload.tools, 0);
+  if (Array.isArray(payload.messages)) walk(payload.messages.slice(-4), 0);
   return best !== null && best > 300 ? best : null;
 }
 

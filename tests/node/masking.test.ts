@@ -100,6 +100,10 @@ test("payloadTtlS: the cache lifetime a provider payload asks for beyond the def
     messages: [{ role: "user", content: [{ type: "text", text: "hi", cache_control: cc }] }],
   });
   assert.equal(payloadTtlS(anthropic({ type: "ephemeral", ttl: "1h" })), 3600);
+  // a marker in a message's nested tool result counts; one in an old message is not walked
+  const nested = { messages: [{ role: "user", content: [{ type: "tool_result", content: [{ type: "text", text: "r", cache_control: { type: "ephemeral", ttl: "1h" } }] }] }] };
+  assert.equal(payloadTtlS(nested), 3600);
+  assert.equal(payloadTtlS({ messages: [...nested.messages, ...Array(4).fill({ role: "user", content: "more" })] }), null);
   // the default lifetime, or none asked for: the configured TTL stands
   assert.equal(payloadTtlS(anthropic({ type: "ephemeral" })), null);
   assert.equal(payloadTtlS({ prompt_cache_retention: "in_memory" }), null);

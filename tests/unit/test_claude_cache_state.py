@@ -193,3 +193,7 @@ def test_the_cache_lifetime_a_request_asked_for() -> None:
     mixed["system"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
     assert marked_ttl_s(mixed) == 3600.0
     assert marked_ttl_s("not a body") is None
+    # only the newest messages carry markers: an old one is not walked on every request
+    old = body({"type": "ephemeral", "ttl": "1h"})
+    old["messages"] += [{"role": "user", "content": "more"}] * 4
+    assert marked_ttl_s(old) is None

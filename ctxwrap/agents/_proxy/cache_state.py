@@ -36,6 +36,9 @@ def strip_cache_control(value: Any) -> Any:
 
 # Anthropic's cache lifetimes, by the `ttl` of a `cache_control` marker (none: 5 minutes).
 _TTL_S = {"5m": 300.0, "1h": 3600.0}
+# Markers sit on the system prompt, the tools and the newest messages (Claude Code moves its
+# marker to the last block): older messages are not walked, on a request of any length.
+_MARKED_MESSAGES = 4
 
 
 def marked_ttl_s(body: Any) -> float | None:
@@ -46,7 +49,7 @@ def marked_ttl_s(body: Any) -> float | None:
     found: list[float] = []
 
     def walk(value: Any, depth: int) -> None:
-        if depth > 6:  # markers sit on blocks: body → messages → message → content → block
+        if depth > 5:  # list → message → content → block → its content → block
             return
         if isinstance(value, dict):
             marker = value.get("cache_control")
@@ -54,13 +57,20 @@ def marked_ttl_s(body: Any) -> float | None:
                 ttl = marker.get("ttl", "5m")
                 if isinstance(ttl, str) and ttl in _TTL_S:  # another value: not known here
                     found.append(_TTL_S[ttl])
-            for key in ("system", "tools", "messages", "content"):
-                walk(value.get(key), depth + 1)
+            walk(value.get("content"), depth + 1)
         elif isinstance(value, list):
             for item in value:
                 walk(item, depth + 1)
 
-    walk(body, 0)
+    if not isinstance(body, dict):
+        return None
+    messages = body.get("messages")
+    for part in (
+        body.get("system"),
+        body.get("tools"),
+        messages[-_MARKED_MESSAGES:] if isinstance(messages, list) else None,
+    ):
+        walk(part, 0)
     return max(found) if found else None
 
 
