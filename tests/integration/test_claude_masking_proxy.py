@@ -214,9 +214,11 @@ def test_the_plain_session_compacts_where_plain_claude_code_would(
     tmp_path: Path, xdg: Xdg, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The proxy tells the daemon the model's window and plain Claude Code's auto-compaction
-    threshold (auto_compact.py; here lowered to 1 % of the window by Claude Code's own override),
-    so the cost model's plain session compacts there instead of growing without bound."""
-    monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "1")  # 1,800 of a 200k window
+    threshold (auto_compact.py; here a 100k compaction window lowered to 1 % by Claude Code's own
+    variables), so the cost model's plain session compacts there instead of growing without
+    bound."""
+    monkeypatch.setenv("CLAUDE_CODE_AUTO_COMPACT_WINDOW", "100000")
+    monkeypatch.setenv("CLAUDE_AUTOCOMPACT_PCT_OVERRIDE", "1")  # 800 of (100k less 20k)
     with conversation(xdg, WARM, tmp_path) as (conv, srv):
         conv.prompt("look at the three modules")
         conv.read("toolu_a", "old.py", OLD)
@@ -232,7 +234,7 @@ def test_the_plain_session_compacts_where_plain_claude_code_would(
             )
         )
         # after the model the session started with: once, with the window and threshold
-        assert rows[-1] == ("anthropic/claude-test-model", 200_000, 1, 198_200, 0)
+        assert rows[-1] == ("anthropic/claude-test-model", 200_000, 1, 199_200, 0)
         assert sum(1 for r in rows if r[1] is not None) == 1
         costs = load_session_costs(db, [SID])[SID]
     plain_compactions = [c for _ts, _a, _p, c in costs.calls if c is not None]

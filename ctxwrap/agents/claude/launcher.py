@@ -298,6 +298,7 @@ def run_claude(args: list[str]) -> int:
     if off:
         return run_child([*claude.argv, *args], dict(os.environ))
     _ensure_daemon()
+    from ctxwrap.agents.claude import auto_compact
     from ctxwrap.agents.claude.proxy import ClaudeProxy, upstream_from_env
 
     start_info: dict[str, Any] = {
@@ -317,6 +318,9 @@ def run_claude(args: list[str]) -> int:
     settings_file: Path | None = None
     try:
         rest, user_settings = split_settings_arg(args)
+        compact = auto_compact.UserConfig()
+        with contextlib.suppress(Exception):  # a figure's input: never a reason to fail
+            compact = auto_compact.read_user_config(user_settings, rest)
         settings = merged_settings(user_settings, hook_settings(hook_command()))
         settings = lifecycle_settings(settings, user_settings)
         runtime = paths.ensure_private_dir(paths.runtime_dir())
@@ -328,6 +332,7 @@ def run_claude(args: list[str]) -> int:
             socket_path=paths.socket_path(),
             start_info=start_info,
             daemon_start_argv=daemon_run_argv(),
+            compact_config=compact,
         )
         proxy.start()
     except Exception as exc:  # anything of ours unavailable → plain Claude Code

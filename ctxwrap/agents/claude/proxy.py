@@ -27,6 +27,7 @@ import httpx
 
 from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap
 from ctxwrap.agents.claude import anthropic_wire as wire
+from ctxwrap.agents.claude import auto_compact
 from ctxwrap.agents.claude.session import ClaudeSession, TagRound
 from ctxwrap.agents.claude.upstream_aux import CREDENTIAL_HEADERS, UpstreamAux
 from ctxwrap.engine.edits import Edit
@@ -56,8 +57,11 @@ class ClaudeProxy:
         socket_path: Path | None,
         start_info: JsonDict,
         daemon_start_argv: list[str] | None = None,
+        compact_config: auto_compact.UserConfig | None = None,
     ) -> None:
         self.upstream = upstream.rstrip("/")
+        # the user's compaction settings, for plain Claude Code's compaction model
+        self.compact_config = compact_config or auto_compact.UserConfig()
         self.state_dir = state_dir
         self.start_info = start_info
         self.daemon = DaemonLink(socket_path, daemon_start_argv)
@@ -120,7 +124,12 @@ class ClaudeProxy:
                     self.state_dir / "claude" / f"{session_id}.jsonl" if self.state_dir else None
                 )
                 sess = ClaudeSession(
-                    session_id, daemon=self.daemon, state_file=state, aux=self.aux, start_info=info
+                    session_id,
+                    daemon=self.daemon,
+                    state_file=state,
+                    aux=self.aux,
+                    start_info=info,
+                    compact_config=self.compact_config,
                 )
                 self.sessions[session_id] = sess
             return sess

@@ -91,8 +91,10 @@ class ClaudeSession:
         state_file: Path | None,
         aux: AuxRunner | None,
         start_info: JsonDict,
+        compact_config: auto_compact.UserConfig | None = None,
     ) -> None:
         self.session_id = session_id
+        self.compact_config = compact_config or auto_compact.UserConfig()
         self.daemon = daemon
         self.state_file = state_file
         self.aux = aux
@@ -169,7 +171,9 @@ class ClaudeSession:
                     "api": "anthropic-messages",
                     "context_window": window,
                 },
-                "compaction": auto_compact.compaction_settings(window, os.environ),
+                "compaction": auto_compact.compaction_settings(
+                    window, os.environ, model, self.compact_config
+                ),
             },
             timeout=1.5,
         )
