@@ -177,15 +177,19 @@ class ModelSelect(Request):
 
 
 class Compaction(Request):
-    """pi compacted the session (its `session_compact` event)."""
+    """The agent compacted the session (pi's `session_compact` event, Claude Code's
+    PostCompact hook)."""
 
     session_id: str
-    reason: str = "threshold"  # manual | threshold | overflow
+    reason: str = "threshold"  # pi: manual | threshold | overflow; Claude Code: manual | auto
     tokens_before: Int = Field(0, ge=0)  # pi's context estimate before compacting
     summary_chars: Int = Field(0, ge=0)
     # what pi's summarisation request carried (tool results cut as pi cuts them); None: unknown
     summarized_chars: Int | None = Field(None, ge=0)
     from_extension: bool = False
+    # the summarisation request passed the proxy as an ordinary call (Claude Code): it is
+    # priced with the calls, so the compaction adds no cost of its own
+    priced_as_call: bool = False
 
 
 class SessionInfo(Reply):

@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -205,6 +205,9 @@ MIGRATIONS: list[str] = [
     # Code's 1-hour cache under a subscription login): the cost model prices its pauses and
     # writes by it. NULL = the daemon's cache_ttl_s.
     "ALTER TABLE llm_calls ADD COLUMN cache_ttl_s REAL;",
+    # 9: a compaction whose summarisation request passed the proxy as an ordinary call
+    # (Claude Code's): counted, its cost already priced with the calls
+    "ALTER TABLE compactions ADD COLUMN priced_as_call INTEGER NOT NULL DEFAULT 0;",
 ]
 
 

@@ -109,6 +109,7 @@ def record_compaction(store: Store, req: P.Compaction) -> None:
             "summary_chars": req.summary_chars,
             "summarized_chars": req.summarized_chars,
             "from_extension": int(req.from_extension),
+            "priced_as_call": int(req.priced_as_call),
         },
     )
 
@@ -299,16 +300,22 @@ class PricedSession:
                     keep = int(r[9])
         self.keep = keep
         comps: list[tuple[float, int, int, int | None]] = []
+        as_call: list[bool] = []
         if new_schema:
-            comps = [
-                (float(r[0]), int(r[1]), int(r[2]), r[3])
-                for r in conn.execute(
-                    """SELECT ts, tokens_before, summary_chars, summarized_chars
-                       FROM compactions WHERE session_id=? ORDER BY ts, id""",
-                    (sid,),
-                )
-            ]
+            has_as_call = any(  # schema 9
+                r[1] == "priced_as_call" for r in conn.execute("PRAGMA table_info(compactions)")
+            )
+            for r in conn.execute(
+                f"""SELECT ts, tokens_before, summary_chars, summarized_chars,
+                           {"priced_as_call" if has_as_call else "0"}
+                    FROM compactions WHERE session_id=? ORDER BY ts, id""",
+                (sid,),
+            ):
+                comps.append((float(r[0]), int(r[1]), int(r[2]), r[3]))
+                as_call.append(bool(r[4]))
         self.comps = comps
+        # Claude Code's summarisation request is one of the session's calls, priced as such
+        self.as_call = as_call
         summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
         summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
         self.check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
@@ -504,7 +511,13 @@ class PricedSession:
         out: list[tuple[float, CompactionCost]] = []
         previous = 0
         summarised_in: dict[int, int] = {}
-        for (ts, before, summary_chars, _), g in zip(comps, group, strict=True):
+        for (ts, before, summary_chars, _), g, as_call in zip(
+            comps, group, self.as_call, strict=True
+        ):
+            if as_call:  # counted; its cost is the recorded call's
+                out.append((ts, CompactionCost(0, 0, 0.0, 0.0)))
+                previous = tokens_of(summary_chars)
+                continue
             # pi's own measure when the bridge saw it; else the context less what pi keeps
             if g not in summarised_in:
                 summarised_in[g] = (

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
@@ -266,7 +267,6 @@ def test_read_drop_tombstone_write_stub_and_prefix_property(tmp_path: Path, xdg:
         )
         by_mech = {m["mechanism"]: m for m in stats["mechanisms"]}
         assert by_mech["amnesia"]["saved_chars"] > 0 and by_mech["writes"]["saved_chars"] > 0
-        import sqlite3
 
         with sqlite3.connect(xdg.state / "ctxwrap" / "ctxwrap.db") as db:
             backends = {b for (b,) in db.execute("SELECT backend FROM aux_calls")}
@@ -378,6 +378,56 @@ def test_ctxwrap_off_runs_plain_claude(tmp_path: Path, xdg: Xdg) -> None:
         assert srv.aux_requests == []
         assert not (xdg.state / "ctxwrap" / "claude").exists()
         assert not xdg.socket.exists()  # no daemon was started for a plain run
+
+
+SUMMARY = "<analysis>read it</analysis><summary>1. Primary Request: read big.txt.</summary>"
+
+
+def test_claude_codes_own_compaction_is_recorded_beside_the_plain_one(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """Claude Code 2.1.197 compacts (here ahead of the limit: a 100k compaction window at 30 %,
+    by its own variables) and says so in its PostCompact hook: the session shows the
+    compaction, its summarisation request is priced as the call it was, and the plain model
+    compacts at the same threshold."""
+    steps = [
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": "big.txt"}}]},
+        {"text": "read it"},
+        {"text": SUMMARY},  # Claude Code's summarisation request, under the same tools
+        {"text": "after compaction"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        steps[0]["tool_calls"][0]["arguments"]["file_path"] = str(ce.work / "big.txt")  # type: ignore[index]
+        (ce.work / "big.txt").write_text("".join(f"line {i} of a big file\n" for i in range(3000)))
+        ce.env.update(
+            CLAUDE_CODE_AUTO_COMPACT_WINDOW="100000", CLAUDE_AUTOCOMPACT_PCT_OVERRIDE="30"
+        )
+        first = ce.run("read big.txt")
+        assert first.result["result"] == "read it"
+        again = ce.run("next", "--continue")
+        assert again.result["result"] == "after compaction"
+        reqs = srv.main_requests
+        assert len(reqs) == 4 and reqs[2].body.get("tools"), "no summarisation request"
+        assert "line 2999 of a big file" not in json.dumps(reqs[3].body["messages"])
+        sid = again.result["session_id"]
+        stats = ce.ctxwrap("stats", "--session", sid, "--json")
+    assert stats.returncode == 0, stats.stderr
+    with sqlite3.connect(xdg.db) as db:
+        comps = list(db.execute("SELECT reason, summary_chars, priced_as_call FROM compactions"))
+        calls = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()[0]
+        (reserve,) = db.execute(
+            "SELECT reserve_tokens FROM session_models WHERE reserve_tokens IS NOT NULL"
+            " ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+    assert comps == [("auto", len(SUMMARY), 1)]
+    assert calls == 4  # the summarisation request is one of the session's calls
+    # the plain session's threshold is Claude Code's: 30 % of (100k less 20k), on the 200k
+    # window (--continue) or the 1M one
+    assert reserve in (200_000 - 24_000, 1_000_000 - 24_000)
+    cost = json.loads(stats.stdout)["totals"]["cost"]
+    assert cost["compactions"] == 1 and cost["compaction_weighted"] == 0
+    assert cost["plain_compactions"] >= 1
 
 
 def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:

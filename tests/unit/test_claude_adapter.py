@@ -10,7 +10,13 @@ from typing import Any
 from ctxwrap.agents._proxy import DaemonLink
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude.hook import run_hook
-from ctxwrap.agents.claude.launcher import hook_settings, merged_settings, split_settings_arg
+from ctxwrap.agents.claude.launcher import (
+    hook_command,
+    hook_settings,
+    lifecycle_settings,
+    merged_settings,
+    split_settings_arg,
+)
 from ctxwrap.agents.claude.session import ClaudeSession, recall_hint
 from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail, tail_ids
 
@@ -380,3 +386,38 @@ def test_the_model_and_window_reach_the_daemon_once_and_again_after_a_miss(
     sess._register_again()
     sess.prepare(body)
     assert len(sent()) == 4
+
+
+def test_a_compaction_is_sent_before_the_next_calls_record_or_at_shutdown(tmp_path: Path) -> None:
+    """PostCompact comes while the summarisation call's own record may still be on its way:
+    the compaction goes with the next call's record, just before it (or at the end)."""
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    sess.registered = True
+    settings = lifecycle_settings({}, '{"statusLine": {"type": "command", "command": "x"}}')
+    assert settings["hooks"]["PostCompact"][0]["hooks"][0]["command"] == hook_command()
+    sess.note_compaction(
+        {"hook_event_name": "PostCompact", "trigger": "auto", "compact_summary": "s" * 80}
+    )
+    assert not [p for p, _ in daemon.calls if p == "/v1/compaction"]
+    body = _bash_round("b1", "true", {"content": "ok"})
+    sess.record_call(body, [], None)
+    paths = [p for p, _ in daemon.calls]
+    assert paths[-2:] == ["/v1/compaction", "/v1/llm_call"]
+    sent = daemon.calls[-2][1]
+    assert sent == {
+        "session_id": "s",
+        "reason": "auto",
+        "summary_chars": 80,
+        "priced_as_call": True,
+    }
+    sess.record_call(body, [], None)  # once only
+    assert [p for p, _ in daemon.calls].count("/v1/compaction") == 1
+    # a manual /compact the session ended with
+    sess.note_compaction(
+        {"hook_event_name": "PostCompact", "trigger": "manual", "compact_summary": None}
+    )
+    sess.shutdown()
+    compactions = [b for p, b in daemon.calls if p == "/v1/compaction"]
+    assert compactions[-1]["reason"] == "manual" and compactions[-1]["summary_chars"] == 0
+    assert [p for p, _ in daemon.calls][-1] == "/v1/sessions/shutdown"

@@ -258,3 +258,32 @@ def test_plain_pi_grows_across_a_real_compaction_by_what_was_added(
     # so ctxwrap's saving on them (200) is plain pi's too; pi 0.73 compacts before a prompt
     assert plain == [300, 600, 900, plain_after]
     conn.close()
+
+
+def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Path) -> None:
+    """Claude Code's summarisation request passed the proxy as an ordinary call: the
+    compaction event counts, adds no cost of its own, and the plain session goes on from its
+    own size instead of following the real conversation's drop."""
+    db = build(tmp_path, window=100_000, pi_version="2.1.197")  # plain never compacts
+    conn = connect(db)
+    conn.execute("DELETE FROM compactions")
+    t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
+    # after the compaction the conversation is the summary (50) and what came after it
+    conn.execute("UPDATE llm_calls SET sent_messages=?, saved_bash=0 WHERE call_index=3", (200,))
+    before = CA.load_session_costs(conn, [SID])[SID]
+    plain_before = [p.input_tokens for _ts, _a, p, _c in before.calls]
+    store = Store(db)
+    CA.record_compaction(
+        store, P.Compaction(session_id=SID, reason="auto", summary_chars=200, priced_as_call=True)
+    )
+    store.close()
+    conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.compactions == 1 and c.compaction_weighted == 0.0
+    after = CA.load_session_costs(conn, [SID])[SID]
+    plain_after = [p.input_tokens for _ts, _a, p, _c in after.calls]
+    # without the event the plain side dropped with the real one (900 → 150); with it, it
+    # carries on from 900 (nothing known to be added)
+    assert plain_before[3] < 300 and plain_after[3] == 900
+    assert plain_after[:3] == plain_before[:3] == [300, 600, 900]
+    conn.close()

@@ -202,11 +202,13 @@ def _path_with_ctxwrap(path: str) -> str:
 # -- lifecycle: registered at launch, the status line, the exit line -------------------------
 
 
-def session_start_hooks(command: str) -> dict[str, Any]:
+def lifecycle_hooks(command: str) -> dict[str, Any]:
     """SessionStart (startup, resume, /clear): the proxy registers the session at once, so
-    `ctxwrap status` lists it while it sits at its prompt, before its first request."""
+    `ctxwrap status` lists it while it sits at its prompt, before its first request.
+    PostCompact (auto and manual): Claude Code's own compactions are recorded (its summary's
+    size, what started it) beside the plain session's."""
     entry = {"type": "command", "command": command, "timeout": 10}
-    return {"hooks": {"SessionStart": [{"hooks": [entry]}]}}
+    return {"hooks": {"SessionStart": [{"hooks": [entry]}], "PostCompact": [{"hooks": [entry]}]}}
 
 
 def statusline_command() -> str:
@@ -266,11 +268,11 @@ def status_line_enabled() -> bool:
 
 
 def lifecycle_settings(settings: dict[str, Any], user_settings: str | None) -> dict[str, Any]:
-    """Our SessionStart hook appended to `settings`, and our status line unless the user has
+    """Our lifecycle hooks appended to `settings`, and our status line unless the user has
     one of their own (or `stats_widget` is off)."""
     out = dict(settings)
     hooks = dict(out.get("hooks") or {})
-    for event, entries in session_start_hooks(hook_command())["hooks"].items():
+    for event, entries in lifecycle_hooks(hook_command())["hooks"].items():
         hooks[event] = [*(hooks.get(event) or []), *entries]
     out["hooks"] = hooks
     if status_line_enabled() and not user_has_status_line(user_settings):

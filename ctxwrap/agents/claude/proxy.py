@@ -186,9 +186,13 @@ class ClaudeProxy:
         sid = event["session_id"]
         if wire.session_id_of({"x-claude-code-session-id": sid}, {}) is None:
             return {}
-        if event.get("hook_event_name") == "SessionStart":
-            # lifecycle: registered at launch (launcher.session_start_hooks), listed while idle
+        name = event.get("hook_event_name")
+        if name == "SessionStart":
+            # lifecycle: registered at launch (launcher.lifecycle_hooks), listed while idle
             self.session(sid).ensure_registered()
+            return {}
+        if name == "PostCompact":
+            self.session(sid).note_compaction(event)
             return {}
         return self.session(sid).handle_hook(event)
 

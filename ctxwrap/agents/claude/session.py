@@ -120,6 +120,7 @@ class ClaudeSession:
         self.conversations: dict[str, CacheState] = load_cache_states(self.cache_file)
         self.betas = ""  # the last main request's anthropic-beta header
         self.noted_model: tuple[str, int] | None = None  # (model, window) the daemon has
+        self.pending_compaction: JsonDict | None = None  # note_compaction's, not yet sent
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -368,7 +369,31 @@ class ClaudeSession:
                 timeout=3.0,
             )
 
+    def note_compaction(self, event: JsonDict) -> None:
+        """Claude Code compacted (its PostCompact hook, after the summary came back).
+
+        Sent with the next call's record, just before it: the cost model places a compaction
+        between the calls around it, and the summarisation call's own record may still be on
+        its way now. Its cost is that call's (`priced_as_call`).
+        """
+        trigger = event.get("trigger")
+        summary = event.get("compact_summary")
+        with self.lock:
+            self.pending_compaction = {
+                "session_id": self.session_id,
+                "reason": "manual" if trigger == "manual" else "auto",
+                "summary_chars": len(summary) if isinstance(summary, str) else 0,
+                "priced_as_call": True,
+            }
+
+    def _send_compaction(self) -> None:
+        with self.lock:
+            pending, self.pending_compaction = self.pending_compaction, None
+        if pending is not None:
+            self.daemon.call("/v1/compaction", pending, timeout=1.0)
+
     def _record_agent_call(self, body: JsonDict, applied: list[Edit]) -> None:
+        self._send_compaction()
         size = wire.measure(body)
         present = wire.all_tool_ids(body.get("messages") or [])
         with self.lock:
@@ -674,6 +699,8 @@ class ClaudeSession:
 
     def shutdown(self) -> None:
         if self.registered:
+            with contextlib.suppress(Exception):  # a compaction the session ended with
+                self._send_compaction()
             with contextlib.suppress(Exception):
                 self.daemon.call(
                     "/v1/sessions/shutdown",
