@@ -87,9 +87,10 @@ class Header:
 
 @dataclass(frozen=True, slots=True)
 class ClearedResults:
-    """The agent cleared earlier tool results itself (Claude Code's microcompact, pi's
-    context_edit): from here on each listed result or entry is `replacement_chars` long in the
-    context. A head change."""
+    """The agent replaced tool results itself (Claude Code's microcompact and its
+    content-replacement of results over its per-message budget, pi's context_edit): from here
+    on each listed result or entry is `replacement_chars` long in the context (or its own size
+    in `sizes`). A head change where a call already carried it."""
 
     ts: float
     tool_call_ids: tuple[str, ...]
@@ -97,6 +98,7 @@ class ClearedResults:
     tokens_saved: int | None = None  # as the agent recorded it
     # pi's context_edit: the entries (by id) whose content is replaced; 0 chars: removed
     entry_ids: tuple[str, ...] = ()
+    sizes: tuple[int, ...] = ()  # per tool_call_id, where each has its own replacement
 
 
 Event = Message | SystemPrompt | Compaction | Header | ClearedResults

@@ -49,11 +49,39 @@ _PI_IGNORED = frozenset(
         "session_info",
     }
 )
-# Claude Code transcript entry types with no effect on the model's context.
+# Claude Code transcript entry types with no effect on the model's context: session metadata
+# (2.1.197 lists these as always kept on resume). Its context-collapse entries
+# (`marble-origami-*`) and fork references do change the context: still reported as unknown.
 _CLAUDE_IGNORED = frozenset(
-    {"summary", "file-history-snapshot", "queue-operation", "progress", "last-prompt"}
+    {
+        "summary",
+        "file-history-snapshot",
+        "queue-operation",
+        "progress",
+        "last-prompt",
+        "custom-title",
+        "ai-title",
+        "ended-by-model",
+        "tag",
+        "relocated",
+        "agent-name",
+        "agent-color",
+        "agent-setting",
+        "pr-link",
+        "frame-link",
+        "bridge-session",
+        "attribution-snapshot",
+        "speculation-accept",
+        "mode",
+        "permission-mode",
+        "isolation-latch",
+        "worktree-state",
+    }
 )
-_CLAUDE_TYPES = frozenset({"user", "assistant", "system", "attachment"}) | _CLAUDE_IGNORED
+_CLAUDE_TYPES = (
+    frozenset({"user", "assistant", "system", "attachment", "content-replacement"})
+    | _CLAUDE_IGNORED
+)
 
 
 def iter_lines(fh: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
@@ -513,6 +541,25 @@ class ClaudeReader:
                     len(CLAUDE_CLEARED_TEXT),
                     _int(meta.get("tokensSaved")) or None,
                 )
+            return
+        if kind == "content-replacement":
+            # results over Claude Code's per-message budget, saved to a file and replaced by a
+            # preview before the request that would first carry them (2.1.x)
+            agent = entry.get("agentId")
+            if agent and not self.subagent:
+                self.stats.skip("Claude Code content replacement of a sub-agent's result")
+                return
+            ids: list[str] = []
+            sizes: list[int] = []
+            for r in entry.get("replacements") or []:
+                if not isinstance(r, dict) or r.get("kind") != "tool-result":
+                    self.stats.skip("Claude Code content replacement of an unknown kind")
+                    continue
+                if isinstance(r.get("toolUseId"), str):
+                    ids.append(r["toolUseId"])
+                    sizes.append(_content_chars(r.get("replacement")))
+            if ids:
+                yield ClearedResults(ts, tuple(ids), 0, None, (), tuple(sizes))
             return
         if kind == "attachment":
             # skill and agent listings, file changes …: sent to the model as reminder text

@@ -704,23 +704,33 @@ class SessionSimulator:
         self.r.compactions_own += 1
 
     def _cleared(self, ev: ClearedResults) -> None:
-        """The agent cleared results itself (Claude Code's microcompact): both sides carry the
-        agent's short replacement from here on; what ctxwrap kept out of them is gone."""
-        ids = set(ev.tool_call_ids)
+        """The agent replaced results itself (Claude Code's microcompact or its per-message
+        budget, pi's context_edit): both sides carry the agent's replacement from here on; what
+        ctxwrap kept out of them is gone. A head change only where a call carried the result
+        already (Claude Code replaces over-budget results before their first request)."""
+        size = dict(zip(ev.tool_call_ids, ev.sizes, strict=False)) if ev.sizes else {}
+        ids, entries = set(ev.tool_call_ids), set(ev.entry_ids)
+        sent = False
         for it in self.items:
-            if it.role != "tool_result" or it.call_id not in ids:
+            if it.role == "tool_result" and it.call_id in ids:
+                chars = size.get(it.call_id or "", ev.replacement_chars)
+            elif it.entry_id in entries:
+                chars = ev.replacement_chars
+            else:
                 continue
+            sent = sent or it.seg < len(self.r.calls)
             self._forget(it)
             it.lines, it.hid = [], []
             for k, v in it.saved.items():
                 self.saved[k] -= v
             it.saved = {}
-            self.msg_chars -= it.chars - ev.replacement_chars
-            it.chars = ev.replacement_chars
+            self.msg_chars -= it.chars - chars
+            it.chars = chars
             it.masked = True  # never masked again (it has the agent's own edit)
             if it.desc is not None:
-                it.desc = it.desc.model_copy(update={"chars": ev.replacement_chars})
-        self.pending_compaction = True
+                it.desc = it.desc.model_copy(update={"chars": chars})
+        if sent:
+            self.pending_compaction = True
 
     @property
     def ttl_s(self) -> float:

@@ -428,6 +428,15 @@ def test_claude_codes_own_compaction_is_recorded_beside_the_plain_one(
     cost = json.loads(stats.stdout)["totals"]["cost"]
     assert cost["compactions"] == 1 and cost["compaction_weighted"] == 0
     assert cost["plain_compactions"] >= 1
+    # the transcript 2.1.197 wrote (session metadata such as `mode` entries, the compaction)
+    # replays with nothing unread
+    from ctxwrap.replay import replay_paths, run_json
+
+    doc = run_json(
+        replay_paths(sorted((tmp_path / "home" / ".claude" / "projects").rglob("*.jsonl")))
+    )
+    assert doc["skipped_files"] == {} and doc["skipped_entries"] == {}
+    assert doc["groups"][0]["compactions"] == 1
 
 
 def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:

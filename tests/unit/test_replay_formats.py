@@ -738,3 +738,103 @@ def test_codex_additional_tools_and_the_custom_exec_tool() -> None:
     assert result.is_error and result.tool_name == "read"
     [s] = replay(path)["groups"]
     assert s["llm_calls"] == 2 and s["model"] == "gpt-5.6-sol"
+
+
+def _replaced_transcript(tmp_path: Path, *, at: int | None) -> Path:
+    """CLAUDE_MAIN without its microcompact, with 2.1.x session metadata, and Claude Code's
+    per-message budget replacing the read's result by a 2,000-char preview at line `at`."""
+    lines = CLAUDE_MAIN.read_text().splitlines()
+    assert json.loads(lines[7])["subtype"] == "microcompact_boundary"
+    # "now summarise" follows the read's reply, and gets a real answer: one more call
+    prompt, answer = json.loads(lines[8]), json.loads(lines[9])
+    prompt["parentUuid"] = json.loads(lines[6])["uuid"]
+    del answer["isApiErrorMessage"]
+    answer["requestId"] = "req_4b"
+    answer["message"].update(model="claude-opus-4-6", id="msg_4b")
+    lines[7:10] = [json.dumps(prompt), json.dumps(answer)]
+    sid = json.loads(lines[1])["sessionId"]
+    meta = [
+        {"type": "mode", "mode": "normal", "sessionId": sid},
+        {"type": "permission-mode", "permissionMode": "default", "sessionId": sid},
+        {"type": "ai-title", "aiTitle": "explore", "sessionId": sid},
+        {"type": "custom-title", "customTitle": "x", "sessionId": sid},
+        {"type": "agent-name", "agentName": "x", "sessionId": sid},
+        {"type": "worktree-state", "sessionId": sid},
+        {"type": "attribution-snapshot", "messageId": "m", "sessionId": sid},
+    ]
+    replacement = {
+        "type": "content-replacement",
+        "sessionId": sid,
+        "replacements": [
+            {"kind": "tool-result", "toolUseId": "toolu_read", "replacement": "p" * 2000},
+            {"kind": "tool-result", "toolUseId": "toolu_nowhere", "replacement": "q"},
+        ],
+    }
+    if at is not None:
+        lines.insert(at, json.dumps(replacement))
+    f = tmp_path / f"{at}" / f"{CLAUDE_SID}.jsonl"
+    f.parent.mkdir()
+    f.write_text("\n".join(lines + [json.dumps(m) for m in meta]) + "\n")
+    return f
+
+
+@pytest.mark.parametrize("after_a_call", [False, True])
+def test_claude_content_replacements_and_session_metadata(
+    tmp_path: Path, after_a_call: bool
+) -> None:
+    # before the request that would first carry the read (line 6), or after the reply to it
+    f = _replaced_transcript(tmp_path, at=7 if after_a_call else 6)
+    evs, stats = events(f)
+    assert stats.skipped == {}  # 2.1.x metadata entries are known, none is a format gap
+    [replaced] = [e for e in evs if isinstance(e, ClearedResults)]
+    assert replaced.tool_call_ids == ("toolu_read", "toolu_nowhere")
+    assert replaced.sizes == (2000, 1)
+    base = replay(_replaced_transcript(tmp_path, at=None))["groups"][0]["calls"]
+    calls = replay(f)["groups"][0]["calls"]
+    read = len(
+        json.loads(CLAUDE_MAIN.read_text().splitlines()[5])["message"]["content"][0]["content"]
+    )
+    sizes = [c["messages_chars"] for c in calls]
+    plain = [c["messages_chars"] for c in base]
+    assert len(sizes) == len(plain) == 5 and plain[2] > read and plain[3] > read
+    # Claude Code replaces it before sending: the model never saw the read, and nothing in
+    # the cached prefix changed; after a call carried it, from the next call on, as a head
+    # change of the cached prefix
+    k = 3 if after_a_call else 2
+    assert sizes[:k] == plain[:k]
+    assert sizes[k:4] == [n - read + 2000 for n in plain[k:4]]
+    assert calls[k]["compaction"] is after_a_call and not base[k]["compaction"]
+    assert not calls[2]["compaction"]
+
+
+def test_unknown_claude_entries_that_change_the_context_are_still_reported(
+    tmp_path: Path,
+) -> None:
+    lines = CLAUDE_MAIN.read_text().splitlines()
+    odd = [
+        {"type": "marble-origami-commit", "sessionId": "s"},
+        {"type": "content-replacement", "sessionId": "s", "agentId": "a1", "replacements": []},
+        {"type": "content-replacement", "sessionId": "s", "replacements": [{"kind": "x"}]},
+    ]
+    f = tmp_path / "odd.jsonl"
+    f.write_text("\n".join(lines + [json.dumps(o) for o in odd]) + "\n")
+    _evs, stats = events(f)
+    assert stats.skipped == {
+        "unknown Claude Code entry type 'marble-origami-commit'": 1,
+        "Claude Code content replacement of a sub-agent's result": 1,
+        "Claude Code content replacement of an unknown kind": 1,
+    }
+
+
+def test_pi_context_edits_change_what_later_calls_carry(tmp_path: Path) -> None:
+    """pi's context_edit (null replacement: the entry leaves the context) applies from there on:
+    the call after it carries the session less the entry it names."""
+    lines = UNDER_CTXWRAP.read_text().splitlines()
+    [at] = [i for i, ln in enumerate(lines) if json.loads(ln).get("type") == "context_edit"]
+    target = next(json.loads(ln) for ln in lines if json.loads(ln).get("id") == "e6")
+    gone = len(target["message"]["content"][0]["text"])
+    plain = tmp_path / "no-edit.jsonl"
+    plain.write_text("\n".join(lines[:at] + lines[at + 1 :]) + "\n")
+    edited = [c["messages_chars"] for c in replay(UNDER_CTXWRAP)["groups"][0]["calls"]]
+    kept = [c["messages_chars"] for c in replay(plain)["groups"][0]["calls"]]
+    assert edited[:-1] == kept[:-1] and edited[-1] <= kept[-1] - gone
