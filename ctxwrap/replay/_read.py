@@ -549,17 +549,21 @@ class ClaudeReader:
             if agent and not self.subagent:
                 self.stats.skip("Claude Code content replacement of a sub-agent's result")
                 return
-            ids: list[str] = []
+            replacements = entry.get("replacements")
+            if not isinstance(replacements, list):
+                self.stats.skip("Claude Code content replacement without a list")
+                return
+            replaced: list[str] = []
             sizes: list[int] = []
-            for r in entry.get("replacements") or []:
+            for r in replacements:
                 if not isinstance(r, dict) or r.get("kind") != "tool-result":
                     self.stats.skip("Claude Code content replacement of an unknown kind")
                     continue
                 if isinstance(r.get("toolUseId"), str):
-                    ids.append(r["toolUseId"])
+                    replaced.append(r["toolUseId"])
                     sizes.append(_content_chars(r.get("replacement")))
-            if ids:
-                yield ClearedResults(ts, tuple(ids), 0, None, (), tuple(sizes))
+            if replaced:
+                yield ClearedResults(ts, tuple(replaced), 0, None, (), tuple(sizes))
             return
         if kind == "attachment":
             # skill and agent listings, file changes …: sent to the model as reminder text

@@ -815,6 +815,7 @@ def test_unknown_claude_entries_that_change_the_context_are_still_reported(
         {"type": "marble-origami-commit", "sessionId": "s"},
         {"type": "content-replacement", "sessionId": "s", "agentId": "a1", "replacements": []},
         {"type": "content-replacement", "sessionId": "s", "replacements": [{"kind": "x"}]},
+        {"type": "content-replacement", "sessionId": "s", "replacements": "tool-result"},
     ]
     f = tmp_path / "odd.jsonl"
     f.write_text("\n".join(lines + [json.dumps(o) for o in odd]) + "\n")
@@ -823,6 +824,7 @@ def test_unknown_claude_entries_that_change_the_context_are_still_reported(
         "unknown Claude Code entry type 'marble-origami-commit'": 1,
         "Claude Code content replacement of a sub-agent's result": 1,
         "Claude Code content replacement of an unknown kind": 1,
+        "Claude Code content replacement without a list": 1,
     }
 
 
