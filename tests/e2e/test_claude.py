@@ -380,6 +380,94 @@ def test_ctxwrap_off_runs_plain_claude(tmp_path: Path, xdg: Xdg) -> None:
         assert not xdg.socket.exists()  # no daemon was started for a plain run
 
 
+AGREE_BODY = "".join(f"value_{i} = compute({i})  # a line of generated code\n" for i in range(400))
+AGREE_NOTES = "".join(
+    f"note {i}: something about the design of the parser module\n" for i in range(900)
+)
+
+
+def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, xdg: Xdg) -> None:
+    """The same scripted session under plain Claude Code and under ctxwrap claude: replaying
+    the plain transcript (the daemon's own policy code) says what live stats say — per
+    mechanism, and the cache-priced saving net of aux calls. A digest, a write strip and a read
+    masked while the cache is warm once its file is untouched for long enough."""
+
+    def steps(work: Path) -> list[dict[str, Any]]:
+        bash = [
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": f"echo step {i}"}}]}
+            for i in range(14)
+        ]
+        return [
+            {"tool_calls": [{"name": "Bash", "arguments": {"command": "seq 1 6000"}}]},
+            {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "N.txt")}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "Write",
+                        "arguments": {"file_path": str(work / "v.py"), "content": AGREE_BODY},
+                    }
+                ]
+            },
+            *bash,
+            {"text": "done"},
+        ]
+
+    sessions: dict[str, str] = {}
+    for mode in ("plain", "wrapped"):
+        work = tmp_path / mode / "work"
+        work.mkdir(parents=True)
+        (work / "N.txt").write_text(AGREE_NOTES)
+        with ScriptedModelServer(steps(work)) as srv:
+            env = claude_env(xdg.env(), home=tmp_path / mode / "home", base_url=srv.root_url)
+            argv = [str(find_claude())] if mode == "plain" else [*CTXWRAP, "claude"]
+            proc = subprocess.run(
+                [*argv, *claude_print_args("go")],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=240,
+            )
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            sessions[mode] = json.loads(proc.stdout)["session_id"]
+            assert len(srv.main_requests) == 18
+    [transcript] = sorted((tmp_path / "plain" / "home" / ".claude" / "projects").rglob("*.jsonl"))
+    env = xdg.env()
+    out = subprocess.run(
+        [*CTXWRAP, "replay", "--json", str(transcript)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    live = subprocess.run(
+        [*CTXWRAP, "stats", "--session", sessions["wrapped"], "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and live.returncode == 0, out.stderr + live.stderr
+    replay, real = json.loads(out.stdout)["totals"], json.loads(live.stdout)["totals"]
+    assert replay["llm_calls"] == real["llm_calls"] == 18
+    by_replay = {m["mechanism"]: m["saved_chars"] for m in replay["mechanisms"]}
+    by_real = {m["mechanism"]: m["saved_chars"] for m in real["mechanisms"]}
+    # live, a mask counts under amnesia (docs/accounting.md); replay names it masking
+    by_replay["amnesia"] += by_replay.pop("masking")
+    for mech in ("bash", "writes", "amnesia"):
+        assert by_real[mech] > 0, mech
+        assert abs(by_replay[mech] - by_real[mech]) <= 0.05 * by_real[mech], (
+            mech,
+            by_replay[mech],
+            by_real[mech],
+        )
+    cost = replay["cost"]
+    plain_w, ctx_w = cost["plain"]["weighted_tokens"], cost["ctxwrap"]["weighted_tokens"]
+    replay_pct = 100 * (plain_w - ctx_w - replay["aux_tokens_estimated"]) / plain_w
+    assert real["cost"]["saved_pct"] > 10
+    assert abs(replay_pct - real["cost"]["saved_pct"]) <= 3.0, (replay_pct, real["cost"])
+
+
 SUMMARY = "<analysis>read it</analysis><summary>1. Primary Request: read big.txt.</summary>"
 
 
