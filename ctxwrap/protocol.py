@@ -186,6 +186,8 @@ class Compaction(Request):
     summary_chars: Int = Field(0, ge=0)
     # what pi's summarisation request carried (tool results cut as pi cuts them); None: unknown
     summarized_chars: Int | None = Field(None, ge=0)
+    # not the user's: an extension supplied the summary, or ctxwrap asked pi for the compaction
+    # (compact_like_plain); a user's own /compact (reason manual) happens under plain too
     from_extension: bool = False
     # the summarisation request passed the proxy as an ordinary call (Claude Code): it is
     # priced with the calls, so the compaction adds no cost of its own

@@ -1206,6 +1206,9 @@ function install(pi: any): void {
 
 	// pi's own resolved settings, where it shows them: they replace the files' reading.
 	let summarizedChars: number | null = null;
+	// ctxwrap asked pi for this compaction (compact_like_plain): not the user's own /compact,
+	// so the cost model's plain session does not compact with it (it already had)
+	let compactAsked = false;
 	pi.on("session_before_compact", (event: any, ctx: any) => {
 		try {
 			const prep = event?.preparation ?? {};
@@ -1235,9 +1238,10 @@ function install(pi: any): void {
 				tokens_before: Number.isSafeInteger(e.tokensBefore) && e.tokensBefore >= 0 ? e.tokensBefore : 0,
 				summary_chars: typeof e.summary === "string" ? e.summary.length : 0,
 				summarized_chars: summarizedChars,
-				from_extension: !!event?.fromExtension,
+				from_extension: !!event?.fromExtension || compactAsked,
 			};
 			summarizedChars = null;
+			compactAsked = false;
 			await daemon.call("/v1/compaction", body, 1000);
 		} catch {}
 	});
@@ -1793,9 +1797,16 @@ function install(pi: any): void {
 						"info",
 					);
 				} catch {}
+				compactAsked = true;
 				ctx.compact({
-					onComplete: () => trace("compact like plain: done"),
-					onError: (e: any) => trace(`compact like plain: ${e?.message ?? e}`),
+					onComplete: () => {
+						compactAsked = false;
+						trace("compact like plain: done");
+					},
+					onError: (e: any) => {
+						compactAsked = false;
+						trace(`compact like plain: ${e?.message ?? e}`);
+					},
 				});
 			} catch {}
 		})();

@@ -455,6 +455,10 @@ class CallSizes(NamedTuple):
     # the cache lifetime the request asked for, where longer than the pricer's ttl_s (Claude
     # Code's 1-hour cache): pauses within it are warm, and its writes cost the 1-hour rate
     ttl_s: float | None = None
+    # compacted_before only: the user's own compaction (`/compact`), which plain runs too:
+    # "priced" = its summarisation is priced as plain's compaction; "call" = the
+    # summarisation request was one of the recorded calls (Claude Code), priced on both sides
+    plain_compacts_too: Literal["", "priced", "call"] = ""
 
 
 @dataclass(frozen=True)
@@ -743,6 +747,22 @@ class SessionPricer:
                 # was added since the previous request
                 growth = call.growth_tokens or 0
                 rewritten = growth
+                if call.plain_compacts_too and self.plain_size > 0:
+                    # the user's /compact: plain compacts here too, whatever its size
+                    comp, base, kept = _predicted_compaction(
+                        prev,
+                        self.plain_size,
+                        self.chunks,
+                        policy,
+                        policy.summary_tokens,
+                        self.compacted,
+                        prices,
+                    )
+                    if call.plain_compacts_too == "call":
+                        comp = CompactionCost(0, 0, 0.0, 0.0)
+                    self.compacted = True
+                    self.plain_size = base + policy.summary_tokens + kept
+                    rewritten = policy.summary_tokens + kept + growth
             else:
                 growth = call.plain_tokens - prev.plain_tokens
                 if call.plain_prefix_tokens is not None:
@@ -756,7 +776,7 @@ class SessionPricer:
             pre = size if turn else self.plain_size
             if turn and growth > 0:
                 self.chunks.append(growth)
-            if (turn or call.new_prompt) and self._crosses(pre):
+            if comp is None and (turn or call.new_prompt) and self._crosses(pre):
                 comp, base, kept = _predicted_compaction(
                     call if turn else prev,
                     pre,

@@ -301,21 +301,26 @@ class PricedSession:
         self.keep = keep
         comps: list[tuple[float, int, int, int | None]] = []
         as_call: list[bool] = []
+        by_user: list[bool] = []
         if new_schema:
             has_as_call = any(  # schema 9
                 r[1] == "priced_as_call" for r in conn.execute("PRAGMA table_info(compactions)")
             )
             for r in conn.execute(
                 f"""SELECT ts, tokens_before, summary_chars, summarized_chars,
-                           {"priced_as_call" if has_as_call else "0"}
+                           {"priced_as_call" if has_as_call else "0"}, reason, from_extension
                     FROM compactions WHERE session_id=? ORDER BY ts, id""",
                 (sid,),
             ):
                 comps.append((float(r[0]), int(r[1]), int(r[2]), r[3]))
                 as_call.append(bool(r[4]))
+                by_user.append(r[5] == "manual" and not r[6])
         self.comps = comps
         # Claude Code's summarisation request is one of the session's calls, priced as such
         self.as_call = as_call
+        # the user's own /compact: plain runs it too, wherever its size stands (ctxwrap's
+        # compact_like_plain asks pi through an extension: not the user's)
+        self.by_user = by_user
         summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
         summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
         self.check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
@@ -459,12 +464,15 @@ class PricedSession:
         ) = row
         comps = self.comps
         grown: int | None = None
+        plain_too: Literal["", "priced", "call"] = ""
         if comps:
             compacted = False
             while self._ci < len(comps) and comps[self._ci][0] <= ts:
                 if comps[self._ci][0] > self._prev_ts and not compacted:
                     compacted = True
                     grown = self.growth_at[self._ci]
+                    if self.by_user[self._ci]:
+                        plain_too = "call" if self.as_call[self._ci] else "priced"
                 self._ci += 1
         else:  # no compaction events recorded: infer from a head change that dropped messages
             compacted = bool(head) and self._prev_count is not None and count < self._prev_count
@@ -490,6 +498,7 @@ class PricedSession:
                 model or self.session_model,
                 grown,
                 None if ttl is None else float(ttl),
+                plain_too,
             )
         )
         self.sent_sum += sent_tok

@@ -13,6 +13,7 @@ second prompt; ctxwrap's digests keep the real context far under it.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -85,6 +86,9 @@ def test_pi_compacts_when_plain_pi_would_have(
     if on:
         assert summaries >= 1 and compactions(agent_dir) == 1
         assert cost["compactions"] == 1
+        # recorded as ctxwrap's ask, not the user's /compact (which plain would run too)
+        with sqlite3.connect(xdg.db) as db:
+            assert list(db.execute("SELECT from_extension FROM compactions")) == [(1,)]
     else:
         assert summaries == 0 and compactions(agent_dir) == 0
         assert cost["compactions"] == 0

@@ -287,3 +287,57 @@ def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Pat
     assert plain_before[3] < 300 and plain_after[3] == 900
     assert plain_after[:3] == plain_before[:3] == [300, 600, 900]
     conn.close()
+
+
+@pytest.mark.parametrize(
+    ("pi_version", "reason", "from_extension", "as_call", "plain_compacts"),
+    [
+        ("1.6.0", "manual", False, False, True),  # the user's /compact: plain runs it too
+        ("1.6.0", "manual", True, False, False),  # ctxwrap asked pi (compact_like_plain)
+        ("1.6.0", "threshold", False, False, False),  # pi's own: plain compacts on its own
+        ("2.1.197", "manual", False, True, True),  # Claude Code's /compact, its call priced
+        ("2.1.197", "auto", False, True, False),
+    ],
+)
+def test_the_users_own_compaction_happens_in_the_plain_session_too(
+    tmp_path: Path,
+    pi_version: str,
+    reason: str,
+    from_extension: bool,
+    as_call: bool,
+    plain_compacts: bool,
+) -> None:
+    db = build(tmp_path, window=100_000, pi_version=pi_version)  # never over the threshold
+    conn = connect(db)
+    conn.execute("DELETE FROM compactions")
+    t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
+    conn.execute("UPDATE llm_calls SET sent_messages=?, saved_bash=0 WHERE call_index=3", (200,))
+    store = Store(db)
+    CA.record_compaction(
+        store,
+        P.Compaction(
+            session_id=SID,
+            reason=reason,
+            summary_chars=200,
+            from_extension=from_extension,
+            priced_as_call=as_call,
+        ),
+    )
+    store.close()
+    conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
+    costs = CA.load_session_costs(conn, [SID])[SID]
+    plain = [p.input_tokens for _ts, _a, p, _c in costs.calls]
+    comps = [c for _ts, _a, _p, c in costs.calls if c is not None]
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.compactions == 1
+    if not plain_compacts:
+        assert plain == [300, 600, 900, 900] and comps == [] and c.plain_compactions == 0
+    else:
+        # plain compacted with it: system and tools (100), the summary (50), what pi keeps of
+        # the recent messages (the newest whole request's 300 covers keep_recent_tokens 200;
+        # the settings here are pi's, Claude Code's keep nothing)
+        assert c.plain_compactions == 1
+        assert plain[3] == 100 + 50 + 300
+        # Claude Code's summarisation request was one of the calls, priced on both sides
+        assert (c.plain_compaction_weighted == 0) is as_call
+    conn.close()
