@@ -797,9 +797,16 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
             f" {_n(c.plain_cache_write_tokens)}, fresh {_n(c.plain_uncached_input_tokens)}"
         )
         if c.compactions or c.plain_compactions:
+            avoided = c.compactions_avoided
+            # ctxwrap's context is smaller: it compacts later, so rarely more often than plain
+            # (a threshold the plain model cannot see); said as it is, never "-1 avoided"
+            tail = (
+                f"{_n(avoided)} avoided"
+                if avoided >= 0
+                else f"{_n(-avoided)} more than {plain} would have run"
+            )
             out.append(
-                f"compactions {_n(c.compactions)}, {plain} {_n(c.plain_compactions)}"
-                f" ({_n(c.compactions_avoided)} avoided)"
+                f"compactions {_n(c.compactions)}, {plain} {_n(c.plain_compactions)} ({tail})"
             )
     if report.incomplete_sessions:
         ids = ", ".join(s[:8] for s in report.incomplete_sessions[:5])

@@ -332,6 +332,9 @@ def test_the_users_own_compaction_happens_in_the_plain_session_too(
     assert c.compactions == 1
     if not plain_compacts:
         assert plain == [300, 600, 900, 900] and comps == [] and c.plain_compactions == 0
+        text = render_text(compute_stats(conn, session=SID), color=False, width=120)
+        assert "compactions 1, plain " in text and " 0 (1 more than plain " in text, text
+        assert "-1 avoided" not in text
     else:
         # plain compacted with it: system and tools (100), the summary (50), what pi keeps of
         # the recent messages (the newest whole request's 300 covers keep_recent_tokens 200;
