@@ -323,7 +323,15 @@ class PricedSession:
         self.by_user = by_user
         summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
         summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
-        self.check: Literal["turn", "prompt"] = "prompt" if pi_version.startswith("0.") else "turn"
+        # pi 0.73 checks at prompts only; Claude Code and Codex versions start "2." and "0.":
+        # the version alone does not say which agent it is
+        agent = "pi"
+        if any(r[1] == "agent" for r in conn.execute("PRAGMA table_info(sessions)")):
+            row = conn.execute("SELECT agent FROM sessions WHERE session_id=?", (sid,)).fetchone()
+            agent = row[0] if row else "pi"
+        self.check: Literal["turn", "prompt"] = (
+            "prompt" if agent == "pi" and pi_version.startswith("0.") else "turn"
+        )
         # pi 0.73 can run a compaction twice back to back (its end-of-run check races the
         # next prompt's): two compactions in its session file, the second on the same
         # tokensBefore. Calls only come after the compactions read here.

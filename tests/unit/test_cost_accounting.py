@@ -344,3 +344,16 @@ def test_the_users_own_compaction_happens_in_the_plain_session_too(
         # Claude Code's summarisation request was one of the calls, priced on both sides
         assert (c.plain_compaction_weighted == 0) is as_call
     conn.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "agent", "check"),
+    [("0.73.1", "pi", "prompt"), ("1.6.0", "pi", "turn"), ("0.171.0", "codex", "turn")],
+)
+def test_when_plain_checks_for_compaction_follows_the_agent_not_its_version(
+    tmp_path: Path, version: str, agent: str, check: str
+) -> None:
+    conn = connect(build(tmp_path, pi_version=version))
+    conn.execute("UPDATE sessions SET agent=?", (agent,))
+    assert CA.load_session_costs(conn, [SID])[SID].policy.check == check
+    conn.close()
