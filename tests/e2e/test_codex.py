@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import threading
 import time
@@ -347,6 +348,35 @@ def test_idle_gap_masks_the_earlier_task_on_resume(tmp_path: Path, xdg: Xdg) -> 
             assert outputs(req)[old_id] == tomb and outputs(req)[log_id] == log_tomb
         assert "new-marker" in outputs(two[1])[new_id]
         assert_prefix_chain(two)
+
+
+def test_codexs_own_compaction_request_gets_nothing_new_decided(tmp_path: Path, xdg: Xdg) -> None:
+    """Codex 0.171 compacts locally with a custom provider: a request that ends in its
+    checkpoint instruction (without tools for this model). It is summarised from what the agent
+    has been shown: frozen edits only — the output that first appears in it is not digested
+    there, nothing is masked at its tool-list change — and it is priced as one of the
+    session's calls."""
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"text": "SUMMARY: ran gen_log.py; one ERROR at request 3950"},  # the compaction's
+        {"text": "after the compaction"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        config = ce.home / ".codex" / "config.toml"
+        config.write_text("model_auto_compact_token_limit = 4000\n" + config.read_text())
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        ce.run("run gen_log.py")
+        reqs = srv.main_requests
+        assert [bool(r.body.get("tools")) for r in reqs] == [True, False, True]
+        summarise = json.dumps(inputs(reqs[1]))
+        assert "CONTEXT CHECKPOINT COMPACTION" in summarise
+        assert "INFO request 3" in summarise and "ctxwrap" not in summarise
+        after = json.dumps(inputs(reqs[2]))
+        assert "SUMMARY: ran gen_log.py" in after and "INFO request 3" not in after
+    with sqlite3.connect(xdg.db) as db:
+        (calls_recorded,) = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()
+    assert calls_recorded == 3
 
 
 def test_codex_exit_status_passes_through(tmp_path: Path, xdg: Xdg) -> None:

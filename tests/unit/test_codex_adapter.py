@@ -327,3 +327,30 @@ def test_agent_binaries_are_found_by_override_then_path(
     assert err.value.hint  # says how to install
     monkeypatch.setenv("CTXWRAP_CLAUDE", str(exe))  # a path, not a name on PATH
     assert find_claude().argv == [str(exe)]
+
+
+def test_codexs_local_compaction_request_is_recognised() -> None:
+    def msg(role: str, text: str) -> dict[str, Any]:
+        return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+    ask = msg("user", "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff …")
+    history = [msg("developer", "rules"), msg("user", "run gen.py")]
+    # gpt-5.5 (tools: []) and the additional_tools model family (the item stays first)
+    assert wire.is_local_compaction({"tools": [], "input": [*history, ask]})
+    assert wire.is_local_compaction({"input": [{"type": "additional_tools"}, *history, ask]})
+    # the instruction anywhere but last, quoted by the user, or no input: an ordinary request
+    assert not wire.is_local_compaction({"input": [*history, ask, msg("user", "next")]})
+    assert not wire.is_local_compaction(
+        {"input": [*history, msg("user", "why " + ask["content"][0]["text"])]}
+    )
+    assert not wire.is_local_compaction(
+        {"input": [*history, msg("developer", ask["content"][0]["text"])]}
+    )
+    for odd in (
+        {},
+        {"input": "x"},
+        {"input": []},
+        {"input": [None]},
+        {"input": [{"type": "message", "role": "user", "content": "s"}]},
+    ):
+        assert not wire.is_local_compaction(odd)

@@ -4,7 +4,8 @@ It lives in the `ctxwrap codex` process, like the Claude Code proxy (docs/archit
 its lifetime is the session's, a daemon crash cannot cut Codex's API path, and the
 credentials never leave the process Codex handed them to. Forwarding, the secret path and SSE
 passthrough are ``agents/_proxy.py``; this module says which bodies are edited (``POST
-…/responses``; ``…/responses/compact`` gets the frozen edits replayed) and where they go.
+…/responses``; ``…/responses/compact`` and Codex's local compaction request get the frozen
+edits replayed) and where they go.
 
 WebSocket upgrades (Codex's preferred transport for the built-in OpenAI provider) are refused
 with 426, on which Codex 0.171 falls back to HTTPS streaming at once.
@@ -163,8 +164,13 @@ class CodexProxy:
             return Exchange(raw, url)  # forwarded as it is, not counted
         model = body.get("model") if isinstance(body.get("model"), str) else None
         sess = self.session(sid, model)
+        # Codex's own compaction (0.171 with a custom provider: its checkpoint instruction after
+        # the history): the summariser sees what the agent has been shown — frozen edits,
+        # nothing new decided (no mask at its tool-list change, no digest, and its instruction
+        # is no prompt of the user's). Priced as one of the session's calls.
+        summarise = not compact and wire.is_local_compaction(body)
         try:
-            applied = sess.replay(body) if compact else sess.prepare(body)
+            applied = sess.replay(body) if compact or summarise else sess.prepare(body)
         except Exception:
             # Our side failed mid-request: keep replaying what is already frozen.
             try:

@@ -40,6 +40,26 @@ def is_compact_call(path: str) -> bool:
     return path.split("?", 1)[0].rstrip("/").endswith("/responses/compact")
 
 
+# The head of Codex 0.171's compaction instruction (its default `compact_prompt`; a custom one
+# is not recognised and the request is treated as any other).
+COMPACT_PROMPT_HEAD = "You are performing a CONTEXT CHECKPOINT COMPACTION."
+
+
+def is_local_compaction(body: Mapping[str, Any]) -> bool:
+    """Codex's own compaction through a custom provider: a POST …/responses whose last input
+    item is its checkpoint instruction (with or without tools, by model family)."""
+    items = body.get("input")
+    if not isinstance(items, list) or not items or not isinstance(items[-1], dict):
+        return False
+    last = items[-1]
+    content = last.get("content")
+    if last.get("type") != "message" or last.get("role") != "user" or not isinstance(content, list):
+        return False
+    first = content[0] if content else None
+    text = first.get("text") if isinstance(first, dict) else None
+    return isinstance(text, str) and text.startswith(COMPACT_PROMPT_HEAD)
+
+
 def session_id_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
     """Codex's thread id: the ``session-id`` header, else ``prompt_cache_key``; a safe name."""
     sid = headers.get("session-id") or body.get("prompt_cache_key")
