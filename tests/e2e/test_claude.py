@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from support import CTXWRAP, Xdg, wait_ready
 
+from ctxwrap.agents.claude.anthropic_wire import is_compaction_request
 from ctxwrap.testing.claude_home import TEST_API_KEY, claude_env, claude_print_args, find_claude
 from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer
 
@@ -497,6 +498,13 @@ def test_claude_codes_own_compaction_is_recorded_beside_the_plain_one(
         assert again.result["result"] == "after compaction"
         reqs = srv.main_requests
         assert len(reqs) == 4 and reqs[2].body.get("tools"), "no summarisation request"
+        # the proxy tells it apart (frozen edits only there) from the agent's own requests
+        assert [is_compaction_request(r.body["messages"]) for r in reqs] == [
+            False,
+            False,
+            True,
+            False,
+        ]
         assert "line 2999 of a big file" not in json.dumps(reqs[3].body["messages"])
         sid = again.result["session_id"]
         stats = ce.ctxwrap("stats", "--session", sid, "--json")

@@ -421,3 +421,40 @@ def test_a_compaction_is_sent_before_the_next_calls_record_or_at_shutdown(tmp_pa
     compactions = [b for p, b in daemon.calls if p == "/v1/compaction"]
     assert compactions[-1]["reason"] == "manual" and compactions[-1]["summary_chars"] == 0
     assert [p for p, _ in daemon.calls][-1] == "/v1/sessions/shutdown"
+
+
+def test_claude_codes_summarisation_request_gets_frozen_edits_only(tmp_path: Path) -> None:
+    """Nothing is decided for Claude Code's compaction request (no /v1/context: no mask that
+    would hide history from the summary); the request before it is decided as usual."""
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    sess.first_request = False  # not a resume: its round is the unseen tail
+    body = _bash_round("b1", "true", {"content": "ok"})
+    sess.prepare(body)
+    assert [p for p, _ in daemon.calls].count("/v1/context") == 1
+    ask = (
+        "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n"
+        "Your task is to create a detailed summary of the conversation so far, paying close "
+        "attention to the user's explicit requests and your previous actions."
+    )
+    tail = _bash_round("b2", "ls", {"content": "a.txt"})["messages"][1:]
+    summarise = {
+        **body,
+        "messages": [
+            *body["messages"],
+            tail[0],
+            {"role": "user", "content": [*tail[1]["content"], {"type": "text", "text": ask}]},
+        ],
+    }
+    assert wire.is_compaction_request(summarise["messages"])
+    sess.prepare(summarise)
+    assert [p for p, _ in daemon.calls].count("/v1/context") == 1
+    assert "b2" not in sess.seen  # decided later if it ever comes again, like any tail
+    # the instruction as a plain string, or quoted mid-message by the user: only the former
+    assert wire.is_compaction_request([{"role": "user", "content": ask}])
+    quoted = [
+        {"role": "user", "content": [{"type": "text", "text": ask}, {"type": "text", "text": "?"}]}
+    ]
+    assert not wire.is_compaction_request(quoted)
+    assert not wire.is_compaction_request([{"role": "assistant", "content": ask}])
+    assert not wire.is_compaction_request([])

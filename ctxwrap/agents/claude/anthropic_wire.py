@@ -57,6 +57,27 @@ def session_id_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | 
     return sid if isinstance(sid, str) and _SESSION_ID_RE.match(sid) else None
 
 
+# Claude Code 2.1.197's compaction instruction (its compact prompt, after the history it
+# summarises; read from its bundle, seen on a real compaction).
+COMPACT_INSTRUCTION = "Your task is to create a detailed summary of the conversation so far"
+
+
+def is_compaction_request(messages: list[Any]) -> bool:
+    """Claude Code's summarisation request: its last user message ends in the compaction
+    instruction (the request otherwise shares the conversation's prefix and tools)."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, dict) or last.get("role") != "user":
+        return False
+    content = last.get("content")
+    if isinstance(content, str):
+        return COMPACT_INSTRUCTION in content
+    if not isinstance(content, list) or not content:
+        return False
+    block = content[-1]
+    text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
+    return isinstance(text, str) and COMPACT_INSTRUCTION in text
+
+
 def encode_body(body: Any) -> bytes:
     # JSON.stringify's shape (compact, no ASCII escaping): an edited body differs from what
     # Claude Code sent only where an edit applies.

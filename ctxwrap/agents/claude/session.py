@@ -196,9 +196,14 @@ class ClaudeSession:
             # A side request (the interactive session's title) is another conversation: it
             # must neither mark the history as seen nor get edits decided.
             return self.replay(body)
-        neutral = wire.to_neutral(messages)
         self.ensure_registered()  # the cache TTL is the daemon's setting
         self._note_model(body)
+        if wire.is_compaction_request(messages):
+            # Claude Code's summarisation request: the summariser is shown what the agent was
+            # (frozen edits); a mask decided here would hide history from the summary and pay
+            # a rewrite of a prefix dropped right after. Priced as a call (record_call).
+            return self.replay(body)
+        neutral = wire.to_neutral(messages)
         with self.lock:
             if self.first_request:
                 # History in the first request (--continue, --resume) was seen by the model.
