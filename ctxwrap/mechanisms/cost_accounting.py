@@ -275,8 +275,13 @@ class PricedSession:
         self.has_ttl = any(  # schema 8: a store `ctxwrap stats` reads may be older
             r[1] == "cache_ttl_s" for r in conn.execute("PRAGMA table_info(llm_calls)")
         )
+        agent = "pi"
+        if any(r[1] == "agent" for r in conn.execute("PRAGMA table_info(sessions)")):
+            row = conn.execute("SELECT agent FROM sessions WHERE session_id=?", (sid,)).fetchone()
+            agent = row[0] if row else "pi"
         window: int | None = None
-        reserve, keep, enabled = 16384, 20000, True
+        # pi's defaults; Codex keeps only recent user messages through a compaction
+        reserve, keep, enabled = 16384, 0 if agent == "codex" else 20000, True
         if new_schema:
             for r in conn.execute(
                 """SELECT model, api, context_window, price_input, price_output,
@@ -314,7 +319,9 @@ class PricedSession:
             ):
                 comps.append((float(r[0]), int(r[1]), int(r[2]), r[3]))
                 as_call.append(bool(r[4]))
-                by_user.append(r[5] == "manual" and not r[6])
+                # Codex compacts on its own view of the history, about where plain would:
+                # every one of its compactions is plain's too (no threshold of its modelled)
+                by_user.append((r[5] == "manual" and not r[6]) or agent == "codex")
         self.comps = comps
         # Claude Code's summarisation request is one of the session's calls, priced as such
         self.as_call = as_call
@@ -325,10 +332,6 @@ class PricedSession:
         summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
         # pi 0.73 checks at prompts only; Claude Code and Codex versions start "2." and "0.":
         # the version alone does not say which agent it is
-        agent = "pi"
-        if any(r[1] == "agent" for r in conn.execute("PRAGMA table_info(sessions)")):
-            row = conn.execute("SELECT agent FROM sessions WHERE session_id=?", (sid,)).fetchone()
-            agent = row[0] if row else "pi"
         self.check: Literal["turn", "prompt"] = (
             "prompt" if agent == "pi" and pi_version.startswith("0.") else "turn"
         )

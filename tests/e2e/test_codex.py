@@ -374,9 +374,19 @@ def test_codexs_own_compaction_request_gets_nothing_new_decided(tmp_path: Path, 
         assert "INFO request 3" in summarise and "ctxwrap" not in summarise
         after = json.dumps(inputs(reqs[2]))
         assert "SUMMARY: ran gen_log.py" in after and "INFO request 3" not in after
+        stats = ce.ctxwrap("stats", "--json")
     with sqlite3.connect(xdg.db) as db:
         (calls_recorded,) = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()
+        comps = list(
+            db.execute("SELECT reason, summary_chars > 0, priced_as_call FROM compactions")
+        )
     assert calls_recorded == 3
+    # recorded after its call; plain Codex compacts with it (it compacts on its own view)
+    assert comps == [("auto", 1, 1)]
+    assert stats.returncode == 0, stats.stderr
+    cost = json.loads(stats.stdout)["totals"]["cost"]
+    assert cost["compactions"] == cost["plain_compactions"] == 1
+    assert cost["compaction_weighted"] == cost["plain_compaction_weighted"] == 0
 
 
 def test_codex_exit_status_passes_through(tmp_path: Path, xdg: Xdg) -> None:

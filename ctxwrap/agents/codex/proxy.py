@@ -32,10 +32,17 @@ CHATGPT_UPSTREAM = "https://chatgpt.com/backend-api/codex"
 
 
 class _Context:
-    def __init__(self, sess: CodexSession | None, body: JsonDict | None, applied: list[Edit]):
+    def __init__(
+        self,
+        sess: CodexSession | None,
+        body: JsonDict | None,
+        applied: list[Edit],
+        summarise: bool = False,
+    ):
         self.sess = sess
         self.body = body
         self.applied = applied
+        self.summarise = summarise  # Codex's own compaction request
 
 
 class CodexProxy:
@@ -178,7 +185,7 @@ class CodexProxy:
                 applied = sess.replay(body)
             except Exception:
                 return Exchange(raw, url)
-        ctx = _Context(sess, None if compact else body, applied)
+        ctx = _Context(sess, None if compact else body, applied, summarise)
         # Codex accepts zstd or gzip; the usage in the stream is only readable in gzip.
         accept = {"accept-encoding": "gzip"} if "accept-encoding" in headers else {}
         if not applied:
@@ -198,6 +205,8 @@ class CodexProxy:
             return
         usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
         ctx.sess.record_call(ctx.body, ctx.applied, usage)
+        if ctx.summarise:
+            ctx.sess.record_compaction(usage)
 
     def unreachable(self, exc: Exception) -> bytes:
         msg = f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})"
