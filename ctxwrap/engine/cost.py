@@ -455,10 +455,13 @@ class CallSizes(NamedTuple):
     # the cache lifetime the request asked for, where longer than the pricer's ttl_s (Claude
     # Code's 1-hour cache): pauses within it are warm, and its writes cost the 1-hour rate
     ttl_s: float | None = None
-    # compacted_before only: the user's own compaction (`/compact`), which plain runs too:
-    # "priced" = its summarisation is priced as plain's compaction; "call" = the
-    # summarisation request was one of the recorded calls (Claude Code), priced on both sides
-    plain_compacts_too: Literal["", "priced", "call"] = ""
+    # compacted_before only: whether plain compacts here too. "priced": the user's own
+    # `/compact` (pi), its summarisation priced as plain's compaction; "call": the same where the
+    # summarisation request was one of the recorded calls (Claude Code's `/compact`, Codex's
+    # compactions), priced on both sides; "behind": the agent's own compaction at a threshold
+    # the model may not see (Claude Code) — plain compacts with it if it has compacted fewer
+    # times so far (its context is never the smaller one)
+    plain_compacts_too: Literal["", "priced", "call", "behind"] = ""
 
 
 @dataclass(frozen=True)
@@ -694,6 +697,8 @@ class SessionPricer:
         self.policy = policy
         self.ttl_s = ttl_s
         self.compacted = False  # plain pi has a summary to update
+        self.real_compactions = 0  # the session's own, so far
+        self.plain_compactions = 0  # the plain session's, so far
         self.prev: CallSizes | None = None
         self.plain_size = 0  # simulated plain request size of the previous call
         self.chunks: list[int] = []  # what each plain request added since its last compaction
@@ -747,7 +752,11 @@ class SessionPricer:
                 # was added since the previous request
                 growth = call.growth_tokens or 0
                 rewritten = growth
-                if call.plain_compacts_too and self.plain_size > 0:
+                self.real_compactions += 1
+                too = call.plain_compacts_too
+                if too == "behind" and self.plain_compactions >= self.real_compactions:
+                    too = ""
+                if too and self.plain_size > 0:
                     # the user's /compact: plain compacts here too, whatever its size
                     comp, base, kept = _predicted_compaction(
                         prev,
@@ -758,7 +767,7 @@ class SessionPricer:
                         self.compacted,
                         prices,
                     )
-                    if call.plain_compacts_too == "call":
+                    if too != "priced":
                         comp = CompactionCost(0, 0, 0.0, 0.0)
                     self.compacted = True
                     self.plain_size = base + policy.summary_tokens + kept
@@ -797,6 +806,8 @@ class SessionPricer:
         plain = _prefixed_cost(size, size - rewritten, prices, wt, warm)
         self.plain_size = size
         self.prev = call
+        if comp is not None:
+            self.plain_compactions += 1
         return actual, plain, comp, size
 
     def trailing(self) -> CompactionCost | None:

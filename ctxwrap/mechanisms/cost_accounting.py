@@ -306,7 +306,7 @@ class PricedSession:
         self.keep = keep
         comps: list[tuple[float, int, int, int | None]] = []
         as_call: list[bool] = []
-        by_user: list[bool] = []
+        plain_too: list[PlainToo] = []
         if new_schema:
             has_as_call = any(  # schema 9
                 r[1] == "priced_as_call" for r in conn.execute("PRAGMA table_info(compactions)")
@@ -319,15 +319,12 @@ class PricedSession:
             ):
                 comps.append((float(r[0]), int(r[1]), int(r[2]), r[3]))
                 as_call.append(bool(r[4]))
-                # Codex compacts on its own view of the history, about where plain would:
-                # every one of its compactions is plain's too (no threshold of its modelled)
-                by_user.append((r[5] == "manual" and not r[6]) or agent == "codex")
+                plain_too.append(_plain_compacts_too(agent, r[5], bool(r[6]), bool(r[4])))
         self.comps = comps
         # Claude Code's summarisation request is one of the session's calls, priced as such
         self.as_call = as_call
-        # the user's own /compact: plain runs it too, wherever its size stands (ctxwrap's
-        # compact_like_plain asks pi through an extension: not the user's)
-        self.by_user = by_user
+        self.plain_too = plain_too  # per compaction: does plain compact with it
+
         summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
         summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
         # pi 0.73 checks at prompts only; Claude Code and Codex versions start "2." and "0.":
@@ -475,15 +472,14 @@ class PricedSession:
         ) = row
         comps = self.comps
         grown: int | None = None
-        plain_too: Literal["", "priced", "call"] = ""
+        plain_too: PlainToo = ""
         if comps:
             compacted = False
             while self._ci < len(comps) and comps[self._ci][0] <= ts:
                 if comps[self._ci][0] > self._prev_ts and not compacted:
                     compacted = True
                     grown = self.growth_at[self._ci]
-                    if self.by_user[self._ci]:
-                        plain_too = "call" if self.as_call[self._ci] else "priced"
+                    plain_too = self.plain_too[self._ci]
                 self._ci += 1
         else:  # no compaction events recorded: infer from a head change that dropped messages
             compacted = bool(head) and self._prev_count is not None and count < self._prev_count
@@ -581,6 +577,28 @@ class PricedSession:
             f = out.setdefault(b, CostFigures())
             f.aux_weighted, f.aux_usd = aux.aux_weighted, aux.aux_usd
         return out
+
+
+PlainToo = Literal["", "priced", "call", "behind"]
+
+
+def _plain_compacts_too(agent: str, reason: object, not_users: bool, as_call: bool) -> PlainToo:
+    """Whether the plain session compacts with one of the session's own (CallSizes):
+    - the user's `/compact` (a manual one ctxwrap did not ask for) happens under plain too;
+    - Codex compacts on its own view of the history, about where plain would (no threshold of
+      its is modelled): each of its compactions is plain's too;
+    - Claude Code's automatic one: plain's context is never the smaller, so plain has compacted
+      by then — with it, unless the plain model compacted as often already (a threshold the
+      proxy cannot see, such as one Anthropic's servers set);
+    - pi's threshold compactions: the plain model runs its own.
+    """
+    if reason == "manual" and not not_users:
+        return "call" if as_call else "priced"
+    if agent == "codex":
+        return "call"
+    if agent == "claude" and as_call:
+        return "behind"
+    return ""
 
 
 def _growth_at_compactions(

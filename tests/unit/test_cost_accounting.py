@@ -262,10 +262,13 @@ def test_plain_pi_grows_across_a_real_compaction_by_what_was_added(
 
 def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Path) -> None:
     """Claude Code's summarisation request passed the proxy as an ordinary call: the
-    compaction event counts, adds no cost of its own, and the plain session goes on from its
-    own size instead of following the real conversation's drop."""
-    db = build(tmp_path, window=100_000, pi_version="2.1.197")  # plain never compacts
+    compaction event counts and adds no cost of its own. The plain session compacts with it
+    when the plain model has not compacted as often (here its threshold is out of reach: one
+    Anthropic's servers set, say) — its context is never the smaller — instead of following
+    the real conversation's drop in size or carrying on uncompacted."""
+    db = build(tmp_path, window=100_000, pi_version="2.1.197")  # plain never crosses
     conn = connect(db)
+    conn.execute("UPDATE sessions SET agent='claude'")
     conn.execute("DELETE FROM compactions")
     t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
     # after the compaction the conversation is the summary (50) and what came after it
@@ -280,12 +283,32 @@ def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Pat
     conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
     c = compute_stats(conn, session=SID).totals.cost
     assert c.compactions == 1 and c.compaction_weighted == 0.0
+    assert c.plain_compactions == 1 and c.plain_compaction_weighted == 0.0
     after = CA.load_session_costs(conn, [SID])[SID]
     plain_after = [p.input_tokens for _ts, _a, p, _c in after.calls]
-    # without the event the plain side dropped with the real one (900 → 150); with it, it
-    # carries on from 900 (nothing known to be added)
-    assert plain_before[3] < 300 and plain_after[3] == 900
+    # without the event the plain side dropped with the real one (900 → 150); with it, plain
+    # compacts to system and tools (100), the summary (50) and what the settings here keep (300)
+    assert plain_before[3] < 300 and plain_after[3] == 100 + 50 + 300
     assert plain_after[:3] == plain_before[:3] == [300, 600, 900]
+    conn.close()
+
+
+def test_plain_claude_code_that_compacted_already_does_not_compact_again(tmp_path: Path) -> None:
+    """The plain model crossed its own threshold before the session's compaction (its context
+    is bigger): the session's compaction is the one plain already ran, not a second."""
+    db = build(tmp_path, pi_version="2.1.197")  # window 1000: plain compacts before call 2
+    conn = connect(db)
+    conn.execute("UPDATE sessions SET agent='claude'")
+    conn.execute("DELETE FROM compactions")
+    t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
+    store = Store(db)
+    CA.record_compaction(
+        store, P.Compaction(session_id=SID, reason="auto", summary_chars=200, priced_as_call=True)
+    )
+    store.close()
+    conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.compactions == 1 and c.plain_compactions == 1  # plain's own, before call 2
     conn.close()
 
 
@@ -296,7 +319,7 @@ def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Pat
         ("1.6.0", "manual", True, False, False),  # ctxwrap asked pi (compact_like_plain)
         ("1.6.0", "threshold", False, False, False),  # pi's own: plain compacts on its own
         ("2.1.197", "manual", False, True, True),  # Claude Code's /compact, its call priced
-        ("2.1.197", "auto", False, True, False),
+        ("0.171.0", "auto", False, True, True),  # Codex's: plain compacts with each
     ],
 )
 def test_the_users_own_compaction_happens_in_the_plain_session_too(
@@ -309,6 +332,8 @@ def test_the_users_own_compaction_happens_in_the_plain_session_too(
 ) -> None:
     db = build(tmp_path, window=100_000, pi_version=pi_version)  # never over the threshold
     conn = connect(db)
+    agent = {"2.1.197": "claude", "0.171.0": "codex"}.get(pi_version, "pi")
+    conn.execute("UPDATE sessions SET agent=?", (agent,))
     conn.execute("DELETE FROM compactions")
     t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
     conn.execute("UPDATE llm_calls SET sent_messages=?, saved_bash=0 WHERE call_index=3", (200,))
