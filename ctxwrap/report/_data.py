@@ -449,9 +449,16 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     if costs.plain_trailing is not None and rows:
         extra_p[-1] += costs.plain_trailing[1].weighted_tokens
         extra_p_usd[-1] = _add(extra_p_usd[-1], costs.plain_trailing[1].usd)
+    # the agent's recorded compactions (Claude Code and Codex send no head change) mark the
+    # call after them
+    after_compaction = {
+        k for ts, _cc in costs.compactions if (k := bisect.bisect_left(times, ts)) < len(times)
+    }
     prev_count = 0
     for n, (r, (_ts, a, p, _comp)) in enumerate(zip(rows, priced, strict=True)):
-        compaction = bool(r["head_changed"]) and r["message_count"] < prev_count
+        compaction = (
+            bool(r["head_changed"]) and r["message_count"] < prev_count
+        ) or n in after_compaction
         prev_count = r["message_count"]
         kept = {
             "bash": tokens(r["saved_bash"]),

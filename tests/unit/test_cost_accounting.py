@@ -382,3 +382,19 @@ def test_when_plain_checks_for_compaction_follows_the_agent_not_its_version(
     conn.execute("UPDATE sessions SET agent=?", (agent,))
     assert CA.load_session_costs(conn, [SID])[SID].policy.check == check
     conn.close()
+
+
+def test_the_report_marks_the_call_after_a_recorded_compaction(tmp_path: Path) -> None:
+    """Claude Code and Codex send no head change: the report's compaction marker comes from
+    the recorded compaction (on the call after it; none for one after the last call)."""
+    from ctxwrap.report._data import from_db
+
+    db = build(tmp_path, window=100_000, pi_version="2.1.197")
+    conn = connect(db)
+    conn.execute("UPDATE sessions SET agent='claude'")
+    t2 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=2").fetchone()[0]
+    conn.execute("UPDATE compactions SET ts=?, priced_as_call=1, reason='auto'", (t2 - 0.5,))
+    assert [c.compaction for c in from_db(conn, SID).calls] == [False, False, True, False]
+    conn.execute("UPDATE compactions SET ts=ts+100")
+    assert not any(c.compaction for c in from_db(conn, SID).calls)
+    conn.close()
