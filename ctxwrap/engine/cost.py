@@ -757,7 +757,7 @@ class SessionPricer:
                 if too == "behind" and self.plain_compactions >= self.real_compactions:
                     too = ""
                 if too and self.plain_size > 0:
-                    # the user's /compact: plain compacts here too, whatever its size
+                    # plain compacts here too, whatever its size (plain_compacts_too)
                     comp, base, kept = _predicted_compaction(
                         prev,
                         self.plain_size,

@@ -324,7 +324,6 @@ class PricedSession:
         # Claude Code's summarisation request is one of the session's calls, priced as such
         self.as_call = as_call
         self.plain_too = plain_too  # per compaction: does plain compact with it
-
         summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
         summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
         # pi 0.73 checks at prompts only; Claude Code and Codex versions start "2." and "0.":
@@ -582,17 +581,19 @@ class PricedSession:
 PlainToo = Literal["", "priced", "call", "behind"]
 
 
-def _plain_compacts_too(agent: str, reason: object, not_users: bool, as_call: bool) -> PlainToo:
+def _plain_compacts_too(
+    agent: str, reason: object, from_extension: bool, as_call: bool
+) -> PlainToo:
     """Whether the plain session compacts with one of the session's own (CallSizes):
     - the user's `/compact` (a manual one ctxwrap did not ask for) happens under plain too;
-    - Codex compacts on its own view of the history, about where plain would (no threshold of
-      its is modelled): each of its compactions is plain's too;
+    - Codex compacts on its own view of the history, about where plain would (none of its
+      thresholds is modelled): each of its compactions is plain's too;
     - Claude Code's automatic one: plain's context is never the smaller, so plain has compacted
       by then — with it, unless the plain model compacted as often already (a threshold the
       proxy cannot see, such as one Anthropic's servers set);
     - pi's threshold compactions: the plain model runs its own.
     """
-    if reason == "manual" and not not_users:
+    if reason == "manual" and not from_extension:
         return "call" if as_call else "priced"
     if agent == "codex":
         return "call"
