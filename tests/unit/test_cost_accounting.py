@@ -3,7 +3,9 @@ rows out) and what `ctxwrap stats` computes from them, against hand-computed val
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -260,27 +262,42 @@ def test_plain_pi_grows_across_a_real_compaction_by_what_was_added(
     conn.close()
 
 
-def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Path) -> None:
-    """Claude Code's summarisation request passed the proxy as an ordinary call: the
-    compaction event counts and adds no cost of its own. The plain session compacts with it
-    when the plain model has not compacted as often (here its threshold is out of reach: one
-    Anthropic's servers set, say) — its context is never the smaller — instead of following
-    the real conversation's drop in size or carrying on uncompacted."""
-    db = build(tmp_path, window=100_000, pi_version="2.1.197")  # plain never crosses
+def _claude_compacts_before_call_3(
+    db: Path, *, before: Callable[[sqlite3.Connection], None] | None = None
+) -> sqlite3.Connection:
+    """The built session as Claude Code's, which compacted (auto) just before call 3;
+    `before(conn)` runs first, while the session has no compaction yet."""
     conn = connect(db)
     conn.execute("UPDATE sessions SET agent='claude'")
     conn.execute("DELETE FROM compactions")
     t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
-    # after the compaction the conversation is the summary (50) and what came after it
-    conn.execute("UPDATE llm_calls SET sent_messages=?, saved_bash=0 WHERE call_index=3", (200,))
-    before = CA.load_session_costs(conn, [SID])[SID]
-    plain_before = [p.input_tokens for _ts, _a, p, _c in before.calls]
+    if before is not None:
+        before(conn)
     store = Store(db)
     CA.record_compaction(
         store, P.Compaction(session_id=SID, reason="auto", summary_chars=200, priced_as_call=True)
     )
     store.close()
     conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
+    return conn
+
+
+def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Path) -> None:
+    """Claude Code's summarisation request passed the proxy as an ordinary call: the
+    compaction event counts and adds no cost of its own. The plain session compacts with it
+    when the plain model has not compacted as often (here its threshold is out of reach: one
+    Anthropic's servers set, say) — its context is never the smaller — instead of following
+    the real conversation's drop in size or carrying on uncompacted."""
+    plain_before: list[int] = []
+
+    def drop_and_price(conn: sqlite3.Connection) -> None:
+        # after the compaction the conversation is the summary (50) and what came after it
+        conn.execute("UPDATE llm_calls SET sent_messages=200, saved_bash=0 WHERE call_index=3")
+        costs = CA.load_session_costs(conn, [SID])[SID]
+        plain_before.extend(p.input_tokens for _ts, _a, p, _c in costs.calls)
+
+    db = build(tmp_path, window=100_000, pi_version="2.1.197")  # plain never crosses
+    conn = _claude_compacts_before_call_3(db, before=drop_and_price)
     c = compute_stats(conn, session=SID).totals.cost
     assert c.compactions == 1 and c.compaction_weighted == 0.0
     assert c.plain_compactions == 1 and c.plain_compaction_weighted == 0.0
@@ -297,16 +314,7 @@ def test_plain_claude_code_that_compacted_already_does_not_compact_again(tmp_pat
     """The plain model crossed its own threshold before the session's compaction (its context
     is bigger): the session's compaction is the one plain already ran, not a second."""
     db = build(tmp_path, pi_version="2.1.197")  # window 1000: plain compacts before call 2
-    conn = connect(db)
-    conn.execute("UPDATE sessions SET agent='claude'")
-    conn.execute("DELETE FROM compactions")
-    t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
-    store = Store(db)
-    CA.record_compaction(
-        store, P.Compaction(session_id=SID, reason="auto", summary_chars=200, priced_as_call=True)
-    )
-    store.close()
-    conn.execute("UPDATE compactions SET ts=?", (t3 - 0.5,))
+    conn = _claude_compacts_before_call_3(db)
     c = compute_stats(conn, session=SID).totals.cost
     assert c.compactions == 1 and c.plain_compactions == 1  # plain's own, before call 2
     conn.close()
