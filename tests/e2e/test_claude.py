@@ -479,16 +479,16 @@ def test_claude_codes_own_compaction_is_recorded_beside_the_plain_one(
     by its own variables) and says so in its PostCompact hook: the session shows the
     compaction, its summarisation request is priced as the call it was, and the plain model
     compacts at the same threshold."""
+    big = tmp_path / "work" / "big.txt"  # ClaudeEnv's working directory
     steps = [
-        {"tool_calls": [{"name": "Read", "arguments": {"file_path": "big.txt"}}]},
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(big)}}]},
         {"text": "read it"},
         {"text": SUMMARY},  # Claude Code's summarisation request, under the same tools
         {"text": "after compaction"},
     ]
     with ScriptedModelServer(steps) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
-        steps[0]["tool_calls"][0]["arguments"]["file_path"] = str(ce.work / "big.txt")  # type: ignore[index]
-        (ce.work / "big.txt").write_text("".join(f"line {i} of a big file\n" for i in range(3000)))
+        big.write_text("".join(f"line {i} of a big file\n" for i in range(3000)))
         ce.env.update(
             CLAUDE_CODE_AUTO_COMPACT_WINDOW="100000", CLAUDE_AUTOCOMPACT_PCT_OVERRIDE="30"
         )
@@ -505,7 +505,8 @@ def test_claude_codes_own_compaction_is_recorded_beside_the_plain_one(
             True,
             False,
         ]
-        assert "line 2999 of a big file" not in json.dumps(reqs[3].body["messages"])
+        assert "line 1999 of a big file" in json.dumps(reqs[1].body["messages"])  # the read
+        assert "line 1999 of a big file" not in json.dumps(reqs[3].body["messages"])
         sid = again.result["session_id"]
         stats = ce.ctxwrap("stats", "--session", sid, "--json")
     assert stats.returncode == 0, stats.stderr
