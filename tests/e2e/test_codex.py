@@ -355,7 +355,7 @@ def test_codexs_own_compaction_request_gets_nothing_new_decided(tmp_path: Path, 
     checkpoint instruction (without tools for this model). It is summarised from what the agent
     has been shown: frozen edits only — the output that first appears in it is not digested
     there, nothing is masked at its tool-list change — and it is priced as one of the
-    session's calls."""
+    session's calls; the compaction is recorded, and the plain session compacts with it."""
     steps = [
         {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
         {"text": "SUMMARY: ran gen_log.py; one ERROR at request 3950"},  # the compaction's
