@@ -4,10 +4,13 @@ bodies it does not edit forwarded as the original bytes (no daemon: everything f
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 
-from ctxwrap.agents.codex.proxy import CodexProxy
+from ctxwrap.agents._proxy import Exchange
+from ctxwrap.agents.codex import responses_wire as wire
+from ctxwrap.agents.codex.proxy import CodexProxy, _Context
 from ctxwrap.testing.model_server import ScriptedModelServer
 
 
@@ -60,3 +63,40 @@ def test_secret_websocket_and_passthrough() -> None:
             assert srv.main_requests[0].headers["accept-encoding"] == "gzip"
         finally:
             proxy.close()
+
+
+def test_a_compaction_is_recorded_only_when_its_summary_came_back() -> None:
+    """Codex's summarisation request is recorded as a call whatever its answer; the compaction
+    itself only when the reply came back with its usage (a refused one is no compaction)."""
+
+    class Sess:
+        def __init__(self) -> None:
+            self.calls: list[Any] = []
+            self.compactions: list[Any] = []
+
+        def record_call(self, body: Any, applied: Any, usage: Any) -> None:
+            self.calls.append(usage)
+
+        def record_compaction(self, usage: Any) -> None:
+            self.compactions.append(usage)
+
+    proxy = CodexProxy(
+        upstream="http://127.0.0.1:9",
+        provider="scripted",
+        state_dir=None,
+        socket_path=None,
+        start_info={},
+    )
+    try:
+        sess = Sess()
+        ctx = _Context(sess, {"input": []}, [], summarise=True)  # type: ignore[arg-type]
+        exchange = Exchange(b"{}", "http://127.0.0.1:9/responses", ctx)
+        proxy.finished(exchange, None)  # refused: tap() gave no reader
+        reader = wire.UsageReader(False, "")
+        body = {"object": "response", "usage": {"input_tokens": 900, "output_tokens": 50}}
+        reader.feed(json.dumps(body).encode())
+        proxy.finished(exchange, reader)
+        assert len(sess.calls) == 2
+        assert [u.output_tokens for u in sess.compactions] == [50]
+    finally:
+        proxy.close()

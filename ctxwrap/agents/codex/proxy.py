@@ -205,7 +205,8 @@ class CodexProxy:
             return
         usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
         ctx.sess.record_call(ctx.body, ctx.applied, usage)
-        if ctx.summarise:
+        if ctx.summarise and usage is not None and usage.seen:
+            # a refused or cut-off summarisation is no compaction (Codex retries or fails)
             ctx.sess.record_compaction(usage)
 
     def unreachable(self, exc: Exception) -> bytes:

@@ -474,11 +474,11 @@ class CodexSession:
                 timeout=3.0,
             )
 
-    def record_compaction(self, usage: wire.Usage | None) -> None:
+    def record_compaction(self, usage: wire.Usage) -> None:
         """Codex compacted: its summarisation request (just recorded as a call) came back.
 
         After the call's own record, so the compaction falls between it and the next call.
-        The summary's size is its output (the reply's tokens × 4; 0: unknown). Auto or the
+        The summary's size is its output (the reply's tokens × 4). Auto or the
         user's `/compact` look the same here; Codex compacts on its own view of the history,
         so the cost model has the plain session compact with it (docs/accounting.md).
         """
@@ -489,7 +489,7 @@ class CodexSession:
             {
                 "session_id": self.session_id,
                 "reason": "auto",
-                "summary_chars": usage.output_tokens * 4 if usage is not None else 0,
+                "summary_chars": usage.output_tokens * 4,
                 "priced_as_call": True,
             },
             timeout=1.0,
