@@ -28,7 +28,9 @@ input item), else a ``function_call`` (``arguments`` = the JSON text). Text beco
 assistant ``message`` item, streamed as ``response.output_text.delta`` events. Events:
 ``response.created``, ``response.in_progress``, per item ``response.output_item.added`` (…
 deltas …) ``response.output_item.done``, then ``response.completed`` with the whole response
-and its ``usage``. ``stream: false`` → the response object as JSON. An error step answers
+and its ``usage``. ``stream: false`` → the response object as JSON. A request whose last input
+item is ``{"type": "compaction_trigger"}`` (Codex's remote compaction v2, built-in provider)
+is answered with one ``compaction`` item: the step's text in base64 as ``encrypted_content``. An error step answers
 ``{"error": {…}}`` with its status.
 
 Usage comes from a simulated automatic prefix cache (:class:`ResponsesCacheSim`), as OpenAI
@@ -42,6 +44,7 @@ prompt is cut into blocks in order: the tools (one block each), ``instructions``
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -167,9 +170,30 @@ class ScriptedCall:
     arguments: str
 
 
+def is_compaction_trigger(body: Mapping[str, Any]) -> bool:
+    """Codex 0.171's remote compaction (v2) through the built-in OpenAI provider: a
+    ``…/responses`` request whose last input item is ``{"type": "compaction_trigger"}``."""
+    items = body.get("input")
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and isinstance(items[-1], dict)
+        and items[-1].get("type") == "compaction_trigger"
+    )
+
+
+def compaction_item(summary: str, serial: int) -> JsonObj:
+    """The one output item a remote compaction answers with. OpenAI's is encrypted; this
+    one is the scripted summary in base64, opaque to Codex all the same."""
+    encoded = base64.b64encode(summary.encode("utf-8", "surrogatepass")).decode()
+    return {"type": "compaction", "id": f"cmp_scripted_{serial}", "encrypted_content": encoded}
+
+
 def output_items(
     body: Mapping[str, Any], text: str | None, calls: Sequence[ScriptedCall], serial: int
 ) -> list[JsonObj]:
+    if is_compaction_trigger(body):
+        return [compaction_item(text or "", serial)]
     custom = custom_tool_names(body)
     items: list[JsonObj] = []
     if text:
@@ -278,6 +302,8 @@ def sse_events(
             yield ev(
                 "response.function_call_arguments.done", {**where, "arguments": item["arguments"]}
             )
+        elif item["type"] == "compaction":
+            yield ev("response.output_item.added", {"output_index": index, "item": item})
         else:
             yield ev(
                 "response.output_item.added",

@@ -389,6 +389,61 @@ def test_codexs_own_compaction_request_gets_nothing_new_decided(tmp_path: Path, 
     assert cost["compaction_weighted"] == cost["plain_compaction_weighted"] == 0
 
 
+def test_remote_compaction_through_the_builtin_provider_is_recorded(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """The built-in OpenAI provider (every Codex user's, API key or ChatGPT login) compacts
+    remotely: Codex 0.171 sends a `…/responses` request ending in a `compaction_trigger` item
+    and replaces the history with the one `compaction` item that comes back. That request gets
+    the frozen edits only (the output first seen in it is not digested there), is priced as a
+    call, and the compaction is recorded, so the plain session compacts with it."""
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"text": "SUMMARY: ran gen_log.py; one ERROR at request 3950"},  # the compaction's
+        {"text": "after the compaction"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        config = ce.home / ".codex" / "config.toml"
+        config.write_text(
+            f'model = "gpt-5.5"\nopenai_base_url = "{srv.base_url}"\n'
+            "model_auto_compact_token_limit = 4000\n[analytics]\nenabled = false\n"
+        )
+        login = subprocess.run(
+            [*CTXWRAP, "codex", "login", "--with-api-key"],
+            input=TEST_API_KEY,
+            env=ce.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert login.returncode == 0, login.stderr
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        events = ce.run("run gen_log.py")
+        assert not any(e.get("type") in ("error", "turn.failed") for e in events), events
+        reqs = srv.main_requests
+        assert len(reqs) == 3
+        assert inputs(reqs[1])[-1] == {"type": "compaction_trigger"}
+        summarise = json.dumps(inputs(reqs[1]))
+        assert "INFO request 3" in summarise and "ctxwrap" not in summarise
+        after = inputs(reqs[2])
+        assert [i["type"] for i in after][-1] == "compaction"
+        assert "INFO request 3" not in json.dumps(after)
+        stats = ce.ctxwrap("stats", "--json")
+    with sqlite3.connect(xdg.db) as db:
+        (calls_recorded,) = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()
+        comps = list(
+            db.execute("SELECT reason, summary_chars > 0, priced_as_call FROM compactions")
+        )
+    assert calls_recorded == 3
+    assert comps == [("auto", 1, 1)]
+    assert stats.returncode == 0, stats.stderr
+    cost = json.loads(stats.stdout)["totals"]["cost"]
+    assert cost["compactions"] == cost["plain_compactions"] == 1
+    assert cost["compaction_weighted"] == cost["plain_compaction_weighted"] == 0
+    assert_key_in_no_file(xdg, TEST_API_KEY, edits=False)  # nothing was decided
+
+
 def test_codex_exit_status_passes_through(tmp_path: Path, xdg: Xdg) -> None:
     with ScriptedModelServer([{"status": 400, "text": "scripted refusal"}]) as srv:
         ce = CodexEnv(tmp_path, xdg, srv)

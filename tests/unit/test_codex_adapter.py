@@ -354,3 +354,53 @@ def test_codexs_local_compaction_request_is_recognised() -> None:
         {"input": [{"type": "message", "role": "user", "content": "s"}]},
     ):
         assert not wire.is_local_compaction(odd)
+
+
+def test_codexs_compaction_requests_are_told_by_their_turn_metadata() -> None:
+    """Codex 0.171 names every summarisation request in its turn metadata (seen on the real
+    binary: local with a custom provider, remote v2 with the built-in one), with the trigger;
+    the body is the fallback where the metadata is missing."""
+
+    def meta(**fields: Any) -> dict[str, str]:
+        return {"x-codex-turn-metadata": json.dumps({"thread_source": "user", **fields})}
+
+    turn = {"input": [{"type": "message", "role": "user", "content": []}]}
+    trigger = {"input": [*turn["input"], {"type": "compaction_trigger"}]}
+    auto = {
+        "trigger": "auto",
+        "reason": "context_limit",
+        "implementation": "responses_compaction_v2",
+    }
+    assert (
+        wire.compaction_request(meta(request_kind="compaction", compaction=auto), trigger) == "auto"
+    )
+    manual = {"trigger": "manual", "reason": "user_requested"}
+    # a custom compact_prompt: the body says nothing, the metadata does
+    assert (
+        wire.compaction_request(meta(request_kind="compaction", compaction=manual), turn)
+        == "manual"
+    )
+    # an unknown or missing trigger is taken as automatic
+    assert (
+        wire.compaction_request(meta(request_kind="compaction", compaction={"trigger": "x"}), turn)
+        == "auto"
+    )
+    assert wire.compaction_request(meta(request_kind="compaction"), turn) == "auto"
+    # the same metadata in the body's client_metadata
+    body = {
+        **turn,
+        "client_metadata": {"x-codex-turn-metadata": json.dumps({"request_kind": "compaction"})},
+    }
+    assert wire.compaction_request({}, body) == "auto"
+    # no metadata: the trigger item, or the default instruction
+    assert wire.compaction_request({}, trigger) == "auto"
+    assert wire.compaction_request({"x-codex-turn-metadata": "not json"}, trigger) == "auto"
+    # ordinary turns
+    assert wire.compaction_request(meta(request_kind="turn"), turn) is None
+    assert wire.compaction_request({}, turn) is None
+    assert wire.compaction_request({"x-codex-turn-metadata": "[1]"}, {"input": "x"}) is None
+    # the trigger item anywhere but last is no request to compact
+    assert (
+        wire.compaction_request({}, {"input": [{"type": "compaction_trigger"}, *turn["input"]]})
+        is None
+    )

@@ -77,8 +77,8 @@ def test_a_compaction_is_recorded_only_when_its_summary_came_back() -> None:
         def record_call(self, body: Any, applied: Any, usage: Any) -> None:
             self.calls.append(usage)
 
-        def record_compaction(self, usage: Any) -> None:
-            self.compactions.append(usage)
+        def record_compaction(self, usage: Any, trigger: str) -> None:
+            self.compactions.append((usage, trigger))
 
     proxy = CodexProxy(
         upstream="http://127.0.0.1:9",
@@ -89,7 +89,7 @@ def test_a_compaction_is_recorded_only_when_its_summary_came_back() -> None:
     )
     try:
         sess = Sess()
-        ctx = _Context(sess, {"input": []}, [], summarise=True)  # type: ignore[arg-type]
+        ctx = _Context(sess, {"input": []}, [], summarise="manual")  # type: ignore[arg-type]
         exchange = Exchange(b"{}", "http://127.0.0.1:9/responses", ctx)
         proxy.finished(exchange, None)  # refused: tap() gave no reader
         reader = wire.UsageReader(False, "")
@@ -97,6 +97,16 @@ def test_a_compaction_is_recorded_only_when_its_summary_came_back() -> None:
         reader.feed(json.dumps(body).encode())
         proxy.finished(exchange, reader)
         assert len(sess.calls) == 2
-        assert [u.output_tokens for u in sess.compactions] == [50]
+        assert [(u.output_tokens, t) for u, t in sess.compactions] == [(50, "manual")]
+        # remote compaction v1 (…/responses/compact) answers one JSON object of its own kind
+        v1 = wire.UsageReader(False, "")
+        answer = {
+            "object": "response.compaction",
+            "output": [{"type": "compaction", "encrypted_content": "gAAA"}],
+            "usage": {"input_tokens": 700, "output_tokens": 30},
+        }
+        v1.feed(json.dumps(answer).encode())
+        proxy.finished(exchange, v1)
+        assert [(u.output_tokens, t) for u, t in sess.compactions][1:] == [(30, "manual")]
     finally:
         proxy.close()

@@ -37,12 +37,12 @@ class _Context:
         sess: CodexSession | None,
         body: JsonDict | None,
         applied: list[Edit],
-        summarise: bool = False,
+        summarise: str | None = None,
     ):
         self.sess = sess
         self.body = body
         self.applied = applied
-        self.summarise = summarise  # Codex's own compaction request
+        self.summarise = summarise  # Codex's own compaction request: its trigger
 
 
 class CodexProxy:
@@ -171,11 +171,11 @@ class CodexProxy:
             return Exchange(raw, url)  # forwarded as it is, not counted
         model = body.get("model") if isinstance(body.get("model"), str) else None
         sess = self.session(sid, model)
-        # Codex's own compaction (0.171 with a custom provider: its checkpoint instruction after
-        # the history): the summariser sees what the agent has been shown — frozen edits,
-        # nothing new decided (no mask at its tool-list change, no digest, and its instruction
-        # is no prompt of the user's). Priced as one of the session's calls.
-        summarise = not compact and wire.is_local_compaction(body)
+        # Codex's own compaction (remote or local): the summariser sees what the agent has been
+        # shown — frozen edits, nothing new decided (no mask at a tool-list change, no digest,
+        # and a checkpoint instruction is no prompt of the user's). Priced as one of the
+        # session's calls.
+        summarise = "auto" if compact else wire.compaction_request(headers, body)
         try:
             applied = sess.replay(body) if compact or summarise else sess.prepare(body)
         except Exception:
@@ -185,7 +185,7 @@ class CodexProxy:
                 applied = sess.replay(body)
             except Exception:
                 return Exchange(raw, url)
-        ctx = _Context(sess, None if compact else body, applied, summarise)
+        ctx = _Context(sess, body, applied, summarise)
         # Codex accepts zstd or gzip; the usage in the stream is only readable in gzip.
         accept = {"accept-encoding": "gzip"} if "accept-encoding" in headers else {}
         if not applied:
@@ -205,9 +205,9 @@ class CodexProxy:
             return
         usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
         ctx.sess.record_call(ctx.body, ctx.applied, usage)
-        if ctx.summarise and usage is not None and usage.seen:
+        if ctx.summarise is not None and usage is not None and usage.seen:
             # a refused or cut-off summarisation is no compaction (Codex retries or fails)
-            ctx.sess.record_compaction(usage)
+            ctx.sess.record_compaction(usage, ctx.summarise)
 
     def unreachable(self, exc: Exception) -> bytes:
         msg = f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})"

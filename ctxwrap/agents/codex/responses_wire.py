@@ -40,9 +40,9 @@ def is_compact_call(path: str) -> bool:
     return path.split("?", 1)[0].rstrip("/").endswith("/responses/compact")
 
 
-# The head of Codex 0.171's compaction instruction (its default `compact_prompt`; a custom one
-# is not recognised and the request is treated as any other).
+# The head of Codex 0.171's compaction instruction (its default `compact_prompt`).
 COMPACT_PROMPT_HEAD = "You are performing a CONTEXT CHECKPOINT COMPACTION."
+COMPACTION_TRIGGERS = ("auto", "manual")
 
 
 def is_local_compaction(body: Mapping[str, Any]) -> bool:
@@ -60,6 +60,55 @@ def is_local_compaction(body: Mapping[str, Any]) -> bool:
     return isinstance(text, str) and text.startswith(COMPACT_PROMPT_HEAD)
 
 
+def is_remote_compaction(body: Mapping[str, Any]) -> bool:
+    """Codex's remote compaction (v2) through the built-in OpenAI provider: a POST
+    …/responses whose last input item is ``{"type": "compaction_trigger"}``; the reply is one
+    ``compaction`` item (encrypted) that replaces the history."""
+    items = body.get("input")
+    return (
+        isinstance(items, list)
+        and bool(items)
+        and isinstance(items[-1], dict)
+        and items[-1].get("type") == "compaction_trigger"
+    )
+
+
+def turn_metadata(headers: Mapping[str, str], body: Mapping[str, Any]) -> JsonDict:
+    """Codex's ``x-codex-turn-metadata`` (a JSON object in a header, and again in the body's
+    ``client_metadata``); {} where absent or not an object."""
+    raw: Any = headers.get("x-codex-turn-metadata")
+    if not raw:
+        client = body.get("client_metadata")
+        raw = client.get("x-codex-turn-metadata") if isinstance(client, dict) else None
+    if not isinstance(raw, str):
+        return {}
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def compaction_request(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """Whether a POST …/responses is Codex's own summarisation, and its trigger: "auto" or
+    "manual" (the user's `/compact`), else None.
+
+    Codex 0.171 says so in its turn metadata (``request_kind: "compaction"``, with
+    ``compaction.trigger``) for every way it compacts: locally through a custom provider
+    (its checkpoint instruction after the history, or a custom ``compact_prompt``) and
+    remotely (v2) through the built-in one. The body is the fallback where the metadata is
+    missing: the trigger item, or the default instruction (then taken as automatic).
+    """
+    meta = turn_metadata(headers, body)
+    if meta.get("request_kind") == "compaction":
+        info = meta.get("compaction")
+        trigger = info.get("trigger") if isinstance(info, dict) else None
+        return trigger if trigger in COMPACTION_TRIGGERS else "auto"
+    if is_remote_compaction(body) or is_local_compaction(body):
+        return "auto"
+    return None
+
+
 def session_id_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
     """Codex's thread id: the ``session-id`` header, else ``prompt_cache_key``; a safe name."""
     sid = headers.get("session-id") or body.get("prompt_cache_key")
@@ -69,14 +118,7 @@ def session_id_of(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | 
 def side_thread(headers: Mapping[str, str]) -> bool:
     """A thread Codex starts on the side (the TUI's title: ``thread_source: thread_title`` in
     ``x-codex-turn-metadata``): not the user's conversation, so never a session of ours."""
-    raw = headers.get("x-codex-turn-metadata")
-    if not raw:
-        return False
-    try:
-        meta = json.loads(raw)
-    except ValueError:
-        return False
-    return isinstance(meta, dict) and meta.get("thread_source") == "thread_title"
+    return turn_metadata(headers, {}).get("thread_source") == "thread_title"
 
 
 def encode_body(body: Any) -> bytes:
@@ -406,7 +448,8 @@ class UsageReader(JsonEventStream):
 
     def finish(self) -> Usage:
         data = self.body()
-        if data is not None and data.get("object") == "response":
+        # "response.compaction": the answer of remote compaction v1 (…/responses/compact)
+        if data is not None and data.get("object") in ("response", "response.compaction"):
             self.usage.update(data.get("usage"), data.get("model"))
             for item in data.get("output") or []:
                 self._item(item)

@@ -474,13 +474,14 @@ class CodexSession:
                 timeout=3.0,
             )
 
-    def record_compaction(self, usage: wire.Usage) -> None:
+    def record_compaction(self, usage: wire.Usage, trigger: str = "auto") -> None:
         """Codex compacted: its summarisation request (just recorded as a call) came back.
 
         After the call's own record, so the compaction falls between it and the next call.
-        The summary's size is its output (the reply's tokens × 4). Auto or the
-        user's `/compact` look the same here; Codex compacts on its own view of the history,
-        so the cost model has the plain session compact with it (docs/accounting.md).
+        The summary's size is its output (the reply's tokens × 4; a remote compaction's is
+        encrypted). `trigger`: "auto", or "manual" for the user's `/compact`. Codex compacts
+        on its own view of the history, so the cost model has the plain session compact with
+        it either way (docs/accounting.md).
         """
         if not self.registered:
             return
@@ -488,7 +489,7 @@ class CodexSession:
             "/v1/compaction",
             {
                 "session_id": self.session_id,
-                "reason": "auto",
+                "reason": trigger,
                 "summary_chars": usage.output_tokens * 4,
                 "priced_as_call": True,
             },
