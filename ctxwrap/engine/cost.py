@@ -485,6 +485,13 @@ class CompactionPolicy:
     # the next prompt's race); when the session's own compactions did, plain pi's summarised
     # twice too (its session file keeps one entry, as seen under `pi -p`)
     repeat_at_prompt: bool = False
+    # Claude Code 2.1.197 and Codex 0.171 send their summarisation as one more request on the
+    # conversation's own prefix (its system prompt, tools and messages), so it reads that
+    # prefix from the cache; pi's runs with caching off (all fresh)
+    summarise_cached: bool = False
+    # pi keeps the newest messages (up to keep_recent_tokens, at least the last turn's);
+    # Claude Code and Codex keep none of the conversation: the summary replaces it
+    keeps_tail: bool = True
 
     def kept(self, chunks: Sequence[int]) -> tuple[int, int]:
         """What pi keeps of the conversation since its last compaction, given what each request
@@ -499,6 +506,8 @@ class CompactionPolicy:
         assistant tool call); pi 0.73 checks only after a run's final reply, which is a cut point
         after the crossing results, so it keeps only that reply (part of the next request).
         """
+        if not self.keeps_tail:
+            return 0, 0
         total = n = 0
         for size in reversed(chunks):
             if total + size >= self.keep_recent_tokens:
@@ -576,6 +585,18 @@ def one_off_cost(input_tokens: int, output_tokens: int, prices: Prices) -> Compa
     return CompactionCost(input_tokens, output_tokens, weighted, c.usd)
 
 
+def cached_call_cost(
+    read_tokens: int, fresh_tokens: int, output_tokens: int, prices: Prices
+) -> CompactionCost:
+    """A request on a warm prefix: `read_tokens` from the cache, `fresh_tokens` new (written
+    to the cache where the provider bills writes), the output at the output price."""
+    p = _prefixed_cost(read_tokens + fresh_tokens, read_tokens, prices, weights(prices), True)
+    out_usd = _money(output_tokens, prices.output)
+    usd = None if p.input_usd is None or out_usd is None else p.input_usd + out_usd
+    weighted = p.weighted_tokens + output_weight(prices) * output_tokens
+    return CompactionCost(read_tokens + fresh_tokens, output_tokens, weighted, usd)
+
+
 def _predicted_compaction(
     call: CallSizes,
     size: int,
@@ -593,6 +614,9 @@ def _predicted_compaction(
     kept, n = policy.kept(chunks)
     kept = min(kept, size - base)
     del chunks[: len(chunks) - n]
+    if policy.summarise_cached:
+        # the whole request as it stands, read from the cache, plus the instruction
+        return cached_call_cost(size, SUMMARY_PROMPT_TOKENS, summary, prices), base, kept
     ratio = call.plain_summary_ratio if call.plain_summary_ratio is not None else 1.0
     # the messages summarised: not the kept tail, not the previous summary (it goes in as the
     # summary to update)
@@ -737,6 +761,10 @@ class SessionPricer:
             sent_read = call.sent_prefix_tokens
         elif prev is not None and not call.compacted_before:
             sent_read = prev.sent_tokens  # older bridge: assume an append-only list
+        elif prev is not None:
+            # after a compaction the system prompt and tools are unchanged: read from the
+            # cache, as the plain side's are below
+            sent_read = min(call.plain_base_tokens, call.sent_tokens)
         else:
             sent_read = 0
         actual = _prefixed_cost(call.sent_tokens, sent_read, prices, wt, warm)

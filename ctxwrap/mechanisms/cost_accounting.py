@@ -353,6 +353,8 @@ class PricedSession:
             enabled=enabled,
             check=self.check,
             summary_tokens=summary,
+            summarise_cached=agent in ("claude", "codex"),
+            keeps_tail=agent not in ("claude", "codex"),
         )
         self.growth_at = _growth_at_compactions(conn, sid, comps)
         # what has been read: calls (and the state of reading them), turns, aux calls
@@ -587,18 +589,15 @@ def _plain_compacts_too(
 ) -> PlainToo:
     """Whether the plain session compacts with one of the session's own (CallSizes):
     - the user's `/compact` (a manual one ctxwrap did not ask for) happens under plain too;
-    - Codex compacts on its own view of the history, about where plain would (none of its
-      thresholds is modelled): each of its compactions is plain's too;
-    - Claude Code's automatic one: plain's context is never the smaller, so plain has compacted
-      by then — with it, unless the plain model compacted as often already (a threshold the
-      proxy cannot see, such as one Anthropic's servers set);
+    - Claude Code's and Codex's automatic ones: plain's context is never the smaller, so plain
+      has compacted by then — with it, unless the plain model compacted as often already (a
+      threshold the proxy cannot see: one Anthropic's servers set, a Codex model whose window
+      is unknown);
     - pi's threshold compactions: the plain model runs its own.
     """
     if reason == "manual" and not from_extension:
         return "call" if as_call else "priced"
-    if agent == "codex":
-        return "call"
-    if agent == "claude" and as_call:
+    if agent in ("claude", "codex") and as_call:
         return "behind"
     return ""
 

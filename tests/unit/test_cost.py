@@ -325,6 +325,16 @@ def test_a_real_compaction_does_not_shrink_the_plain_counterfactual() -> None:
     )
 
 
+def test_after_a_compaction_the_real_request_reads_its_unchanged_base() -> None:
+    """Claude Code and Codex report no prefix: after their compaction the request still
+    starts with the system prompt and tools the previous one had, as plain's does."""
+    calls = _calls()
+    calls[3] = CallSizes(3.0, 200, 250, None, None, 100, compacted_before=True, model="m")
+    priced = price_session(calls, lambda _m: SONNET, CompactionPolicy(None))
+    assert priced.actual[3].cache_read_tokens == 100  # before: 0, all written
+    assert priced.actual[3].cache_write_tokens == 100
+
+
 def test_compaction_and_aux_one_off_costs() -> None:
     c = compaction_call_cost(10_000, 1000, SONNET, previous_summary=600)
     assert (c.input_tokens, c.output_tokens) == (10_000 + 600 + 400, 1000)

@@ -263,12 +263,16 @@ def test_plain_pi_grows_across_a_real_compaction_by_what_was_added(
 
 
 def _claude_compacts_before_call_3(
-    db: Path, *, before: Callable[[sqlite3.Connection], None] | None = None
+    db: Path,
+    *,
+    before: Callable[[sqlite3.Connection], None] | None = None,
+    agent: str = "claude",
 ) -> sqlite3.Connection:
-    """The built session as Claude Code's, which compacted (auto) just before call 3;
-    `before(conn)` runs first, while the session has no compaction yet."""
+    """The built session as Claude Code's (or `agent`'s), which compacted (auto) just before
+    call 3, its summarisation one of the calls; `before(conn)` runs first, while the session
+    has no compaction yet."""
     conn = connect(db)
-    conn.execute("UPDATE sessions SET agent='claude'")
+    conn.execute("UPDATE sessions SET agent=?", (agent,))
     conn.execute("DELETE FROM compactions")
     t3 = conn.execute("SELECT ts FROM llm_calls WHERE call_index=3").fetchone()[0]
     if before is not None:
@@ -291,8 +295,8 @@ def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Pat
     plain_before: list[int] = []
 
     def drop_and_price(conn: sqlite3.Connection) -> None:
-        # after the compaction the conversation is the summary (50) and what came after it
-        conn.execute("UPDATE llm_calls SET sent_messages=200, saved_bash=0 WHERE call_index=3")
+        # after the compaction the real conversation is smaller than the summary plain keeps
+        conn.execute("UPDATE llm_calls SET sent_messages=120, saved_bash=0 WHERE call_index=3")
         costs = CA.load_session_costs(conn, [SID])[SID]
         plain_before.extend(p.input_tokens for _ts, _a, p, _c in costs.calls)
 
@@ -303,9 +307,11 @@ def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Pat
     assert c.plain_compactions == 1 and c.plain_compaction_weighted == 0.0
     after = CA.load_session_costs(conn, [SID])[SID]
     plain_after = [p.input_tokens for _ts, _a, p, _c in after.calls]
-    # without the event the plain side dropped with the real one (900 → 150); with it, plain
-    # compacts to system and tools (100), the summary (50) and what the settings here keep (300)
-    assert plain_before[3] < 300 and plain_after[3] == 100 + 50 + 300
+    # without the event the plain side dropped with the real one (900 → 130); with it, plain
+    # compacts to system and tools (100) and the summary (50): Claude Code keeps nothing of
+    # the conversation, whatever pi-style keep_recent_tokens the settings carry (before: the
+    # newest request's 300 was kept too)
+    assert plain_before[3] == 100 + 30 and plain_after[3] == 100 + 50
     assert plain_after[:3] == plain_before[:3] == [300, 600, 900]
     conn.close()
 
@@ -317,6 +323,27 @@ def test_plain_claude_code_that_compacted_already_does_not_compact_again(tmp_pat
     conn = _claude_compacts_before_call_3(db)
     c = compute_stats(conn, session=SID).totals.cost
     assert c.compactions == 1 and c.plain_compactions == 1  # plain's own, before call 2
+    conn.close()
+
+
+@pytest.mark.parametrize(("agent", "version"), [("claude", "2.1.197"), ("codex", "0.171.0")])
+def test_plain_summarises_on_its_cached_prefix_and_keeps_nothing(
+    tmp_path: Path, agent: str, version: str
+) -> None:
+    """Claude Code and Codex send their summarisation on the conversation's own prefix, so
+    plain's, at its threshold, reads its 900 tokens from the cache (pi's runs uncached) and
+    the summary replaces the whole conversation (pi keeps the newest request). Its own
+    threshold came first, so the session's later compaction is not a second one (Codex's too,
+    now that its threshold is modelled)."""
+    db = build(tmp_path, pi_version=version)  # window 1000: plain compacts before call 2
+    conn = _claude_compacts_before_call_3(db, agent=agent)
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.compactions == 1 and c.plain_compactions == 1
+    # 900 read × 0.1 + the instruction's 400 written × 1.25 + 50 out × 5 (pi's: 1,150)
+    assert c.plain_compaction_weighted == pytest.approx(840)
+    costs = CA.load_session_costs(conn, [SID])[SID]
+    plain = [p.input_tokens for _ts, _a, p, _c in costs.calls]
+    assert plain[2] == 100 + 50  # system and tools, the summary; nothing kept (pi: + 300)
     conn.close()
 
 
@@ -369,11 +396,11 @@ def test_the_users_own_compaction_happens_in_the_plain_session_too(
         assert "compactions 1, plain " in text and " 0 (1 more than plain " in text, text
         assert "-1 avoided" not in text
     else:
-        # plain compacted with it: system and tools (100), the summary (50), what pi keeps of
-        # the recent messages (the newest whole request's 300 covers keep_recent_tokens 200;
-        # the settings here are pi's, Claude Code's keep nothing)
+        # plain compacted with it: system and tools (100), the summary (50), and under pi what
+        # it keeps of the recent messages (the newest whole request's 300 covers
+        # keep_recent_tokens 200); Claude Code and Codex keep nothing
         assert c.plain_compactions == 1
-        assert plain[3] == 100 + 50 + 300
+        assert plain[3] == 100 + 50 + (0 if as_call else 300)
         # Claude Code's summarisation request was one of the calls, priced on both sides
         assert (c.plain_compaction_weighted == 0) is as_call
     conn.close()
