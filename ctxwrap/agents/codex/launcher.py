@@ -331,11 +331,13 @@ def run_codex(args: list[str]) -> int:
     try:
         if inv.oss:
             raise Unsupported("--oss uses a local provider")
-        route = route_for(effective_config(codex_home(env), inv), env)
+        config = effective_config(codex_home(env), inv)
+        route = route_for(config, env)
     except (Unsupported, OSError, tomllib.TOMLDecodeError) as exc:
         sys.stderr.write(f"ctxwrap: warning: {exc}; running plain codex\n")
         return run_child([*codex.argv, *args], env)
     _ensure_daemon()
+    from ctxwrap.agents.codex import auto_compact
     from ctxwrap.agents.codex.proxy import CodexProxy
 
     start_info: dict[str, Any] = {
@@ -360,6 +362,7 @@ def run_codex(args: list[str]) -> int:
             socket_path=paths.socket_path(),
             start_info=start_info,
             daemon_start_argv=daemon_run_argv(),
+            compact_config={k: config[k] for k in auto_compact.CONFIG_KEYS if k in config},
         )
         proxy.start()
     except Exception as exc:  # anything of ours unavailable → plain Codex

@@ -57,6 +57,7 @@ class CodexProxy:
         socket_path: Path | None,
         start_info: JsonDict,
         daemon_start_argv: list[str] | None = None,
+        compact_config: dict[str, Any] | None = None,
     ) -> None:
         # None: the built-in OpenAI provider, whose endpoint depends on the login (an API key
         # → api.openai.com; a ChatGPT login sends chatgpt-account-id → the ChatGPT backend).
@@ -64,6 +65,7 @@ class CodexProxy:
         self.provider = provider
         self.state_dir = state_dir
         self.start_info = start_info
+        self.compact_config = compact_config or {}  # auto_compact.CONFIG_KEYS of the config
         self.daemon = DaemonLink(socket_path, daemon_start_argv)
         self.sessions: dict[str, CodexSession] = {}
         self._lock = threading.Lock()
@@ -125,6 +127,7 @@ class CodexProxy:
                     aux=self.aux,
                     start_info=info,
                     provider=self.provider,
+                    compact_config=self.compact_config,
                 )
                 self.sessions[session_id] = sess
             return sess

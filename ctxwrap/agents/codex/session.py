@@ -15,7 +15,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from ctxwrap.agents._proxy import (
     load_cache_states,
     save_cache_states,
 )
-from ctxwrap.agents.codex import commands
+from ctxwrap.agents.codex import auto_compact, commands
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.engine.edits import (
     Edit,
@@ -61,12 +61,20 @@ class CodexSession:
         aux: AuxRunner | None,
         start_info: JsonDict,
         provider: str = "openai",
+        compact_config: Mapping[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
         self.daemon = daemon
         self.aux = aux
-        self.start_info = start_info
         self.provider = provider
+        # the user's config keys that say where plain Codex compacts (auto_compact.py)
+        self.compact_config: Mapping[str, Any] = compact_config or {}
+        model = start_info.get("model")
+        self.noted_model: str | None = None
+        if isinstance(model, dict) and isinstance(model.get("id"), str):
+            self.noted_model = model["id"]
+            start_info = {**start_info, **self._model_note(model["id"])}
+        self.start_info = start_info
         self.cfg: JsonDict = {}
         self.registered = False
         daemon.on_unknown_session = self._register_again
@@ -99,6 +107,30 @@ class CodexSession:
             self.registered = True
             if isinstance(reply.get("config"), dict):
                 self.cfg = reply["config"]
+
+    def _model_note(self, model: str) -> JsonDict:
+        """The model as the daemon's cost model takes it: its window and where plain Codex
+        would compact (auto_compact.py), where the window is known."""
+        ref: JsonDict = {"provider": self.provider, "id": model}
+        window = auto_compact.context_window(model, self.compact_config)
+        if window is None:
+            return {"model": ref}
+        return {
+            "model": {**ref, "context_window": window},
+            "compaction": auto_compact.compaction_settings(window, self.compact_config),
+        }
+
+    def _note_model(self, model: str | None) -> None:
+        """A model switched mid-thread (`/model`): the daemon prices and compacts by it."""
+        if not model or model == self.noted_model or not self.registered:
+            return
+        reply = self.daemon.call(
+            "/v1/sessions/model",
+            {"session_id": self.session_id, **self._model_note(model)},
+            timeout=1.5,
+        )
+        if reply is not None:  # else told again with the next call
+            self.noted_model = model
 
     def _cfg_int(self, key: str, default: int) -> int:
         v = self.cfg.get(key, default)
@@ -433,6 +465,7 @@ class CodexSession:
             writes = sum(e.savedChars for e in applied if isinstance(e, StripWriteEdit))
             index, self.call_index = self.call_index, self.call_index + 1
         model = body.get("model") if isinstance(body.get("model"), str) else None
+        self._note_model(model)
         self.daemon.call(
             "/v1/llm_call",
             {
