@@ -1,8 +1,8 @@
 """Codex CLI's interactive TUI through `ctxwrap codex` on a real pseudo-terminal (pexpect).
 
 It comes up, answers a typed prompt (through the proxy: the server sees the request and the
-proxy's session state appears), follows a resize, and leaves (Ctrl+C twice) with exit status
-0 and a sane terminal.
+proxy's session state appears), records the user's `/compact` as theirs, follows a resize,
+and leaves (Ctrl+C twice) with exit status 0 and a sane terminal.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from __future__ import annotations
 import array
 import contextlib
 import fcntl
+import json
 import os
 import re
 import signal
+import sqlite3
 import termios
 import time
 from pathlib import Path
@@ -113,6 +115,25 @@ def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None
             # through the proxy: it kept the thread's cache state in our state dir — for the
             # user's thread only, not for the TUI's title thread
             assert len(list((xdg.state / "ctxwrap" / "codex").glob("*.cache.json"))) == 1
+
+            # the user's /compact: Codex says so in its turn metadata (trigger "manual"), and it
+            # is recorded as the user's, which the plain session runs too
+            child.send("/compact")
+            time.sleep(1.0)
+            child.send("\r")
+            end = time.monotonic() + 60
+            rows: list[tuple[str, int]] = []
+            while not rows and time.monotonic() < end:
+                time.sleep(0.2)
+                with contextlib.suppress(sqlite3.Error), sqlite3.connect(xdg.db) as db:
+                    rows = list(db.execute("SELECT reason, priced_as_call FROM compactions"))
+            kinds = [
+                json.loads(r.headers.get("x-codex-turn-metadata", "{}")) for r in srv.main_requests
+            ]
+            assert [
+                m["compaction"]["trigger"] for m in kinds if m.get("request_kind") == "compaction"
+            ] == ["manual"]
+            assert rows == [("manual", 1)]
 
             # Ctrl+C quits (a second one only if the first merely cleared something): a
             # second one sent blindly could reach the shell after Codex is gone
