@@ -36,7 +36,12 @@ from ctxwrap.headline import (
     usd_text,
 )
 from ctxwrap.mechanisms import needed_again
-from ctxwrap.mechanisms.cost_accounting import BUCKET_S, CostFigures, priced_buckets
+from ctxwrap.mechanisms.cost_accounting import (
+    BUCKET_S,
+    CostFigures,
+    has_column,
+    priced_buckets,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -404,10 +409,8 @@ def _session_infos(
     active: set[str],
     is_alive: Callable[[int], bool],
 ) -> dict[str, SessionInfo]:
-    has_undelivered = any(
-        c[1] == "undelivered" for c in conn.execute("PRAGMA table_info(sessions)")
-    )
-    has_agent = any(c[1] == "agent" for c in conn.execute("PRAGMA table_info(sessions)"))
+    has_undelivered = has_column(conn, "sessions", "undelivered")
+    has_agent = has_column(conn, "sessions", "agent")
     sql = (
         "SELECT session_id, pid, started_at, ended_at, end_reason, model, cwd, "
         + ("undelivered" if has_undelivered else "0")

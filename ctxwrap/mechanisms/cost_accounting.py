@@ -198,7 +198,7 @@ def load_session_costs(
     return out
 
 
-def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
     """A store `ctxwrap stats` reads may be older than this ctxwrap."""
     return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
 
@@ -277,9 +277,9 @@ class PricedSession:
         self.session_model: str | None = sess[0] if sess else None
         pi_version = (sess[1] if sess else None) or ""
         self.new_schema = new_schema = len(signature) > 1
-        self.has_ttl = _has_column(conn, "llm_calls", "cache_ttl_s")  # schema 8
+        self.has_ttl = has_column(conn, "llm_calls", "cache_ttl_s")  # schema 8
         agent = "pi"
-        if _has_column(conn, "sessions", "agent"):  # schema 2
+        if has_column(conn, "sessions", "agent"):  # schema 2
             row = conn.execute("SELECT agent FROM sessions WHERE session_id=?", (sid,)).fetchone()
             agent = row[0] if row else "pi"
         window: int | None = None
@@ -311,7 +311,7 @@ class PricedSession:
         as_call: list[bool] = []
         plain_too: list[PlainToo] = []
         if new_schema:
-            has_as_call = _has_column(conn, "compactions", "priced_as_call")  # schema 9
+            has_as_call = has_column(conn, "compactions", "priced_as_call")  # schema 9
             for r in conn.execute(
                 f"""SELECT ts, tokens_before, summary_chars, summarized_chars,
                            {"priced_as_call" if has_as_call else "0"}, reason, from_extension
