@@ -46,10 +46,28 @@ def request_shape(
     return RequestShape(ts=ts, blocks=blocks, output_tokens=output_tokens)
 
 
-def with_one_off(call: CallCost, input_tokens: int, output_tokens: int, prices: Prices) -> CallCost:
-    """`call` plus a one-off request priced with it (a compaction's summarisation: input all
-    fresh, as pi sends it with caching off): weighted input, tokens and money added."""
-    extra = _price_tokens(prices, uncached=input_tokens, output=output_tokens)
+def with_one_off(
+    call: CallCost,
+    input_tokens: int,
+    output_tokens: int,
+    prices: Prices,
+    *,
+    read_tokens: int = 0,
+) -> CallCost:
+    """`call` plus a one-off request priced with it (a compaction's summarisation): weighted
+    input, tokens and money added. `input_tokens` are new — all fresh as pi sends it (caching
+    off), written to the cache where the provider bills writes when the request also reads
+    `read_tokens` of its prefix from the cache (Claude Code's and Codex's, sent on the
+    conversation's own prefix)."""
+    if read_tokens and prices.caching == "explicit":
+        read, write, fresh = read_tokens, input_tokens, 0
+    elif read_tokens and prices.caching != "none":
+        read, write, fresh = read_tokens, 0, input_tokens
+    else:
+        read, write, fresh = 0, 0, input_tokens + read_tokens
+    extra = _price_tokens(
+        prices, cache_read=read, cache_write=write, uncached=fresh, output=output_tokens
+    )
     usd = None if call.usd is None or extra.usd is None else call.usd + extra.usd
     in_usd = (
         None
@@ -58,7 +76,9 @@ def with_one_off(call: CallCost, input_tokens: int, output_tokens: int, prices: 
     )
     return dataclasses.replace(
         call,
-        uncached_input_tokens=call.uncached_input_tokens + input_tokens,
+        cache_read_tokens=call.cache_read_tokens + read,
+        cache_write_tokens=call.cache_write_tokens + write,
+        uncached_input_tokens=call.uncached_input_tokens + fresh,
         output_tokens=call.output_tokens + output_tokens,
         weighted_tokens=call.weighted_tokens + extra.weighted_tokens,
         usd=usd,

@@ -121,11 +121,13 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
         _pricing.price_requests(plain, prices, ttl_s=ttl_s),
         _pricing.price_requests(ours, prices, ttl_s=ttl_s),
     )
-    for at, side, input_tokens, output_tokens in r.summarisations:
+    for at, side, input_tokens, output_tokens, read_tokens in r.summarisations:
         series = costs.plain if side == "plain" else costs.ctxwrap
         if series:
             i = min(at, len(series) - 1)
-            series[i] = _pricing.with_one_off(series[i], input_tokens, output_tokens, prices)
+            series[i] = _pricing.with_one_off(
+                series[i], input_tokens, output_tokens, prices, read_tokens=read_tokens
+            )
     return costs
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field
@@ -265,8 +266,10 @@ class SessionReplay:
     compactions_deferred: int = 0  # of `compactions`: not yet under ctxwrap (smaller context)
     compactions_own: int = 0  # ctxwrap's own, later compactions
     # each compaction's summarisation request: (the call it precedes, "plain" | "ctxwrap",
-    # input tokens, output tokens) — priced with the call it precedes (replay/_run.py)
-    summarisations: list[tuple[int, str, int, int]] = field(default_factory=list)
+    # fresh input tokens, output tokens, input tokens read from the cache) — priced with the
+    # call it precedes (replay/_run.py)
+    summarisations: list[tuple[int, str, int, int, int]] = field(default_factory=list)
+    agent_version: str | None = None  # the agent's version as the transcript records it
     aux_real: bool = False  # --tag: the amnesia aux figures are the backend's, not estimates
 
     def add_aux(self, mechanism: str, task: str, prompt_chars: int) -> None:
@@ -361,6 +364,17 @@ def _automatic(ev: Compaction, model: str | None) -> bool:
         return True  # nothing recorded (Codex): taken as the agent's own
     window = 272_000 if (model or "").startswith("gpt-") else 200_000
     return ev.tokens_before >= AUTO_COMPACTION_SHARE * window
+
+
+def _version(text: str | None) -> tuple[int, ...]:
+    """ "2.1.197" → (2, 1, 197); anything else → ()."""
+    parts: list[int] = []
+    for piece in (text or "").split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, piece))
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
 
 
 def _label(tool: str, args: dict[str, Any]) -> str:
@@ -606,6 +620,7 @@ class SessionSimulator:
                 self.r.session_id = ev.session_id
                 self.r.cwd = ev.cwd
                 self.r.started_at = ev.ts
+                self.r.agent_version = ev.version
 
     def _compaction(self, ev: Compaction) -> None:
         last = self.r.calls[-1] if self.r.calls else None
@@ -620,7 +635,10 @@ class SessionSimulator:
         summarised = self._summarised(self.items[:keep])
         if ev.summary_chars:
             self.last_summary_tokens = tokens(ev.summary_chars)
-        self._summarisation("plain", summarised)
+        warm = self.last_response_ts is None or ev.ts - self.last_response_ts <= self.ttl_s
+        self._summarisation(
+            "plain", summarised, tokens(last.plain_chars) if last is not None else 0, warm
+        )
         defer = (
             self.th.compaction_timing
             and _automatic(ev, self.r.model)
@@ -642,9 +660,11 @@ class SessionSimulator:
             self.deferred_now = True
         elif self.carried:
             # ctxwrap, still carrying history, compacts with plain now
-            self._own_compaction(summarised)
+            self._own_compaction(summarised, tokens(last.sent_chars) if last else 0, warm)
         else:
-            self._summarisation("ctxwrap", summarised)
+            self._summarisation(
+                "ctxwrap", summarised, tokens(last.sent_chars) if last is not None else 0, warm
+            )
         self._reset(keep)
         self.r.compactions += 1
         self.pending_compaction = True
@@ -675,24 +695,36 @@ class SessionSimulator:
             )
         )
 
-    def _summarisation(self, side: str, summarised: int) -> None:
+    @property
+    def summarise_cached(self) -> bool:
+        """The agent sends its summarisation on the conversation's own prefix, which it reads
+        from the cache (seen on Claude Code 2.1.197 and Codex 0.171; earlier versions are
+        priced as pi's, all fresh: not verified)."""
+        floor = {"claude": (2, 1, 197), "codex": (0, 171, 0)}.get(self.r.fmt)
+        return floor is not None and _version(self.r.agent_version) >= floor
+
+    def _summarisation(self, side: str, summarised: int, context: int, warm: bool) -> None:
+        """One compaction's summarisation request: `summarised` tokens of messages (what pi
+        sends, all fresh), or — where the agent sends it on its prefix while the cache is
+        warm — the side's whole `context` read from the cache, the instruction fresh."""
+        if self.summarise_cached and warm and context > 0:
+            fresh, read = SUMMARY_PROMPT_TOKENS, context
+        else:
+            fresh, read = summarised + SUMMARY_PROMPT_TOKENS, 0
         self.r.summarisations.append(
-            (
-                len(self.r.calls),
-                side,
-                summarised + SUMMARY_PROMPT_TOKENS,
-                self.last_summary_tokens,
-            )
+            (len(self.r.calls), side, fresh, self.last_summary_tokens, read)
         )
 
-    def _own_compaction(self, summarised: int | None = None) -> None:
+    def _own_compaction(
+        self, summarised: int | None = None, context: int = 0, warm: bool = False
+    ) -> None:
         """ctxwrap's context reached the size at which the agent compacted: it compacts now.
         What it carried is gone; from here on it is modelled as plain's context is (summary
         and what followed), less the other mechanisms' savings — an upper bound of its size,
         since a compaction this late would keep less."""
         if summarised is None:
             summarised = self._summarised(self.items)  # what followed plain's compaction
-        self._summarisation("ctxwrap", self.carried_summarised + summarised)
+        self._summarisation("ctxwrap", self.carried_summarised + summarised, context, warm)
         self.carried_summarised = 0
         self.saved["compaction"] += self.carried
         for it in self.items:
@@ -1161,7 +1193,7 @@ class SessionSimulator:
                 - sum(self.saved.get(k, 0) for k in _MESSAGE_SAVINGS)
             )
             if sent >= self.deferred_at:
-                self._own_compaction()
+                self._own_compaction(None, tokens(sent), gap <= self.ttl_s)
         ours_cold = self.pending_own_compaction or (
             self.pending_compaction and not self.deferred_now
         )

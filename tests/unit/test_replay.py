@@ -16,7 +16,7 @@ import pytest
 from ctxwrap.engine.cost import SUMMARY_PROMPT_TOKENS
 from ctxwrap.replay import MAX_LINE_BYTES, Thresholds, _pricing, replay_paths, run_json
 from ctxwrap.replay._run import price_session
-from ctxwrap.replay._sim import OWN_TOOLS_CHARS
+from ctxwrap.replay._sim import OWN_TOOLS_CHARS, tokens
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
 PI16 = FIXTURES / "pi-compaction.jsonl"
@@ -565,7 +565,7 @@ def test_ctxwrap_compacts_later_when_its_context_is_smaller(
     before, after = r.calls[at - 1], r.calls[at]
     assert r.compactions == 1 and before.sent_chars < before.plain_chars
     assert r.compactions_deferred == int(deferred)
-    sides = [side for _, side, _, _ in r.summarisations]
+    sides = [side for _, side, _, _, _ in r.summarisations]
     if not deferred:
         assert after.ours_compaction and after.saved["compaction"] == 0
         assert sides == ["plain", "ctxwrap"]  # both summarise there
@@ -579,7 +579,7 @@ def test_ctxwrap_compacts_later_when_its_context_is_smaller(
     assert r.calls[own.index - 1].sent_chars < before.plain_chars <= own.sent_chars + carried
     assert own.saved["compaction"] == 0 and r.compactions_own == 1
     assert sides == ["plain", "ctxwrap"]
-    assert [a for a, side, _, _ in r.summarisations if side == "ctxwrap"] == [own.index]
+    assert [a for a, side, _, _, _ in r.summarisations if side == "ctxwrap"] == [own.index]
     # the summarisations are priced with the call they precede
     costs = price_session(r, _pricing.default_prices("claude-opus-4-5"), 300.0)
     assert costs.ctxwrap[own.index].uncached_input_tokens >= SUMMARY_PROMPT_TOKENS
@@ -675,3 +675,38 @@ def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
         assert own == [first + 2]  # the first call after the prompt
     else:
         assert own and own[0] > first + 2  # only once its own context reached plain's size
+
+
+@pytest.mark.parametrize(
+    ("version", "cached"), [("2.1.197", True), ("2.1.210", True), ("2.0.76", False), (None, False)]
+)
+def test_claude_codes_summarisation_reads_its_prefix_from_the_cache(
+    version: str | None, cached: bool
+) -> None:
+    """Claude Code 2.1.197 sends its summarisation on the conversation's own prefix (system,
+    tools, messages) and reads it from the cache while warm, as live `ctxwrap stats` prices it;
+    an older or unknown version is priced as pi's (all fresh: not verified)."""
+    from ctxwrap.replay._events import Header
+    from ctxwrap.replay._sim import SessionSimulator
+
+    events = _compacting_session("manual", None)  # the user's /compact: both sides, there
+    events[0] = Header("claude", "s", "/w", 0.0, version)
+    sim = SessionSimulator("s", Thresholds(mask=False))
+    sim.feed(events)
+    r = sim.finish()
+    assert [side for _, side, _, _, _ in r.summarisations] == ["plain", "ctxwrap"]
+    at = r.summarisations[0][0]
+    for _, side, fresh, _, read in r.summarisations:
+        before = r.calls[at - 1]
+        context = tokens(before.plain_chars if side == "plain" else before.sent_chars)
+        if cached:  # the whole request read, the instruction new
+            assert (fresh, read) == (SUMMARY_PROMPT_TOKENS, context)
+        else:
+            assert read == 0 and fresh > SUMMARY_PROMPT_TOKENS
+    prices = _pricing.default_prices("claude-opus-4-5")
+    costs = price_session(r, prices, 300.0)
+    plain_at = costs.plain[at]
+    if cached:
+        assert plain_at.cache_read_tokens >= tokens(r.calls[at - 1].plain_chars)
+    else:
+        assert plain_at.uncached_input_tokens > SUMMARY_PROMPT_TOKENS
