@@ -462,6 +462,11 @@ class CallSizes(NamedTuple):
     # the model may not see (Claude Code) — plain compacts with it if it has compacted fewer
     # times so far (its context is never the smaller one)
     plain_compacts_too: Literal["", "priced", "call", "behind"] = ""
+    # this request is the agent's own summarisation (a compaction priced as a call follows it,
+    # before the next request): plain's compaction here is this request, at its full size — the
+    # plain model does not add one of its own at this request (it compacts with the recorded
+    # one, "behind")
+    summarises: bool = False
 
 
 @dataclass(frozen=True)
@@ -605,6 +610,7 @@ def _predicted_compaction(
     summary: int,
     compacted: bool,
     prices: Prices,
+    cached: int = 0,
 ) -> tuple[CompactionCost, int, int]:
     """A compaction plain pi would run at `size` tokens, `call` being the request whose
     messages it summarises: its summarisation cost, and the base (system + tools) and kept
@@ -615,8 +621,11 @@ def _predicted_compaction(
     kept = min(kept, size - base)
     del chunks[: len(chunks) - n]
     if policy.summarise_cached:
-        # the whole request as it stands, read from the cache, plus the instruction
-        return cached_call_cost(size, SUMMARY_PROMPT_TOKENS, summary, prices), base, kept
+        # the request as it stands: what the previous request had (`cached`) read from the
+        # cache, what was added since and the instruction new
+        read = min(cached, size)
+        cost = cached_call_cost(read, size - read + SUMMARY_PROMPT_TOKENS, summary, prices)
+        return cost, base, kept
     ratio = call.plain_summary_ratio if call.plain_summary_ratio is not None else 1.0
     # the messages summarised: not the kept tail, not the previous summary (it goes in as the
     # summary to update)
@@ -784,8 +793,17 @@ class SessionPricer:
                 too = call.plain_compacts_too
                 if too == "behind" and self.plain_compactions >= self.real_compactions:
                     too = ""
-                if too and self.plain_size > 0:
-                    # plain compacts here too, whatever its size (plain_compacts_too)
+                if too in ("call", "behind") and self.plain_size > 0:
+                    # plain runs the same summarisation (one of the recorded calls) at the same
+                    # point: it goes on from the same summary as the real session, which is
+                    # this request as plain would send it
+                    comp = CompactionCost(0, 0, 0.0, 0.0)
+                    self.compacted = True
+                    self.chunks.clear()
+                    self.plain_size, growth = call.plain_tokens, 0
+                    rewritten = call.plain_tokens - min(call.plain_base_tokens, call.plain_tokens)
+                elif too == "priced" and self.plain_size > 0:
+                    # the user's /compact under pi: plain runs it too, its own summarisation
                     comp, base, kept = _predicted_compaction(
                         prev,
                         self.plain_size,
@@ -795,8 +813,6 @@ class SessionPricer:
                         self.compacted,
                         prices,
                     )
-                    if too != "priced":
-                        comp = CompactionCost(0, 0, 0.0, 0.0)
                     self.compacted = True
                     self.plain_size = base + policy.summary_tokens + kept
                     rewritten = policy.summary_tokens + kept + growth
@@ -813,7 +829,12 @@ class SessionPricer:
             pre = size if turn else self.plain_size
             if turn and growth > 0:
                 self.chunks.append(growth)
-            if comp is None and (turn or call.new_prompt) and self._crosses(pre):
+            if (
+                comp is None
+                and not call.summarises
+                and (turn or call.new_prompt)
+                and self._crosses(pre)
+            ):
                 comp, base, kept = _predicted_compaction(
                     call if turn else prev,
                     pre,
@@ -822,6 +843,7 @@ class SessionPricer:
                     policy.summary_tokens,
                     self.compacted,
                     prices,
+                    cached=self.plain_size if warm else 0,
                 )
                 if not turn and policy.repeat_at_prompt:
                     comp = _twice(comp)

@@ -393,8 +393,9 @@ class PricedSession:
                 FROM llm_calls WHERE session_id=? AND id > ? ORDER BY id""",
             (sid, self.last_call_id),
         ).fetchall()
-        for row in rows:
-            self._add_call(row[1:])
+        for i, row in enumerate(rows):
+            # the next call's time, if read: a compaction before it follows this call
+            self._add_call(row[1:], rows[i + 1][1] if i + 1 < len(rows) else None)
         if rows:
             self.last_call_id = rows[-1][0]
         # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
@@ -455,7 +456,7 @@ class PricedSession:
                 acc = self.call_buckets.setdefault(b, CostFigures())
             acc.add_call(a, p, comp)
 
-    def _add_call(self, row: tuple[Any, ...]) -> None:
+    def _add_call(self, row: tuple[Any, ...], next_ts: float | None = None) -> None:
         (
             ts,
             sent_tok,
@@ -485,6 +486,14 @@ class PricedSession:
                 self._ci += 1
         else:  # no compaction events recorded: infer from a head change that dropped messages
             compacted = bool(head) and self._prev_count is not None and count < self._prev_count
+        # Claude Code's and Codex's summarisation is a recorded call: the compaction priced as a
+        # call that comes next, before the next call (if one was read), was this request
+        nxt = self._ci
+        summarises = (
+            nxt < len(comps)
+            and self.as_call[nxt]
+            and (next_ts is None or comps[nxt][0] <= next_ts)
+        )
         if grown is not None and self.check == "turn":
             # pi 1.x compacts with new tool results in; pi's measure of them is of its session
             # messages, which hold bash results as digested (other edits are views of the
@@ -508,6 +517,7 @@ class PricedSession:
                 grown,
                 None if ttl is None else float(ttl),
                 plain_too,
+                summarises,
             )
         )
         self.sent_sum += sent_tok

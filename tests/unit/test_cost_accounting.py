@@ -290,13 +290,14 @@ def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Pat
     """Claude Code's summarisation request passed the proxy as an ordinary call: the
     compaction event counts and adds no cost of its own. The plain session compacts with it
     when the plain model has not compacted as often (here its threshold is out of reach: one
-    Anthropic's servers set, say) — its context is never the smaller — instead of following
-    the real conversation's drop in size or carrying on uncompacted."""
+    Anthropic's servers set, say) — its context is never the smaller — at that same request,
+    so it goes on from the same summary: the next request as plain would send it."""
     plain_before: list[int] = []
 
     def drop_and_price(conn: sqlite3.Connection) -> None:
-        # after the compaction the real conversation is smaller than the summary plain keeps
-        conn.execute("UPDATE llm_calls SET sent_messages=120, saved_bash=0 WHERE call_index=3")
+        # after the compaction the real conversation is the summary and what followed it
+        # (30 tokens), with 10 tokens kept out by ctxwrap
+        conn.execute("UPDATE llm_calls SET sent_messages=120, saved_bash=40 WHERE call_index=3")
         costs = CA.load_session_costs(conn, [SID])[SID]
         plain_before.extend(p.input_tokens for _ts, _a, p, _c in costs.calls)
 
@@ -307,11 +308,8 @@ def test_claude_codes_compaction_is_counted_and_priced_as_its_call(tmp_path: Pat
     assert c.plain_compactions == 1 and c.plain_compaction_weighted == 0.0
     after = CA.load_session_costs(conn, [SID])[SID]
     plain_after = [p.input_tokens for _ts, _a, p, _c in after.calls]
-    # without the event the plain side dropped with the real one (900 → 130); with it, plain
-    # compacts to system and tools (100) and the summary (50): Claude Code keeps nothing of
-    # the conversation, whatever pi-style keep_recent_tokens the settings carry (before: the
-    # newest request's 300 was kept too)
-    assert plain_before[3] == 100 + 30 and plain_after[3] == 100 + 50
+    assert plain_after[3] == 100 + 30 + 10  # system and tools, the conversation, the saving
+    # the summarisation request (call 2) is priced at plain's full size on both sides
     assert plain_after[:3] == plain_before[:3] == [300, 600, 900]
     conn.close()
 
@@ -331,19 +329,35 @@ def test_plain_summarises_on_its_cached_prefix_and_keeps_nothing(
     tmp_path: Path, agent: str, version: str
 ) -> None:
     """Claude Code and Codex send their summarisation on the conversation's own prefix, so
-    plain's, at its threshold, reads its 900 tokens from the cache (pi's runs uncached) and
-    the summary replaces the whole conversation (pi keeps the newest request). Its own
-    threshold came first, so the session's later compaction is not a second one (Codex's too,
-    now that its threshold is modelled)."""
+    plain's, at its threshold, reads the previous request's 600 tokens from the cache (pi's
+    runs uncached) and the summary replaces the whole conversation (pi keeps the newest
+    request). The session itself compacted only after its last call (its context was
+    smaller), which gives the summary's size (50)."""
     db = build(tmp_path, pi_version=version)  # window 1000: plain compacts before call 2
-    conn = _claude_compacts_before_call_3(db, agent=agent)
+    conn = connect(db)
+    conn.execute("UPDATE sessions SET agent=?", (agent,))
     c = compute_stats(conn, session=SID).totals.cost
-    assert c.compactions == 1 and c.plain_compactions == 1
-    # 900 read × 0.1 + the instruction's 400 written × 1.25 + 50 out × 5 (pi's: 1,150)
-    assert c.plain_compaction_weighted == pytest.approx(840)
+    assert c.plain_compactions == 1
+    # 600 read × 0.1 + the 300 added and the instruction's 400 written × 1.25 + 50 out × 5
+    assert c.plain_compaction_weighted == pytest.approx(60 + 875 + 250)
     costs = CA.load_session_costs(conn, [SID])[SID]
     plain = [p.input_tokens for _ts, _a, p, _c in costs.calls]
     assert plain[2] == 100 + 50  # system and tools, the summary; nothing kept (pi: + 300)
+    conn.close()
+
+
+def test_the_agents_own_summarisation_is_plains_compaction(tmp_path: Path) -> None:
+    """Plain crosses its threshold at the very request that is Claude Code's summarisation
+    (a compaction priced as a call follows it): that request is plain's summarisation too,
+    at its full size, not one more compaction of the model's before it."""
+    db = build(tmp_path, pi_version="2.1.197")  # window 1000: plain crosses at call 2
+    conn = _claude_compacts_before_call_3(db)
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.compactions == 1 and c.plain_compactions == 1
+    assert c.plain_compaction_weighted == 0.0  # its cost is call 2's
+    costs = CA.load_session_costs(conn, [SID])[SID]
+    plain = [p.input_tokens for _ts, _a, p, _c in costs.calls]
+    assert plain[2] == 900  # before: 150, after a modelled compaction priced on its own
     conn.close()
 
 
