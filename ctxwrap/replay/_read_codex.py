@@ -92,6 +92,16 @@ def _text(content: object) -> str:
     return content_text(content)
 
 
+def _kept_chars(item: dict[str, Any]) -> int:
+    """What one item of a compaction's replacement history adds to the context: its text, or
+    for remote compaction's opaque `compaction` item (0.171: the summary, encrypted, in
+    base64) the bytes it decodes to — an estimate of the summary it stands for."""
+    blob = item.get("encrypted_content")
+    if item.get("type") == "compaction" and isinstance(blob, str):
+        return len(blob) * 3 // 4
+    return len(_text(item.get("content")))
+
+
 def _reasoning_chars(item: dict[str, Any]) -> int:
     n = 0
     for key in ("summary", "content"):
@@ -506,7 +516,7 @@ class CodexReader:
         yield from self._flush()
         history = payload.get("replacement_history")
         if isinstance(history, list):
-            chars = sum(len(_text(h.get("content"))) for h in history if isinstance(h, dict))
+            chars = sum(_kept_chars(h) for h in history if isinstance(h, dict))
         else:
             chars = len(str(payload.get("message") or ""))
         yield Compaction(ts, chars, None)

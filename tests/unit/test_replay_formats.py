@@ -840,3 +840,33 @@ def test_pi_context_edits_change_what_later_calls_carry(tmp_path: Path) -> None:
     edited = [c["messages_chars"] for c in replay(UNDER_CTXWRAP)["groups"][0]["calls"]]
     kept = [c["messages_chars"] for c in replay(plain)["groups"][0]["calls"]]
     assert edited[:-1] == kept[:-1] and edited[-1] <= kept[-1] - gone
+
+
+def test_codex_0171_remote_compaction() -> None:
+    """A rollout the real Codex 0.171.0 wrote against the scripted server through the built-in
+    provider (`tests/e2e/test_codex.py` has the live run; the long instructions are cut here):
+    remote compaction v2 leaves a `compacted` entry whose replacement history ends in the
+    opaque `compaction` item, among 0.171's new entries (`world_state`, `token_usage_record`,
+    `thread_settings_applied`). Every entry is read; the compaction's summary is the kept user
+    messages plus what the encrypted item decodes to, not the user messages alone."""
+    path = CODEX / "rollout-0.171-remote-compaction.jsonl"
+    evs, stats = events(path)
+    assert stats.skipped == {}
+    [comp] = [e for e in evs if isinstance(e, Compaction)]
+    compacted = next(
+        json.loads(ln)["payload"]
+        for ln in path.read_text().splitlines()
+        if '"type":"compacted"' in ln
+    )
+    history = compacted["replacement_history"]
+    blob = next(h["encrypted_content"] for h in history if h.get("type") == "compaction")
+    texts = sum(
+        len(c.get("text", ""))
+        for h in history
+        for c in h.get("content") or []
+        if isinstance(c, dict)
+    )
+    assert comp.summary_chars == texts + len(blob) * 3 // 4  # before: texts only
+    doc = replay(path)
+    [s] = doc["groups"]
+    assert s["llm_calls"] == 2 and s["model"] == "gpt-5.5"
