@@ -402,6 +402,10 @@ def _strings(value: Any, keys: frozenset[str] | None = None, key: str = "") -> I
             yield from _strings(v, keys, key)
 
 
+# distinct hidden lines a write's body must repeat to count as copied from them
+WRITE_COPY_MIN_LINES = 2
+
+
 def _copied_lines(call: ToolCall) -> list[str]:
     """Lines a call takes from what the agent saw: an edit's old text, a write's body, the
     removed and context lines of a patch."""
@@ -533,10 +537,16 @@ class SessionSimulator:
         """Mark what this request's calls needed of what ctxwrap hid (before their own lines
         become visible)."""
         for c in calls:
+            copied: dict[int, set[str]] = {}
             for line in _copied_lines(c):
                 if self.vis.get(line, 0) > 0:
                     continue
                 for idx in self.hidden_by_line.get(line, ()):
+                    copied.setdefault(idx, set()).add(line)
+            for idx, lines in copied.items():
+                # an edit's old text must match the file: one line is evidence; a new file's
+                # body may share one common line by chance (an import, `return result;`)
+                if c.name != "write" or len(lines) >= WRITE_COPY_MIN_LINES:
                     self._mark(idx, "copied", at)
             path = _call_path(c)
             if c.name == "read" and path and self.hidden_paths.get(path):

@@ -3,6 +3,7 @@ hostile input: every bad file or line is a counted skip with a reason, never a t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -454,6 +455,31 @@ def test_a_masked_read_quoted_by_a_later_edit_is_needed_again(
     figures = needed_again(r, _pricing.default_prices(None))["mechanisms"]["masking"]
     assert figures["needed_again"] == (1 if needed else 0) and figures["interventions"] == 1
     assert (figures["share_pct"] == 100.0) is bool(needed)
+
+
+@pytest.mark.parametrize(
+    ("content", "needed"),
+    [
+        ("def function_number_7(): pass\nprint('new')\n", None),  # one shared line: chance
+        ("def function_number_7(): pass\ndef function_number_8(): pass\n", "copied"),
+    ],
+)
+def test_a_new_files_body_counts_as_copied_from_two_hidden_lines(
+    content: str, needed: str | None
+) -> None:
+    """A write's body is new text: one line shared with a hidden result (an import, `return
+    result;`) is no evidence it was copied from it; two are. An edit's old text (above) must
+    match the file, so one line counts there."""
+    from ctxwrap.replay._events import ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    ev = _needed_session("unused")
+    write = ToolCall("c9", "write", {"path": "b.py", "content": content}, 60)
+    ev[-2] = dataclasses.replace(ev[-2], calls=[write])
+    sim = SessionSimulator("s", Thresholds(mask_read_idle_rounds=2, mask_warm=False))
+    sim.feed(ev)
+    [mask] = [i for i in sim.finish().interventions if i.kind == "mask"]
+    assert mask.needed_again == needed
 
 
 def _reread_session(args: dict[str, Any], text: str) -> list[Any]:
