@@ -172,7 +172,9 @@ class ScriptedCall:
 
 def is_compaction_trigger(body: Mapping[str, Any]) -> bool:
     """Codex 0.171's remote compaction (v2) through the built-in OpenAI provider: a
-    ``…/responses`` request whose last input item is ``{"type": "compaction_trigger"}``."""
+    ``…/responses`` request whose last input item is ``{"type": "compaction_trigger"}``.
+    The server's own check, not the proxy's (`responses_wire`): it stands in for OpenAI, so a
+    mistake in the proxy's must not pass on both sides."""
     items = body.get("input")
     return (
         isinstance(items, list)

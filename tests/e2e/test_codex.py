@@ -95,6 +95,26 @@ def assert_key_in_no_file(xdg: Xdg, key: str, *, edits: bool = True) -> None:
     )
 
 
+def assert_one_compaction_priced_as_its_call(
+    xdg: Xdg, stats: subprocess.CompletedProcess[str]
+) -> None:
+    """Three calls, the middle one Codex's summarisation: one automatic compaction recorded
+    after it, priced as that call on both sides; ctxwrap changed nothing, so both cost the
+    same."""
+    with sqlite3.connect(xdg.db) as db:
+        (calls_recorded,) = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()
+        comps = list(
+            db.execute("SELECT reason, summary_chars > 0, priced_as_call FROM compactions")
+        )
+    assert calls_recorded == 3
+    assert comps == [("auto", 1, 1)]
+    assert stats.returncode == 0, stats.stderr
+    cost = json.loads(stats.stdout)["totals"]["cost"]
+    assert cost["compactions"] == cost["plain_compactions"] == 1
+    assert cost["compaction_weighted"] == cost["plain_compaction_weighted"] == 0
+    assert cost["total_weighted"] == pytest.approx(cost["total_plain_weighted"])
+
+
 class CodexEnv:
     def __init__(self, tmp_path: Path, xdg: Xdg, server: ScriptedModelServer) -> None:
         self.work = tmp_path / "work"
@@ -117,6 +137,18 @@ class CodexEnv:
         assert proc.returncode == 0, proc.stderr[-3000:]
         self.stderr = proc.stderr
         return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+    def login(self) -> None:
+        """`ctxwrap codex login --with-api-key`: the built-in provider's API-key login."""
+        proc = subprocess.run(
+            [*CTXWRAP, "codex", "login", "--with-api-key"],
+            input=TEST_API_KEY,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
 
     def ctxwrap(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -258,15 +290,7 @@ def test_builtin_openai_provider_is_redirected_per_launch(tmp_path: Path, xdg: X
         config = ce.home / ".codex" / "config.toml"
         config.write_text(f'model = "gpt-5.5"\nopenai_base_url = "{srv.base_url}"\n')
         before = config.read_bytes()
-        login = subprocess.run(  # a plain subcommand: runs as `codex login` would
-            [*CTXWRAP, "codex", "login", "--with-api-key"],
-            input=TEST_API_KEY,
-            env=ce.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert login.returncode == 0, login.stderr
+        ce.login()  # a plain subcommand: runs as `codex login` would
         events = ce.run("hi")
         assert any(e.get("item", {}).get("text") == "hello" for e in events)
         assert not any(e.get("item", {}).get("type") == "error" for e in events)
@@ -350,18 +374,21 @@ def test_idle_gap_masks_the_earlier_task_on_resume(tmp_path: Path, xdg: Xdg) -> 
         assert_prefix_chain(two)
 
 
+# a command whose output goes over a 20k window, then Codex's summary, then an answer
+COMPACTING_STEPS = [
+    {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+    {"text": "SUMMARY: ran gen_log.py; one ERROR at request 3950"},  # the compaction's
+    {"text": "after the compaction"},
+]
+
+
 def test_codexs_own_compaction_request_gets_nothing_new_decided(tmp_path: Path, xdg: Xdg) -> None:
     """Codex 0.171 compacts locally with a custom provider: a request that ends in its
     checkpoint instruction (without tools for this model). It is summarised from what the agent
     has been shown: frozen edits only — the output that first appears in it is not digested
     there, nothing is masked at its tool-list change — and it is priced as one of the
     session's calls; the compaction is recorded, and the plain session compacts with it."""
-    steps = [
-        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
-        {"text": "SUMMARY: ran gen_log.py; one ERROR at request 3950"},  # the compaction's
-        {"text": "after the compaction"},
-    ]
-    with ScriptedModelServer(steps) as srv:
+    with ScriptedModelServer(COMPACTING_STEPS) as srv:
         ce = CodexEnv(tmp_path, xdg, srv)
         config = ce.home / ".codex" / "config.toml"
         # a window of 20k: Codex compacts at 18k (90 %), right after the 10k-token output
@@ -376,19 +403,8 @@ def test_codexs_own_compaction_request_gets_nothing_new_decided(tmp_path: Path, 
         after = json.dumps(inputs(reqs[2]))
         assert "SUMMARY: ran gen_log.py" in after and "INFO request 3" not in after
         stats = ce.ctxwrap("stats", "--json")
-    with sqlite3.connect(xdg.db) as db:
-        (calls_recorded,) = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()
-        comps = list(
-            db.execute("SELECT reason, summary_chars > 0, priced_as_call FROM compactions")
-        )
-    assert calls_recorded == 3
     # recorded after its call; plain Codex compacts with it (it compacts on its own view)
-    assert comps == [("auto", 1, 1)]
-    assert stats.returncode == 0, stats.stderr
-    cost = json.loads(stats.stdout)["totals"]["cost"]
-    assert cost["compactions"] == cost["plain_compactions"] == 1
-    assert cost["compaction_weighted"] == cost["plain_compaction_weighted"] == 0
-    assert cost["total_weighted"] == pytest.approx(cost["total_plain_weighted"])  # no edit
+    assert_one_compaction_priced_as_its_call(xdg, stats)
 
 
 def test_remote_compaction_through_the_builtin_provider_is_recorded(
@@ -399,27 +415,14 @@ def test_remote_compaction_through_the_builtin_provider_is_recorded(
     and replaces the history with the one `compaction` item that comes back. That request gets
     the frozen edits only (the output first seen in it is not digested there), is priced as a
     call, and the compaction is recorded; plain Codex compacts there too."""
-    steps = [
-        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
-        {"text": "SUMMARY: ran gen_log.py; one ERROR at request 3950"},  # the compaction's
-        {"text": "after the compaction"},
-    ]
-    with ScriptedModelServer(steps) as srv:
+    with ScriptedModelServer(COMPACTING_STEPS) as srv:
         ce = CodexEnv(tmp_path, xdg, srv)
         config = ce.home / ".codex" / "config.toml"
         config.write_text(
             f'model = "gpt-5.5"\nopenai_base_url = "{srv.base_url}"\n'
             "model_context_window = 20000\n[analytics]\nenabled = false\n"
         )
-        login = subprocess.run(
-            [*CTXWRAP, "codex", "login", "--with-api-key"],
-            input=TEST_API_KEY,
-            env=ce.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert login.returncode == 0, login.stderr
+        ce.login()
         (ce.work / "gen_log.py").write_text(GEN_LOG)
         events = ce.run("run gen_log.py")
         assert not any(e.get("type") in ("error", "turn.failed") for e in events), events
@@ -432,22 +435,11 @@ def test_remote_compaction_through_the_builtin_provider_is_recorded(
         assert [i["type"] for i in after][-1] == "compaction"
         assert "INFO request 3" not in json.dumps(after)
         stats = ce.ctxwrap("stats", "--json")
-    with sqlite3.connect(xdg.db) as db:
-        (calls_recorded,) = db.execute("SELECT COUNT(*) FROM llm_calls").fetchone()
-        comps = list(
-            db.execute("SELECT reason, summary_chars > 0, priced_as_call FROM compactions")
-        )
-    assert calls_recorded == 3
-    assert comps == [("auto", 1, 1)]
-    assert stats.returncode == 0, stats.stderr
-    cost = json.loads(stats.stdout)["totals"]["cost"]
     # plain Codex crosses its own threshold (18k of the 20k window) at the very request that
     # is Codex's summarisation: that request is plain's compaction too, priced as a call on
-    # both sides. ctxwrap changed nothing here, so both sides cost the same (before: +61 %, a
-    # compaction of the model's priced on top and the summarisation request priced small)
-    assert cost["compactions"] == cost["plain_compactions"] == 1
-    assert cost["compaction_weighted"] == cost["plain_compaction_weighted"] == 0
-    assert cost["total_weighted"] == pytest.approx(cost["total_plain_weighted"])
+    # both sides (before: +61 %, a compaction of the model's priced on top and the
+    # summarisation request priced small)
+    assert_one_compaction_priced_as_its_call(xdg, stats)
     assert_key_in_no_file(xdg, TEST_API_KEY, edits=False)  # nothing was decided
 
 
