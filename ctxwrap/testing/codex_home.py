@@ -8,8 +8,11 @@ declares the scripted server as a custom provider (``wire_api = "responses"``, t
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import shutil
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -65,3 +68,45 @@ def codex_env(
 def codex_exec_args(prompt: str, *extra: str) -> list[str]:
     """One non-interactive run that may write in its working directory."""
     return ["exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", *extra, prompt]
+
+
+CHATGPT_ACCOUNT_ID = "acc-ctxwrap-test"
+
+
+def _jwt(claims: dict[str, object]) -> str:
+    def part(obj: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(claims)}.unsigned"
+
+
+def write_chatgpt_login(codex_home: Path) -> str:
+    """A ChatGPT login in ``auth.json`` as ``codex login`` leaves one (tokens unsigned: only the
+    scripted server sees them); returns the access token. With it Codex sends
+    ``chatgpt-account-id`` and compresses its request bodies (zstd)."""
+    claims: dict[str, object] = {
+        "email": "dev@example.com",
+        "exp": int(time.time()) + 86_400,
+        "https://api.openai.com/auth": {
+            "chatgpt_plan_type": "plus",
+            "chatgpt_account_id": CHATGPT_ACCOUNT_ID,
+            "chatgpt_user_id": "user-ctxwrap-test",
+        },
+    }
+    token = _jwt(claims)
+    auth = {
+        "OPENAI_API_KEY": None,
+        "auth_mode": "chatgpt",
+        "tokens": {
+            "id_token": token,
+            "access_token": token,
+            "refresh_token": "rt-ctxwrap-test",
+            "account_id": CHATGPT_ACCOUNT_ID,
+        },
+        "last_refresh": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    codex_home.mkdir(parents=True, exist_ok=True)
+    path = codex_home / "auth.json"
+    path.write_text(json.dumps(auth))
+    path.chmod(0o600)
+    return token

@@ -115,6 +115,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Literal, Self
 
+from ctxwrap.agents._proxy import body_encoding
 from ctxwrap.testing import responses_api
 
 __all__ = [
@@ -833,7 +834,11 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             try:
-                body = json.loads(raw)
+                # Codex with a ChatGPT login sends zstd bodies, as OpenAI's servers accept
+                plain = body_encoding.decode(raw, self.headers.get("Content-Encoding") or "")
+                if plain is None:
+                    raise ValueError("body not decodable as its Content-Encoding says")
+                body = json.loads(plain)
                 if not isinstance(body, dict):
                     raise ValueError("body is not an object")
             except ValueError as exc:

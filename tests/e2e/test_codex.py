@@ -23,7 +23,14 @@ from typing import Any
 import pytest
 from support import CTXWRAP, Xdg
 
-from ctxwrap.testing.codex_home import TEST_API_KEY, codex_env, codex_exec_args, find_codex
+from ctxwrap.testing.codex_home import (
+    CHATGPT_ACCOUNT_ID,
+    TEST_API_KEY,
+    codex_env,
+    codex_exec_args,
+    find_codex,
+    write_chatgpt_login,
+)
 from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer, ScriptStep
 
 pytestmark = [
@@ -441,6 +448,44 @@ def test_remote_compaction_through_the_builtin_provider_is_recorded(
     # summarisation request priced small)
     assert_one_compaction_priced_as_its_call(xdg, stats)
     assert_key_in_no_file(xdg, TEST_API_KEY, edits=False)  # nothing was decided
+
+
+def test_a_chatgpt_login_compresses_its_requests_and_ctxwrap_still_works(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """Codex 0.171 with a ChatGPT login (most Codex users) compresses every request body with
+    zstd (`enable_request_compression`, on by default). The proxy passed such bodies on as
+    they were: no digest, no stats — ctxwrap did nothing for those users. It now reads them
+    decoded and sends an edited one compressed as it came; the login's token is kept nowhere."""
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"text": "all done"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        config = ce.home / ".codex" / "config.toml"
+        config.write_text(
+            f'model = "gpt-5.5"\nopenai_base_url = "{srv.base_url}"\n'
+            f'chatgpt_base_url = "{srv.base_url}"\n[analytics]\nenabled = false\n'
+        )
+        token = write_chatgpt_login(ce.home / ".codex")
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        events = ce.run("run gen_log.py")
+        assert any(e.get("item", {}).get("text") == "all done" for e in events)
+        reqs = srv.main_requests
+        assert len(reqs) == 2
+        for req in reqs:  # compressed upstream as Codex sent it, with the login's headers
+            assert req.headers["content-encoding"] == "zstd"
+            assert req.headers["chatgpt-account-id"] == CHATGPT_ACCOUNT_ID
+            assert req.headers["authorization"] == f"Bearer {token}"
+        [out] = outputs(reqs[1]).values()
+        assert " digested by ctxwrap · " in out and "ERROR worker-7 lost connection" in out
+        assert "request 2000 served" not in out
+        stats = json.loads(ce.ctxwrap("stats", "--json").stdout)["totals"]
+    assert stats["llm_calls"] == 2
+    bash = next(m for m in stats["mechanisms"] if m["mechanism"] == "bash")
+    assert bash["saved_chars"] > 10_000
+    assert_key_in_no_file(xdg, token)
 
 
 def test_codex_exit_status_passes_through(tmp_path: Path, xdg: Xdg) -> None:

@@ -9,6 +9,8 @@
   ``….cache.json``, 0600).
 - ``cache_state``: when a request is cold (TTL, model, tools/system) and which masks are safe.
 - ``daemon_link``: the daemon calls, each with a deadline, failing open.
+- ``body_encoding``: request bodies an agent compresses (Codex with a ChatGPT login: zstd),
+  decoded to be read and encoded again as they came.
 
 Nothing here knows a wire format: each adapter converts its API's body to the neutral
 messages of ``ctxwrap.engine`` and applies the frozen edits back itself.
@@ -16,6 +18,7 @@ messages of ``ctxwrap.engine`` and applies the frozen edits back itself.
 
 from __future__ import annotations
 
+from ctxwrap.agents._proxy import body_encoding as body_encoding
 from ctxwrap.agents._proxy import cache_state as cache_state
 from ctxwrap.agents._proxy.daemon_link import DaemonLink as DaemonLink
 from ctxwrap.agents._proxy.frozen import FrozenEdits as FrozenEdits

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap
+from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap, body_encoding
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.agents.codex.session import CodexSession
 from ctxwrap.agents.codex.upstream_aux import CREDENTIAL_HEADERS, ResponsesAux
@@ -161,10 +161,13 @@ class CodexProxy:
             return Exchange(raw, url)
         if not compact:
             self._responses_url = url.split("?", 1)[0]
-        if headers.get("content-encoding", "identity") not in ("", "identity"):
-            return Exchange(raw, url)  # a compressed body goes as it is (no edits, no stats)
+        # a ChatGPT login sends zstd: read it decoded, send an edited body encoded the same
+        encoding = headers.get("content-encoding", "identity")
+        plain = body_encoding.decode(raw, encoding)
+        if plain is None:
+            return Exchange(raw, url)  # a body we cannot read goes as it is (no edit, no stats)
         try:
-            body = json.loads(raw)
+            body = json.loads(plain)
         except ValueError:
             return Exchange(raw, url)
         if not isinstance(body, dict):
@@ -184,7 +187,7 @@ class CodexProxy:
         except Exception:
             # Our side failed mid-request: keep replaying what is already frozen.
             try:
-                body = json.loads(raw)
+                body = json.loads(plain)
                 applied = sess.replay(body)
             except Exception:
                 return Exchange(raw, url)
@@ -193,7 +196,7 @@ class CodexProxy:
         accept = {"accept-encoding": "gzip"} if "accept-encoding" in headers else {}
         if not applied:
             return Exchange(raw, url, ctx, accept)
-        return Exchange(wire.encode_body(body), url, ctx, accept)
+        return Exchange(body_encoding.encode(wire.encode_body(body), encoding), url, ctx, accept)
 
     def tap(self, exchange: Exchange, status: int, headers: httpx.Headers) -> ResponseTap | None:
         ctx = exchange.context
