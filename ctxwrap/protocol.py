@@ -380,6 +380,9 @@ class LlmCall(Request):
     # the prompt-cache lifetime the request asked for where it is longer than the default
     # (Claude Code's 1-hour cache, seconds); None = the daemon's cache_ttl_s
     cache_ttl_s: float | None = Field(None, gt=0, le=86_400)
+    # the sender's id of this record: one sent again (its answer was lost with a killed
+    # daemon) is recorded once; None = not deduplicated
+    record_id: str | None = Field(None, min_length=1, max_length=128)
 
 
 class Edit(BaseModel):
@@ -406,6 +409,7 @@ class TurnEnd(Request):
     cache_read_tokens: Count = 0
     cache_write_tokens: Count = 0
     model: str | None = None
+    record_id: str | None = Field(None, min_length=1, max_length=128)  # as LlmCall's
 
 
 # -- recall, capabilities, facts ------------------------------------------------------------

@@ -14,6 +14,7 @@
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import * as http from "node:http";
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { appendFileSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { homedir, tmpdir } from "node:os";
@@ -359,6 +360,8 @@ class Daemon {
  * no answer stays queued and goes out with the next one, on a retry timer, and once more at
  * shutdown (after waiting for a revived daemon). The queue is bounded; what falls off it, or is
  * refused, is counted and reported at shutdown so `ctxwrap stats` can mark the session incomplete.
+ * Each record carries a `record_id` of its own: a daemon killed after storing one but before
+ * answering gets it again, and records it once.
  */
 export class StatsOutbox {
 	private queue: { path: string; body: unknown; onReply?: (reply: Json | null) => void }[] = [];
@@ -370,6 +373,8 @@ export class StatsOutbox {
 	private send: (path: string, body: unknown, deadlineMs: number) => Promise<Answer<Json>>;
 	private max: number;
 	private retryMs: number;
+	private readonly origin = randomUUID(); // this bridge's records, as against a resumed one's
+	private seq = 0;
 
 	constructor(send: (path: string, body: unknown, deadlineMs: number) => Promise<Answer<Json>>, max = STATS_QUEUE_MAX, retryMs = 1000) {
 		this.send = send;
@@ -386,7 +391,11 @@ export class StatsOutbox {
 			this.queue.shift();
 			this.lost++;
 		}
-		this.queue.push({ path, body, onReply });
+		const record =
+			body !== null && typeof body === "object" && !Array.isArray(body)
+				? { ...(body as Record<string, unknown>), record_id: `${this.origin}:${this.seq++}` }
+				: body;
+		this.queue.push({ path, body: record, onReply });
 		void this.flush();
 	}
 

@@ -329,8 +329,8 @@ class Daemon:
 
     def llm_call(self, req: P.LlmCall) -> P.Ack:
         self._rt(req.session_id)
-        accounting.record_llm_call(self.store, req)
-        cost_accounting.record_call_costs(self.store, req)
+        if accounting.record_llm_call(self.store, req):  # else a repeat: counted already
+            cost_accounting.record_call_costs(self.store, req)
         return self._ack()
 
     def compaction(self, req: P.Compaction) -> P.Ack:

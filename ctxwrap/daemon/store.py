@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -208,6 +208,14 @@ MIGRATIONS: list[str] = [
     # 9: a compaction whose summarisation request passed the proxy as an ordinary call
     # (Claude Code's): counted, its cost already priced with the calls
     "ALTER TABLE compactions ADD COLUMN priced_as_call INTEGER NOT NULL DEFAULT 0;",
+    # 10: the sender's id of a statistics record: the bridge sends a record again when its
+    # answer was lost (a daemon killed after the insert), and it must count once
+    """
+    ALTER TABLE llm_calls ADD COLUMN record_id TEXT;
+    ALTER TABLE turns ADD COLUMN record_id TEXT;
+    CREATE UNIQUE INDEX llm_calls_record ON llm_calls(session_id, record_id);
+    CREATE UNIQUE INDEX turns_record ON turns(session_id, record_id);
+    """,
 ]
 
 
@@ -402,11 +410,17 @@ class Store:
             raise
         self.conn.execute("COMMIT")
 
-    def insert(self, table: str, row: dict[str, Any], *, replace: bool = False) -> None:
+    def insert(
+        self, table: str, row: dict[str, Any], *, replace: bool = False, ignore: bool = False
+    ) -> bool:
+        """Whether a row was written (`ignore`: not when it repeats a unique key)."""
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        verb = "INSERT OR REPLACE" if replace else "INSERT"
-        self.conn.execute(f"{verb} INTO {table} ({cols}) VALUES ({marks})", tuple(row.values()))
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE" if ignore else "INSERT"
+        cur = self.conn.execute(
+            f"{verb} INTO {table} ({cols}) VALUES ({marks})", tuple(row.values())
+        )
+        return cur.rowcount != 0
 
     def upsert_session(self, row: dict[str, Any]) -> None:
         # A resumed session keeps its first start time and its history.

@@ -14,9 +14,10 @@ if TYPE_CHECKING:
     from ctxwrap.daemon.store import Store
 
 
-def record_llm_call(store: Store, req: P.LlmCall) -> None:
+def record_llm_call(store: Store, req: P.LlmCall) -> bool:
+    """Whether the call was recorded now (False: its record_id was recorded before)."""
     s, v = req.sent_chars, req.saved_chars
-    store.insert(
+    return store.insert(
         "llm_calls",
         {
             "session_id": req.session_id,
@@ -32,12 +33,15 @@ def record_llm_call(store: Store, req: P.LlmCall) -> None:
             "saved_tools": v.tools,
             "head_changed": int(req.head_changed),
             "message_count": req.message_count,
+            "record_id": req.record_id,
         },
+        ignore=True,
     )
 
 
-def record_turn(store: Store, req: P.TurnEnd) -> None:
-    store.insert(
+def record_turn(store: Store, req: P.TurnEnd) -> bool:
+    """Whether the turn was recorded now (False: its record_id was recorded before)."""
+    return store.insert(
         "turns",
         {
             "session_id": req.session_id,
@@ -48,7 +52,9 @@ def record_turn(store: Store, req: P.TurnEnd) -> None:
             "cache_read_tokens": req.cache_read_tokens,
             "cache_write_tokens": req.cache_write_tokens,
             "model": req.model,
+            "record_id": req.record_id,
         },
+        ignore=True,
     )
 
 

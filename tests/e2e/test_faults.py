@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import threading
 from pathlib import Path
@@ -149,6 +150,10 @@ def test_daemon_killed_in_a_loop_loses_no_statistics_silently(
     )
     # Every call is there, or the session says its figures are incomplete — never silently short.
     assert recorded == calls or sid in doc["incomplete_sessions"], (recorded, calls, doc)
+    # never more: a record sent again after its answer was lost counts once (it was 16 of 15)
     assert recorded <= calls
+    with sqlite3.connect(xdg.db) as db:
+        ids = [r[0] for r in db.execute("SELECT record_id FROM llm_calls")]
+    assert None not in ids and len(set(ids)) == len(ids)
     # The queue delivers what a restarted daemon can take: most calls arrive.
     assert recorded >= calls * 0.8, (recorded, calls)

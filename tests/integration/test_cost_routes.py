@@ -97,3 +97,31 @@ def test_cost_figures_reach_the_status_line_totals(xdg: Xdg) -> None:
     assert conn.execute("SELECT tokens_before, summarized_chars FROM compactions").fetchall() == [
         (900, 2400)
     ]
+
+
+def test_a_record_sent_again_counts_once(xdg: Xdg) -> None:
+    """The bridge sends a statistics record again when its answer was lost (a daemon killed
+    after storing it): the same record_id is recorded once, on a restarted daemon too; records
+    without one (the proxies, an older bridge) are all kept."""
+    start = {"session_id": SID, "cwd": "/w", "pid": os.getpid(), "pi_version": "1.6.0"}
+    call = {**llm_call(0, 300, 300, None, None), "record_id": "bridge-a:0"}
+    turn = {"session_id": SID, "turn_index": 0, "input_tokens": 400, "record_id": "bridge-a:1"}
+    for _ in range(2):  # the second daemon is the restarted one
+        with daemon_process(xdg), client(xdg) as c:
+            assert c.post("/v1/sessions/start", json=start).status_code == 200
+            for _ in range(2):
+                assert c.post("/v1/llm_call", json=call).status_code == 200
+                r = c.post("/v1/turn_end", json=turn)
+                assert r.status_code == 200 and r.json()["totals"]["llm_calls"] == 1
+    with daemon_process(xdg), client(xdg) as c:
+        assert c.post("/v1/sessions/start", json=start).status_code == 200
+        other = {**llm_call(0, 300, 300, None, None), "record_id": "bridge-b:0"}  # a resume's
+        assert c.post("/v1/llm_call", json=other).status_code == 200
+        plain = llm_call(1, 300, 300, None, None)  # no record_id
+        for _ in range(2):
+            assert c.post("/v1/llm_call", json=plain).status_code == 200
+        time.sleep(0.1)
+    conn = sqlite3.connect(xdg.db)
+    assert conn.execute("SELECT COUNT(*) FROM llm_calls").fetchone() == (4,)
+    assert conn.execute("SELECT COUNT(*) FROM turns").fetchone() == (1,)
+    conn.close()

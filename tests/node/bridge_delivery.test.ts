@@ -74,6 +74,33 @@ test("the reply reaches its callback (turn_end totals, reloaded config)", async 
   box.close();
 });
 
+test("each record has an id of its own, the same on every try", async () => {
+  const tries: any[] = [];
+  let answer = 0; // no answer at first: the daemon stored it but was killed before replying
+  const send = async (path: string, body: any) => {
+    tries.push(body);
+    return answer ? { status: 200, value: { ok: true } } : { status: 0, value: null };
+  };
+  const box = new StatsOutbox(send, 10, 60_000);
+  box.push("/v1/llm_call", { i: 0 });
+  await box.flush();
+  answer = 200;
+  box.push("/v1/turn_end", { i: 1 });
+  await box.flush();
+  assert.deepEqual(
+    tries.map((b) => b.i),
+    [0, 0, 1],
+  );
+  assert.equal(tries[0].record_id, tries[1].record_id); // the repeat the daemon drops
+  assert.notEqual(tries[1].record_id, tries[2].record_id);
+  const other = new StatsOutbox(send, 10, 60_000); // a resumed session's bridge
+  other.push("/v1/llm_call", { i: 0 });
+  await other.flush();
+  assert.notEqual(tries[3].record_id, tries[0].record_id);
+  box.close();
+  other.close();
+});
+
 test("aux calls share the round's budget", () => {
   const now = 1_000_000;
   assert.equal(auxWaitMs(20_000, now + 20_000, now), 20_000);
