@@ -490,9 +490,7 @@ class PricedSession:
         # call that comes next, before the next call (if one was read), was this request
         nxt = self._ci
         summarises = (
-            nxt < len(comps)
-            and self.as_call[nxt]
-            and (next_ts is None or comps[nxt][0] <= next_ts)
+            nxt < len(comps) and self.as_call[nxt] and (next_ts is None or comps[nxt][0] <= next_ts)
         )
         if grown is not None and self.check == "turn":
             # pi 1.x compacts with new tool results in; pi's measure of them is of its session
@@ -556,9 +554,21 @@ class PricedSession:
         return out
 
     def _trailing(self) -> tuple[float, CompactionCost] | None:
+        """A plain compaction after the last call: pi 0.73's end-of-run check, or the one
+        plain runs with the session's own compaction whose next request is not recorded yet
+        (Claude Code's or Codex's: the proxy records a call off the request thread, so `stats`
+        may read the compaction before it) — counted now, as it will be at that request."""
         assert self.pricer is not None
         trailing = self.pricer.trailing()
-        return None if trailing is None else (self.calls[-1].ts, trailing)
+        if trailing is not None:
+            return self.calls[-1].ts, trailing
+        plain, real = self.pricer.plain_compactions, self.pricer.real_compactions
+        for i in range(self._ci, len(self.comps)):
+            real += 1
+            too = self.plain_too[i]
+            if too == "call" or (too == "behind" and plain < real):
+                return self.comps[i][0], CompactionCost(0, 0, 0.0, 0.0)
+        return None
 
     def costs(self) -> SessionCosts:
         """Every priced event of the session."""

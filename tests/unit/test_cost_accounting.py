@@ -361,6 +361,21 @@ def test_the_agents_own_summarisation_is_plains_compaction(tmp_path: Path) -> No
     conn.close()
 
 
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_a_compaction_whose_next_request_is_not_recorded_yet_is_plains_too(
+    tmp_path: Path, agent: str
+) -> None:
+    """The proxy records a call off the request thread, so `stats` can read the session's
+    compaction before the request after it: plain's is counted then too (it read 1 vs 0)."""
+    db = build(tmp_path, window=100_000, pi_version="2.1.197")  # plain never crosses
+    conn = _claude_compacts_before_call_3(db, agent=agent)
+    conn.execute("DELETE FROM llm_calls WHERE call_index=3")
+    c = compute_stats(conn, session=SID).totals.cost
+    assert c.compactions == c.plain_compactions == 1
+    assert c.plain_compaction_weighted == 0.0
+    conn.close()
+
+
 @pytest.mark.parametrize(
     ("pi_version", "reason", "from_extension", "as_call", "plain_compacts"),
     [
