@@ -1203,7 +1203,10 @@ class SessionSimulator:
                 - sum(self.saved.get(k, 0) for k in _MESSAGE_SAVINGS)
             )
             if sent >= self.deferred_at:
-                self._own_compaction(None, tokens(sent), gap <= self.ttl_s)
+                # what the previous request had is what its summarisation reads from the
+                # cache, as on the plain side
+                prev = tokens(self.r.calls[-1].sent_chars) if self.r.calls else 0
+                self._own_compaction(None, prev, gap <= self.ttl_s)
         ours_cold = self.pending_own_compaction or (
             self.pending_compaction and not self.deferred_now
         )
