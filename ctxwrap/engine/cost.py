@@ -458,8 +458,8 @@ class CallSizes(NamedTuple):
     # compacted_before only: whether plain compacts here too. "priced": the user's own
     # `/compact` (pi), its summarisation priced as plain's compaction; "call": the same where the
     # summarisation request was one of the recorded calls (Claude Code's `/compact`, Codex's
-    # compactions), priced on both sides; "behind": the agent's own compaction at a threshold
-    # the model may not see (Claude Code) — plain compacts with it if it has compacted fewer
+    # compactions), priced on both sides; "behind": Claude Code's or Codex's own compaction,
+    # at a threshold the model may not see — plain compacts with it if it has compacted fewer
     # times so far (its context is never the smaller one)
     plain_compacts_too: Literal["", "priced", "call", "behind"] = ""
     # this request is the agent's own summarisation (a compaction priced as a call follows it,

@@ -283,8 +283,7 @@ class PricedSession:
             row = conn.execute("SELECT agent FROM sessions WHERE session_id=?", (sid,)).fetchone()
             agent = row[0] if row else "pi"
         window: int | None = None
-        # pi's defaults; Codex keeps only recent user messages through a compaction
-        reserve, keep, enabled = 16384, 0 if agent == "codex" else 20000, True
+        reserve, keep, enabled = 16384, 20000, True  # pi's defaults
         if new_schema:
             for r in conn.execute(
                 """SELECT model, api, context_window, price_input, price_output,
@@ -322,7 +321,8 @@ class PricedSession:
                 as_call.append(bool(r[4]))
                 plain_too.append(_plain_compacts_too(agent, r[5], bool(r[6]), bool(r[4])))
         self.comps = comps
-        # Claude Code's summarisation request is one of the session's calls, priced as such
+        # Claude Code's and Codex's summarisation request is one of the session's calls, priced
+        # as such
         self.as_call = as_call
         self.plain_too = plain_too  # per compaction: does plain compact with it
         summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]

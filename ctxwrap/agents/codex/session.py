@@ -512,9 +512,9 @@ class CodexSession:
 
         After the call's own record, so the compaction falls between it and the next call.
         The summary's size is its output (the reply's tokens × 4; a remote compaction's is
-        encrypted). `trigger`: "auto", or "manual" for the user's `/compact`. Codex compacts
-        on its own view of the history, so the cost model has the plain session compact with
-        it either way (docs/accounting.md).
+        encrypted). `trigger`: "auto", or "manual" for the user's `/compact`, which the plain
+        session runs too; at an automatic one plain compacts with it unless its own threshold
+        (auto_compact.py) made it compact as often already (docs/accounting.md).
         """
         if not self.registered:
             return
