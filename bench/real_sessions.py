@@ -65,6 +65,8 @@ def _with(**kw: Any) -> Thresholds:
 
 BEFORE = dict(
     bash_min_tokens=2000,
+    mask_min_chars=2000,
+    edit_strip=False,
     mask_warm=False,
     mask_earlier_tasks=True,
     mask_stale_reads=True,
@@ -85,6 +87,10 @@ POLICIES: dict[str, Any] = {
     "digest2000": lambda: _with(bash_min_tokens=2000),
     "digest1000": lambda: _with(bash_min_tokens=1000),
     "nowrite": lambda: _with(write=False),
+    "noedit": lambda: _with(edit_strip=False),
+    "edit-min1000": lambda: _with(edit_min_chars=1000),
+    "mask-min2000": lambda: _with(mask_min_chars=2000),
+    "mask-min500": lambda: _with(mask_min_chars=500),
     # a write body stripped once its file is untouched 10 rounds (replay only: a study)
     "write-idle10": lambda: _with(write_idle_rounds=10),
     "write-idle5": lambda: _with(write_idle_rounds=5),

@@ -98,6 +98,15 @@ class Settings(BaseSettings):
     write_min_bytes: int = Field(
         400, ge=0, description="Strip write content of at least this many bytes."
     )
+    edit_strip: bool = Field(
+        True,
+        description="Leave an applied edit's replaced text (old_string / oldText) out of later requests; its new text stays (docs/accounting.md, edit strip).",
+    )
+    edit_min_chars: int = Field(
+        300,
+        ge=200,
+        description="Strip an edit's replaced text of at least this many chars (the marker is about 110).",
+    )
     write_fact_max_tokens: int = Field(
         60, ge=8, description="Cap of the fact the aux model writes."
     )

@@ -387,11 +387,11 @@ class LlmCall(Request):
 
 class Edit(BaseModel):
     model_config = ConfigDict(extra="allow")
-    kind: Literal["tombstone", "remove", "strip_write", "mask"]
+    kind: Literal["tombstone", "remove", "strip_write", "strip_edit", "mask"]
     toolCallId: str
     text: str | None = None
     savedChars: Int = 0
-    # a mask also carries `reason` (kept by extra="allow")
+    # a mask also carries `reason`, an edit strip `minChars` (kept by extra="allow")
 
 
 class ContextReply(Reply):

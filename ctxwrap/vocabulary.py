@@ -15,7 +15,7 @@ AGENT_NAMES: dict[str, str] = {"pi": "pi", "claude": "Claude Code", "codex": "Co
 MECHANISM_WORDS: dict[str, tuple[str, str]] = {
     "bash": ("big outputs summarised", "outputs summarised"),
     "amnesia": ("reads the task no longer needs hidden", "reads hidden"),
-    "writes": ("written files kept as one line", "writes as one line"),
+    "writes": ("writes and edits kept short", "writes, edits short"),
     "masking": ("old results masked", "old results masked"),
     "skills": ("skills list loaded on demand", "skills on demand"),
     "tools": ("tool specs loaded on demand", "tools on demand"),
@@ -29,7 +29,7 @@ MECHANISM_WORDS: dict[str, tuple[str, str]] = {
 MECHANISM_NAMES: dict[str, str] = {
     "bash": "bash digest",
     "amnesia": "read amnesia",
-    "writes": "write facts",
+    "writes": "write facts, edit strip",
     "masking": "history masking",
     "skills": "lazy skills",
     "tools": "lazy tools",

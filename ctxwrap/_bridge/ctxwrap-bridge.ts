@@ -525,8 +525,8 @@ export class ContextMeter {
 			if (eds.length) {
 				const after = applyEdits([m], eds);
 				sent = after.length ? messageChars(after[0] as Json) : 0;
-				// A write strip counts for writes; tombstones and silent removals for amnesia.
-				if (eds.some((e) => e.kind === "strip_write")) this.writes += size - sent;
+				// A write or edit strip counts for writes; tombstones and silent removals for amnesia.
+				if (eds.some((e) => e.kind === "strip_write" || e.kind === "strip_edit")) this.writes += size - sent;
 				else this.amnesia += size - sent;
 			}
 			if (m.role === "toolResult") this.bash += digests.get(String(m.toolCallId)) ?? 0;
@@ -1703,7 +1703,9 @@ function install(pi: any): void {
 	/** Result ids with a tombstone, removal or mask: their first edit stays forever. */
 	const resultEdited = (): Set<string> => {
 		const ids = new Set<string>();
-		for (const [id, list] of editsById) if (list.some((e) => e.kind !== "strip_write")) ids.add(id);
+		for (const [id, list] of editsById) {
+			if (list.some((e) => e.kind !== "strip_write" && e.kind !== "strip_edit")) ids.add(id);
+		}
 		return ids;
 	};
 

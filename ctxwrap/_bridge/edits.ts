@@ -27,6 +27,15 @@ export interface StripWriteEdit {
   text: string;
   savedChars: number;
 }
+/** An applied edit call's replaced text (each oldText / old_string of at least minChars,
+ * top-level or in `edits`) becomes `text`; the new text stays. */
+export interface StripEditEdit {
+  kind: "strip_edit";
+  toolCallId: string;
+  text: string;
+  minChars: number;
+  savedChars: number;
+}
 /** An older toolResult masked at a cold cache boundary; applied exactly like a tombstone. */
 export interface MaskEdit {
   kind: "mask";
@@ -35,8 +44,9 @@ export interface MaskEdit {
   savedChars: number;
   reason: string;
 }
-export type Edit = TombstoneEdit | RemoveEdit | StripWriteEdit | MaskEdit;
+export type Edit = TombstoneEdit | RemoveEdit | StripWriteEdit | StripEditEdit | MaskEdit;
 type ResultEdit = TombstoneEdit | RemoveEdit | MaskEdit;
+type CallEdit = StripWriteEdit | StripEditEdit;
 
 export interface TailToolCall {
   id: string;
@@ -47,6 +57,8 @@ export interface TailToolCall {
   writeContentChars?: number;
   writeContentBytes?: number;
   writeContentLines?: number;
+  /** an edit call (EDIT_TOOLS): the length of each replaced text, in order */
+  editOldChars?: number[];
 }
 export interface TailMessage {
   role: string;
@@ -79,10 +91,59 @@ export function asEdit(raw: unknown): Edit | null {
   if (kind === "tombstone" || kind === "strip_write") {
     return { kind, toolCallId, text, savedChars: saved };
   }
+  if (kind === "strip_edit") {
+    const { minChars } = raw;
+    if (typeof minChars !== "number" || !Number.isInteger(minChars) || minChars < 1) return null;
+    return { kind, toolCallId, text, minChars, savedChars: saved };
+  }
   if (kind === "mask") {
     return { kind, toolCallId, text, savedChars: saved, reason: typeof reason === "string" ? reason : "" };
   }
   return null;
+}
+
+// An edit call's replaced text: pi's `edit` (`oldText`, top-level in its legacy form, else in
+// `edits`), Claude Code's Edit (`old_string`) and MultiEdit (`edits[].old_string`).
+const EDIT_TOOLS = new Set(["edit", "Edit", "MultiEdit"]);
+const OLD_TEXT_KEYS = ["oldText", "old_string"] as const;
+
+/** Every replaced text of an edit call's arguments, in order (top-level, then `edits`). */
+export function editOldTexts(args: unknown): string[] {
+  if (!isRec(args)) return [];
+  const out: string[] = [];
+  for (const k of OLD_TEXT_KEYS) if (typeof args[k] === "string") out.push(args[k] as string);
+  const edits = args.edits;
+  if (Array.isArray(edits)) {
+    for (const e of edits) {
+      if (!isRec(e)) continue;
+      for (const k of OLD_TEXT_KEYS) if (typeof e[k] === "string") out.push(e[k] as string);
+    }
+  }
+  return out;
+}
+
+/** The call's arguments with the strip applied, or null when it does not apply. */
+function stripCallArgs(args: unknown, strip: CallEdit): Rec | null {
+  if (!isRec(args)) return null;
+  if (strip.kind === "strip_write") return "content" in args ? { ...args, content: strip.text } : null;
+  const cut = (obj: Rec): Rec | null => {
+    const keys = OLD_TEXT_KEYS.filter(
+      (k) => typeof obj[k] === "string" && (obj[k] as string).length >= strip.minChars,
+    );
+    if (keys.length === 0) return null;
+    const out: Rec = { ...obj };
+    for (const k of keys) out[k] = strip.text;
+    return out;
+  };
+  let out = cut(args);
+  const edits = args.edits;
+  if (Array.isArray(edits)) {
+    const cutEdits = edits.map((e) => (isRec(e) ? cut(e) : null));
+    if (cutEdits.some((c) => c !== null)) {
+      out = { ...(out ?? args), edits: cutEdits.map((c, i) => c ?? edits[i]) };
+    }
+  }
+  return out;
 }
 
 function isBlank(text: string): boolean {
@@ -111,12 +172,12 @@ function keepsAssistant(content: readonly unknown[]): boolean {
  */
 export function applyEdits<M>(messages: readonly M[], edits: Iterable<unknown>): M[] {
   const results = new Map<string, ResultEdit>();
-  const strips = new Map<string, StripWriteEdit>();
+  const strips = new Map<string, CallEdit>();
   let anyRemove = false;
   for (const raw of edits) {
     const e = asEdit(raw);
     if (e === null) continue;
-    if (e.kind === "strip_write") {
+    if (e.kind === "strip_write" || e.kind === "strip_edit") {
       if (!strips.has(e.toolCallId)) strips.set(e.toolCallId, e);
     } else if (!results.has(e.toolCallId)) {
       results.set(e.toolCallId, e);
@@ -170,10 +231,10 @@ export function applyEdits<M>(messages: readonly M[], edits: Iterable<unknown>):
           const strip = strips.get(bid);
           if (strip !== undefined) {
             usedCalls.add(bid);
-            const args = block.arguments;
-            if (isRec(args) && "content" in args) {
+            const args = stripCallArgs(block.arguments, strip);
+            if (args !== null) {
               if (newContent === null) newContent = content.slice(0, i);
-              newContent.push({ ...block, arguments: { ...args, content: strip.text } });
+              newContent.push({ ...block, arguments: args });
               continue;
             }
           }
@@ -323,6 +384,10 @@ function describeCall(block: Rec): TailToolCall | null {
       call.writeContentBytes = utf8Length(content);
       call.writeContentLines = lineCount(content);
     }
+  }
+  if (EDIT_TOOLS.has(name)) {
+    const olds = editOldTexts(args);
+    if (olds.length > 0) call.editOldChars = olds.map((t) => t.length);
   }
   return call;
 }

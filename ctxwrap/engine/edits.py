@@ -27,6 +27,7 @@ JsonDict = dict[str, Any]
 TOMBSTONE: Literal["tombstone"] = "tombstone"
 REMOVE: Literal["remove"] = "remove"
 STRIP_WRITE: Literal["strip_write"] = "strip_write"
+STRIP_EDIT: Literal["strip_edit"] = "strip_edit"
 MASK: Literal["mask"] = "mask"
 
 # -- edits ----------------------------------------------------------------------------------
@@ -64,6 +65,18 @@ class StripWriteEdit(_Frozen):
     savedChars: int = 0
 
 
+class StripEditEdit(_Frozen):
+    """An applied edit call's replaced text (every `oldText` / `old_string` of at least
+    `minChars`, top-level or in `edits`) becomes `text`; the new text stays. That text left the
+    file with the edit: the model needs the new text to edit again, not the old."""
+
+    kind: Literal["strip_edit"] = "strip_edit"
+    toolCallId: str
+    text: str
+    minChars: int = Field(ge=1)
+    savedChars: int = 0
+
+
 class MaskEdit(_Frozen):
     """An older toolResult masked at a cold cache boundary (see masking.py); applied exactly
     like a tombstone. `reason` says why (superseded, dropped, earlier_task)."""
@@ -76,8 +89,10 @@ class MaskEdit(_Frozen):
 
 
 Edit = Annotated[
-    TombstoneEdit | RemoveEdit | StripWriteEdit | MaskEdit, Field(discriminator="kind")
+    TombstoneEdit | RemoveEdit | StripWriteEdit | StripEditEdit | MaskEdit,
+    Field(discriminator="kind"),
 ]
+CallEdit = StripWriteEdit | StripEditEdit
 ResultEdit = TombstoneEdit | RemoveEdit | MaskEdit
 
 
@@ -113,6 +128,13 @@ def edit_from_json(raw: object) -> Edit | None:
         return TombstoneEdit(toolCallId=cid, text=text, savedChars=saved_chars)
     if kind == STRIP_WRITE:
         return StripWriteEdit(toolCallId=cid, text=text, savedChars=saved_chars)
+    if kind == STRIP_EDIT:
+        min_chars = raw.get("minChars")
+        if isinstance(min_chars, float) and min_chars.is_integer():
+            min_chars = int(min_chars)
+        if not isinstance(min_chars, int) or isinstance(min_chars, bool) or min_chars < 1:
+            return None
+        return StripEditEdit(toolCallId=cid, text=text, minChars=min_chars, savedChars=saved_chars)
     if kind == MASK:
         reason = raw.get("reason")
         return MaskEdit(
@@ -136,14 +158,14 @@ def parse_edits(raw: object) -> list[Edit]:
 
 def _index_edits(
     edits: Iterable[Edit],
-) -> tuple[dict[str, ResultEdit], dict[str, StripWriteEdit], bool]:
+) -> tuple[dict[str, ResultEdit], dict[str, CallEdit], bool]:
     # The first edit for a key wins: it is the one the model saw first, and later duplicates
     # (which decide_edits never makes) must not rewrite what was already sent.
     results: dict[str, ResultEdit] = {}
-    strips: dict[str, StripWriteEdit] = {}
+    strips: dict[str, CallEdit] = {}
     any_remove = False
     for e in edits:
-        if isinstance(e, StripWriteEdit):
+        if isinstance(e, StripWriteEdit | StripEditEdit):
             strips.setdefault(e.toolCallId, e)
         elif e.toolCallId not in results:
             results[e.toolCallId] = e
@@ -224,12 +246,10 @@ def apply_edits(messages: Sequence[Any], edits: Iterable[Edit]) -> list[Any]:
                 strip = strips.get(bid)
                 if strip is not None:
                     used_calls.add(bid)
-                    args = block.get("arguments")
-                    if isinstance(args, dict) and "content" in args:
+                    new_args = strip_call_args(block.get("arguments"), strip)
+                    if new_args is not None:
                         if new_content is None:
                             new_content = list(content[:i])
-                        new_args = dict(args)
-                        new_args["content"] = strip.text
                         new_block = dict(block)
                         new_block["arguments"] = new_args
                         new_content.append(new_block)
@@ -245,6 +265,53 @@ def apply_edits(messages: Sequence[Any], edits: Iterable[Edit]) -> list[Any]:
             new_msg["content"] = new_content
             out.append(new_msg)
     return out
+
+
+# An edit call's replaced text: pi's `edit` (`oldText`, top-level in its legacy form, else in
+# `edits`), Claude Code's Edit (`old_string`) and MultiEdit (`edits[].old_string`).
+EDIT_TOOLS = frozenset({"edit", "Edit", "MultiEdit"})
+OLD_TEXT_KEYS = ("oldText", "old_string")
+
+
+def edit_old_texts(args: object) -> list[str]:
+    """Every replaced text of an edit call's arguments, in order (top-level, then `edits`)."""
+    if not isinstance(args, dict):
+        return []
+    out = [args[k] for k in OLD_TEXT_KEYS if isinstance(args.get(k), str)]
+    edits = args.get("edits")
+    if isinstance(edits, list):
+        for e in edits:
+            if isinstance(e, dict):
+                out += [e[k] for k in OLD_TEXT_KEYS if isinstance(e.get(k), str)]
+    return out
+
+
+def strip_call_args(args: object, strip: CallEdit) -> JsonDict | None:
+    """The call's arguments with the strip applied, or None when it does not apply (no
+    `content` to strip, no replaced text that long). Other keys and their order stay."""
+    if not isinstance(args, dict):
+        return None
+    if isinstance(strip, StripWriteEdit):
+        return {**args, "content": strip.text} if "content" in args else None
+
+    def cut(obj: JsonDict) -> JsonDict | None:
+        keys = [
+            k
+            for k in OLD_TEXT_KEYS
+            if isinstance(obj.get(k), str) and u16len(obj[k]) >= strip.minChars
+        ]
+        return {**obj, **dict.fromkeys(keys, strip.text)} if keys else None
+
+    new = cut(args)
+    edits = args.get("edits")
+    if isinstance(edits, list):
+        cut_edits = [cut(e) if isinstance(e, dict) else None for e in edits]
+        if any(c is not None for c in cut_edits):
+            new = dict(new if new is not None else args)
+            new["edits"] = [
+                c if c is not None else e for c, e in zip(cut_edits, edits, strict=True)
+            ]
+    return new
 
 
 # -- lengths and the call signature (identical in edits.ts) -------------------------------
@@ -370,6 +437,8 @@ class TailToolCall(_Frozen):
     writeContentChars: _Size | None = None
     writeContentBytes: _Size | None = None
     writeContentLines: _Size | None = None
+    # an edit call (EDIT_TOOLS): the length of each replaced text, in order
+    editOldChars: list[_Size] | None = None
 
 
 class TailMessage(_Frozen):
@@ -427,6 +496,10 @@ def _describe_call(block: JsonDict) -> TailToolCall | None:
             fields["writeContentChars"] = u16len(content)
             fields["writeContentBytes"] = utf8len(content)
             fields["writeContentLines"] = line_count(content)
+    if name in EDIT_TOOLS:
+        olds = edit_old_texts(args)
+        if olds:
+            fields["editOldChars"] = [u16len(t) for t in olds]
     return TailToolCall(**fields)
 
 
@@ -502,7 +575,7 @@ def tail_ids(tail: Tail) -> set[str]:
 
 def dropped_signatures(tail: Tail, edits: Iterable[Edit]) -> set[str]:
     """argsSig of every call whose result these edits hide; the caller keeps the union."""
-    hidden = {e.toolCallId for e in edits if not isinstance(e, StripWriteEdit)}
+    hidden = {e.toolCallId for e in edits if not isinstance(e, StripWriteEdit | StripEditEdit)}
     return {c.argsSig for m in tail.messages for c in m.toolCalls or () if c.id in hidden}
 
 
@@ -527,6 +600,13 @@ def default_strip_marker(call: TailToolCall) -> str:
     )
 
 
+# What an applied edit's replaced text becomes in the model's own call (mechanisms/writes.py).
+EDIT_STRIP_MARKER = (
+    "[ctxwrap: the replaced text is left out here; this edit was applied, so that text is no "
+    "longer in the file]"
+)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split("\n")).replace("\r", " ")
 
@@ -540,14 +620,21 @@ def decide_edits(
     write_min_bytes: int = 400,
     tombstone_for: TombstoneFor = default_tombstone,
     strip_marker_for: StripMarkerFor = default_strip_marker,
+    edit_min_chars: int = 0,
 ) -> list[Edit]:
     """New edits for the tail (the caller appends them to the session's frozen set).
 
     Only tail messages are touched: the model has never received them, so the first request
     that carries them carries them already edited, and replaying the frozen edit afterwards
-    keeps every later request an extension of this one.
+    keeps every later request an extension of this one. `edit_min_chars` > 0: an edit call
+    whose result in the tail is no error loses each replaced text of at least that length.
     """
     items = tail.messages
+    applied = {
+        m.toolCallId
+        for m in items
+        if m.role == "toolResult" and m.toolCallId is not None and m.isError is False
+    }
     owner: dict[str, tuple[int, TailToolCall]] = {}
     for i, m in enumerate(items):
         for c in m.toolCalls or ():
@@ -600,8 +687,25 @@ def decide_edits(
                 hide[i] = tombstone(m)
 
     edits: list[Edit] = []
+    marker_len = u16len(EDIT_STRIP_MARKER)
+    least = max(edit_min_chars, marker_len + 1)  # a strip never makes a call longer
     for i, m in enumerate(items):
         for c in m.toolCalls or ():
+            if (
+                edit_min_chars > 0
+                and c.editOldChars
+                and c.id in applied
+                and c.id not in removed_calls
+                and max(c.editOldChars) >= least
+            ):
+                edits.append(
+                    StripEditEdit(
+                        toolCallId=c.id,
+                        text=EDIT_STRIP_MARKER,
+                        minChars=least,
+                        savedChars=sum(n - marker_len for n in c.editOldChars if n >= least),
+                    )
+                )
             if c.name != "write" or c.id in removed_calls or c.writeContentChars is None:
                 continue
             size = c.writeContentBytes if c.writeContentBytes is not None else c.writeContentChars

@@ -30,6 +30,8 @@ KIND_MECHANISM = {
     "remove": "amnesia",
     "pointer": "amnesia",
     "strip_write": "writes",
+    # an applied edit's replaced text: its own figure, not diluted into the write strip's
+    "strip_edit": "edits",
     "mask": "masking",
 }
 

@@ -37,6 +37,7 @@ async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.
             dedup.tombstone if (result.toolCallId or call.id) in rt.dedups else amnesia.tombstone
         )(rt, result.toolCallId or call.id, result.chars or 0),
         strip_marker_for=writes.strip_marker,
+        edit_min_chars=cfg.edit_min_chars if cfg.edit_strip else 0,
     )
     d.hide_signatures(rt, dropped_signatures(req.tail, edits))
     # needed again (mechanisms/needed_again.py): which hidden result a repeat would ask for

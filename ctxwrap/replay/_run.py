@@ -184,6 +184,7 @@ def _figures(calls: list[CallFigures], aux: dict[str, dict[str, int]]) -> dict[s
 KIND_MECHANISM = {
     "digest": "bash",
     "strip": "writes",
+    "strip_edit": "edits",
     "mask": "masking",
     "tombstone": "amnesia",
     "pointer": "amnesia",
@@ -264,7 +265,15 @@ def session_json(
         "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},
         "interventions": {
             k: sum(1 for i in r.interventions if i.kind == k)
-            for k in ("digest", "strip", "mask", "pointer", "tombstone", "tombstone-bound")
+            for k in (
+                "digest",
+                "strip",
+                "strip_edit",
+                "mask",
+                "pointer",
+                "tombstone",
+                "tombstone-bound",
+            )
         },
         "aux_estimated": r.aux,  # mechanism → calls, input_tokens, output_tokens
         "masks_by_reason": dict(

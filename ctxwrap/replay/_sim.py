@@ -43,7 +43,14 @@ from ctxwrap.aux import prompts
 from ctxwrap.daemon.session import chars_to_tokens, recall_call
 from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
 from ctxwrap.engine.cost import DEFAULT_SUMMARY_TOKENS, SUMMARY_PROMPT_TOKENS
-from ctxwrap.engine.edits import TailMessage, TailToolCall, args_sig
+from ctxwrap.engine.edits import (
+    EDIT_STRIP_MARKER,
+    TailMessage,
+    TailToolCall,
+    args_sig,
+    edit_old_texts,
+    u16len,
+)
 from ctxwrap.engine.facts import heuristic_fact, line_count
 from ctxwrap.engine.masking import (
     MaskPolicy,
@@ -124,6 +131,8 @@ class Thresholds:
     # its file has been untouched this many rounds, at a masking pass (cold, or warm when the
     # rewrite pays back): what the agent edits right after writing it stays in view
     write_idle_rounds: int = 0
+    edit_strip: bool = True
+    edit_min_chars: int = 300
 
     @classmethod
     def from_settings(cls, s: Any) -> Thresholds:
@@ -147,6 +156,8 @@ class Thresholds:
             mask_read_idle_rounds=s.mask_read_idle_rounds,
             mask_earlier_tasks=s.mask_earlier_tasks,
             write=s.write,
+            edit_strip=s.edit_strip,
+            edit_min_chars=s.edit_min_chars,
             bash=s.bash,
             compact_like_plain=s.compact_like_plain,
         )
@@ -164,7 +175,7 @@ class Thresholds:
 
 @dataclass
 class Intervention:
-    kind: str  # digest | strip | mask | pointer | tombstone-bound
+    kind: str  # digest | strip | strip_edit | mask | pointer | tombstone-bound
     call_index: int  # first call that would not carry it
     tool: str
     label: str
@@ -385,6 +396,8 @@ def _label(tool: str, args: dict[str, Any]) -> str:
 
 
 _OLD_KEYS = frozenset({"old_string", "oldText", "old_str", "old"})
+_NEW_KEYS = frozenset({"new_string", "newText", "new_str", "new"})
+_EDIT_NAMES = frozenset({"edit", "multiedit"})  # engine.edits.EDIT_TOOLS, lower-cased
 _PATH_NAMES = {"read": "read", "write": "write", "edit": "edit", "multiedit": "MultiEdit"}
 _lines = distinctive_lines
 _MESSAGE_SAVINGS = ("bash", "amnesia", "writes", "masking", "compaction")
@@ -488,6 +501,7 @@ class SessionSimulator:
         # named each path
         self.pending_writes: list[tuple[str, ToolCall]] = []
         self.last_touch: dict[str, int] = {}
+        self.call_item: dict[str, str] = {}
         # Compaction timing: the context size (estimated chars of the whole request) at which
         # the agent compacted, while ctxwrap's deferred compaction is still to come.
         self.deferred_at: int | None = None
@@ -543,6 +557,14 @@ class SessionSimulator:
                     continue
                 for idx in self.hidden_by_line.get(line, ()):
                     copied.setdefault(idx, set()).add(line)
+            if c.name in _EDIT_NAMES:
+                # new text writing back what left the file with a stripped edit: a revert
+                for line in (ln for t in _strings(c.args, _NEW_KEYS) for ln in _lines(t)):
+                    if self.vis.get(line, 0) > 0:
+                        continue
+                    for idx in self.hidden_by_line.get(line, ()):
+                        if self.r.interventions[idx].kind == "strip_edit":
+                            copied.setdefault(idx, set()).add(line)
             for idx, lines in copied.items():
                 # an edit's old text must match the file: one line is evidence; a new file's
                 # body may share one common line by chance (an import, `return result;`)
@@ -818,6 +840,7 @@ class SessionSimulator:
         strips: list[int] = []
         for c in m.calls:
             self.calls[c.call_id] = (c, self.task)
+            self.call_item[c.call_id] = m.entry_id
             path = _call_path(c)
             if path and c.name in _PATH_NAMES and c.call_id not in self.paths:
                 self.paths[c.call_id] = path
@@ -942,6 +965,8 @@ class SessionSimulator:
                     max_chars=self.th.amnesia_max_chars,
                 )
                 self.r.add_aux("amnesia", "tag", len(prompts.TAG_SYSTEM) + len(p))
+        if self.th.edit_strip and call is not None and tool in _EDIT_NAMES and not m.is_error:
+            self._edit_strip(call)
         if item.read_key is not None:
             self.latest_read[item.read_key] = len(self.items)
         pending = self.pending_rereads.pop(m.tool_call_id or "", None)
@@ -961,6 +986,42 @@ class SessionSimulator:
             isError=m.is_error,
         )
         return item
+
+    def _edit_strip(self, call: ToolCall) -> None:
+        """An applied edit's replaced text leaves its call from the next request on, as
+        `engine.edits.decide_edits` decides it (the result is in the same tail): the lines it
+        hid are the old text's lines the new text does not repeat (what left the file)."""
+        least = max(self.th.edit_min_chars, u16len(EDIT_STRIP_MARKER) + 1)
+        olds = [t for t in edit_old_texts(call.args) if u16len(t) >= least]
+        pos = self.index.get(self.call_item.get(call.call_id, ""))
+        if not olds or pos is None:
+            return
+        holder = self.items[pos]
+        marker = _json_str_len(EDIT_STRIP_MARKER)
+        original = sum(_json_str_len(t) for t in olds)
+        gain = original - marker * len(olds)
+        holder.saved["writes"] = holder.saved.get("writes", 0) + gain
+        self.saved["writes"] += gain
+        path = _call_path(call)
+        self.r.interventions.append(
+            Intervention(
+                "strip_edit",
+                len(self.r.calls),
+                call.name,
+                f"edit {path or '?'}",
+                original,
+                marker * len(olds),
+            )
+        )
+        idx = len(self.r.interventions) - 1
+        kept = {ln for t in _strings(call.args, _NEW_KEYS) for ln in _lines(t)}
+        gone = {ln for t in olds for ln in _lines(t)} - kept
+        removed = [ln for ln in holder.lines if ln in gone]
+        holder.lines = [ln for ln in holder.lines if ln not in gone]
+        self.vis.subtract(removed)
+        holder.hid.append(idx)
+        # a later read returns these lines only where the file got them back (a revert)
+        self._hide(idx, sorted(gone), path if gone else None)
 
     def _reread(self, item: _Item, m: Message, args: dict[str, Any], label: str) -> bool:
         """An unchanged re-read becomes a pointer, as mechanisms/dedup.py decides it (pi only,
@@ -1056,6 +1117,8 @@ class SessionSimulator:
             if it is None:
                 return False
             if th.mask_kinds == "all":
+                return True
+            if th.mask_kinds.startswith("+") and it.tool in th.mask_kinds[1:].split(","):
                 return True
             if it.tool == "bash":
                 return it.saved.get("bash", 0) > 0

@@ -528,6 +528,9 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         label = (
             f"write {fact['path']}"
             if fact is not None
+            # the daemon is told an edit's sizes, never its path: the call names it
+            else f"edit (call {e['tool_call_id']})"
+            if e["kind"] == "strip_edit"
             else commands.get(e["tool_call_id"], e["tool_call_id"])
         )
         data.interventions.append(

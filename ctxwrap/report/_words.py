@@ -31,8 +31,9 @@ _EXPLAIN: dict[str, tuple[str, str]] = {
         "pointing unchanged re-reads back",
     ),
     "writes": (
-        "A file the agent wrote is kept in the context as one line saying what it holds.",
-        "keeping written files as one line",
+        "A file the agent wrote is kept in the context as one line saying what it holds; an "
+        "edit that was applied keeps its new text, not the old text it replaced.",
+        "keeping written files as one line and leaving edits' old text out",
     ),
     "masking": (
         "After an idle gap long enough for the provider's cache to expire, old tool results "
@@ -55,6 +56,7 @@ KIND_WORDS: dict[str, tuple[str, str]] = {
     "digest": ("output summarised", "bash digest"),
     "strip": ("written file kept as one line", "write fact"),
     "strip_write": ("written file kept as one line", "write fact"),
+    "strip_edit": ("an applied edit's old text left out", "edit strip"),
     "mask": ("old result masked", "history masking"),
     "pointer": ("unchanged re-read pointed back", "re-read dedup"),
     "tombstone": ("read hidden: the task no longer needs it", "tagger"),

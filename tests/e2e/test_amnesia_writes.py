@@ -233,3 +233,69 @@ def test_odd_writes_land_on_disk_exactly_as_with_plain_pi(
     # pi's own estimate counts the unpruned 11 MB and it compacts; the earlier facts were in
     # every request before that.
     assert any("[Wrote bin.dat" in b and "[Wrote surrogate.txt" in b for b in bodies)
+
+
+APP_OLD = "".join(
+    f"    legacy_step_{i} = run_legacy({i})  # old-only line {i}\n" for i in range(12)
+)
+APP_NEW = "".join(f"    step_{i} = run({i})\n" for i in range(12))
+APP = "def main():\n" + APP_OLD + "    return 0\n"
+MISSING = "".join(f"    never_in_the_file_{i} = 1  # failing-edit line\n" for i in range(12))
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_an_applied_edits_old_text_leaves_later_requests(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """The edit itself runs as the model asked (the file changes); from the next request on,
+    the model's own call carries its new text and a marker for the old text, which is no longer
+    in the file. An edit that failed keeps its old text (the model may retry with it)."""
+    assert len(APP_OLD) >= 300 and len(MISSING) >= 300
+    script = [
+        {
+            "tool_calls": [
+                {
+                    "name": "edit",
+                    "arguments": {
+                        "path": "src/app.py",
+                        "edits": [{"oldText": APP_OLD, "newText": APP_NEW}],
+                    },
+                }
+            ]
+        },
+        {
+            "tool_calls": [
+                {
+                    "name": "edit",
+                    "arguments": {"path": "src/app.py", "oldText": MISSING, "newText": "x = 1\n"},
+                }
+            ]
+        },
+        {"text": "done"},
+    ]
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, script, files={"src/app.py": APP})
+    assert run.proc.returncode == 0, run.proc.stderr
+    assert (run.work / "src/app.py").read_text() == "def main():\n" + APP_NEW + "    return 0\n"
+    bodies = run.main_bodies()
+    assert len(bodies) == 3
+    assert_prefix_chain(bodies)
+    for body in bodies[1:]:
+        text = json.dumps(body["messages"], ensure_ascii=False)
+        assert "old-only line" not in text, "the replaced text was sent again"
+        assert "this edit was applied, so that text is no longer in the file" in text
+        assert "step_11 = run(11)" in text  # the new text stays
+    # the failed edit's old text is all the model has of what it tried: kept
+    assert "failing-edit line" in json.dumps(bodies[2]["messages"], ensure_ascii=False)
+    # pi's own session keeps the true call
+    assert "old-only line 11" in run.session_text()
+    stats = json.loads(ctxwrap(xdg, "stats", "--json").stdout)
+    edits = stats["needed_again"]["mechanisms"]["edits"]
+    assert edits["interventions"] == 1 and edits["needed_again"] == 0
+    by_mech = {m["mechanism"]: m for m in stats["totals"]["mechanisms"]}
+    assert by_mech["writes"]["saved_chars"] > len(APP_OLD)  # counted each request it was left out
+    # --continue replays the frozen strip: the same view, the chain goes on
+    resumed = run_ctxwrap_pi(
+        pi, tmp_path, xdg, [{"text": "resumed"}], home=run.home, args=("--continue",)
+    )
+    (body,) = resumed.main_bodies()
+    assert "old-only line" not in json.dumps(body["messages"], ensure_ascii=False)
+    before = request_messages_json(bodies[2])[1:]
+    assert request_messages_json(body)[1:][: len(before)] == before

@@ -595,3 +595,74 @@ def test_grep_and_glob_results_tagged_drop_become_tombstones(tmp_path: Path, xdg
         assert results["toolu_1_0"].startswith("[ctxwrap: grep DROP-ME")
         assert "module_with_a_long_name_077" not in json.dumps(reqs[-1].body["messages"])
         assert_prefix_chain(reqs)
+
+
+APP_OLD = "".join(
+    f"    legacy_step_{i} = run_legacy({i})  # old-only line {i}\n" for i in range(12)
+)
+APP_NEW = "".join(f"    step_{i} = run({i})\n" for i in range(12))
+APP = "def main():\n" + APP_OLD + "    return 0\n"
+MISSING = "".join(f"    never_in_the_file_{i} = 1  # failing-edit line\n" for i in range(12))
+
+
+def test_an_applied_edits_old_string_leaves_later_requests(tmp_path: Path, xdg: Xdg) -> None:
+    """Claude Code's Edit, allowed by a scoped rule as users allow it: it runs as asked, and
+    from the next request on its old_string is a marker (that text left the file); new_string
+    stays. A failed Edit keeps its old_string. The frozen strip survives --continue."""
+    with ScriptedModelServer([]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        app = ce.work / "src" / "app.py"
+        app.parent.mkdir()
+        app.write_text(APP)
+        srv.steps = _steps(
+            [
+                {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(app)}}]},
+                {
+                    "tool_calls": [
+                        {
+                            "name": "Edit",
+                            "arguments": {
+                                "file_path": str(app),
+                                "old_string": APP_OLD,
+                                "new_string": APP_NEW,
+                            },
+                        }
+                    ]
+                },
+                {
+                    "tool_calls": [
+                        {
+                            "name": "Edit",
+                            "arguments": {
+                                "file_path": str(app),
+                                "old_string": MISSING,
+                                "new_string": "x = 1\n",
+                            },
+                        }
+                    ]
+                },
+                {"text": "done"},
+            ]
+        )
+        ce.run("go", "--allowedTools", "Edit(src/**)")
+        assert app.read_text() == "def main():\n" + APP_NEW + "    return 0\n"
+        reqs = srv.main_requests
+        assert len(reqs) == 4
+        edit_id, failed_id = "toolu_1_0", "toolu_2_0"
+        assert_prefix_chain(reqs)
+        for req in reqs[2:]:
+            call = tool_uses(req)[edit_id]
+            assert call["old_string"].startswith("[ctxwrap: the replaced text is left out here")
+            assert call["new_string"] == APP_NEW and call["file_path"] == str(app)
+        # the Read result still holds the old lines: only the call's copy of them goes
+        assert "old-only line" not in json.dumps(tool_uses(reqs[3]))
+        assert tool_uses(reqs[3])[failed_id]["old_string"] == MISSING
+        assert result_blocks(reqs[3])[-1].get("is_error") is True
+        stats = json.loads(ce.ctxwrap("stats", "--json").stdout)
+        assert stats["needed_again"]["mechanisms"]["edits"]["interventions"] == 1
+        srv.steps = tuple(srv.steps) + _steps([{"text": "again"}])
+        ce.run("and now?", "--continue", "--allowedTools", "Edit(src/**)")
+        more = srv.main_requests[len(reqs) :]
+        assert len(more) == 1
+        assert tool_uses(more[0])[edit_id] == tool_uses(reqs[-1])[edit_id]
+        assert_prefix_chain([reqs[-1], *more])

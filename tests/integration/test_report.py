@@ -336,7 +336,7 @@ def test_hero_states_replays_saving_and_what_did_most(fixture: Path, tmp_path: P
 
 WORDS = {
     "bash": "summarising big outputs",
-    "writes": "keeping written files as one line",
+    "writes": "keeping written files as one line and leaving edits' old text out",
     "masking": "masking old results",
 }
 
@@ -499,7 +499,7 @@ def test_words_put_the_user_first(tmp_path: Path) -> None:
     for jargon in ("input-eq", "head change", "amnesia", "tombstone"):
         assert jargon not in shown, jargon
     assert '<span class="name">tagger · read amnesia</span>' in head
-    for user in ("big outputs summarised", "written files kept as one line"):
+    for user in ("big outputs summarised", "writes and edits kept short"):
         assert user in shown
     for term in ("cost units", "compaction", "head change", "amnesia"):
         assert term in glossary

@@ -91,3 +91,13 @@ test("tailIds and allToolCallIds cover calls and results", () => {
   assert.deepStrictEqual(new Set(allToolCallIds(c.messages)), new Set(["w1", "w2"]));
   assert.equal(describeTail(c.messages, new Set(tailIds(tail))).messages.length, 0);
 });
+
+test("an edit strip with a bad minChars is ignored, as in Python", () => {
+  const c = load("edit_strip.json");
+  for (const minChars of [undefined, "300", 0, -5, true, 1.5]) {
+    const bad = (c.edits as Record<string, unknown>[]).map((e) => ({ ...e, minChars }));
+    assert.deepStrictEqual(applyEdits(c.messages, bad), c.messages);
+  }
+  const asFloat = (c.edits as Record<string, unknown>[]).map((e) => ({ ...e, minChars: 300.0 }));
+  assert.deepStrictEqual(applyEdits(c.messages, asFloat), c.expected);
+});

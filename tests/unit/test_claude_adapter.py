@@ -18,7 +18,14 @@ from ctxwrap.agents.claude.launcher import (
     split_settings_arg,
 )
 from ctxwrap.agents.claude.session import ClaudeSession, recall_hint
-from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail, tail_ids
+from ctxwrap.engine.edits import (
+    Edit,
+    StripEditEdit,
+    StripWriteEdit,
+    TombstoneEdit,
+    describe_tail,
+    tail_ids,
+)
 
 MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": [{"type": "text", "text": "go"}]},
@@ -97,6 +104,40 @@ def test_apply_edits_touches_only_the_edited_key() -> None:
     again = json.loads(json.dumps(body))
     wire.apply_edits(again, edits)
     assert again == body  # replay is idempotent and byte-stable
+
+
+def test_an_edit_strip_replaces_old_string_only_in_edit_and_multiedit() -> None:
+    old = "a line the edit replaced\n" * 20
+    body: dict[str, Any] = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "e1", "name": "Edit",
+                     "input": {"file_path": "/a", "old_string": old, "new_string": "n",
+                               "replace_all": False}},
+                    {"type": "tool_use", "id": "e2", "name": "MultiEdit",
+                     "input": {"file_path": "/b", "edits": [
+                         {"old_string": "short", "new_string": "s"},
+                         {"old_string": old, "new_string": "m"}]},
+                     "cache_control": {"type": "ephemeral"}},
+                ],
+            }
+        ]
+    }  # fmt: skip
+    edits: dict[str, list[Edit]] = {
+        cid: [StripEditEdit(toolCallId=cid, text="[gone]", minChars=200)] for cid in ("e1", "e2")
+    }
+    assert len(wire.apply_edits(body, edits)) == 2
+    first, second = body["messages"][0]["content"]
+    assert first["input"] == {
+        "file_path": "/a", "old_string": "[gone]", "new_string": "n", "replace_all": False
+    }  # fmt: skip
+    assert second["input"]["edits"] == [
+        {"old_string": "short", "new_string": "s"},
+        {"old_string": "[gone]", "new_string": "m"},
+    ]
+    assert second["cache_control"] == {"type": "ephemeral"}
 
 
 def test_session_id_is_validated_as_a_name() -> None:

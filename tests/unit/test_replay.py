@@ -736,3 +736,75 @@ def test_claude_codes_summarisation_reads_its_prefix_from_the_cache(
         assert plain_at.cache_read_tokens >= tokens(r.calls[at - 1].plain_chars)
     else:
         assert plain_at.uncached_input_tokens > SUMMARY_PROMPT_TOKENS
+
+
+_OLD = "".join(f"    legacy_value_{i} = compute_legacy({i})\n" for i in range(12))
+
+
+def _edit_session(later: list[Any], *, error: bool = False) -> list[Any]:
+    """pi edits a.py (old text `_OLD`, ~500 chars), then answers with the `later` calls."""
+    from ctxwrap.replay._events import Header, Message, ToolCall
+
+    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
+    edit = ToolCall("e1", "edit", {"path": "a.py", "oldText": _OLD, "newText": "x = 1\n"}, 560)
+    ev.append(Message("a1", None, "assistant", 2.0, 600, [edit], request_key="q1"))
+    out = "Could not find the text." if error else "Successfully replaced text in a.py."
+    ev.append(Message("t1", None, "tool_result", 3.0, len(out), [], "e1", "edit", out, error))
+    t = 4.0
+    for i, (call, text) in enumerate(later):
+        ev.append(Message(f"a{i + 2}", None, "assistant", t, call.chars + 10, [call],
+                          request_key=f"q{i + 2}"))  # fmt: skip
+        ev.append(Message(f"t{i + 2}", None, "tool_result", t + 1, len(text), [], call.call_id,
+                          call.name, text))  # fmt: skip
+        t += 2
+    ev.append(Message("a99", None, "assistant", t, 10, [], request_key="q99"))
+    return ev
+
+
+def test_an_applied_edits_old_text_leaves_the_context_as_the_daemon_decides() -> None:
+    from ctxwrap.engine.edits import EDIT_STRIP_MARKER
+    from ctxwrap.replay._events import ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    bash = ToolCall("b1", "bash", {"command": "make"}, 30)
+    sim = SessionSimulator("s", Thresholds())
+    sim.feed(_edit_session([(bash, "ok\n")]))
+    r = sim.finish()
+    [strip] = [i for i in r.interventions if i.kind == "strip_edit"]
+    assert strip.original_chars == len(json.dumps(_OLD)) - 2
+    assert strip.replacement_chars == len(EDIT_STRIP_MARKER)
+    # not in the request that produced it; left out of every one after
+    assert [c.saved.get("writes", 0) for c in r.calls] == [0] + [strip.saved_chars] * 2
+    assert strip.needed_again is None
+    # a failed edit keeps its old text; so does a small one, and the switch turns it off
+    for th, kw in ((Thresholds(), {"error": True}), (Thresholds(edit_min_chars=600), {}),
+                   (Thresholds(edit_strip=False), {})):  # fmt: skip
+        sim = SessionSimulator("s", th)
+        sim.feed(_edit_session([(bash, "ok\n")], **kw))
+        assert not [i for i in sim.finish().interventions if i.kind == "strip_edit"]
+
+
+@pytest.mark.parametrize(
+    ("call", "text", "needed"),
+    [
+        # the agent writes the removed lines back (a revert): it needed the old text
+        (("edit", {"path": "a.py", "oldText": "x = 1\n", "newText": _OLD}), "ok", "copied"),
+        # the old text is in the file again (git checkout) and an edit quotes it
+        (("edit", {"path": "a.py", "oldText": _OLD[:80], "newText": "y"}), "ok", "copied"),
+        # a read after the edit returns the new file: not what was left out
+        (("read", {"path": "a.py"}), "x = 1\nprint('new')\n", None),
+        # a read of the file with the old text back (reverted outside the agent's edits)
+        (("read", {"path": "a.py"}), _OLD, "reread"),
+    ],
+)
+def test_a_stripped_edits_old_text_is_needed_again_only_when_it_comes_back(
+    call: tuple[str, dict[str, Any]], text: str, needed: str | None
+) -> None:
+    from ctxwrap.replay._events import ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    later = ToolCall("c2", call[0], call[1], 100)
+    sim = SessionSimulator("s", Thresholds())
+    sim.feed(_edit_session([(later, text)]))
+    [strip] = [i for i in sim.finish().interventions if i.kind == "strip_edit"]
+    assert strip.needed_again == needed

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwrap.agents._proxy.sse import JsonEventStream
-from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit
+from ctxwrap.engine.edits import (
+    Edit,
+    MaskEdit,
+    StripEditEdit,
+    StripWriteEdit,
+    TombstoneEdit,
+    strip_call_args,
+)
 
 JsonDict = dict[str, Any]
 
@@ -215,15 +222,12 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
                 if not isinstance(cid, str):
                     continue
                 for e in edits.get(cid, ()):
-                    tool_input = b.get("input")
-                    if (
-                        isinstance(e, StripWriteEdit)
-                        and (e.kind, cid) not in done
-                        and isinstance(tool_input, dict)
-                        and "content" in tool_input
-                    ):
+                    if not isinstance(e, StripWriteEdit | StripEditEdit) or (e.kind, cid) in done:
+                        continue
+                    stripped = strip_call_args(b.get("input"), e)
+                    if stripped is not None:
                         done.add((e.kind, cid))
-                        b["input"] = {**tool_input, "content": e.text}
+                        b["input"] = stripped
                         applied.append(e)
     return applied
 

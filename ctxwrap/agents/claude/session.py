@@ -37,6 +37,7 @@ from ctxwrap.agents.claude import auto_compact
 from ctxwrap.engine.edits import (
     Edit,
     MaskEdit,
+    StripEditEdit,
     StripWriteEdit,
     TombstoneEdit,
     describe_tail,
@@ -411,7 +412,9 @@ class ClaudeSession:
                 if (isinstance(e, TombstoneEdit) and e.toolCallId not in self.digests)
                 or isinstance(e, MaskEdit)
             )
-            writes = sum(e.savedChars for e in applied if isinstance(e, StripWriteEdit))
+            writes = sum(
+                e.savedChars for e in applied if isinstance(e, StripWriteEdit | StripEditEdit)
+            )
             index, self.call_index = self.call_index, self.call_index + 1
         marked = marked_ttl_s(body)
         self.daemon.call(

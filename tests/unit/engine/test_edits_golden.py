@@ -39,6 +39,7 @@ def test_decide_edits(path: Path) -> None:
         mode=case["mode"],
         dropped_sigs=set(case["droppedSigs"]),
         write_min_bytes=case["writeMinBytes"],
+        edit_min_chars=case.get("editMinChars", 0),
     )
     assert [e.model_dump() for e in edits] == case["edits"]
 

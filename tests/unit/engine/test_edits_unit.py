@@ -7,6 +7,7 @@ from typing import Any
 from ctxwrap.engine.edits import (
     Edit,
     RemoveEdit,
+    StripEditEdit,
     StripWriteEdit,
     Tail,
     TailMessage,
@@ -94,6 +95,30 @@ def test_write_threshold_is_in_utf8_bytes() -> None:
     assert isinstance(edit, StripWriteEdit)
     assert "400 bytes, 1 lines" in edit.text
     assert decide_edits(describe_tail(msgs, set()), {}, write_min_bytes=401) == []
+
+
+def test_an_edit_is_stripped_only_with_its_result_applied_in_the_tail() -> None:
+    old = "old line of text that the edit replaces\n" * 10  # 400 chars
+    msgs = round_("e", "edit", path="f", oldText=old, newText="new\n")
+    (edit,) = decide_edits(describe_tail(msgs, set()), {}, edit_min_chars=300)
+    assert isinstance(edit, StripEditEdit) and edit.minChars == 300
+    assert edit.savedChars == 400 - len(edit.text)
+    assert decide_edits(describe_tail(msgs, set()), {}) == []  # off by default
+    assert decide_edits(describe_tail(msgs, set()), {}, edit_min_chars=401) == []
+    # the call without its result (an aborted round): nothing is known to have changed
+    assert decide_edits(describe_tail(msgs[:1], set()), {}, edit_min_chars=300) == []
+    # a minimum below the marker's length is raised to it: a strip never grows a call
+    tiny = round_("t", "edit", path="f", oldText="x" * 50, newText="y")
+    assert decide_edits(describe_tail(tiny, set()), {}, edit_min_chars=1) == []
+
+
+def test_an_edit_strip_with_a_bad_minimum_is_ignored() -> None:
+    base = {"kind": "strip_edit", "toolCallId": "e", "text": "m"}
+    assert edit_from_json({**base, "minChars": 300.0}) == StripEditEdit(
+        toolCallId="e", text="m", minChars=300
+    )
+    for bad in (None, "300", 0, -5, True, 1.5):
+        assert edit_from_json({**base, "minChars": bad}) is None
 
 
 def test_edit_json_round_trip_and_leniency() -> None:
