@@ -149,7 +149,9 @@ class Settings(BaseSettings):
         2, ge=1, description="The current task's last rounds are never masked."
     )
     mask_min_chars: int = Field(
-        2000, ge=0, description="Results smaller than this are never masked."
+        1000,
+        ge=0,
+        description="Results smaller than this are never masked (measured on real sessions: docs/accounting.md).",
     )
     mask_warm: bool = Field(
         True,
