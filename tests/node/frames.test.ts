@@ -171,10 +171,11 @@ test("context replies: every edit decodes through asEdit", () => {
       assert.equal(ed.toolCallId, raw.toolCallId);
       assert.equal(ed.savedChars, raw.savedChars);
       if (ed.kind !== "remove") assert.equal(ed.text, raw.text);
+      if (ed.kind === "strip_edit") assert.equal(ed.minChars, raw.minChars);
       kinds.add(ed.kind);
     }
   }
-  assert.deepEqual([...kinds].sort(), ["mask", "remove", "strip_write", "tombstone"]);
+  assert.deepEqual([...kinds].sort(), ["mask", "remove", "strip_edit", "strip_write", "tombstone"]);
 });
 
 test("context replies apply to the request's messages as the bridge would", () => {

@@ -142,7 +142,7 @@ def test_frames_cover_each_message_kind() -> None:
     assert {"bash", "read", "write"} <= tools
     assert any(d["model"] == "ToolResultReply" and d["frame"]["aux"] for d in docs)
     kinds = {e["kind"] for d in docs if d["model"] == "ContextReply" for e in d["frame"]["edits"]}
-    assert kinds == {"tombstone", "remove", "strip_write", "mask"}
+    assert kinds == {"tombstone", "remove", "strip_write", "strip_edit", "mask"}
     caps = [d["frame"] for d in docs if d["model"] == "CapabilityReply"]
     assert any(c["skill_body"] for c in caps) and any(c["activate_tool"] for c in caps)
 
