@@ -36,8 +36,9 @@ _EXPLAIN: dict[str, tuple[str, str]] = {
         "keeping written files as one line and leaving edits' old text out",
     ),
     "masking": (
-        "After an idle gap long enough for the provider's cache to expire, old tool results "
-        "are replaced by stubs (the cache would be rewritten anyway).",
+        "Old tool results the agent has moved on from are replaced by recallable stubs: when "
+        "the provider's cache has expired anyway, or when the rewrite pays back over the calls "
+        "still to come.",
         "masking old results",
     ),
     "skills": (
