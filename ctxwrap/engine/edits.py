@@ -607,6 +607,12 @@ EDIT_STRIP_MARKER = (
 )
 
 
+def edit_strip_floor(edit_min_chars: int) -> int:
+    """The shortest replaced text the edit strip takes: the setting, but never one the marker
+    would not shorten (decide_edits and replay share it)."""
+    return max(edit_min_chars, u16len(EDIT_STRIP_MARKER) + 1)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split("\n")).replace("\r", " ")
 
@@ -688,7 +694,7 @@ def decide_edits(
 
     edits: list[Edit] = []
     marker_len = u16len(EDIT_STRIP_MARKER)
-    least = max(edit_min_chars, marker_len + 1)  # a strip never makes a call longer
+    least = edit_strip_floor(edit_min_chars)
     for i, m in enumerate(items):
         for c in m.toolCalls or ():
             if (

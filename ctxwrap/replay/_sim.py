@@ -49,6 +49,7 @@ from ctxwrap.engine.edits import (
     TailToolCall,
     args_sig,
     edit_old_texts,
+    edit_strip_floor,
     u16len,
 )
 from ctxwrap.engine.facts import heuristic_fact, line_count
@@ -991,7 +992,7 @@ class SessionSimulator:
         """An applied edit's replaced text leaves its call from the next request on, as
         `engine.edits.decide_edits` decides it (the result is in the same tail): the lines it
         hid are the old text's lines the new text does not repeat (what left the file)."""
-        least = max(self.th.edit_min_chars, u16len(EDIT_STRIP_MARKER) + 1)
+        least = edit_strip_floor(self.th.edit_min_chars)
         olds = [t for t in edit_old_texts(call.args) if u16len(t) >= least]
         pos = self.index.get(self.call_item.get(call.call_id, ""))
         if not olds or pos is None:
