@@ -170,6 +170,18 @@ def _median(values: list[float | None]) -> float | None:
     return round(statistics.median(vals), 1) if vals else None
 
 
+# How a result was needed again: copied (a later edit or write quoted a line only the hidden
+# result held), re-read (the agent read it again: in the recorded session too, with nothing
+# hidden), recalled (by its handle).
+_NEED_KEYS = ("interventions", "needed_again", "copied", "reread", "recalled")
+_HOW = (("copied", "copied"), ("reread", "re-read"), ("recalled", "recalled"))
+
+
+def _how(f: dict[str, Any]) -> str:
+    """`5 copied, 2 re-read`: how the needed-again results were needed."""
+    return ", ".join(f"{f[k]} {word}" for k, word in _HOW if f.get(k))
+
+
 def summary(rows: list[dict[str, Any]], min_calls: int) -> dict[str, Any]:
     """Medians per agent (Claude Code sessions of at least `min_calls` calls), and the
     needed-again share per mechanism over all of that agent's sessions."""
@@ -181,9 +193,9 @@ def summary(rows: list[dict[str, Any]], min_calls: int) -> dict[str, Any]:
         mech: dict[str, dict[str, int]] = {}
         for r in rs:
             for m, f in r["needed_again"]["mechanisms"].items():
-                t = mech.setdefault(m, {"interventions": 0, "needed_again": 0})
-                t["interventions"] += f["interventions"]
-                t["needed_again"] += f["needed_again"]
+                t = mech.setdefault(m, dict.fromkeys(_NEED_KEYS, 0))
+                for k in _NEED_KEYS:
+                    t[k] += f[k]
         out[agent] = {
             "sessions": len(rs),
             "median_calls": _median([r["calls"] for r in rs]),
@@ -261,7 +273,9 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
                     )
         for agent, m in res["medians"].items():
             need = ", ".join(
-                f"{k} {v['needed_again']}/{v['interventions']} ({_f(v['share_pct'], '%')})"
+                f"{k} {v['needed_again']}/{v['interventions']} ({_f(v['share_pct'], '%')}"
+                + (f": {_how(v)}" if v["needed_again"] else "")
+                + ")"
                 for k, v in m["needed_again"].items()
             )
             lines.append(

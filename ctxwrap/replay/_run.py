@@ -557,6 +557,17 @@ def _needed_totals(sessions: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _how_needed(f: dict[str, Any]) -> str:
+    """` (5 copied, 2 re-read)`: a copy costs a re-read plain did not pay; a re-read is in the
+    recorded session too, made with nothing hidden."""
+    how = [
+        f"{f[k]} {word}"
+        for k, word in (("copied", "copied"), ("reread", "re-read"), ("recalled", "recalled"))
+        if f.get(k)
+    ]
+    return f" ({', '.join(how)})" if how else ""
+
+
 def _n(v: float) -> str:
     return f"{v:,.0f}"
 
@@ -592,7 +603,7 @@ def render_text(doc: dict[str, Any]) -> str:
         need = t.get("needed_again")
         if need and need["interventions"]:
             parts = ", ".join(
-                f"{m} {f['needed_again']}/{f['interventions']}"
+                f"{m} {f['needed_again']}/{f['interventions']}" + _how_needed(f)
                 for m, f in need["mechanisms"].items()
             )
             lines.append(

@@ -224,7 +224,9 @@ def _mechanism_table(
             next((m[key] for m in g["mechanisms"] if m["mechanism"] == mech), 0) for g in groups
         )
 
+    need = _needed_per_mechanism(groups)
     labels: list[str | tuple[str, ...]] = []
+    needed: list[str | tuple[str, ...]] = []
     kept: list[str | tuple[str, ...]] = []
     aux: list[str] = []
     net: list[str | tuple[str, ...]] = []
@@ -237,6 +239,7 @@ def _mechanism_table(
         kept.append(f"{s:,}")
         aux.append(f"{a:,}")
         net.append(f"{s - a:,}")
+        needed.append(_needed_cell(need, mech))
         how.append(("simulated", "sim."))
     am_saved, am_aux = total("amnesia", "saved_tokens"), total("amnesia", "aux_tokens_estimated")
     bound = sum(g.get("tagger_bound_tokens") or 0 for g in groups)
@@ -245,6 +248,7 @@ def _mechanism_table(
         kept.append(f"{am_saved:,}")
         aux.append(f"{am_aux:,}")
         net.append(f"{am_saved - am_aux:,}")
+        needed.append(_needed_cell(need, "amnesia"))
         how.append(("tagged by aux", "tagged"))
         counted_saved = sum(total(m, "saved_tokens") for m in (*_SIMULATED, "amnesia"))
         counted_aux = sum(total(m, "aux_tokens_estimated") for m in (*_SIMULATED, "amnesia"))
@@ -254,6 +258,7 @@ def _mechanism_table(
         kept.append(f"{am_saved:,}")
         aux.append("0")
         net.append(f"{am_saved:,}")
+        needed.append(_needed_cell(need, "amnesia"))
         how.append(("simulated", "sim."))
         labels.append(
             ("reads the task no longer needs hidden (tagger)", "reads hidden (tagger)", "tagger")
@@ -261,6 +266,7 @@ def _mechanism_table(
         kept.append((f"0 … {bound:,}", f"0…{bound:,}"))
         aux.append(f"≈{am_aux:,}")
         net.append((f"{-am_aux:,} … {bound - am_aux:,}", f"{-am_aux:,}…{bound - am_aux:,}"))
+        needed.append("–")
         how.append(("bounded", "bound"))
         counted_saved = sum(total(m, "saved_tokens") for m in (*_SIMULATED, "amnesia"))
         counted_aux = sum(total(m, "aux_tokens_estimated") for m in _SIMULATED)
@@ -268,6 +274,9 @@ def _mechanism_table(
     kept.append(f"{counted_saved:,}")
     aux.append(f"{counted_aux:,}")
     net.append(f"{counted_saved - counted_aux:,}")
+    n_need = sum(v["needed_again"] for v in need.values())
+    n_hidden = sum(v["interventions"] for v in need.values())
+    needed.append(f"{n_need:,} of {n_hidden:,}" if n_hidden else "–")
     how.append("")
     n = len(labels)
     bold = [""] * (n - 1) + ["bold"]
@@ -276,9 +285,30 @@ def _mechanism_table(
         T.column(("≈tokens kept out", "≈kept out"), kept, styles=bold),
         T.column(("aux model ≈", "aux≈"), aux, styles=bold, drop=3),
         T.column("net", net, styles=bold),
+        T.column(("needed again", "needed"), needed, styles=bold, drop=2),
         T.column("how", how, left=True),
     ]
     return T.render(cols, width=width, color=color, total_rows=1)
+
+
+def _needed_per_mechanism(groups: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Over the counted sessions, per mechanism: interventions and how many a later turn
+    needed again (copied from, re-read, recalled)."""
+    out: dict[str, dict[str, int]] = {}
+    for g in groups:
+        for mech, f in (g.get("needed_again") or {}).get("mechanisms", {}).items():
+            t = out.setdefault(mech, {"interventions": 0, "needed_again": 0})
+            t["interventions"] += int(f.get("interventions") or 0)
+            t["needed_again"] += int(f.get("needed_again") or 0)
+    return out
+
+
+def _needed_cell(need: dict[str, dict[str, int]], mech: str) -> str:
+    """`7 of 34`: of the row's interventions, those needed again; – where it hid nothing."""
+    from ctxwrap.report._data import needed_again_of
+
+    n = needed_again_of({"mechanisms": need}, mech)
+    return f"{n[0]:,} of {n[1]:,}" if n and n[1] else "–"
 
 
 def render_text(
@@ -332,6 +362,13 @@ def render_text(
         out += _session_table(counted, width=width, color=color, total=len(counted) > 1)
         out.append("")
         out += _mechanism_table([r.doc for r in counted], tagged=tagged, width=width, color=color)
+        out.append(
+            _wrap(
+                "needed again: of the results a mechanism hid, those a later turn copied from,"
+                " read again or recalled (a lower bound; docs/accounting.md)",
+                width,
+            )
+        )
         if not tagged:
             out.append(
                 _wrap(

@@ -416,6 +416,10 @@ def test_needed_again_column_when_the_replay_has_it() -> None:
     assert needed_again_of(doc, "masking") == (2, 9)
     assert needed_again_of(doc, "bash") == (0, 0)
     assert needed_again_of(None, "masking") is None
+    # the writes row's savings include the edit strip's: its figure covers both
+    doc["mechanisms"]["writes"] = {"interventions": 8, "needed_again": 5}
+    doc["mechanisms"]["edits"] = {"interventions": 38, "needed_again": 1}
+    assert needed_again_of(doc, "writes") == (6, 46)
 
 
 def test_ticks_are_round_and_short() -> None:

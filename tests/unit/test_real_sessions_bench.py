@@ -42,6 +42,10 @@ def test_subset_per_session_and_medians_with_needed_again(tmp_path: Path) -> Non
             for m in r["needed_again"]["mechanisms"].values():
                 assert 0 <= m["needed_again"] <= m["interventions"]
         assert set(res["medians"]) == {"claude", "pi"}
+        for med in res["medians"].values():
+            for m in med["needed_again"].values():
+                # each needed-again result is needed one way: copied, re-read or recalled
+                assert m["copied"] + m["reread"] + m["recalled"] == m["needed_again"]
     # The defaults pay more than the old ones on both agents (the corpus's medians are in
     # docs/accounting.md; this subset is one session of each)
     for agent in ("claude", "pi"):
@@ -51,3 +55,6 @@ def test_subset_per_session_and_medians_with_needed_again(tmp_path: Path) -> Non
         )
     text = rs.render([before, after], sessions=True)
     assert "needed again" in text and "median claude" in text and "median pi" in text
+    masking = after["medians"]["pi"]["needed_again"]["masking"]
+    assert masking["needed_again"] > 0  # this pi session re-reads files it read long before
+    assert f"{masking['reread']} re-read" in text

@@ -118,3 +118,25 @@ def test_nothing_readable_exits_non_zero_with_the_reason(tmp_path: Path) -> None
     assert "no session could be read" in out.stderr and "Claude Code entry" in out.stderr
     missing = cli(str(tmp_path / "nope"), state=tmp_path)
     assert missing.returncode == 66 and "no session file found" in missing.stderr
+
+
+def test_each_mechanism_row_says_how_much_of_what_it_hid_was_needed_again(
+    sessions: Path, tmp_path: Path
+) -> None:
+    doc = json.loads(cli("--json", str(sessions / "pi-one.jsonl"), state=tmp_path).stdout)
+    (group,) = doc["groups"]
+    group["needed_again"]["mechanisms"] = {
+        "masking": {"interventions": 9, "needed_again": 2},
+        "writes": {"interventions": 3, "needed_again": 1},
+        "edits": {"interventions": 5, "needed_again": 0},
+    }
+    lines = render_text(doc, width=120).splitlines()
+
+    def row(label: str) -> str:
+        return next(ln for ln in lines if label in ln)
+
+    assert "2 of 9" in row("(history masking)")
+    assert "1 of 8" in row("(write facts, edit strip)")  # its savings include the edit strip's
+    assert row("(bash digest)").split()[-2] == "–"  # it hid nothing here
+    assert "3 of 17" in row("total ")
+    assert any(ln.startswith("needed again: of the results a mechanism hid") for ln in lines)
