@@ -300,29 +300,56 @@ def split_input(total: int, read: int, caching: Caching) -> tuple[int, int, int]
     return read, 0, rest
 
 
+# `price_requests(read_from=…)`: what cache entry a request read, where the provider said so.
+ReadFrom = int | Literal["head", "none"] | None
+HEAD_BLOCKS = 2  # system prompt and tools: the leading blocks an agent caches on their own
+
+
+def cached_prefix_tokens(
+    shapes: Sequence[RequestShape], i: int, read_from: ReadFrom, ttl_s: float
+) -> int:
+    """Tokens of request `i` read from the cache. `read_from` None: the entry of the previous
+    request, while the gap is at most `ttl_s` (an ideal prefix cache); an index: the entry
+    request `read_from` wrote (the provider read it, so it was alive); "head": the leading
+    system and tools blocks only (their own entry); "none": nothing."""
+    shape = shapes[i]
+    if read_from == "none" or i == 0:
+        return 0
+    if isinstance(read_from, int) and 0 <= read_from < i:
+        return common_prefix_tokens(shapes[read_from].blocks, shape.blocks)
+    prev = shapes[i - 1]
+    read = common_prefix_tokens(prev.blocks, shape.blocks) if shape.ts - prev.ts <= ttl_s else 0
+    if read_from == "head":
+        read = min(read, sum(n for _, n in shape.blocks[:HEAD_BLOCKS]))
+    return read
+
+
 def price_requests(
-    shapes: Sequence[RequestShape], prices: Prices, *, ttl_s: float = 300.0
+    shapes: Sequence[RequestShape],
+    prices: Prices,
+    *,
+    ttl_s: float = 300.0,
+    read_from: Sequence[ReadFrom] | None = None,
 ) -> list[CallCost]:
-    """Price each request of one conversation under an ideal prefix cache.
+    """Price each request of one conversation under a prefix cache.
 
     The longest common block prefix with the previous request is a cache read when the gap
-    since that request is at most `ttl_s`; the rest is a write (explicit caching) or uncached
-    input (automatic). The first request and any request after a longer gap read nothing.
+    since that request is at most `ttl_s` (an ideal cache); the rest is a write (explicit
+    caching) or uncached input (automatic). The first request and any request after a longer
+    gap read nothing. `read_from[i]`, where given, says which entry request `i` read instead
+    (`cached_prefix_tokens`): a real provider misses and serves older entries too.
     """
     out: list[CallCost] = []
-    prev: RequestShape | None = None
-    for shape in shapes:
+    for i, shape in enumerate(shapes):
         total = sum(n for _, n in shape.blocks)
-        read = 0
-        if prev is not None and shape.ts - prev.ts <= ttl_s:
-            read = common_prefix_tokens(prev.blocks, shape.blocks)
+        how = read_from[i] if read_from is not None and i < len(read_from) else None
+        read = cached_prefix_tokens(shapes, i, how, ttl_s)
         r, w, u = split_input(total, read, prices.caching)
         out.append(
             price_tokens(
                 prices, cache_read=r, cache_write=w, uncached=u, output=shape.output_tokens
             )
         )
-        prev = shape
     return out
 
 

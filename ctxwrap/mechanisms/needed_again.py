@@ -36,6 +36,24 @@ KIND_MECHANISM = {
 }
 
 
+# A figure shown for a row of savings covers the same interventions as the row: the writes
+# row's savings include the edit strip's (vocabulary: "writes and edits kept short"), whose
+# needed-again figure is kept apart above.
+ROW_MECHANISMS = {"writes": ("writes", "edits")}
+
+
+def row_figure(per: Any, mechanism: str) -> tuple[int, int]:
+    """(needed again, interventions) of the row `mechanism` from a summary's `mechanisms`
+    (replay's or the live store's)."""
+    needed = hidden = 0
+    for key in ROW_MECHANISMS.get(mechanism, (mechanism,)):
+        m = per.get(key) if isinstance(per, dict) else None
+        if isinstance(m, dict):
+            needed += int(m.get("needed_again") or 0)
+            hidden += int(m.get("interventions") or 0)
+    return needed, hidden
+
+
 # Claude Code numbers the lines of a Read result ("    12→…"); pi does not.
 _LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t)")
 # A re-read asks again for a hidden result when at least this share of one of the two (its own

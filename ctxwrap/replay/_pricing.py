@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from ctxwrap.engine.cost import ONE_HOUR_TTL_S, CallCost, Prices, RequestShape
+from ctxwrap.engine.cost import ONE_HOUR_TTL_S, CallCost, Prices, ReadFrom, RequestShape
 from ctxwrap.engine.cost import default_prices as _default_prices
 from ctxwrap.engine.cost import price_requests as _price_requests
 from ctxwrap.engine.cost import price_tokens as _price_tokens
@@ -34,10 +34,14 @@ def session_prices(
 
 
 def price_requests(
-    shapes: Sequence[RequestShape], prices: Prices, *, ttl_s: float = 300.0
+    shapes: Sequence[RequestShape],
+    prices: Prices,
+    *,
+    ttl_s: float = 300.0,
+    read_from: Sequence[ReadFrom] | None = None,
 ) -> list[CallCost]:
     """Price a session's requests in order; see the cost interface for the caching rules."""
-    return list(_price_requests(shapes, prices, ttl_s=ttl_s))
+    return list(_price_requests(shapes, prices, ttl_s=ttl_s, read_from=read_from))
 
 
 def request_shape(

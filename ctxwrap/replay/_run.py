@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxwrap.engine.cost import ReadFrom, cached_prefix_tokens
 from ctxwrap.replay import _pricing
 from ctxwrap.replay._events import ReadStats
 from ctxwrap.replay._read import NotASession, read_session
@@ -117,9 +118,20 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
         p_prev, o_prev = p_msgs, o_msgs
         plain.append(_pricing.request_shape(c.ts, (*head_p, *p_blocks), c.output_tokens))
         ours.append(_pricing.request_shape(c.ts, (*head_o, *o_blocks), c.output_tokens))
+    hits = recorded_hits(r.calls)
+    # ctxwrap's requests go the same way as plain's (the same agent, timing and provider):
+    # where plain's read is not what its own content explains — an entry missed, an older one
+    # served — ctxwrap's request reads from the same entry; elsewhere its content decides.
+    ours_hits: list[ReadFrom] = [
+        h
+        if h is not None
+        and cached_prefix_tokens(plain, i, h, ttl_s) != cached_prefix_tokens(plain, i, None, ttl_s)
+        else None
+        for i, h in enumerate(hits)
+    ]
     costs = CallCosts(
-        _pricing.price_requests(plain, prices, ttl_s=ttl_s),
-        _pricing.price_requests(ours, prices, ttl_s=ttl_s),
+        _pricing.price_requests(plain, prices, ttl_s=ttl_s, read_from=hits),
+        _pricing.price_requests(ours, prices, ttl_s=ttl_s, read_from=ours_hits),
     )
     for at, side, input_tokens, output_tokens, read_tokens in r.summarisations:
         series = costs.plain if side == "plain" else costs.ctxwrap
@@ -129,6 +141,37 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
                 series[i], input_tokens, output_tokens, prices, read_tokens=read_tokens
             )
     return costs
+
+
+def recorded_hits(calls: Sequence[CallFigures]) -> list[ReadFrom]:
+    """Which cache entry each request read, where the transcript records the provider's usage.
+
+    Real caches do not behave as an ideal one: on Claude Code sessions a request reads from
+    the entry of the request two or four back, or nothing, seconds after the previous one (7–10
+    of ~50 requests of each codemie session miss; docs/accounting.md). Anthropic reports the
+    tokens read, and an entry ends where its request's writes end (read + written), so a read
+    equal to an earlier entry's end names the entry (the latest such request); a read of 0
+    names none; a read shorter than the first entry is of the system prompt and tools alone.
+    Anything else (an automatic cache's rounded reads, an entry a sub-agent or a summary
+    wrote) is left to the ideal cache (None)."""
+    out: list[ReadFrom] = []
+    entries: dict[int, int] = {}  # an entry's end → the latest request that wrote it
+    first: int | None = None
+    for i, c in enumerate(calls):
+        read = c.cache_read_recorded
+        how: ReadFrom = None
+        if i > 0 and read is not None:
+            if read == 0:
+                how = "none"
+            elif read in entries:
+                how = entries[read]
+            elif first is not None and read < first:
+                how = "head"
+        out.append(how)
+        if c.cache_entry_recorded:
+            entries[c.cache_entry_recorded] = i
+            first = c.cache_entry_recorded if first is None else first
+    return out
 
 
 def _sum_costs(costs: list[Any]) -> dict[str, Any]:

@@ -210,6 +210,11 @@ class CallFigures:
     # ctxwrap's context was compacted before this call: with the plain's, or later (its own,
     # `Thresholds.compaction_timing`)
     ours_compaction: bool = False
+    # What the provider recorded of the cache for this request (None: not recorded): tokens
+    # read from it, and the end of the entry the request wrote (explicit caching: read +
+    # written), so a later request's read shows which entry it hit (`_run.recorded_hits`).
+    cache_read_recorded: int | None = None
+    cache_entry_recorded: int | None = None
 
     @property
     def plain_chars(self) -> int:
@@ -1308,6 +1313,12 @@ class SessionSimulator:
                 masked=masked,
                 idle_gap_s=gap,
                 rewrite_from=rewrite_from,
+                cache_read_recorded=m.usage_cache_read_tokens,
+                cache_entry_recorded=(
+                    m.usage_cache_read_tokens + m.usage_cache_write_tokens
+                    if m.usage_cache_read_tokens is not None and m.usage_cache_write_tokens
+                    else None
+                ),
             )
         )
         self.pending_compaction = False

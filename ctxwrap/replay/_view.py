@@ -305,10 +305,10 @@ def _needed_per_mechanism(groups: list[dict[str, Any]]) -> dict[str, dict[str, i
 
 def _needed_cell(need: dict[str, dict[str, int]], mech: str) -> str:
     """`7 of 34`: of the row's interventions, those needed again; – where it hid nothing."""
-    from ctxwrap.report._data import needed_again_of
+    from ctxwrap.mechanisms.needed_again import row_figure
 
-    n = needed_again_of({"mechanisms": need}, mech)
-    return f"{n[0]:,} of {n[1]:,}" if n and n[1] else "–"
+    n = row_figure(need, mech)
+    return f"{n[0]:,} of {n[1]:,}" if n[1] else "–"
 
 
 def render_text(

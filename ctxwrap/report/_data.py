@@ -188,19 +188,9 @@ def needed_again_of(doc: Any, mechanism: str) -> tuple[int, int] | None:
     per = doc.get("mechanisms")
     if not isinstance(per, dict):
         return None
-    needed = hidden = 0
-    for key in _ROW_MECHANISMS.get(mechanism, (mechanism,)):
-        m = per.get(key)
-        if isinstance(m, dict):
-            needed += int(m.get("needed_again") or 0)
-            hidden += int(m.get("interventions") or 0)
-    return needed, hidden
+    from ctxwrap.mechanisms.needed_again import row_figure
 
-
-# A row's savings and its needed-again figure cover the same interventions: the writes row's
-# savings include the edit strip's (vocabulary: "writes and edits kept short"), whose
-# needed-again figure is kept apart (mechanisms/needed_again.KIND_MECHANISM).
-_ROW_MECHANISMS = {"writes": ("writes", "edits")}
+    return row_figure(per, mechanism)
 
 
 def _live_needed_again(conn: sqlite3.Connection, sid: str) -> Any:

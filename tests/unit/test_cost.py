@@ -84,6 +84,29 @@ def test_head_change_reads_only_up_to_the_first_changed_block() -> None:
     assert price_requests([a, d], SONNET)[1].cache_read_tokens == 1500
 
 
+def test_a_request_reads_the_entry_the_provider_says_it_read() -> None:
+    a = shape(0, ("u1", 100))
+    b = shape(5, ("u1", 100), ("a1", 50), ("t1", 400))
+    c = shape(9, ("u1", 100), ("a1", 50), ("t1", 400), ("a2", 30), ("t2", 300))
+    ideal = price_requests([a, b, c], SONNET)
+    assert ideal[2].cache_read_tokens == 2050  # the previous request's whole prompt
+    # the provider served the first request's entry (an entry b wrote elsewhere)
+    older = price_requests([a, b, c], SONNET, read_from=[None, None, 0])
+    assert (older[2].cache_read_tokens, older[2].cache_write_tokens) == (1600, 780)
+    # a miss reads nothing, however warm
+    miss = price_requests([a, b, c], SONNET, read_from=[None, "none", None])
+    assert (miss[1].cache_read_tokens, miss[1].cache_write_tokens) == (0, 2050)
+    # the system prompt and tools alone
+    head = price_requests([a, b, c], SONNET, read_from=[None, None, "head"])
+    assert head[2].cache_read_tokens == 1500
+    # a named entry was alive (the provider read it), past the TTL of the ideal cache too
+    late = shape(4000, ("u1", 100), ("a1", 50), ("t1", 400), ("a2", 30))
+    assert price_requests([a, b, late], SONNET)[2].cache_read_tokens == 0
+    assert price_requests([a, b, late], SONNET, read_from=[None, None, 1])[2].cache_read_tokens == (
+        2050
+    )
+
+
 def test_compaction_rewrites_from_the_summary_on() -> None:
     long = shape(0, ("u1", 100), ("a1", 9000), ("t1", 9000), ("u2", 100))
     # pi compacts: summary message first, then the kept recent messages

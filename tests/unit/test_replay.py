@@ -808,3 +808,86 @@ def test_a_stripped_edits_old_text_is_needed_again_only_when_it_comes_back(
     sim.feed(_edit_session([(later, text)]))
     [strip] = [i for i in sim.finish().interventions if i.kind == "strip_edit"]
     assert strip.needed_again == needed
+
+
+def _recorded_cache_session(reads: list[int], writes: list[int]) -> list[Any]:
+    """A Claude Code session of len(reads) calls, seconds apart, each reading a 6,000-char
+    file; the usage of call i records `reads[i]` tokens read from the cache, `writes[i]`
+    written."""
+    from ctxwrap.replay._events import Header, Message, ToolCall
+
+    ev: list[Any] = [Header("claude", "s", "/w", 0.0, "2.1.197")]
+    ev.append(Message("u1", None, "user", 1.0, 40))
+    t = 2.0
+    for i, (read, write) in enumerate(zip(reads, writes, strict=True)):
+        args = {"file_path": f"/w/m{i}.py"}
+        call = ToolCall(f"r{i}", "read", args, len("Read") + len(json.dumps(args)), "Read")
+        ev.append(
+            Message(f"a{i}", None, "assistant", t, call.chars + 40, [call], request_key=f"q{i}",
+                    model="claude-sonnet-4-5", usage_prompt_tokens=read + write + 10,
+                    usage_input_tokens=10, usage_cache_read_tokens=read,
+                    usage_cache_write_tokens=write)
+        )  # fmt: skip
+        text = "x = 1\n" * 1000
+        ev.append(
+            Message(f"t{i}", None, "tool_result", t + 1, len(text), [], f"r{i}", "read", text)
+        )
+        t += 5
+    ev.append(Message("end", None, "assistant", t, 10, [], request_key="q-end"))
+    return ev
+
+
+def test_replay_prices_the_cache_entry_the_provider_recorded_on_both_sides() -> None:
+    """Real caches miss and serve older entries (docs/accounting.md, "The cache as recorded"):
+    a request whose recorded read names an older entry, or none, is priced so on plain's side
+    and on ctxwrap's, whose request would have gone the same way."""
+    from ctxwrap.replay._run import recorded_hits
+    from ctxwrap.replay._sim import SessionSimulator
+
+    # entries end at read + written: 27,934 · 29,534 · 31,000 · 32,534 · 34,000 · 32,000
+    reads = [0, 27934, 0, 29534, 20000, 31000]
+    writes = [27934, 1600, 31000, 3000, 14000, 1000]
+    sim = SessionSimulator("s", Thresholds(mask=False))
+    sim.feed(_recorded_cache_session(reads, writes))
+    r = sim.finish()
+    # call 1 read call 0's entry; call 2 none, seconds later; call 3 call 1's (not call 2's);
+    # call 4 the system prompt and tools alone; call 5 call 2's; the last call no usage
+    assert recorded_hits(r.calls) == [None, 0, "none", 1, "head", 2, None]
+    costs = price_session(r, _pricing.default_prices("claude-sonnet-4-5"), 300.0)
+    for side in (costs.plain, costs.ctxwrap):
+        whole = [c.cache_read_tokens + c.cache_write_tokens for c in side]
+        assert side[2].cache_read_tokens == 0
+        assert side[3].cache_read_tokens == whole[1] < whole[2]  # the ideal cache: whole[2]
+        assert side[4].cache_read_tokens == tokens(r.calls[4].system_chars) + tokens(
+            r.calls[4].tools_chars
+        )
+        assert side[5].cache_read_tokens == whole[2]
+
+
+def test_a_recorded_read_its_own_content_explains_does_not_bind_ctxwrap() -> None:
+    """Plain compacted (its messages changed: the recorded read is the system prompt and
+    tools); ctxwrap's smaller context did not, and its request reads its own previous prefix."""
+    from ctxwrap.replay._events import Header, SystemPrompt
+    from ctxwrap.replay._sim import SessionSimulator
+
+    events = _compacting_session("auto", None)
+    # an older Claude Code: its summarisation is priced apart from the prefix (all fresh)
+    events[0:1] = [Header("claude", "s", "/w", 0.0, "2.0.76"), SystemPrompt(0.5, 8000, 4000, 0)]
+    first = next(i for i, e in enumerate(events) if getattr(e, "entry_id", "") == "a0")
+    events[first] = dataclasses.replace(
+        events[first], usage_cache_read_tokens=0, usage_cache_write_tokens=20000
+    )
+    after = next(i for i, e in enumerate(events) if getattr(e, "entry_id", "") == "a10")
+    events[after] = dataclasses.replace(
+        events[after], usage_cache_read_tokens=3000, usage_cache_write_tokens=9000
+    )
+    sim = SessionSimulator("s", Thresholds(mask=False))
+    sim.feed(events)
+    r = sim.finish()
+    at = next(c.index for c in r.calls if c.compaction)
+    assert r.compactions_deferred == 1 and not r.calls[at].ours_compaction
+    costs = price_session(r, _pricing.default_prices("claude-sonnet-4-5"), 300.0)
+    prev = costs.ctxwrap[at - 1]
+    assert costs.ctxwrap[at].cache_read_tokens == prev.cache_read_tokens + prev.cache_write_tokens
+    head = tokens(r.calls[at].system_chars) + tokens(r.calls[at].tools_chars)
+    assert head == 3000 and costs.plain[at].cache_read_tokens == head
