@@ -162,6 +162,7 @@ def session_row(g: dict[str, Any]) -> dict[str, Any]:
         "masks_by_reason": g.get("masks_by_reason", {}),
         "needed_again": need,
         "compaction_points": g.get("compaction_points", []),
+        "recorded_cache": g.get("recorded_cache", {}),
     }
 
 
@@ -260,6 +261,13 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
                 )
                 saved = " ".join(f"{m}={r['saved_tokens'].get(m, 0):,}" for m in MECHANISMS)
                 lines.append(f"   {'':44} saved tokens: {saved}")
+                rc = r["recorded_cache"]
+                if rc.get("older_entry") or rc.get("nothing") or rc.get("head_only"):
+                    lines.append(
+                        f"   {'':44} cache as recorded: of {rc['recorded']} requests"
+                        f" {rc['older_entry']} read an older entry, {rc['head_only']} the"
+                        f" system prompt and tools alone, {rc['nothing']} nothing"
+                    )
                 for p in r["compaction_points"]:
                     lines.append(
                         f"   {'':44} compaction: context before it {p['plain_tokens']:,} tokens"

@@ -174,6 +174,16 @@ def recorded_hits(calls: Sequence[CallFigures]) -> list[ReadFrom]:
     return out
 
 
+def _recorded_cache_counts(hits: list[ReadFrom], calls: Sequence[CallFigures]) -> dict[str, int]:
+    """How many requests read an older entry, the system prompt and tools alone, or nothing,
+    by their recorded usage; and how many recorded it at all."""
+    out = {"recorded": sum(1 for c in calls if c.cache_read_recorded is not None)}
+    out["older_entry"] = sum(1 for i, h in enumerate(hits) if isinstance(h, int) and h != i - 1)
+    out["head_only"] = hits.count("head")
+    out["nothing"] = hits.count("none")
+    return out
+
+
 def _sum_costs(costs: list[Any]) -> dict[str, Any]:
     usd = [c.usd for c in costs]
     return {
@@ -286,6 +296,7 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
 def session_json(
     r: SessionReplay, costs: CallCosts, *, per_call: bool, prices: Any = None
 ) -> dict[str, Any]:
+    hits = recorded_hits(r.calls)
     out: dict[str, Any] = {
         "path": r.path,
         "format": r.fmt,
@@ -325,6 +336,9 @@ def session_json(
         "needed_again": needed_again(
             r, prices if prices is not None else _pricing.default_prices(r.model)
         ),
+        # requests whose recorded usage read another cache entry than the previous request's
+        # (docs/accounting.md, "The cache as recorded")
+        "recorded_cache": _recorded_cache_counts(hits, r.calls),
     }
     if per_call:
         out["calls"] = [
@@ -344,8 +358,11 @@ def session_json(
                 "idle_gap_s": round(c.idle_gap_s, 3),
                 "cost_plain": _one_cost(p),
                 "cost_ctxwrap": _one_cost(o),
+                # the entry plain's request read: "previous" (the ideal cache), the index of
+                # an older request, "head" (system prompt and tools), "none"
+                "cache_read_from": "previous" if h is None else h,
             }
-            for c, p, o in zip(r.calls, costs.plain, costs.ctxwrap, strict=True)
+            for c, p, o, h in zip(r.calls, costs.plain, costs.ctxwrap, hits, strict=True)
         ]
         out["intervention_list"] = [
             {

@@ -862,6 +862,13 @@ def test_replay_prices_the_cache_entry_the_provider_recorded_on_both_sides() -> 
             r.calls[4].tools_chars
         )
         assert side[5].cache_read_tokens == whole[2]
+    from ctxwrap.replay._run import session_json
+
+    doc = session_json(r, costs, per_call=True)
+    assert doc["recorded_cache"] == {"recorded": 6, "older_entry": 2, "head_only": 1, "nothing": 1}
+    assert [c["cache_read_from"] for c in doc["calls"]] == [
+        "previous", 0, "none", 1, "head", 2, "previous"
+    ]  # fmt: skip
 
 
 def test_a_recorded_read_its_own_content_explains_does_not_bind_ctxwrap() -> None:
