@@ -118,7 +118,7 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
         p_prev, o_prev = p_msgs, o_msgs
         plain.append(_pricing.request_shape(c.ts, (*head_p, *p_blocks), c.output_tokens))
         ours.append(_pricing.request_shape(c.ts, (*head_o, *o_blocks), c.output_tokens))
-    hits = recorded_hits(r.calls)
+    hits = recorded_hits(r.calls, r.uncached)
     # ctxwrap's requests go the same way as plain's (the same agent, timing and provider):
     # where plain's read is not what its own content explains — an entry missed, an older one
     # served — ctxwrap's request reads from the same entry; elsewhere its content decides.
@@ -143,7 +143,7 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
     return costs
 
 
-def recorded_hits(calls: Sequence[CallFigures]) -> list[ReadFrom]:
+def recorded_hits(calls: Sequence[CallFigures], uncached: bool = False) -> list[ReadFrom]:
     """Which cache entry each request read, where the transcript records the provider's usage.
 
     Real caches do not behave as an ideal one: on Claude Code sessions a request reads from
@@ -153,7 +153,10 @@ def recorded_hits(calls: Sequence[CallFigures]) -> list[ReadFrom]:
     equal to an earlier entry's end names the entry (the latest such request); a read of 0
     names none; a read shorter than the first entry is of the system prompt and tools alone.
     Anything else (an automatic cache's rounded reads, an entry a sub-agent or a summary
-    wrote) is left to the ideal cache (None)."""
+    wrote) is left to the ideal cache (None). A session whose provider never cached
+    (`uncached`) names nothing: there is no entry to miss."""
+    if uncached:
+        return [None] * len(calls)
     out: list[ReadFrom] = []
     entries: dict[int, int] = {}  # an entry's end → the latest request that wrote it
     first: int | None = None
@@ -296,7 +299,7 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
 def session_json(
     r: SessionReplay, costs: CallCosts, *, per_call: bool, prices: Any = None
 ) -> dict[str, Any]:
-    hits = recorded_hits(r.calls)
+    hits = recorded_hits(r.calls, r.uncached)
     out: dict[str, Any] = {
         "path": r.path,
         "format": r.fmt,

@@ -642,6 +642,8 @@ def test_a_provider_that_never_cached_is_priced_uncached(
     if cached_call is None:
         assert cost["cache_read_tokens"] == cost["cache_write_tokens"] == 0
         assert cost["uncached_input_tokens"] > 0
+        # no cache, no entry to miss: its reads of 0 are not counted as misses
+        assert res.session["recorded_cache"]["nothing"] == 0
     else:  # one cached call is enough: the provider caches, the cache is simulated
         assert cost["cache_read_tokens"] > 0
 
