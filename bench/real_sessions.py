@@ -5,11 +5,14 @@ Replays every session file of a corpus directory (default: `../shared/realdata` 
 repository) with `ctxwrap replay`'s simulator — the daemon's own policy code, no model call —
 once per policy, and prints per session and as medians per agent:
 
-- calls, cost saved (cache-priced: the transcript's own model and the cache TTL; aux tokens
-  priced by the aux model: claude-haiku-4-5 under Claude Code, the session's model under pi),
-  tokens saved, per mechanism;
+- calls, cost saved (cache-priced: the transcript's own model and the cache TTL, each request
+  reading the cache entry its recorded usage names — an older one, none — on both sides; aux
+  tokens priced by the aux model: claude-haiku-4-5 under Claude Code, the session's model under
+  pi), tokens saved, per mechanism; how often the recorded usage named another entry than the
+  previous request's (`--sessions`);
 - interventions and the share "needed again" per mechanism (a later edit copied a line only
-  the hidden result held, the file was read again, or it was recalled: a lower bound);
+  the hidden result held, the file was read again, or it was recalled: a lower bound), and how
+  many of each kind;
 - the saving after charging each needed-again result a re-read of the whole result (written
   once, then read by every later call until the next compaction), and after charging only the
   copies and recalls (a re-read is in the transcript already: plain paid it too);
