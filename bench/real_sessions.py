@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwrap.config import Settings
+from ctxwrap.mechanisms.needed_again import how_text
 from ctxwrap.replay import Thresholds, replay_paths, run_json
 from ctxwrap.replay._run import MECHANISMS
 
@@ -174,16 +175,8 @@ def _median(values: list[float | None]) -> float | None:
     return round(statistics.median(vals), 1) if vals else None
 
 
-# How a result was needed again: copied (a later edit or write quoted a line only the hidden
-# result held), re-read (the agent read it again: in the recorded session too, with nothing
-# hidden), recalled (by its handle).
+# the needed-again figures summed per agent (how each was needed: mechanisms/needed_again)
 _NEED_KEYS = ("interventions", "needed_again", "copied", "reread", "recalled")
-_HOW = (("copied", "copied"), ("reread", "re-read"), ("recalled", "recalled"))
-
-
-def _how(f: dict[str, Any]) -> str:
-    """`5 copied, 2 re-read`: how the needed-again results were needed."""
-    return ", ".join(f"{f[k]} {word}" for k, word in _HOW if f.get(k))
 
 
 def summary(rows: list[dict[str, Any]], min_calls: int) -> dict[str, Any]:
@@ -285,7 +278,7 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
         for agent, m in res["medians"].items():
             need = ", ".join(
                 f"{k} {v['needed_again']}/{v['interventions']} ({_f(v['share_pct'], '%')}"
-                + (f": {_how(v)}" if v["needed_again"] else "")
+                + (f": {how_text(v)}" if v["needed_again"] else "")
                 + ")"
                 for k, v in m["needed_again"].items()
             )

@@ -54,6 +54,16 @@ def row_figure(per: Any, mechanism: str) -> tuple[int, int]:
     return needed, hidden
 
 
+def how_text(f: Any) -> str:
+    """`5 copied, 2 re-read`: how a mechanism's needed-again results were needed (a copy costs
+    a re-read plain did not pay; a re-read is in the recorded session too)."""
+    return ", ".join(
+        f"{f[k]} {word}"
+        for k, word in (("copied", "copied"), ("reread", "re-read"), ("recalled", "recalled"))
+        if isinstance(f, dict) and f.get(k)
+    )
+
+
 # Claude Code numbers the lines of a Read result ("    12→…"); pi does not.
 _LINE_NUMBER = re.compile(r"^\s*\d+(?:→|\t)")
 # A re-read asks again for a hidden result when at least this share of one of the two (its own

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwrap.engine.cost import ReadFrom, cached_prefix_tokens
+from ctxwrap.mechanisms.needed_again import how_text
 from ctxwrap.replay import _pricing
 from ctxwrap.replay._events import ReadStats
 from ctxwrap.replay._read import NotASession, read_session
@@ -70,6 +71,8 @@ def discover(paths: Iterable[Path], since: float | None, skipped: Counter[str]) 
 class CallCosts:
     plain: list[Any]
     ctxwrap: list[Any]
+    # per call, the cache entry plain's request read by its recorded usage (recorded_hits)
+    read_from: list[ReadFrom] = field(default_factory=list)
 
 
 def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
@@ -132,6 +135,7 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
     costs = CallCosts(
         _pricing.price_requests(plain, prices, ttl_s=ttl_s, read_from=hits),
         _pricing.price_requests(ours, prices, ttl_s=ttl_s, read_from=ours_hits),
+        hits,
     )
     for at, side, input_tokens, output_tokens, read_tokens in r.summarisations:
         series = costs.plain if side == "plain" else costs.ctxwrap
@@ -299,7 +303,7 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
 def session_json(
     r: SessionReplay, costs: CallCosts, *, per_call: bool, prices: Any = None
 ) -> dict[str, Any]:
-    hits = recorded_hits(r.calls, r.uncached)
+    hits = costs.read_from or [None] * len(r.calls)
     out: dict[str, Any] = {
         "path": r.path,
         "format": r.fmt,
@@ -620,17 +624,6 @@ def _needed_totals(sessions: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _how_needed(f: dict[str, Any]) -> str:
-    """` (5 copied, 2 re-read)`: a copy costs a re-read plain did not pay; a re-read is in the
-    recorded session too, made with nothing hidden."""
-    how = [
-        f"{f[k]} {word}"
-        for k, word in (("copied", "copied"), ("reread", "re-read"), ("recalled", "recalled"))
-        if f.get(k)
-    ]
-    return f" ({', '.join(how)})" if how else ""
-
-
 def _n(v: float) -> str:
     return f"{v:,.0f}"
 
@@ -666,7 +659,8 @@ def render_text(doc: dict[str, Any]) -> str:
         need = t.get("needed_again")
         if need and need["interventions"]:
             parts = ", ".join(
-                f"{m} {f['needed_again']}/{f['interventions']}" + _how_needed(f)
+                f"{m} {f['needed_again']}/{f['interventions']}"
+                + (f" ({how_text(f)})" if how_text(f) else "")
                 for m, f in need["mechanisms"].items()
             )
             lines.append(

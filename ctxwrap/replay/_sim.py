@@ -45,6 +45,7 @@ from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
 from ctxwrap.engine.cost import DEFAULT_SUMMARY_TOKENS, SUMMARY_PROMPT_TOKENS
 from ctxwrap.engine.edits import (
     EDIT_STRIP_MARKER,
+    EDIT_TOOLS,
     TailMessage,
     TailToolCall,
     args_sig,
@@ -403,7 +404,7 @@ def _label(tool: str, args: dict[str, Any]) -> str:
 
 _OLD_KEYS = frozenset({"old_string", "oldText", "old_str", "old"})
 _NEW_KEYS = frozenset({"new_string", "newText", "new_str", "new"})
-_EDIT_NAMES = frozenset({"edit", "multiedit"})  # engine.edits.EDIT_TOOLS, lower-cased
+_EDIT_NAMES = frozenset(t.lower() for t in EDIT_TOOLS)  # replay lower-cases tool names
 _PATH_NAMES = {"read": "read", "write": "write", "edit": "edit", "multiedit": "MultiEdit"}
 _lines = distinctive_lines
 _MESSAGE_SAVINGS = ("bash", "amnesia", "writes", "masking", "compaction")

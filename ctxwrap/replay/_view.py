@@ -16,6 +16,7 @@ from typing import Any
 
 from ctxwrap import _table as T
 from ctxwrap.headline import pct_text, usd_text
+from ctxwrap.mechanisms.needed_again import row_figure
 from ctxwrap.vocabulary import agent_name, mechanism_label, mechanism_words, plural
 
 _HEAD_BYTES = 256 * 1024
@@ -305,8 +306,6 @@ def _needed_per_mechanism(groups: list[dict[str, Any]]) -> dict[str, dict[str, i
 
 def _needed_cell(need: dict[str, dict[str, int]], mech: str) -> str:
     """`7 of 34`: of the row's interventions, those needed again; – where it hid nothing."""
-    from ctxwrap.mechanisms.needed_again import row_figure
-
     n = row_figure(need, mech)
     return f"{n[0]:,} of {n[1]:,}" if n[1] else "–"
 
