@@ -305,6 +305,55 @@ ReadFrom = int | Literal["head", "none"] | None
 HEAD_BLOCKS = 2  # system prompt and tools: the leading blocks an agent caches on their own
 
 
+class RecordedHits:
+    """Which cache entry each request read, by the provider's own usage, one request at a
+    time (`add`): live stats feed it as calls arrive, replay a whole transcript
+    (`recorded_hits`).
+
+    Real caches do not behave as an ideal one: a request seconds after the previous one reads
+    the entry of the request two or four back, or nothing (docs/accounting.md, "The cache as
+    recorded"). An entry ends where its request's writes end, so a read equal to an earlier
+    entry's end names that entry (the latest request that wrote it); a read of 0 names none; a
+    read shorter than the first entry is of the system prompt and tools alone. Anything else
+    (an automatic cache's rounded reads, an entry a sub-agent or a summary wrote) is left to
+    the ideal cache (None). Until some request has read or written the cache, nothing is
+    named: a provider that never reports its cache has no entry to miss."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, int] = {}  # an entry's end → the latest request that wrote it
+        self.first: int | None = None
+        self.active = False  # some earlier request read or wrote the cache
+        self.count = 0
+
+    def add(self, read: int | None, entry: int | None) -> ReadFrom:
+        """The next request: `read` the tokens it read from the cache (None: not recorded),
+        `entry` the end of the entry it wrote (read + written, where it wrote; else None)."""
+        i, self.count = self.count, self.count + 1
+        how: ReadFrom = None
+        if i > 0 and read is not None and self.active:
+            if read == 0:
+                how = "none"
+            elif read in self.seen:
+                how = self.seen[read]
+            elif self.first is not None and read < self.first:
+                how = "head"
+        if read:
+            self.active = True
+        if entry:
+            self.active = True
+            self.seen[entry] = i
+            self.first = entry if self.first is None else self.first
+        return how
+
+
+def recorded_hits(reads: Sequence[int | None], entries: Sequence[int | None]) -> list[ReadFrom]:
+    """`RecordedHits` over a whole session: `reads[i]`, `entries[i]` of request `i`."""
+    hits = RecordedHits()
+    return [
+        hits.add(read, entries[i] if i < len(entries) else None) for i, read in enumerate(reads)
+    ]
+
+
 def cached_prefix_tokens(
     shapes: Sequence[RequestShape], i: int, read_from: ReadFrom, ttl_s: float
 ) -> int:
@@ -494,6 +543,9 @@ class CallSizes(NamedTuple):
     # plain model does not add one of its own at this request (it compacts with the recorded
     # one, "behind")
     summarises: bool = False
+    # the cache entry the provider says this request read (`recorded_hits` on the usage the
+    # agent reported for it); None: the previous request's while warm (an ideal cache)
+    read_from: ReadFrom = None
 
 
 @dataclass(frozen=True)
@@ -710,6 +762,52 @@ def _prefixed_cost(total: int, read: int, prices: Prices, wt: Weights, warm: boo
     return PricedInput(r, w, u, r * wt.read + w * wt.write + u * wt.uncached, usd)
 
 
+# Sizes measured from the agent's side differ from the provider's by a few tokens per entry
+# (the cache markers an agent moves, JSON framing): within this, two reads are the same entry.
+ENTRY_SLACK_TOKENS = 64
+
+
+def _natural_read(
+    chain: Sequence[tuple[int, int]], link: int, warm: bool, base: int
+) -> tuple[int, int]:
+    """What a prefix cache reads of the next request of `chain` by its content alone, and
+    from which request's entry (-1: the system prompt and tools, `base`, which agents cache on
+    their own): the latest entry it shares whole (an entry ends where its request ended;
+    after a rewrite that is an older request's). A read the provider recorded other than this
+    was its own doing. Past the cache's lifetime (`warm` False) it reads nothing, but names
+    the entry all the same."""
+    shared = link
+    for k in range(len(chain) - 1, -1, -1):
+        size, prev_shared = chain[k]
+        if size <= shared + ENTRY_SLACK_TOKENS:
+            return (min(size, shared) if warm else 0), k
+        shared = min(shared, prev_shared)
+    return (min(link, base) if warm else 0), -1
+
+
+def _entry_read(
+    chain: Sequence[tuple[int, int]], link: int, how: ReadFrom, warm: bool, base: int
+) -> tuple[int, bool]:
+    """(tokens read, warm) of the next request of `chain` (each earlier request's size and the
+    prefix it shared with the one before), which shares `link` with the last: from the entry
+    `how` names (`recorded_hits`), or the last one's (None). An older entry is the prefix the
+    two requests share: no longer than it, nor than any request in between shared with the
+    one before it (the provider read it, so it was alive). "head": the system prompt and tools
+    (`base`) at most."""
+    if how is None:
+        return link, warm
+    if how == "none":
+        return 0, warm
+    if how == "head":
+        return min(link, base), warm
+    if not 0 <= how < len(chain):
+        return link, warm
+    read = min(chain[how][0], link)
+    for _size, shared in chain[how + 1 :]:
+        read = min(read, shared)
+    return read, True
+
+
 @dataclass(frozen=True)
 class SessionPricing:
     """Per call of a session: what was sent, what plain pi would have sent, and the plain
@@ -765,6 +863,10 @@ class SessionPricer:
         # the checks so far: the smallest size plain pi compacted at, the largest it did not
         self.crossed_min: int | None = None
         self.held_max: int | None = None
+        # per request so far, as sent and as plain: (its size, the prefix it shares with the
+        # request before it), so a read of an older entry is priced (`_entry_read`)
+        self.sent_chain: list[tuple[int, int]] = []
+        self.plain_chain: list[tuple[int, int]] = []
 
     def holds_for(self, policy: CompactionPolicy) -> bool:
         """Would `policy` have decided every compaction check so far the same way? (Only its
@@ -803,7 +905,24 @@ class SessionPricer:
             sent_read = min(call.plain_base_tokens, call.sent_tokens)
         else:
             sent_read = 0
-        actual = _prefixed_cost(call.sent_tokens, sent_read, prices, wt, warm)
+        # The provider's own record of which entry it read (`call.read_from`): the request as
+        # sent reads that entry; plain's reads it too where that is not what ctxwrap's own
+        # content explains (a miss, an older entry served: the provider's doing, not a rewrite)
+        how = call.read_from if prev is not None else None
+        base = call.plain_base_tokens
+        a_read, a_warm = _entry_read(self.sent_chain, sent_read, how, warm, base)
+        follow = False
+        if how is not None:
+            natural, entry = _natural_read(self.sent_chain, sent_read, warm, base)
+            follow = (
+                # after ctxwrap rewrote its history the provider read an older entry of
+                # ctxwrap's own; which of plain's it would have read is not known, unless it
+                # lost them all
+                (how == "none" or entry == len(self.sent_chain) - 1)
+                and abs((a_read if a_warm else 0) - natural) > ENTRY_SLACK_TOKENS
+            )
+        actual = _prefixed_cost(call.sent_tokens, a_read, prices, wt, a_warm)
+        self.sent_chain.append((call.sent_tokens, sent_read))
         # -- plain counterfactual
         comp: CompactionCost | None = None
         if prev is None:
@@ -880,7 +999,11 @@ class SessionPricer:
             if not turn and growth > 0:
                 self.chunks.append(growth)
         rewritten = max(0, min(rewritten, size))
-        plain = _prefixed_cost(size, size - rewritten, prices, wt, warm)
+        p_read, p_warm = _entry_read(
+            self.plain_chain, size - rewritten, how if follow else None, warm, base
+        )
+        plain = _prefixed_cost(size, p_read, prices, wt, p_warm)
+        self.plain_chain.append((size, size - rewritten))
         self.plain_size = size
         self.prev = call
         if comp is not None:

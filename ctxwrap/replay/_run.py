@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwrap.engine.cost import ReadFrom, cached_prefix_tokens
+from ctxwrap.engine.cost import recorded_hits as engine_recorded_hits
 from ctxwrap.mechanisms.needed_again import how_text
 from ctxwrap.replay import _pricing
 from ctxwrap.replay._events import ReadStats
@@ -148,37 +149,14 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
 
 
 def recorded_hits(calls: Sequence[CallFigures], uncached: bool = False) -> list[ReadFrom]:
-    """Which cache entry each request read, where the transcript records the provider's usage.
-
-    Real caches do not behave as an ideal one: on Claude Code sessions a request reads from
-    the entry of the request two or four back, or nothing, seconds after the previous one (7–10
-    of ~50 requests of each codemie session miss; docs/accounting.md). Anthropic reports the
-    tokens read, and an entry ends where its request's writes end (read + written), so a read
-    equal to an earlier entry's end names the entry (the latest such request); a read of 0
-    names none; a read shorter than the first entry is of the system prompt and tools alone.
-    Anything else (an automatic cache's rounded reads, an entry a sub-agent or a summary
-    wrote) is left to the ideal cache (None). A session whose provider never cached
-    (`uncached`) names nothing: there is no entry to miss."""
+    """Which cache entry each request read, where the transcript records the provider's usage
+    (`engine.cost.recorded_hits`, as live stats read it). A session whose provider never
+    cached (`uncached`) names nothing: there is no entry to miss."""
     if uncached:
         return [None] * len(calls)
-    out: list[ReadFrom] = []
-    entries: dict[int, int] = {}  # an entry's end → the latest request that wrote it
-    first: int | None = None
-    for i, c in enumerate(calls):
-        read = c.cache_read_recorded
-        how: ReadFrom = None
-        if i > 0 and read is not None:
-            if read == 0:
-                how = "none"
-            elif read in entries:
-                how = entries[read]
-            elif first is not None and read < first:
-                how = "head"
-        out.append(how)
-        if c.cache_entry_recorded:
-            entries[c.cache_entry_recorded] = i
-            first = c.cache_entry_recorded if first is None else first
-    return out
+    return engine_recorded_hits(
+        [c.cache_read_recorded for c in calls], [c.cache_entry_recorded for c in calls]
+    )
 
 
 def _recorded_cache_counts(hits: list[ReadFrom], calls: Sequence[CallFigures]) -> dict[str, int]:

@@ -24,6 +24,7 @@ from ctxwrap.engine.cost import (
     price_requests,
     price_session,
     price_tokens,
+    recorded_hits,
     registry_prices,
     weights,
 )
@@ -265,6 +266,77 @@ def test_session_without_compaction_prices_both_series_by_their_prefixes() -> No
     assert plain.compactions == 0 and priced.plain_tokens == (300, 600, 900, 1200)
     assert actual.cache_read_tokens == 1050 and actual.cache_write_tokens == 450
     assert actual.usd == pytest.approx((1050 * 0.3 + 450 * 3.75) / 1e6)
+
+
+def test_live_pricing_reads_the_entry_the_provider_says_each_request_read() -> None:
+    """Live stats follow the provider's record of the cache (`CallSizes.read_from`), as replay
+    does: the request as sent reads the named entry, and plain's reads it too where ctxwrap's
+    own content does not explain the read."""
+    none = CompactionPolicy(context_window=None)
+
+    def priced(calls: list[CallSizes]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        p = price_session(calls, lambda _m: SONNET, none)
+        return (
+            [(a.cache_read_tokens, a.cache_write_tokens) for a in p.actual],
+            [(q.cache_read_tokens, q.cache_write_tokens) for q in p.plain],
+        )
+
+    ideal_a, ideal_p = priced(_calls())
+    assert ideal_a[2] == (350, 50) and ideal_p[2] == (600, 300)
+    # a miss: nothing read on either side, however warm
+    calls = _calls()
+    calls[2] = calls[2]._replace(read_from="none")
+    a, p = priced(calls)
+    assert a[2] == (0, 400) and p[2] == (0, 900)
+    assert a[3] == ideal_a[3] and p[3] == ideal_p[3]  # the next request reads the new entry
+    # an older entry (request 0's): what both share with it
+    calls = _calls()
+    calls[3] = calls[3]._replace(read_from=0)
+    a, p = priced(calls)
+    assert a[3] == (300, 150) and p[3] == (300, 900)
+    # the system prompt and tools alone
+    calls = _calls()
+    calls[3] = calls[3]._replace(read_from="head")
+    a, p = priced(calls)
+    assert a[3] == (100, 350) and p[3] == (100, 1100)
+    # the previous entry named: what the ideal cache reads anyway
+    calls = _calls()
+    calls[3] = calls[3]._replace(read_from=2)
+    assert priced(calls) == (ideal_a, ideal_p)
+    # ctxwrap rewrote its history after request 0's end (a mask): the provider read request
+    # 0's entry because of ctxwrap's content, and plain, which rewrote nothing, reads its own
+    # previous entry
+    calls = _calls()
+    calls[3] = calls[3]._replace(sent_prefix_tokens=300, read_from=0)
+    a, p = priced(calls)
+    assert a[3] == (300, 150) and p[3] == ideal_p[3] == (900, 300)
+    # ... and found that entry lost (only the system prompt and tools read): a loss of
+    # ctxwrap's own older entry, which says nothing of plain's previous one
+    calls[3] = calls[3]._replace(read_from="head")
+    a, p = priced(calls)
+    assert a[3] == (100, 350) and p[3] == (900, 300)
+    # ... or found nothing at all: every entry was lost, plain's too
+    calls[3] = calls[3]._replace(read_from="none")
+    a, p = priced(calls)
+    assert a[3] == (0, 450) and p[3] == (0, 1200)
+    # a named entry was alive (the provider read it), past the TTL of the ideal cache too
+    calls = _calls()
+    calls[3] = calls[3]._replace(ts=4000.0)
+    assert priced(calls)[0][3] == (0, 450)
+    calls[3] = calls[3]._replace(read_from=2)
+    a, p = priced(calls)
+    assert a[3] == (400, 50) and p[3] == (900, 300)
+
+
+def test_recorded_hits_name_the_entry_each_read_ends_at() -> None:
+    # entries end at read + written; 0 reads nothing; a read short of the first entry is the
+    # system prompt and tools; anything else is not named
+    reads = [0, 1000, 0, 1000, 1500, 700, 1234]
+    entries = [1000, 1500, 1600, None, 1800, None, None]
+    assert recorded_hits(reads, entries) == [None, 0, "none", 0, 1, "head", None]
+    # a provider that never reports its cache names nothing (its 0 is no miss)
+    assert recorded_hits([0, 0, 0], [None, None, None]) == [None, None, None]
+    assert recorded_hits([None, None], [None, None]) == [None, None]
 
 
 def test_plain_pi_compacts_at_its_own_threshold_and_the_saving_is_capped_there() -> None:
