@@ -410,6 +410,9 @@ class TurnEnd(Request):
     cache_write_tokens: Count = 0
     model: str | None = None
     record_id: str | None = Field(None, min_length=1, max_length=128)  # as LlmCall's
+    # the llm_call (its call_index) this usage is of, so the cost model prices that request on
+    # the cache entry the provider says it read; None: a side request, or an older adapter
+    call_index: Int | None = Field(None, ge=0)
 
 
 # -- recall, capabilities, facts ------------------------------------------------------------

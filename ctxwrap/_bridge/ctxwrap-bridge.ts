@@ -1771,6 +1771,9 @@ function install(pi: any): void {
 					cache_read_tokens: u.cacheRead ?? 0,
 					cache_write_tokens: u.cacheWrite ?? 0,
 					model: m?.provider && m?.model ? `${m.provider}/${m.model}` : null,
+					// the request this usage is of: the cost model prices it on the cache entry
+					// the provider read (docs/accounting.md)
+					call_index: callIndex > 0 ? callIndex - 1 : null,
 				},
 				(reply) => {
 					applyConfig(reply?.config); // a reloaded config.toml reaches running sessions here

@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -216,6 +216,9 @@ MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX llm_calls_record ON llm_calls(session_id, record_id);
     CREATE UNIQUE INDEX turns_record ON turns(session_id, record_id);
     """,
+    # 11: the call a turn's provider usage is of (llm_calls.id; NULL: a side request, or an
+    # older adapter): the cost model prices that call on the cache entry the provider read
+    "ALTER TABLE turns ADD COLUMN llm_call_id INTEGER;",
 ]
 
 

@@ -40,7 +40,16 @@ def record_llm_call(store: Store, req: P.LlmCall) -> bool:
 
 
 def record_turn(store: Store, req: P.TurnEnd) -> bool:
-    """Whether the turn was recorded now (False: its record_id was recorded before)."""
+    """Whether the turn was recorded now (False: its record_id was recorded before). Its usage
+    is linked to the call it is of: the latest recorded with that index (a resumed session
+    numbers its calls from 0 again)."""
+    call_id = None
+    if req.call_index is not None:
+        rows = store.query(
+            "SELECT MAX(id) id FROM llm_calls WHERE session_id=? AND call_index=?",
+            (req.session_id, req.call_index),
+        )
+        call_id = rows[0]["id"] if rows else None
     return store.insert(
         "turns",
         {
@@ -53,6 +62,7 @@ def record_turn(store: Store, req: P.TurnEnd) -> bool:
             "cache_write_tokens": req.cache_write_tokens,
             "model": req.model,
             "record_id": req.record_id,
+            "llm_call_id": call_id,
         },
         ignore=True,
     )

@@ -27,6 +27,7 @@ from ctxwrap.engine.cost import (
     CompactionPolicy,
     PricedInput,
     Prices,
+    RecordedHits,
     SessionPricer,
     caching_for_api,
     compaction_call_cost,
@@ -369,6 +370,14 @@ class PricedSession:
         self._prev_count: int | None = None
         self._prev_prompt: int | None = None
         self.pricer: SessionPricer | None = None
+        # the provider's usage of each call, where the adapter linked it (schema 11): llm_calls
+        # id → (cache read, cache write); which entry each call read follows from it
+        self.has_link = has_column(conn, "turns", "llm_call_id")
+        self.call_ids: list[int] = []
+        self.call_pos: dict[int, int] = {}  # llm_calls id → its place in self.calls
+        self.usage: dict[int, tuple[int, int]] = {}
+        self.hits = RecordedHits()
+        self.hits_fed = 0  # calls fed to self.hits
 
     def prices_of(self, model: str | None) -> Prices:
         key = model or "unknown"
@@ -396,8 +405,23 @@ class PricedSession:
         for i, row in enumerate(rows):
             # the next call's time, if read: a compaction before it follows this call
             self._add_call(row[1:], rows[i + 1][1] if i + 1 < len(rows) else None)
+            self.call_pos[int(row[0])] = len(self.call_ids)
+            self.call_ids.append(int(row[0]))
         if rows:
             self.last_call_id = rows[-1][0]
+        if self.has_link:
+            # a usage of nothing at all is none recorded (an error's, an aborted request's)
+            for cid, read, write in conn.execute(
+                """SELECT llm_call_id, cache_read_tokens, cache_write_tokens FROM turns
+                   WHERE session_id=? AND id > ? AND llm_call_id IS NOT NULL
+                         AND input_tokens + cache_read_tokens + cache_write_tokens > 0
+                   ORDER BY id""",
+                (sid, self.last_turn_id),
+            ):
+                self.usage[int(cid)] = (int(read), int(write))
+                if self.call_pos.get(int(cid), self.hits_fed) < self.hits_fed:
+                    # its call was judged without it: judge them all again
+                    self.hits, self.hits_fed = RecordedHits(), 0
         # pi's threshold is in the provider's tokens: calibrate chars/4 on what the provider
         # reported for this session's turns (input incl. cache reads/writes, and output).
         turns = conn.execute(
@@ -434,7 +458,25 @@ class PricedSession:
             out_tokens = round(output / count)
         return replace(self.static_policy, scale=scale, output_tokens=out_tokens)
 
+    def _follow_recorded_cache(self) -> None:
+        """Each call's cache entry by its provider usage (`RecordedHits`): live stats price
+        the cache the provider ran, as `ctxwrap replay` does from a transcript. A usage that
+        arrives after its call was judged changes what that call (or a later one) read: the
+        calls are judged again, and those already priced make the session priced again."""
+        priced = len(self.priced) if self.pricer is not None else 0
+        for k in range(self.hits_fed, len(self.calls)):
+            u = self.usage.get(self.call_ids[k])
+            how = self.hits.add(
+                None if u is None else u[0], u[0] + u[1] if u is not None and u[1] > 0 else None
+            )
+            if self.calls[k].read_from != how:
+                self.calls[k] = self.calls[k]._replace(read_from=how)
+                if k < priced:
+                    self.pricer = None
+        self.hits_fed = len(self.calls)
+
     def _price(self) -> None:
+        self._follow_recorded_cache()
         policy = self.policy()
         if self.pricer is None or not self.pricer.holds_for(policy):
             if self.pricer is not None:
@@ -781,7 +823,7 @@ class CostFigures:
 BUCKET_S = 900
 # Bump when the pricing of a session changes (code, not data): figures cached by an older
 # daemon are priced again.
-COST_MODEL_VERSION = 1
+COST_MODEL_VERSION = 2  # 2: calls priced on the cache entry their usage names
 _FIELDS = tuple(CostFigures.__dataclass_fields__)
 
 

@@ -12,6 +12,7 @@ that happened.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,15 @@ def test_ordinary_session_cost_reduction_matches_the_recount(
 ) -> None:
     plain, wrapped = run_pair(pi, tmp_path, xdg, 2, None)
     cost = session_cost(xdg)
+    # each turn's usage names its request (the bridge's turn_end call_index): the cost model
+    # prices each on the cache entry the provider read
+    with sqlite3.connect(xdg.db) as db:
+        links = db.execute(
+            """SELECT t.turn_index, c.call_index FROM turns t
+               LEFT JOIN llm_calls c ON c.id = t.llm_call_id ORDER BY t.id"""
+        ).fetchall()
+    assert links and all(call is not None for _, call in links), links
+    assert [call for _, call in links] == sorted({call for _, call in links}), links
     assert compaction_entries(plain) == compaction_entries(wrapped) == 0
     assert cost["compactions"] == cost["plain_compactions"] == 0
     reported, _ = check(plain, wrapped, cost)

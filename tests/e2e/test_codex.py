@@ -220,6 +220,13 @@ def test_codex_exec_digest_tombstone_patch_strip(tmp_path: Path, xdg: Xdg) -> No
         assert provider["cache_read_tokens"] == sum(
             r.usage["input_tokens_details"]["cached_tokens"] for r in reqs if r.usage
         )
+        # each usage names its request (turn_end call_index): priced on what the cache read
+        with sqlite3.connect(xdg.db) as db:
+            linked = db.execute(
+                """SELECT c.call_index FROM turns t JOIN llm_calls c ON c.id = t.llm_call_id
+                   ORDER BY t.id"""
+            ).fetchall()
+        assert linked == [(i,) for i in range(len(reqs))]
         by_mech = {m["mechanism"]: m for m in totals["mechanisms"]}
         for mech in ("bash", "amnesia", "writes"):
             assert by_mech[mech]["saved_chars"] > 0, mech

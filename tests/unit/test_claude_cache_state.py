@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given
@@ -197,3 +198,37 @@ def test_the_cache_lifetime_a_request_asked_for() -> None:
     old = body({"type": "ephemeral", "ttl": "1h"})
     old["messages"] += [{"role": "user", "content": "more"}] * 4
     assert marked_ttl_s(old) is None
+
+
+def test_the_prefix_two_requests_share_is_what_the_cache_reads() -> None:
+    """`sent_prefix_chars` of the Claude Code proxy's llm_call: the leading blocks (tools,
+    system, whole messages) equal to the previous request's, the moving marker ignored."""
+    mark = {"type": "ephemeral"}
+    tools = [{"name": "Bash", "input_schema": {"type": "object"}}]
+    system = [{"type": "text", "text": "You are Claude Code.", "cache_control": mark}]
+
+    def msg(role: str, text: str, marked: bool = False) -> dict[str, Any]:
+        block: dict[str, Any] = {"type": "text", "text": text}
+        if marked:
+            block["cache_control"] = mark
+        return {"role": role, "content": [block]}
+
+    first = {"tools": tools, "system": system, "messages": [msg("user", "go " * 50, True)]}
+    second = {
+        **first,
+        "messages": [msg("user", "go " * 50), msg("assistant", "ok"), msg("user", "more", True)],
+    }
+    a, b = wire.prefix_blocks(first), wire.prefix_blocks(second)
+    size = wire.measure(second)
+    # the first message lost its marker: still shared; the two new ones are not
+    shared = wire.shared_prefix_chars(a, b)
+    assert shared == size.tools + size.system + len(
+        json.dumps(second["messages"][0], separators=(",", ":"))
+    )
+    assert wire.shared_prefix_chars(b, b) == sum(n for _, n in b)
+    # an earlier message rewritten (a mask): only what comes before it is shared
+    masked = {**second, "messages": [msg("user", "[masked]"), *second["messages"][1:]]}
+    assert wire.shared_prefix_chars(b, wire.prefix_blocks(masked)) == size.tools + size.system
+    # another tool list: nothing is
+    assert wire.shared_prefix_chars(b, wire.prefix_blocks({**second, "tools": []})) == 0
+    assert wire.shared_prefix_chars([], b) == 0

@@ -462,3 +462,76 @@ def test_the_report_marks_the_call_after_a_recorded_compaction(tmp_path: Path) -
     conn.execute("UPDATE compactions SET ts=ts+100")
     assert not any(c.compaction for c in from_db(conn, SID).calls)
     conn.close()
+
+
+def _turn(
+    store: Store, i: int, read: int, write: int, *, linked: bool = True, fresh: int = 5
+) -> None:
+    from ctxwrap.mechanisms.accounting import record_turn
+
+    record_turn(
+        store,
+        P.TurnEnd(
+            session_id=SID,
+            turn_index=i,
+            input_tokens=fresh,
+            output_tokens=10,
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            call_index=i if linked else None,
+        ),
+    )
+
+
+def test_live_stats_price_the_cache_entry_the_provider_reported(tmp_path: Path) -> None:
+    """A turn's usage names its call (`TurnEnd.call_index`); the call is priced on the entry
+    the provider read — a miss, an older entry — as `ctxwrap replay` prices a transcript."""
+    db = build(tmp_path)
+    with connect(db, readonly=True) as conn:
+        ideal = compute_stats(conn, session=SID).totals.cost
+    assert ideal.sent_weighted == pytest.approx(667.5)
+    store = Store(db)
+    # entries end at 300 and 350; request 2 read nothing; request 3 read request 1's entry
+    for i, (read, write) in enumerate([(0, 300), (300, 50), (0, 400), (350, 100)]):
+        _turn(store, i, read, write)
+    links = [r[0] for r in store.conn.execute("SELECT llm_call_id FROM turns ORDER BY id")]
+    calls = [r[0] for r in store.conn.execute("SELECT id FROM llm_calls ORDER BY id")]
+    assert links == calls
+    store.close()
+    with connect(db, readonly=True) as conn:
+        c = compute_stats(conn, session=SID).totals.cost
+    # request 2: 400 written (500) instead of 350 read + 50 written (97.5); request 3: the
+    # 350 it shares with request 1 read, 100 written (160) instead of 400 read, 50 written
+    assert c.sent_weighted == pytest.approx(375 + 92.5 + 500 + 160)
+    assert c.plain_weighted > ideal.plain_weighted  # plain missed at request 2 as well
+
+
+def test_a_usage_that_arrives_after_its_call_was_priced_prices_it_again(tmp_path: Path) -> None:
+    db = build(tmp_path)
+    live = CA.PricedSession(SID, 300.0, None)
+    with connect(db, readonly=True) as conn:
+        live.refresh(conn)  # the daemon priced every call before any usage came
+    store = Store(db)
+    for i, (read, write) in enumerate([(0, 300), (300, 50), (0, 400), (350, 100)]):
+        _turn(store, i, read, write)
+    _turn(store, 4, 0, 0, linked=False)  # a side request: paid, but of no call
+    store.close()
+    with connect(db, readonly=True) as conn:
+        live.refresh(conn)
+        fresh = CA.PricedSession(SID, 300.0, None)
+        fresh.refresh(conn)
+    assert [c[1] for c in live.costs().calls] == [c[1] for c in fresh.costs().calls]
+    assert [c[2] for c in live.costs().calls] == [c[2] for c in fresh.costs().calls]
+    assert live.costs().calls[2][1].cache_read_tokens == 0
+
+
+def test_usage_without_a_call_index_is_priced_on_the_ideal_cache(tmp_path: Path) -> None:
+    """An older adapter's turns (no call_index): nothing is linked, the ideal cache stays; so
+    does a call whose usage is empty (a failed request's: no miss, nothing recorded)."""
+    db = build(tmp_path)
+    store = Store(db)
+    for i, (read, write) in enumerate([(0, 300), (300, 50), (0, 0), (350, 100)]):
+        _turn(store, i, read, write, linked=i in (0, 1, 2), fresh=0)
+    store.close()
+    with connect(db, readonly=True) as conn:
+        assert compute_stats(conn, session=SID).totals.cost.sent_weighted == pytest.approx(667.5)

@@ -114,6 +114,7 @@ class ClaudeSession:
         self.seen: set[str] = set()
         self.first_request = True
         self.call_index = 0
+        self.prev_blocks: list[tuple[str, int]] = []  # the previous call as sent (prefix_blocks)
         self.turn_index = 0
         self.lock = threading.RLock()
         self.facts: dict[str, str] = {}  # Write tool_use_id → its one-line fact
@@ -356,8 +357,7 @@ class ClaudeSession:
         own; its provider usage still goes to `/v1/turn_end` — it is paid for, under plain
         Claude Code just the same.
         """
-        if body.get("tools"):
-            self._record_agent_call(body, applied)
+        index = self._record_agent_call(body, applied) if body.get("tools") else None
         if usage is not None and usage.seen:
             with self.lock:
                 turn, self.turn_index = self.turn_index, self.turn_index + 1
@@ -371,6 +371,7 @@ class ClaudeSession:
                     "cache_read_tokens": usage.cache_read_tokens,
                     "cache_write_tokens": usage.cache_write_tokens,
                     "model": f"anthropic/{usage.model}" if usage.model else None,
+                    "call_index": index,
                 },
                 timeout=3.0,
             )
@@ -398,7 +399,8 @@ class ClaudeSession:
         if pending is not None:
             self.daemon.call("/v1/compaction", pending, timeout=1.0)
 
-    def _record_agent_call(self, body: JsonDict, applied: list[Edit]) -> None:
+    def _record_agent_call(self, body: JsonDict, applied: list[Edit]) -> int:
+        """Send the call's record; returns its call_index (its usage names it)."""
         self._send_compaction()
         size = wire.measure(body)
         present = wire.all_tool_ids(body.get("messages") or [])
@@ -416,6 +418,14 @@ class ClaudeSession:
                 e.savedChars for e in applied if isinstance(e, StripWriteEdit | StripEditEdit)
             )
             index, self.call_index = self.call_index, self.call_index + 1
+            # shared with the previous call as sent: a mask's rewrite, a compaction, a
+            # sub-agent's request in between are priced as what they write. The first call of
+            # this proxy (a resumed session's too) is unknown: an append-only list is assumed
+            blocks = wire.prefix_blocks(body)
+            shared = (
+                wire.shared_prefix_chars(self.prev_blocks, blocks) if self.prev_blocks else None
+            )
+            self.prev_blocks = blocks
         marked = marked_ttl_s(body)
         self.daemon.call(
             "/v1/llm_call",
@@ -423,6 +433,7 @@ class ClaudeSession:
                 "session_id": self.session_id,
                 "call_index": index,
                 "message_count": len(body.get("messages") or []),
+                "sent_prefix_chars": shared,
                 # the 1-hour cache (subscription logins): priced with its lifetime and rate
                 "cache_ttl_s": marked if marked is not None and marked > 300.0 else None,
                 "sent_chars": {
@@ -440,6 +451,7 @@ class ClaudeSession:
             },
             timeout=3.0,
         )
+        return index
 
     # -- the hook path --------------------------------------------------------------------------
 

@@ -503,6 +503,7 @@ class CodexSession:
                     "model": f"{self.provider}/{usage.model or model}"
                     if (usage.model or model)
                     else None,
+                    "call_index": index,
                 },
                 timeout=3.0,
             )
