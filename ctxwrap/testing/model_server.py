@@ -302,7 +302,21 @@ class PromptCacheSim:
     def __init__(self, ttl_s: float = 300.0) -> None:
         self.ttl_s = ttl_s
         self._written: dict[str, float] = {}  # prefix hash → last write/read time
+        self._last_written: list[str] = []  # what the latest request wrote (not what it read)
         self._lock = threading.Lock()
+
+    def forget(self, how: str) -> None:
+        """Lose entries the way a real provider does (docs/accounting.md, "The cache as
+        recorded"): "none", everything (the next request reads nothing); "older", what the
+        latest request wrote (the next one reads an older request's entry)."""
+        with self._lock:
+            if how == "none":
+                self._written.clear()
+            elif how == "older":
+                for h in self._last_written:
+                    self._written.pop(h, None)
+            else:
+                raise ValueError(f"unknown cache loss {how!r}")
 
     def usage(self, body: Mapping[str, Any], now: float | None = None) -> CacheUsage:
         now = time.time() if now is None else now
@@ -326,6 +340,7 @@ class PromptCacheSim:
             write_k = max(last_mark, read_k)
             for k in marks:
                 self._written[hashes[k - 1]] = now
+            self._last_written = [hashes[k - 1] for k in marks if k != read_k]
             if read_k:
                 self._written[hashes[read_k - 1]] = now  # a hit refreshes the TTL
         tok = [math.ceil(c / 4) for c in chars]
@@ -478,8 +493,12 @@ class ScriptedModelServer:
         summary_text: str = DEFAULT_SUMMARY_TEXT,
         cache_ttl_s: float = 300.0,
         side_text: str | None = None,
+        cache_losses: Mapping[int, str] | None = None,
     ) -> None:
-        """side_text: answer Claude Code's side requests (an Anthropic request without
+        """cache_losses: script step → how the simulated Anthropic cache loses entries just
+        before that step's request (`PromptCacheSim.forget`): a real provider's misses.
+
+        side_text: answer Claude Code's side requests (an Anthropic request without
         ``tools``: the interactive session's title, …) with this text, as kind ``side``,
         without consuming the script; None: they take script steps like any request.
 
@@ -496,6 +515,7 @@ class ScriptedModelServer:
         self.cache_simulation = cache_simulation
         self.summary_text = summary_text
         self.side_text = side_text
+        self.cache_losses = dict(cache_losses or {})
         self._cached_prefix: list[str] = []
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -673,6 +693,8 @@ class ScriptedModelServer:
                 self.main_delay_s + step.delay_s,
                 cached_tokens=cached,
             )
+        if served in self.cache_losses and api == "anthropic":
+            self.cache.forget(self.cache_losses[served])
         if reply.status is None or reply.status < 400:
             reply.usage = self._usage_of(api, body, reply, now)
         self._record(

@@ -387,38 +387,39 @@ AGREE_NOTES = "".join(
 )
 
 
-def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, xdg: Xdg) -> None:
-    """The same scripted session under plain Claude Code and under ctxwrap claude: replaying
-    the plain transcript (the daemon's own policy code) says what live stats say — per
-    mechanism, and the cache-priced saving net of aux calls. A digest, a write strip and a read
-    masked while the cache is warm once its file is untouched for long enough."""
+def _agree_steps(work: Path) -> list[dict[str, Any]]:
+    bash = [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": f"echo step {i}"}}]}
+        for i in range(14)
+    ]
+    return [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "seq 1 6000"}}]},
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "N.txt")}}]},
+        {
+            "tool_calls": [
+                {
+                    "name": "Write",
+                    "arguments": {"file_path": str(work / "v.py"), "content": AGREE_BODY},
+                }
+            ]
+        },
+        *bash,
+        {"text": "done"},
+    ]
 
-    def steps(work: Path) -> list[dict[str, Any]]:
-        bash = [
-            {"tool_calls": [{"name": "Bash", "arguments": {"command": f"echo step {i}"}}]}
-            for i in range(14)
-        ]
-        return [
-            {"tool_calls": [{"name": "Bash", "arguments": {"command": "seq 1 6000"}}]},
-            {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "N.txt")}}]},
-            {
-                "tool_calls": [
-                    {
-                        "name": "Write",
-                        "arguments": {"file_path": str(work / "v.py"), "content": AGREE_BODY},
-                    }
-                ]
-            },
-            *bash,
-            {"text": "done"},
-        ]
 
+def _plain_and_wrapped(
+    tmp_path: Path, xdg: Xdg, losses: dict[int, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same scripted session under plain Claude Code and under ctxwrap claude, the cache
+    losing entries at the same steps (`losses`): (the replay of the plain transcript, the
+    wrapped session's live stats), both as --json."""
     sessions: dict[str, str] = {}
     for mode in ("plain", "wrapped"):
         work = tmp_path / mode / "work"
         work.mkdir(parents=True)
         (work / "N.txt").write_text(AGREE_NOTES)
-        with ScriptedModelServer(steps(work)) as srv:
+        with ScriptedModelServer(_agree_steps(work), cache_losses=losses) as srv:
             env = claude_env(xdg.env(), home=tmp_path / mode / "home", base_url=srv.root_url)
             argv = [str(find_claude())] if mode == "plain" else [*CTXWRAP, "claude"]
             proc = subprocess.run(
@@ -449,7 +450,11 @@ def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, x
         timeout=60,
     )
     assert out.returncode == 0 and live.returncode == 0, out.stderr + live.stderr
-    replay, real = json.loads(out.stdout)["totals"], json.loads(live.stdout)["totals"]
+    return json.loads(out.stdout), json.loads(live.stdout)
+
+
+def _assert_agree(replay_doc: dict[str, Any], live_doc: dict[str, Any]) -> None:
+    replay, real = replay_doc["totals"], live_doc["totals"]
     assert replay["llm_calls"] == real["llm_calls"] == 18
     by_replay = {m["mechanism"]: m["saved_chars"] for m in replay["mechanisms"]}
     by_real = {m["mechanism"]: m["saved_chars"] for m in real["mechanisms"]}
@@ -467,6 +472,32 @@ def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, x
     replay_pct = 100 * (plain_w - ctx_w - replay["aux_tokens_estimated"]) / plain_w
     assert real["cost"]["saved_pct"] > 10
     assert abs(replay_pct - real["cost"]["saved_pct"]) <= 3.0, (replay_pct, real["cost"])
+    # what ctxwrap sent, priced: the same cache on both sides (the provider's, as recorded)
+    live_w = real["cost"]["sent_weighted"]
+    print(f"saved: live {real['cost']['saved_pct']}%, replayed {replay_pct:.1f}%;"
+          f" as sent: live {live_w}, replayed {ctx_w}")  # fmt: skip
+    assert abs(ctx_w - live_w) <= 0.05 * live_w, (ctx_w, live_w)
+
+
+def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, xdg: Xdg) -> None:
+    """The same scripted session under plain Claude Code and under ctxwrap claude: replaying
+    the plain transcript (the daemon's own policy code) says what live stats say — per
+    mechanism, and the cache-priced saving net of aux calls. A digest, a write strip and a read
+    masked while the cache is warm once its file is untouched for long enough. Then again with
+    a provider that misses: both price the cache entries the provider's usage says it read."""
+    ideal_replay, ideal_live = _plain_and_wrapped(tmp_path / "ideal", xdg, {})
+    _assert_agree(ideal_replay, ideal_live)
+    [session] = ideal_replay["groups"]
+    assert session["recorded_cache"]["nothing"] == session["recorded_cache"]["older_entry"] == 0
+    losses = {5: "none", 9: "older", 12: "none", 15: "older"}
+    lossy_replay, lossy_live = _plain_and_wrapped(tmp_path / "lossy", xdg, losses)
+    [session] = lossy_replay["groups"]
+    assert session["recorded_cache"]["nothing"] >= 2, session["recorded_cache"]
+    assert session["recorded_cache"]["older_entry"] >= 1, session["recorded_cache"]
+    _assert_agree(lossy_replay, lossy_live)
+    # live stats priced the misses (an ideal cache would write about what it did above)
+    ideal_w = ideal_live["totals"]["cost"]["cache_write_tokens"]
+    assert lossy_live["totals"]["cost"]["cache_write_tokens"] > 1.3 * ideal_w
 
 
 SUMMARY = "<analysis>read it</analysis><summary>1. Primary Request: read big.txt.</summary>"
@@ -526,10 +557,18 @@ def test_claude_codes_own_compaction_is_recorded_beside_the_plain_one(
     assert cost["compactions"] == 1 and cost["compaction_weighted"] == 0
     # plain compacts once: at its threshold (the same), not again with the session's
     assert cost["plain_compactions"] == 1
-    # ctxwrap kept nothing out here: both sides cost the same but for its aux call (before,
-    # plain's summarisation was priced all fresh and the real one as a cached call)
+    # ctxwrap kept nothing out here: its requests are priced as the provider billed them, the
+    # misses its usage records included (the resumed process's summarisation request and the
+    # one after the compaction read nothing), within 5 %; plain's model misses with them
+    with sqlite3.connect(xdg.db) as db:
+        usage = db.execute(
+            "SELECT cache_read_tokens, cache_write_tokens, input_tokens FROM turns ORDER BY id"
+        ).fetchall()
+    assert [u[0] == 0 for u in usage] == [True, False, True, True], usage
+    bill = sum(read * 0.1 + write * 1.25 + fresh for read, write, fresh in usage)
     ours = cost["total_weighted"] - cost["aux_weighted"]
-    assert abs(ours - cost["total_plain_weighted"]) <= 0.02 * cost["total_plain_weighted"]
+    assert abs(ours - bill) <= 0.05 * bill, (ours, bill)
+    assert cost["plain_cache_read_tokens"] < 0.5 * cost["plain_cache_write_tokens"], cost
     # the transcript 2.1.197 wrote (session metadata such as `mode` entries, the compaction)
     # replays with nothing unread
     from ctxwrap.replay import replay_paths, run_json

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import httpx
+import pytest
 
 from ctxwrap.testing.model_server import (
     PromptCacheSim,
@@ -155,6 +156,24 @@ def test_cache_expires_after_ttl_and_ignores_other_models() -> None:
     other = {**b, "model": "another"}
     assert sim.usage(other, now=1101).cache_read_input_tokens == 0
     assert sim.usage(b, now=1100 + 301).cache_read_input_tokens == 0  # expired
+
+
+def test_the_cache_loses_entries_as_a_real_provider_does() -> None:
+    """`forget`: "older" makes the next request read the entry of the one before the latest
+    (its read is that entry's end: read + written), "none" makes it read nothing."""
+    texts = [f"turn {i} " * 50 for i in range(3)]
+    bodies = [body([*(user(t, marked=False) for t in texts[:i]), user(texts[i])]) for i in range(3)]
+    sim = PromptCacheSim()
+    u0 = sim.usage(bodies[0], now=1)
+    u1 = sim.usage(bodies[1], now=2)
+    assert u1.cache_read_input_tokens == u0.cache_read_input_tokens + u0.cache_creation_input_tokens
+    sim.forget("older")
+    u2 = sim.usage(bodies[2], now=3)
+    assert u2.cache_read_input_tokens == u0.cache_read_input_tokens + u0.cache_creation_input_tokens
+    sim.forget("none")
+    assert sim.usage(bodies[2], now=4).cache_read_input_tokens == 0
+    with pytest.raises(ValueError):
+        sim.forget("sometimes")
 
 
 def test_no_breakpoint_means_no_write() -> None:
