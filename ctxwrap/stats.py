@@ -85,6 +85,11 @@ class ProviderFigures:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    # of the agent's calls, those whose usage shows what the cache served other than the
+    # previous request's entry (`engine.cost.RecordedHits`; the cost figures price them so)
+    cache_older_entry: int = 0
+    cache_head_only: int = 0
+    cache_nothing: int = 0
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,7 @@ class _Raw:
     sent: int = 0
     saved: dict[str, int] = field(default_factory=dict)
     aux: dict[str, list[int]] = field(default_factory=dict)  # mechanism -> [n, failed, in, out]
-    turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
+    turns: list[int] = field(default_factory=lambda: [0] * 8)  # ProviderFigures' fields
     cost: CostFigures = field(default_factory=CostFigures)
 
     def add(self, other: _Raw) -> None:
@@ -222,6 +227,45 @@ def figures_from(raw: _Raw) -> Figures:
         mechanisms=tuple(mechs),
         cost=raw.cost,
     )
+
+
+def _recorded_cache(
+    conn: sqlite3.Connection, session: str | None, sessions: set[str]
+) -> list[tuple[str, float, int | str]]:
+    """(session, call time, what it read) of each call whose provider usage names an entry
+    other than the previous request's: an older request's index, "head" or "none" — as the
+    cost model reads them (`PricedSession`), over each session's calls in order."""
+    from ctxwrap.engine.cost import RecordedHits
+
+    if not sessions or not has_column(conn, "turns", "llm_call_id"):
+        return []
+    cond, params = ("session_id = ?", (session,)) if session is not None else ("1=1", ())
+    usage: dict[int, tuple[int, int]] = {}
+    cached: set[str] = set()  # sessions whose provider reported a cache read or write
+    for cid, sid, read, write in conn.execute(
+        f"""SELECT llm_call_id, session_id, cache_read_tokens, cache_write_tokens FROM turns
+            WHERE {cond} AND llm_call_id IS NOT NULL
+                  AND input_tokens + cache_read_tokens + cache_write_tokens > 0
+            ORDER BY id""",
+        params,
+    ):
+        usage[int(cid)] = (int(read), int(write))
+        if (read or write) and sid in sessions:
+            cached.add(sid)
+    out: list[tuple[str, float, int | str]] = []
+    hits: dict[str, RecordedHits] = {}
+    for cid, sid, ts in conn.execute(
+        f"SELECT id, session_id, ts FROM llm_calls WHERE {cond} ORDER BY id", params
+    ):
+        if sid not in cached:  # nothing to name (`RecordedHits`)
+            continue
+        h = hits.setdefault(sid, RecordedHits())
+        i = h.count
+        u = usage.get(int(cid))
+        how = h.add(None if u is None else u[0], u[0] + u[1] if u and u[1] > 0 else None)
+        if how is not None and how != i - 1:
+            out.append((sid, float(ts), how))
+    return out
 
 
 def resolve_session(conn: sqlite3.Connection, wanted: str) -> str:
@@ -335,6 +379,11 @@ def compute_stats(
         turns = cell(r[0], r[1]).turns
         for i, v in enumerate(r[2:7]):
             turns[i] += v
+    for sid, ts, how in _recorded_cache(conn, session, {sid for sid, _ in cells}):
+        if since is None or ts >= since:
+            b = int(ts / _BUCKET_S) if by == "day" else 0
+            slot = 5 if isinstance(how, int) else 6 if how == "head" else 7
+            cell(sid, b).turns[slot] += 1
 
     # Cache-priced figures: each session is priced whole (a call's price depends on the calls
     # before it), per 15-minute bucket, as the daemon cached them unless the session changed
@@ -568,6 +617,9 @@ def _figures_json(f: Figures, agent: str | None) -> dict[str, Any]:
             "output_tokens": f.provider.output_tokens,
             "cache_read_tokens": f.provider.cache_read_tokens,
             "cache_write_tokens": f.provider.cache_write_tokens,
+            "cache_older_entry": f.provider.cache_older_entry,
+            "cache_head_only": f.provider.cache_head_only,
+            "cache_nothing": f.provider.cache_nothing,
         },
         "cost": _cost_json(f.cost),
         "headline": _headline_json(f, agent),
@@ -837,6 +889,13 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
             f"provider-reported over {plural(p.turns, 'turn')}: input {_n(p.input_tokens)},"
             f" output {_n(p.output_tokens)}, cache read {_n(p.cache_read_tokens)},"
             f" cache write {_n(p.cache_write_tokens)}"
+        )
+    if p.cache_older_entry or p.cache_head_only or p.cache_nothing:
+        # why the bill is above what an ideal cache would cost (docs/accounting.md)
+        out.append(
+            f"the provider's cache: {plural(p.cache_nothing, 'request')} read nothing,"
+            f" {_n(p.cache_older_entry)} an older entry, {_n(p.cache_head_only)} the system"
+            " prompt and tools alone (the cost figures price them so)"
         )
     return out
 

@@ -495,6 +495,9 @@ def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, x
     assert session["recorded_cache"]["nothing"] >= 2, session["recorded_cache"]
     assert session["recorded_cache"]["older_entry"] >= 1, session["recorded_cache"]
     _assert_agree(lossy_replay, lossy_live)
+    provider = lossy_live["totals"]["provider"]
+    assert provider["cache_nothing"] >= 2 and provider["cache_older_entry"] >= 1, provider
+    assert ideal_live["totals"]["provider"]["cache_nothing"] == 0
     # live stats priced the misses (an ideal cache would write about what it did above)
     ideal_w = ideal_live["totals"]["cost"]["cache_write_tokens"]
     assert lossy_live["totals"]["cost"]["cache_write_tokens"] > 1.3 * ideal_w

@@ -504,6 +504,16 @@ def test_live_stats_price_the_cache_entry_the_provider_reported(tmp_path: Path) 
     # 350 it shares with request 1 read, 100 written (160) instead of 400 read, 50 written
     assert c.sent_weighted == pytest.approx(375 + 92.5 + 500 + 160)
     assert c.plain_weighted > ideal.plain_weighted  # plain missed at request 2 as well
+    # and the view says so: which requests the cache did not serve the previous entry
+    with connect(db, readonly=True) as conn:
+        report = compute_stats(conn, session=SID)
+        p = report.totals.provider
+        assert (p.cache_nothing, p.cache_older_entry, p.cache_head_only) == (1, 1, 0)
+        text = render_text(report, color=False, width=120)
+        assert "the provider's cache: 1 request read nothing, 1 an older entry" in text, text
+        # a --since after the miss counts only what follows it
+        later = compute_stats(conn, session=SID, since=time.time() - 100 + 2.5).totals.provider
+        assert (later.cache_nothing, later.cache_older_entry) == (0, 1)
 
 
 def test_a_usage_that_arrives_after_its_call_was_priced_prices_it_again(tmp_path: Path) -> None:

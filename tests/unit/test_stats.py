@@ -367,6 +367,9 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "output_tokens",
         "cache_read_tokens",
         "cache_write_tokens",
+        "cache_older_entry",
+        "cache_head_only",
+        "cache_nothing",
     }
     assert all(set(m) == MECH_KEYS for m in doc["totals"]["mechanisms"])
     assert set(doc["totals"]["cost"]) == COST_KEYS
