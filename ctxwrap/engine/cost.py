@@ -899,12 +899,13 @@ class SessionPricer:
             sent_read = call.sent_prefix_tokens
         elif prev is not None and not call.compacted_before:
             sent_read = prev.sent_tokens  # older bridge: assume an append-only list
-        elif prev is not None:
-            # after a compaction the system prompt and tools are unchanged: read from the
-            # cache, as the plain side's are below
-            sent_read = min(call.plain_base_tokens, call.sent_tokens)
         else:
             sent_read = 0
+        if prev is not None and call.compacted_before:
+            # after a compaction the system prompt and tools are unchanged: read from the
+            # cache, as the plain side's are below (the previous request, a summarisation of
+            # another shape — Codex's remote one — may share nothing with this one)
+            sent_read = max(sent_read, min(call.plain_base_tokens, call.sent_tokens))
         # The provider's own record of which entry it read (`call.read_from`): the request as
         # sent reads that entry; plain's reads it too where that is not what ctxwrap's own
         # content explains (a miss, an older entry served: the provider's doing, not a rewrite)

@@ -487,6 +487,18 @@ def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, x
     a provider that misses: both price the cache entries the provider's usage says it read."""
     ideal_replay, ideal_live = _plain_and_wrapped(tmp_path / "ideal", xdg, {})
     _assert_agree(ideal_replay, ideal_live)
+    # the request that first carried the mask shares only what came before the masked read
+    # with the previous one as sent; as Claude Code sent it, everything
+    with sqlite3.connect(xdg.db) as db:
+        rows = db.execute(
+            """SELECT sent_prefix_chars, plain_prefix_chars, saved_amnesia FROM llm_calls
+               WHERE session_id = ? ORDER BY id""",
+            (ideal_live["filter"]["session"],),
+        ).fetchall()
+    [masked] = [i for i in range(1, len(rows)) if rows[i][2] > rows[i - 1][2]]
+    assert rows[masked][0] < 0.8 * rows[masked][1], rows
+    # before it the two differ by the digested output only (plain had it whole)
+    assert all(sent and plain and sent <= plain for sent, plain, _ in rows[1:masked]), rows
     [session] = ideal_replay["groups"]
     assert session["recorded_cache"]["nothing"] == session["recorded_cache"]["older_entry"] == 0
     losses = {5: "none", 9: "older", 12: "none", 15: "older"}

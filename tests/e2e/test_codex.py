@@ -227,6 +227,16 @@ def test_codex_exec_digest_tombstone_patch_strip(tmp_path: Path, xdg: Xdg) -> No
                    ORDER BY t.id"""
             ).fetchall()
         assert linked == [(i,) for i in range(len(reqs))]
+        # and each call says what it shares with the one before (the chain is append-only
+        # here: about the whole previous request); the first is unknown
+        with sqlite3.connect(xdg.db) as db:
+            rows = db.execute(
+                """SELECT sent_system + sent_messages + sent_tools, sent_prefix_chars
+                   FROM llm_calls ORDER BY id"""
+            ).fetchall()
+        assert rows[0][1] is None
+        for (before, _), (_, shared) in itertools.pairwise(rows):
+            assert 0.95 * before <= shared <= before, rows
         by_mech = {m["mechanism"]: m for m in totals["mechanisms"]}
         for mech in ("bash", "amnesia", "writes"):
             assert by_mech[mech]["saved_chars"] > 0, mech

@@ -499,3 +499,52 @@ def test_claude_codes_summarisation_request_gets_frozen_edits_only(tmp_path: Pat
     assert not wire.is_compaction_request(quoted)
     assert not wire.is_compaction_request([{"role": "assistant", "content": ask}])
     assert not wire.is_compaction_request([])
+
+
+def test_each_call_says_what_it_shares_with_the_previous_as_sent_and_as_plain(
+    tmp_path: Path,
+) -> None:
+    """`sent_prefix_chars` / `plain_prefix_chars` of the proxy's llm_call: a mask's rewrite
+    cuts the first, not the second; the plain one counts a digested output at its full size;
+    a proxy's first call knows neither."""
+    from ctxwrap.engine.edits import MaskEdit
+
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    big = "".join(f"line {i}\n" for i in range(2000))
+    hook = {
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": "b1",
+        "tool_input": {"command": "seq 1 2000"},
+        "tool_response": {"stdout": big, "stderr": "", "interrupted": False},
+    }
+    digest = sess.handle_hook(hook)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
+    first = _bash_round("b1", "seq 1 2000", {"content": digest})
+    more = [
+        {"role": "assistant", "content": [{"type": "text", "text": "done " * 100}]},
+        {"role": "user", "content": [{"type": "text", "text": "and now?"}]},
+    ]
+    second = {**first, "messages": [*first["messages"], *more]}
+    sess.record_call(first, [], None)
+    sess.record_call(second, [], None)
+    # the third as sent: the digested result masked; as Claude Code sent it: unchanged
+    third = json.loads(json.dumps(second))
+    third["messages"][2]["content"][0]["content"] = "[masked]"
+    mask = MaskEdit(toolCallId="b1", text="[masked]", savedChars=len(digest) - 8)
+    sess.record_call(third, [mask], None, json.dumps(second).encode())
+    calls = [body for path, body in daemon.calls if path == "/v1/llm_call"]
+    assert [(c["sent_prefix_chars"], c["plain_prefix_chars"]) for c in calls[:1]] == [(None, None)]
+    whole_first = len(json.dumps(first["tools"], separators=(",", ":"))) + sum(
+        len(json.dumps(m, separators=(",", ":"))) for m in first["messages"]
+    )
+    saved = len(big) - len(digest)
+    assert calls[1]["sent_prefix_chars"] == whole_first
+    assert calls[1]["plain_prefix_chars"] == whole_first + saved  # the output as plain had it
+    before_mask = len(json.dumps(first["tools"], separators=(",", ":"))) + sum(
+        len(json.dumps(m, separators=(",", ":"))) for m in first["messages"][:2]
+    )
+    assert calls[2]["sent_prefix_chars"] == before_mask
+    assert calls[2]["plain_prefix_chars"] == calls[1]["plain_prefix_chars"] + sum(
+        len(json.dumps(m, separators=(",", ":"))) for m in more
+    )

@@ -17,6 +17,7 @@ from ctxwrap.agents._proxy.cache_state import (
     head_key,
     load_states,
     marked_ttl_s,
+    shared_prefix_chars,
     tools_key,
     variant_key,
 )
@@ -221,14 +222,14 @@ def test_the_prefix_two_requests_share_is_what_the_cache_reads() -> None:
     a, b = wire.prefix_blocks(first), wire.prefix_blocks(second)
     size = wire.measure(second)
     # the first message lost its marker: still shared; the two new ones are not
-    shared = wire.shared_prefix_chars(a, b)
+    shared = shared_prefix_chars(a, b)
     assert shared == size.tools + size.system + len(
         json.dumps(second["messages"][0], separators=(",", ":"))
     )
-    assert wire.shared_prefix_chars(b, b) == sum(n for _, n in b)
+    assert shared_prefix_chars(b, b) == sum(n for _, n in b)
     # an earlier message rewritten (a mask): only what comes before it is shared
     masked = {**second, "messages": [msg("user", "[masked]"), *second["messages"][1:]]}
-    assert wire.shared_prefix_chars(b, wire.prefix_blocks(masked)) == size.tools + size.system
+    assert shared_prefix_chars(b, wire.prefix_blocks(masked)) == size.tools + size.system
     # another tool list: nothing is
-    assert wire.shared_prefix_chars(b, wire.prefix_blocks({**second, "tools": []})) == 0
-    assert wire.shared_prefix_chars([], b) == 0
+    assert shared_prefix_chars(b, wire.prefix_blocks({**second, "tools": []})) == 0
+    assert shared_prefix_chars([], b) == 0

@@ -182,6 +182,32 @@ def test_usage_reader_sse() -> None:
     assert seen == [("c9", "exec_command")]
 
 
+def test_the_prefix_two_requests_share_is_what_the_cache_reads() -> None:
+    """`sent_prefix_chars` of the Codex proxy's llm_call: tools, instructions, then the input
+    items in order, as long as they equal the previous request's."""
+    from ctxwrap.agents._proxy.cache_state import shared_prefix_chars
+
+    items = [
+        {"role": "developer", "content": [{"type": "input_text", "text": "be brief"}]},
+        {"role": "user", "content": [{"type": "input_text", "text": "go " * 40}]},
+        {"type": "function_call", "call_id": "c1", "name": "exec_command", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "x" * 500},
+    ]
+    body = {
+        "tools": [{"type": "function", "name": "exec_command"}],
+        "instructions": "You are Codex.",
+    }
+    first, second = {**body, "input": items[:2]}, {**body, "input": items}
+    a, b = wire.prefix_blocks(first), wire.prefix_blocks(second)
+    size = wire.measure(first)
+    assert shared_prefix_chars(a, b) == sum(n for _, n in a)
+    # the same chars the stats measure, but for the JSON framing of the lists
+    assert 0 <= size.system + size.tools + size.messages - sum(n for _, n in a) <= 8
+    # the tool output rewritten (a mask): everything before it is shared
+    masked = {**body, "input": [*items[:3], {**items[3], "output": "[masked]"}]}
+    assert shared_prefix_chars(b, wire.prefix_blocks(masked)) == sum(n for _, n in b[:-1])
+
+
 def test_session_id_is_validated() -> None:
     assert wire.session_id_of({"session-id": "01a2-b"}, {}) == "01a2-b"
     assert wire.session_id_of({}, {"prompt_cache_key": "abc"}) == "abc"

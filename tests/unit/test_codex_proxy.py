@@ -74,7 +74,7 @@ def test_a_compaction_is_recorded_only_when_its_summary_came_back() -> None:
             self.calls: list[Any] = []
             self.compactions: list[Any] = []
 
-        def record_call(self, body: Any, applied: Any, usage: Any) -> None:
+        def record_call(self, body: Any, applied: Any, usage: Any, original: Any = None) -> None:
             self.calls.append(usage)
 
         def record_compaction(self, usage: Any, trigger: str) -> None:

@@ -34,6 +34,44 @@ def strip_cache_control(value: Any) -> Any:
     return value
 
 
+def prefix_block(value: Any) -> tuple[str, int]:
+    """One block of a request in the provider's cache order, as (identity, chars): the chars
+    of its compact JSON (as the stats measure what is sent), the identity without the
+    `cache_control` markers an agent moves, so two requests share what a cache reads of them."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":")) if value else ""
+    ident = json.dumps(strip_cache_control(value), sort_keys=True, ensure_ascii=False)
+    digest = hashlib.blake2b(ident.encode("utf-8", "surrogatepass"), digest_size=16)
+    return digest.hexdigest(), len(text)
+
+
+def shared_prefix(
+    previous: list[tuple[str, int]], current: list[tuple[str, int]]
+) -> tuple[int, int]:
+    """(chars, blocks) of `current`'s leading blocks identical to `previous`'s: what the cost
+    model prices as read from the previous request's cache entry (`LlmCall.sent_prefix_chars`)."""
+    total = count = 0
+    for (a, _), (b, n) in zip(previous, current, strict=False):
+        if a != b:
+            break
+        total += n
+        count += 1
+    return total, count
+
+
+def shared_prefix_chars(previous: list[tuple[str, int]], current: list[tuple[str, int]]) -> int:
+    return shared_prefix(previous, current)[0]
+
+
+def parsed_original(original: bytes | None) -> dict[str, Any] | None:
+    """The agent's own request body (before ctxwrap's edits), or None when it does not parse:
+    what the plain session sent (`LlmCall.plain_prefix_chars`)."""
+    try:
+        body = json.loads(original) if original is not None else None
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
 # Anthropic's cache lifetimes, by the `ttl` of a `cache_control` marker (none: 5 minutes).
 _TTL_S = {"5m": 300.0, "1h": 3600.0}
 # Markers sit on the system prompt, the tools and the newest messages (Claude Code moves its

@@ -10,14 +10,13 @@ gets a sibling module with the same four jobs.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxwrap.agents._proxy.cache_state import strip_cache_control
+from ctxwrap.agents._proxy.cache_state import prefix_block
 from ctxwrap.agents._proxy.sse import JsonEventStream
 from ctxwrap.engine.edits import (
     Edit,
@@ -251,33 +250,14 @@ def measure(body: Mapping[str, Any]) -> BodySize:
 
 
 def prefix_blocks(body: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """The request in the provider's cache order (tools, system, each message) as (identity,
-    chars as `measure` counts them): identities without the `cache_control` markers Claude
-    Code moves every request, so two requests share what the cache would read of them."""
-
-    def block(value: Any) -> tuple[str, int]:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":")) if value else ""
-        ident = json.dumps(strip_cache_control(value), sort_keys=True, ensure_ascii=False)
-        digest = hashlib.blake2b(ident.encode("utf-8", "surrogatepass"), digest_size=16)
-        return digest.hexdigest(), len(text)
-
+    """The request in the provider's cache order (tools, system, each message), each a
+    `prefix_block`: what `shared_prefix_chars` compares with the previous call's."""
     messages = body.get("messages")
     return [
-        block(body.get("tools")),
-        block(body.get("system")),
-        *(block(m) for m in (messages if isinstance(messages, list) else ())),
+        prefix_block(body.get("tools")),
+        prefix_block(body.get("system")),
+        *(prefix_block(m) for m in (messages if isinstance(messages, list) else ())),
     ]
-
-
-def shared_prefix_chars(previous: list[tuple[str, int]], current: list[tuple[str, int]]) -> int:
-    """Chars of `current`'s leading blocks identical to `previous`'s: what the cost model
-    prices as read from the previous request's cache entry (`LlmCall.sent_prefix_chars`)."""
-    total = 0
-    for (a, _), (b, n) in zip(previous, current, strict=False):
-        if a != b:
-            break
-        total += n
-    return total
 
 
 @dataclass

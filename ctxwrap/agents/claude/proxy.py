@@ -41,10 +41,17 @@ JsonDict = dict[str, Any]
 class _Context:
     """What `prepare` decided for one request, handed back with its response."""
 
-    def __init__(self, sess: ClaudeSession | None, body: JsonDict | None, applied: list[Edit]):
+    def __init__(
+        self,
+        sess: ClaudeSession | None,
+        body: JsonDict | None,
+        applied: list[Edit],
+        original: bytes | None = None,
+    ):
         self.sess = sess
         self.body = body  # the main request's body (None: count_tokens, or not ours)
         self.applied = applied
+        self.original = original  # the agent's own bytes, where `applied` edited the body
         self.round: TagRound | None = None
 
 
@@ -222,7 +229,9 @@ class _Adapter:
         if method != "POST":
             return Exchange(raw, url)
         body_out, sess, body, applied = self.proxy.edit_body(rest, headers, raw)
-        return Exchange(body_out, url, _Context(sess, body, applied))
+        return Exchange(
+            body_out, url, _Context(sess, body, applied, raw if applied and body else None)
+        )
 
     def tap(self, exchange: Exchange, status: int, headers: httpx.Headers) -> ResponseTap | None:
         ctx = exchange.context
@@ -245,7 +254,7 @@ class _Adapter:
         usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
         if ctx.round is not None:
             ctx.sess.round_ended(ctx.round)  # a stream cut short ends its round too
-        ctx.sess.record_call(ctx.body, ctx.applied, usage)
+        ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original)
 
     def unreachable(self, exc: Exception) -> bytes:
         err = {

@@ -27,6 +27,9 @@ from ctxwrap.agents._proxy.cache_state import (
     cold_reason,
     head_key,
     marked_ttl_s,
+    parsed_original,
+    shared_prefix,
+    shared_prefix_chars,
     tools_key,
     variant_key,
 )
@@ -50,6 +53,8 @@ from ctxwrap.engine.facts import line_count
 from ctxwrap.engine.masking import call_paths
 
 JsonDict = dict[str, Any]
+# a request's blocks as sent, the agent's own request and its blocks (`_call_blocks`)
+_Blocks = tuple[list[tuple[str, int]], dict[str, Any] | None, list[tuple[str, int]]]
 AuxRunner = Callable[
     [JsonDict, float], JsonDict
 ]  # (aux request, deadline seconds) → AuxResult fields
@@ -114,7 +119,9 @@ class ClaudeSession:
         self.seen: set[str] = set()
         self.first_request = True
         self.call_index = 0
-        self.prev_blocks: list[tuple[str, int]] = []  # the previous call as sent (prefix_blocks)
+        # the previous call as sent and as the agent sent it (prefix_blocks)
+        self.prev_blocks: list[tuple[str, int]] = []
+        self.prev_plain_blocks: list[tuple[str, int]] = []
         self.turn_index = 0
         self.lock = threading.RLock()
         self.facts: dict[str, str] = {}  # Write tool_use_id → its one-line fact
@@ -349,15 +356,22 @@ class ClaudeSession:
         with self.lock:
             return wire.apply_edits(body, self.frozen.edits)
 
-    def record_call(self, body: JsonDict, applied: list[Edit], usage: wire.Usage | None) -> None:
-        """Stats of one forwarded request: what it carried and what each mechanism kept out.
+    def record_call(
+        self,
+        body: JsonDict,
+        applied: list[Edit],
+        usage: wire.Usage | None,
+        original: bytes | None = None,
+    ) -> None:
+        """Stats of one forwarded request: what it carried and what each mechanism kept out
+        (`original`: the agent's own bytes, where ctxwrap edited the request).
 
         A side request (no `tools`: the interactive session's title, …) is no call of the
         agent's conversation: no `/v1/llm_call`, so the session's LLM calls are the agent's
         own; its provider usage still goes to `/v1/turn_end` — it is paid for, under plain
         Claude Code just the same.
         """
-        index = self._record_agent_call(body, applied) if body.get("tools") else None
+        index = self._record_agent_call(body, applied, original) if body.get("tools") else None
         if usage is not None and usage.seen:
             with self.lock:
                 turn, self.turn_index = self.turn_index, self.turn_index + 1
@@ -399,11 +413,39 @@ class ClaudeSession:
         if pending is not None:
             self.daemon.call("/v1/compaction", pending, timeout=1.0)
 
-    def _record_agent_call(self, body: JsonDict, applied: list[Edit]) -> int:
+    def _call_blocks(self, body: JsonDict, applied: list[Edit], original: bytes | None) -> _Blocks:
+        """The request's blocks as sent, and the agent's own request with its blocks (`original`
+        where ctxwrap edited it; None: it does not parse). Outside the lock: a request can be
+        megabytes."""
+        blocks = wire.prefix_blocks(body)
+        mine = body if not applied else parsed_original(original)
+        return blocks, mine, (blocks if not applied else wire.prefix_blocks(mine) if mine else [])
+
+    def _prefixes(self, call: _Blocks) -> tuple[int | None, int | None]:
+        """What this call shares with the previous one (chars), as sent and as plain Claude
+        Code sent it: a mask's rewrite, a compaction, a sub-agent's request in between are
+        priced as what they write. Plain's request is the agent's own with the bash outputs
+        the hook digested whole. Unknown (None) on a proxy's first call (a resumed session's
+        too): an append-only list is assumed. Under the lock, with the call's index."""
+        blocks, mine, plain_blocks = call
+        sent = shared_prefix_chars(self.prev_blocks, blocks) if self.prev_blocks else None
+        plain: int | None = None
+        if mine is not None and plain_blocks and self.prev_plain_blocks:
+            chars, count = shared_prefix(self.prev_plain_blocks, plain_blocks)
+            # blocks: tools, system, then one per message
+            ids = wire.all_tool_ids((mine.get("messages") or [])[: max(count - 2, 0)])
+            plain = chars + sum(p - d for c, (p, d) in self.digests.items() if c in ids)
+        self.prev_blocks, self.prev_plain_blocks = blocks, plain_blocks
+        return sent, plain
+
+    def _record_agent_call(
+        self, body: JsonDict, applied: list[Edit], original: bytes | None = None
+    ) -> int:
         """Send the call's record; returns its call_index (its usage names it)."""
         self._send_compaction()
         size = wire.measure(body)
         present = wire.all_tool_ids(body.get("messages") or [])
+        blocks = self._call_blocks(body, applied, original)
         with self.lock:
             bash = sum(p - d for c, (p, d) in self.digests.items() if c in present)
             # A mask counts here like in the pi bridge; on a digested result it removes the
@@ -418,14 +460,7 @@ class ClaudeSession:
                 e.savedChars for e in applied if isinstance(e, StripWriteEdit | StripEditEdit)
             )
             index, self.call_index = self.call_index, self.call_index + 1
-            # shared with the previous call as sent: a mask's rewrite, a compaction, a
-            # sub-agent's request in between are priced as what they write. The first call of
-            # this proxy (a resumed session's too) is unknown: an append-only list is assumed
-            blocks = wire.prefix_blocks(body)
-            shared = (
-                wire.shared_prefix_chars(self.prev_blocks, blocks) if self.prev_blocks else None
-            )
-            self.prev_blocks = blocks
+            shared, plain_shared = self._prefixes(blocks)
         marked = marked_ttl_s(body)
         self.daemon.call(
             "/v1/llm_call",
@@ -434,6 +469,7 @@ class ClaudeSession:
                 "call_index": index,
                 "message_count": len(body.get("messages") or []),
                 "sent_prefix_chars": shared,
+                "plain_prefix_chars": plain_shared,
                 # the 1-hour cache (subscription logins): priced with its lifetime and rate
                 "cache_ttl_s": marked if marked is not None and marked > 300.0 else None,
                 "sent_chars": {

@@ -38,11 +38,13 @@ class _Context:
         body: JsonDict | None,
         applied: list[Edit],
         summarise: str | None = None,
+        original: bytes | None = None,
     ):
         self.sess = sess
         self.body = body
         self.applied = applied
         self.summarise = summarise  # Codex's own compaction request: its trigger
+        self.original = original  # Codex's own (decoded) bytes, where `applied` edited the body
 
 
 class CodexProxy:
@@ -191,7 +193,7 @@ class CodexProxy:
                 applied = sess.replay(body)
             except Exception:
                 return Exchange(raw, url)
-        ctx = _Context(sess, body, applied, summarise)
+        ctx = _Context(sess, body, applied, summarise, plain if applied else None)
         # Codex accepts zstd or gzip; the usage in the stream is only readable in gzip.
         accept = {"accept-encoding": "gzip"} if "accept-encoding" in headers else {}
         if not applied:
@@ -210,7 +212,7 @@ class CodexProxy:
         if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
             return
         usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
-        ctx.sess.record_call(ctx.body, ctx.applied, usage)
+        ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original)
         if ctx.summarise is not None and usage is not None and usage.seen:
             # a refused or cut-off summarisation is no compaction (Codex retries or fails)
             ctx.sess.record_compaction(usage, ctx.summarise)

@@ -43,6 +43,8 @@ from ctxwrap.engine.facts import line_count
 from ctxwrap.engine.masking import call_paths
 
 JsonDict = dict[str, Any]
+# a request's blocks as sent and as the agent sent it (`_call_blocks`)
+_Blocks = tuple[list[tuple[str, int]], list[tuple[str, int]]]
 AuxRunner = Callable[[JsonDict, float], JsonDict]
 
 DIGEST_DEADLINE_S = 15.0  # like the bridge's bash call: a digest is worth a short wait
@@ -85,6 +87,9 @@ class CodexSession:
         self.first_request = True
         self.last_prompt: str | None = None
         self.call_index = 0
+        # the previous call as sent and as the agent sent it (prefix_blocks)
+        self.prev_blocks: list[tuple[str, int]] = []
+        self.prev_plain_blocks: list[tuple[str, int]] = []
         self.turn_index = 0
         self.lock = threading.RLock()
         self.state_file = state_file
@@ -450,9 +455,42 @@ class CodexSession:
 
     # -- stats ------------------------------------------------------------------------------------
 
-    def record_call(self, body: JsonDict, applied: list[Edit], usage: wire.Usage | None) -> None:
+    def _call_blocks(self, body: JsonDict, applied: list[Edit], original: bytes | None) -> _Blocks:
+        """The request's blocks as sent, and as Codex sent it (`original` where ctxwrap edited
+        it; [] when it does not parse). Outside the lock: a request can be megabytes."""
+        blocks = wire.prefix_blocks(body)
+        if not applied:
+            return blocks, blocks
+        mine = cache_state.parsed_original(original)
+        return blocks, (wire.prefix_blocks(mine) if mine else [])
+
+    def _prefixes(self, call: _Blocks) -> tuple[int | None, int | None]:
+        """What this call shares with the previous one (chars), as sent and as Codex sent it
+        (which plain Codex sent): a mask's rewrite, Codex's own compaction are priced as what
+        they write. Unknown (None) on a proxy's first call (a resumed thread's too): an
+        append-only list is assumed. Under the lock, with the call's index."""
+        blocks, plain_blocks = call
+        sent = (
+            cache_state.shared_prefix_chars(self.prev_blocks, blocks) if self.prev_blocks else None
+        )
+        plain = (
+            cache_state.shared_prefix_chars(self.prev_plain_blocks, plain_blocks)
+            if plain_blocks and self.prev_plain_blocks
+            else None
+        )
+        self.prev_blocks, self.prev_plain_blocks = blocks, plain_blocks
+        return sent, plain
+
+    def record_call(
+        self,
+        body: JsonDict,
+        applied: list[Edit],
+        usage: wire.Usage | None,
+        original: bytes | None = None,
+    ) -> None:
         size = wire.measure(body)
         present = wire.all_call_ids(body.get("input") or [])
+        blocks = self._call_blocks(body, applied, original)
         with self.lock:
             digests = self.frozen.digests
             bash = sum(p - d for c, (p, d) in digests.items() if c in present)
@@ -464,6 +502,7 @@ class CodexSession:
             )
             writes = sum(e.savedChars for e in applied if isinstance(e, StripWriteEdit))
             index, self.call_index = self.call_index, self.call_index + 1
+            shared, plain_shared = self._prefixes(blocks)
         model = body.get("model") if isinstance(body.get("model"), str) else None
         self._note_model(model)
         self.daemon.call(
@@ -472,6 +511,8 @@ class CodexSession:
                 "session_id": self.session_id,
                 "call_index": index,
                 "message_count": len(body.get("input") or []),
+                "sent_prefix_chars": shared,
+                "plain_prefix_chars": plain_shared,
                 "sent_chars": {
                     "system": size.system,
                     "messages": size.messages,
