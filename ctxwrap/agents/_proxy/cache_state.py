@@ -44,6 +44,15 @@ def prefix_block(value: Any) -> tuple[str, int]:
     return digest.hexdigest(), len(text)
 
 
+def request_blocks(head: Iterable[Any], items: Any) -> list[tuple[str, int]]:
+    """A request's `prefix_block`s in cache order: the parts before the conversation (tools,
+    system prompt or instructions), then each of its items (messages, input items)."""
+    return [
+        *(prefix_block(v) for v in head),
+        *(prefix_block(i) for i in (items if isinstance(items, list) else ())),
+    ]
+
+
 def shared_prefix(
     previous: list[tuple[str, int]], current: list[tuple[str, int]]
 ) -> tuple[int, int]:

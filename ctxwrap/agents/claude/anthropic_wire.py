@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxwrap.agents._proxy.cache_state import prefix_block
+from ctxwrap.agents._proxy.cache_state import request_blocks
 from ctxwrap.agents._proxy.sse import JsonEventStream
 from ctxwrap.engine.edits import (
     Edit,
@@ -252,12 +252,7 @@ def measure(body: Mapping[str, Any]) -> BodySize:
 def prefix_blocks(body: Mapping[str, Any]) -> list[tuple[str, int]]:
     """The request in the provider's cache order (tools, system, each message), each a
     `prefix_block`: what `shared_prefix_chars` compares with the previous call's."""
-    messages = body.get("messages")
-    return [
-        prefix_block(body.get("tools")),
-        prefix_block(body.get("system")),
-        *(prefix_block(m) for m in (messages if isinstance(messages, list) else ())),
-    ]
+    return request_blocks((body.get("tools"), body.get("system")), body.get("messages"))
 
 
 @dataclass

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxwrap.agents._proxy.cache_state import prefix_block
+from ctxwrap.agents._proxy.cache_state import request_blocks
 from ctxwrap.agents._proxy.sse import JsonEventStream
 from ctxwrap.agents.codex import commands
 from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit
@@ -400,12 +400,7 @@ def measure(body: Mapping[str, Any]) -> BodySize:
 def prefix_blocks(body: Mapping[str, Any]) -> list[tuple[str, int]]:
     """The request in the cache's order (tools, instructions, each input item), each a
     `prefix_block`: what `shared_prefix_chars` compares with the previous call's."""
-    raw = body.get("input")
-    return [
-        prefix_block(body.get("tools")),
-        prefix_block(body.get("instructions")),
-        *(prefix_block(i) for i in (raw if isinstance(raw, list) else ())),
-    ]
+    return request_blocks((body.get("tools"), body.get("instructions")), body.get("input"))
 
 
 @dataclass
