@@ -204,6 +204,44 @@ def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
     return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
 
 
+def recorded_cache(
+    conn: sqlite3.Connection, session: str | None, sessions: set[str]
+) -> list[tuple[str, float, int | str]]:
+    """(session, call time, what it read) of each call whose provider usage names an entry
+    other than the previous request's: an older request's index, "head" or "none" — as the
+    cost model reads them (`PricedSession`), over each session's calls in order (the views:
+    `ctxwrap stats`, the report)."""
+    if not sessions or not has_column(conn, "turns", "llm_call_id"):
+        return []
+    cond, params = ("session_id = ?", (session,)) if session is not None else ("1=1", ())
+    usage: dict[int, tuple[int, int]] = {}
+    cached: set[str] = set()  # sessions whose provider reported a cache read or write
+    for cid, sid, read, write in conn.execute(
+        f"""SELECT llm_call_id, session_id, cache_read_tokens, cache_write_tokens FROM turns
+            WHERE {cond} AND llm_call_id IS NOT NULL
+                  AND input_tokens + cache_read_tokens + cache_write_tokens > 0
+            ORDER BY id""",
+        params,
+    ):
+        usage[int(cid)] = (int(read), int(write))
+        if (read or write) and sid in sessions:
+            cached.add(sid)
+    out: list[tuple[str, float, int | str]] = []
+    hits: dict[str, RecordedHits] = {}
+    for cid, sid, ts in conn.execute(
+        f"SELECT id, session_id, ts FROM llm_calls WHERE {cond} ORDER BY id", params
+    ):
+        if sid not in cached:  # nothing to name (`RecordedHits`)
+            continue
+        h = hits.setdefault(sid, RecordedHits())
+        i = h.count
+        u = usage.get(int(cid))
+        how = h.add(None if u is None else u[0], u[0] + u[1] if u and u[1] > 0 else None)
+        if how is not None and how != i - 1:
+            out.append((sid, float(ts), how))
+    return out
+
+
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)

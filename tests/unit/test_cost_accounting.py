@@ -514,6 +514,12 @@ def test_live_stats_price_the_cache_entry_the_provider_reported(tmp_path: Path) 
         # a --since after the miss counts only what follows it
         later = compute_stats(conn, session=SID, since=time.time() - 100 + 2.5).totals.provider
         assert (later.cache_nothing, later.cache_older_entry) == (0, 1)
+        # the report's notes say the same
+        from ctxwrap.report._data import from_db
+
+        conn.row_factory = sqlite3.Row
+        notes = " ".join(from_db(conn, SID).notes)
+        assert "did not serve 2 of these requests" in notes and "1 read nothing" in notes, notes
 
 
 def test_a_usage_that_arrives_after_its_call_was_priced_prices_it_again(tmp_path: Path) -> None:
