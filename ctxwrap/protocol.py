@@ -373,6 +373,9 @@ class LlmCall(Request):
     # sent it. None from an older bridge: the daemon then assumes an append-only list.
     sent_prefix_chars: Int | None = Field(None, ge=0)
     plain_prefix_chars: Int | None = Field(None, ge=0)
+    # the call_index of the call both prefixes were measured against, where not the previous
+    # call: the previous call of this one's conversation (a proxy; a sub-agent's calls between)
+    prefix_of: Int | None = Field(None, ge=0)
     # plain pi's messages as its summariser would see them (tool results cut to 2000 chars)
     plain_summary_chars: Int | None = Field(None, ge=0)
     prompt_index: Int | None = Field(None, ge=0)  # user prompts so far in this process

@@ -217,8 +217,12 @@ MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX turns_record ON turns(session_id, record_id);
     """,
     # 11: the call a turn's provider usage is of (llm_calls.id; NULL: a side request, or an
-    # older adapter): the cost model prices that call on the cache entry the provider read
-    "ALTER TABLE turns ADD COLUMN llm_call_id INTEGER;",
+    # older adapter): the cost model prices that call on the cache entry the provider read;
+    # the call_index a call's prefixes were measured against where not the previous call's
+    """
+    ALTER TABLE turns ADD COLUMN llm_call_id INTEGER;
+    ALTER TABLE llm_calls ADD COLUMN prefix_of INTEGER;
+    """,
 ]
 
 

@@ -546,6 +546,9 @@ class CallSizes(NamedTuple):
     # the cache entry the provider says this request read (`recorded_hits` on the usage the
     # agent reported for it); None: the previous request's while warm (an ideal cache)
     read_from: ReadFrom = None
+    # the place of the request the prefixes above were measured against, where not the one
+    # before: the previous request of this one's conversation (a sub-agent's came between)
+    prefix_of: int | None = None
 
 
 @dataclass(frozen=True)
@@ -767,33 +770,37 @@ def _prefixed_cost(total: int, read: int, prices: Prices, wt: Weights, warm: boo
 ENTRY_SLACK_TOKENS = 64
 
 
+# One earlier request of a conversation chain: its size, the prefix it shared with the request
+# it was measured against, and that request's place (-1: none)
+Link = tuple[int, int, int]
+
+
 def _natural_read(
-    chain: Sequence[tuple[int, int]], link: int, warm: bool, base: int
+    chain: Sequence[Link], parent: int, link: int, warm: bool, base: int
 ) -> tuple[int, int]:
-    """What a prefix cache reads of the next request of `chain` by its content alone, and
-    from which request's entry (-1: the system prompt and tools, `base`, which agents cache on
-    their own): the latest entry it shares whole (an entry ends where its request ended;
-    after a rewrite that is an older request's). A read the provider recorded other than this
-    was its own doing. Past the cache's lifetime (`warm` False) it reads nothing, but names
-    the entry all the same."""
-    shared = link
-    for k in range(len(chain) - 1, -1, -1):
-        size, prev_shared = chain[k]
+    """What a prefix cache reads of the next request by its content alone, and from which
+    request's entry (-1: the system prompt and tools, `base`, which agents cache on their own):
+    the latest entry it shares whole, walking back from `parent` (the request it shares `link`
+    with) — an entry ends where its request ended; after a rewrite that is an older request's.
+    A read the provider recorded other than this was its own doing. Past the cache's lifetime
+    (`warm` False) it reads nothing, but names the entry all the same."""
+    shared, k = link, parent
+    while 0 <= k < len(chain):
+        size, prev_shared, up = chain[k]
         if size <= shared + ENTRY_SLACK_TOKENS:
             return (min(size, shared) if warm else 0), k
-        shared = min(shared, prev_shared)
+        shared, k = min(shared, prev_shared), (up if up < k else -1)
     return (min(link, base) if warm else 0), -1
 
 
 def _entry_read(
-    chain: Sequence[tuple[int, int]], link: int, how: ReadFrom, warm: bool, base: int
+    chain: Sequence[Link], parent: int, link: int, how: ReadFrom, warm: bool, base: int
 ) -> tuple[int, bool]:
-    """(tokens read, warm) of the next request of `chain` (each earlier request's size and the
-    prefix it shared with the one before), which shares `link` with the last: from the entry
-    `how` names (`recorded_hits`), or the last one's (None). An older entry is the prefix the
-    two requests share: no longer than it, nor than any request in between shared with the
-    one before it (the provider read it, so it was alive). "head": the system prompt and tools
-    (`base`) at most."""
+    """(tokens read, warm) of the next request, which shares `link` with request `parent`:
+    from the entry `how` names (`recorded_hits`), or the parent's (None). An older entry is
+    the prefix the two requests share: no longer than it, nor than any request on the way back
+    from `parent` shared with the one it was measured against (the provider read it, so it
+    was alive). "head": the system prompt and tools (`base`) at most."""
     if how is None:
         return link, warm
     if how == "none":
@@ -802,10 +809,11 @@ def _entry_read(
         return min(link, base), warm
     if not 0 <= how < len(chain):
         return link, warm
-    read = min(chain[how][0], link)
-    for _size, shared in chain[how + 1 :]:
-        read = min(read, shared)
-    return read, True
+    read, k = link, parent
+    while k > how:
+        _size, shared, up = chain[k]
+        read, k = min(read, shared), (up if up < k else -1)
+    return min(read, chain[how][0]), True
 
 
 @dataclass(frozen=True)
@@ -863,10 +871,11 @@ class SessionPricer:
         # the checks so far: the smallest size plain pi compacted at, the largest it did not
         self.crossed_min: int | None = None
         self.held_max: int | None = None
-        # per request so far, as sent and as plain: (its size, the prefix it shares with the
-        # request before it), so a read of an older entry is priced (`_entry_read`)
-        self.sent_chain: list[tuple[int, int]] = []
-        self.plain_chain: list[tuple[int, int]] = []
+        # per request so far, as sent and as plain (`Link`), so a read of an older entry is
+        # priced (`_entry_read`)
+        self.sent_chain: list[Link] = []
+        self.plain_chain: list[Link] = []
+        self.seen: list[CallSizes] = []  # the requests so far (a parent's time and model)
 
     def holds_for(self, policy: CompactionPolicy) -> bool:
         """Would `policy` have decided every compaction check so far the same way? (Only its
@@ -893,7 +902,12 @@ class SessionPricer:
             if call.ttl_s >= ONE_HOUR_TTL_S:
                 prices = prices.with_1h_cache()
         wt = weights(prices)
-        warm = prev is not None and call.ts - prev.ts <= ttl_s and call.model == prev.model
+        # the request this one's prefixes were measured against: the one before, or the
+        # previous request of its own conversation (a sub-agent's requests came in between)
+        i = len(self.seen)
+        parent = call.prefix_of if call.prefix_of is not None and 0 <= call.prefix_of < i else i - 1
+        up = self.seen[parent] if parent >= 0 else None
+        warm = up is not None and call.ts - up.ts <= ttl_s and call.model == up.model
         # -- actual
         if call.sent_prefix_tokens is not None:
             sent_read = call.sent_prefix_tokens
@@ -911,19 +925,20 @@ class SessionPricer:
         # content explains (a miss, an older entry served: the provider's doing, not a rewrite)
         how = call.read_from if prev is not None else None
         base = call.plain_base_tokens
-        a_read, a_warm = _entry_read(self.sent_chain, sent_read, how, warm, base)
+        a_read, a_warm = _entry_read(self.sent_chain, parent, sent_read, how, warm, base)
         follow = False
         if how is not None:
-            natural, entry = _natural_read(self.sent_chain, sent_read, warm, base)
+            natural, entry = _natural_read(self.sent_chain, parent, sent_read, warm, base)
             follow = (
                 # after ctxwrap rewrote its history the provider read an older entry of
                 # ctxwrap's own; which of plain's it would have read is not known, unless it
                 # lost them all
-                (how == "none" or entry == len(self.sent_chain) - 1)
+                (how == "none" or entry == parent)
                 and abs((a_read if a_warm else 0) - natural) > ENTRY_SLACK_TOKENS
             )
         actual = _prefixed_cost(call.sent_tokens, a_read, prices, wt, a_warm)
-        self.sent_chain.append((call.sent_tokens, sent_read))
+        self.sent_chain.append((call.sent_tokens, sent_read, parent))
+        self.seen.append(call)
         # -- plain counterfactual
         comp: CompactionCost | None = None
         if prev is None:
@@ -1001,10 +1016,10 @@ class SessionPricer:
                 self.chunks.append(growth)
         rewritten = max(0, min(rewritten, size))
         p_read, p_warm = _entry_read(
-            self.plain_chain, size - rewritten, how if follow else None, warm, base
+            self.plain_chain, parent, size - rewritten, how if follow else None, warm, base
         )
         plain = _prefixed_cost(size, p_read, prices, wt, p_warm)
-        self.plain_chain.append((size, size - rewritten))
+        self.plain_chain.append((size, size - rewritten, parent))
         self.plain_size = size
         self.prev = call
         if comp is not None:

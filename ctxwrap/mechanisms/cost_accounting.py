@@ -84,7 +84,7 @@ def record_call_costs(store: Store, req: P.LlmCall) -> None:
     """The cost-model fields of an llm_call, on the row `Daemon.llm_call` just inserted."""
     store.conn.execute(
         """UPDATE llm_calls SET sent_prefix_chars=?, plain_prefix_chars=?, plain_summary_chars=?,
-                  prompt_index=?, model=?, cache_ttl_s=?
+                  prompt_index=?, model=?, cache_ttl_s=?, prefix_of=?
            WHERE id = (SELECT MAX(id) FROM llm_calls WHERE session_id=? AND call_index=?)""",
         (
             req.sent_prefix_chars,
@@ -93,6 +93,7 @@ def record_call_costs(store: Store, req: P.LlmCall) -> None:
             req.prompt_index,
             req.model,
             req.cache_ttl_s,
+            req.prefix_of,
             req.session_id,
             req.call_index,
         ),
@@ -410,8 +411,9 @@ class PricedSession:
         self.pricer: SessionPricer | None = None
         # the provider's usage of each call, where the adapter linked it (schema 11): llm_calls
         # id → (cache read, cache write); which entry each call read follows from it
-        self.has_link = has_column(conn, "turns", "llm_call_id")
+        self.has_link = has_column(conn, "turns", "llm_call_id")  # schema 11, with prefix_of
         self.call_ids: list[int] = []
+        self.pos_of_index: dict[int, int] = {}  # call_index → the latest call's place with it
         self.call_pos: dict[int, int] = {}  # llm_calls id → its place in self.calls
         self.usage: dict[int, tuple[int, int]] = {}
         self.hits = RecordedHits()
@@ -434,16 +436,25 @@ class PricedSession:
             else "NULL, NULL, NULL, NULL, NULL"
         )
         ttl = "cache_ttl_s" if self.has_ttl else "NULL"
+        prefix_of = "prefix_of" if self.has_link else "NULL"
         rows = conn.execute(
             f"""SELECT id, ts, {_tok(_SENT_SQL)}, {_tok(_PLAIN_SQL)}, {_BASE_SQL}, {_PLAIN_SQL},
-                       head_changed, message_count, {extra}, saved_bash, {ttl}
+                       head_changed, message_count, {extra}, saved_bash, {ttl},
+                       call_index, {prefix_of}
                 FROM llm_calls WHERE session_id=? AND id > ? ORDER BY id""",
             (sid, self.last_call_id),
         ).fetchall()
         for i, row in enumerate(rows):
             # the next call's time, if read: a compaction before it follows this call
-            self._add_call(row[1:], rows[i + 1][1] if i + 1 < len(rows) else None)
-            self.call_pos[int(row[0])] = len(self.call_ids)
+            self._add_call(row[1:-2], rows[i + 1][1] if i + 1 < len(rows) else None)
+            pos = len(self.call_ids)
+            if row[-1] is not None and int(row[-1]) in self.pos_of_index:
+                # measured against an earlier call of its conversation: the latest with that
+                # index (a resumed session numbers its calls from 0 again)
+                of = self.pos_of_index[int(row[-1])]
+                self.calls[-1] = self.calls[-1]._replace(prefix_of=of)
+            self.pos_of_index[int(row[-2])] = pos
+            self.call_pos[int(row[0])] = pos
             self.call_ids.append(int(row[0]))
         if rows:
             self.last_call_id = rows[-1][0]

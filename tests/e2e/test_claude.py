@@ -515,6 +515,63 @@ def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, x
     assert lossy_live["totals"]["cost"]["cache_write_tokens"] > 1.3 * ideal_w
 
 
+def test_the_main_conversation_after_a_sub_agent_is_priced_on_its_own_entry(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """Claude Code's Task sub-agent sends its requests between two of the main conversation's;
+    the provider keeps both entries, so the main one's next request reads its own. The proxy
+    measures it against the main conversation's previous request (`prefix_of`), and live
+    stats price the session as the provider's usage bills it (before, that request was priced
+    as rewriting everything past the system prompt)."""
+    notes = "".join(f"note {i}: the parser keeps the cache stable\n" for i in range(600))
+    steps = [
+        {
+            "tool_calls": [
+                {
+                    "name": "Task",
+                    "arguments": {
+                        "description": "count lines",
+                        "prompt": "Run wc -l on notes.txt and report",
+                        "subagent_type": "general-purpose",
+                    },
+                }
+            ]
+        },
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "wc -l notes.txt"}}]},
+        {"text": "notes.txt has 600 lines"},
+        {"text": "done: 600 lines"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        (ce.work / "notes.txt").write_text(notes)
+        result = ce.run("how long is notes.txt? ask a sub-agent").result
+        assert result["result"] == "done: 600 lines"
+        stats = ce.ctxwrap("stats", "--session", result["session_id"], "--json")
+    assert stats.returncode == 0, stats.stderr
+    with sqlite3.connect(xdg.db) as db:
+        rows = db.execute(
+            """SELECT call_index, prefix_of, sent_prefix_chars,
+                      sent_system + sent_messages + sent_tools
+               FROM llm_calls ORDER BY id"""
+        ).fetchall()
+        usage = db.execute(
+            "SELECT cache_read_tokens, cache_write_tokens, input_tokens FROM turns ORDER BY id"
+        ).fetchall()
+    assert len(rows) == len(srv.main_requests) == 4, rows
+    # the main conversation's second request: measured against its first, nearly all shared
+    assert rows[3][1] == 0 and rows[3][2] >= 0.9 * rows[0][3], rows
+    assert rows[1][1] is None and rows[2][1] is None  # the sub-agent's: against the one before
+    # it read the main conversation's entry (the provider's usage) ...
+    assert usage[3][0] >= 0.9 * (usage[0][0] + usage[0][1]), usage
+    # ... and live stats price what the provider billed, within 10 % (a provider's entry ends
+    # at the request's last cache marker, the model's at its end: measured 44.1k vs 47.4k;
+    # priced as a rewrite, that request alone would add about 23k)
+    bill = sum(read * 0.1 + write * 1.25 + fresh for read, write, fresh in usage)
+    cost = json.loads(stats.stdout)["totals"]["cost"]
+    ours = cost["total_weighted"] - cost["aux_weighted"]
+    assert abs(ours - bill) <= 0.1 * bill, (ours, bill)
+
+
 SUMMARY = "<analysis>read it</analysis><summary>1. Primary Request: read big.txt.</summary>"
 
 

@@ -526,7 +526,15 @@ def test_each_call_says_what_it_shares_with_the_previous_as_sent_and_as_plain(
         {"role": "user", "content": [{"type": "text", "text": "and now?"}]},
     ]
     second = {**first, "messages": [*first["messages"], *more]}
+    # a sub-agent's request between two of the main conversation's: its own first message
+    # and tools; the main one's next request is measured against the main one's previous
+    sub = {
+        "model": "m",
+        "tools": [{"name": "Read"}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "count the lines"}]}],
+    }
     sess.record_call(first, [], None)
+    sess.record_call(sub, [], None)
     sess.record_call(second, [], None)
     # the third as sent: the digested result masked; as Claude Code sent it: unchanged
     third = json.loads(json.dumps(second))
@@ -535,6 +543,9 @@ def test_each_call_says_what_it_shares_with_the_previous_as_sent_and_as_plain(
     sess.record_call(third, [mask], None, json.dumps(second).encode())
     calls = [body for path, body in daemon.calls if path == "/v1/llm_call"]
     assert [(c["sent_prefix_chars"], c["plain_prefix_chars"]) for c in calls[:1]] == [(None, None)]
+    sub_call = calls.pop(1)
+    assert sub_call["sent_prefix_chars"] == 0 and sub_call["prefix_of"] is None  # the one before
+    assert [c["prefix_of"] for c in calls] == [None, 0, None]
     whole_first = len(json.dumps(first["tools"], separators=(",", ":"))) + sum(
         len(json.dumps(m, separators=(",", ":"))) for m in first["messages"]
     )

@@ -328,6 +328,41 @@ def test_live_pricing_reads_the_entry_the_provider_says_each_request_read() -> N
     assert a[3] == (400, 50) and p[3] == (900, 300)
 
 
+def test_a_request_after_a_sub_agents_reads_its_own_conversations_entry() -> None:
+    """Claude Code's sub-agent sends its requests between two of the main conversation's: the
+    proxy measures the main one's prefix against the main conversation's previous request
+    (`prefix_of`), which is the entry the provider reads."""
+
+    def call(ts: float, size: int, prefix: int | None, of: int | None = None) -> CallSizes:
+        return CallSizes(ts, size, size, prefix, prefix, 100, model="m", prefix_of=of)
+
+    calls = [
+        call(0.0, 1000, None),
+        call(1.0, 300, 100),  # the sub-agent's first request: tools and system differ
+        call(2.0, 400, 300),
+        call(3.0, 1100, 1000, of=0),  # the main conversation again
+    ]
+    none = CompactionPolicy(context_window=None)
+
+    def read_write(cs: list[CallSizes]) -> tuple[int, int]:
+        a = price_session(cs, lambda _m: SONNET, none).actual[3]
+        return a.cache_read_tokens, a.cache_write_tokens
+
+    assert read_write(calls) == (1000, 100)
+    # the provider's usage names that entry: the same, on both sides
+    named = [*calls[:3], calls[3]._replace(read_from=0)]
+    p = price_session(named, lambda _m: SONNET, none)
+    assert (p.actual[3].cache_read_tokens, p.plain[3].cache_read_tokens) == (1000, 1000)
+    # without knowing which request it was measured against, the way back through the
+    # sub-agent's requests loses what the main conversation shared
+    lost = [*calls[:3], named[3]._replace(prefix_of=None)]
+    assert price_session(lost, lambda _m: SONNET, none).actual[3].cache_read_tokens == 100
+    # the main conversation's entry expired while the sub-agent ran
+    late = [*calls[:3], calls[3]._replace(ts=400.0)]
+    late[1], late[2] = late[1]._replace(ts=350.0), late[2]._replace(ts=390.0)
+    assert read_write(late) == (0, 1100)
+
+
 def test_recorded_hits_name_the_entry_each_read_ends_at() -> None:
     # entries end at read + written; 0 reads nothing; a read short of the first entry is the
     # system prompt and tools; anything else is not named

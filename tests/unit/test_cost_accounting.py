@@ -551,3 +551,36 @@ def test_usage_without_a_call_index_is_priced_on_the_ideal_cache(tmp_path: Path)
     store.close()
     with connect(db, readonly=True) as conn:
         assert compute_stats(conn, session=SID).totals.cost.sent_weighted == pytest.approx(667.5)
+
+
+def test_a_call_measured_against_its_conversations_previous_reads_that_entry(
+    tmp_path: Path,
+) -> None:
+    """`LlmCall.prefix_of` (a proxy: a sub-agent's call came between): the call is priced on
+    the entry of the call it was measured against, the one its usage names."""
+    db = build(tmp_path)
+    store = Store(db)
+    # call 2 is another conversation's (it shares the system prompt alone); call 3 continues
+    # call 1's conversation, all of whose 350 tokens it shares
+    store.conn.execute("UPDATE llm_calls SET sent_prefix_chars = 400 WHERE call_index = 2")
+    store.conn.execute(
+        "UPDATE llm_calls SET sent_prefix_chars = 1400, prefix_of = 1 WHERE call_index = 3"
+    )
+    store.conn.commit()
+    for i, (read, write) in enumerate([(0, 300), (300, 50), (100, 300), (350, 100)]):
+        _turn(store, i, read, write)
+    store.close()
+    with connect(db, readonly=True) as conn:
+        live = CA.PricedSession(SID, 300.0, None)
+        live.refresh(conn)
+        assert live.calls[3].prefix_of == 1 and live.calls[3].read_from == 1
+        assert live.costs().calls[3][1].cache_read_tokens == 350
+    # without it, the way back through call 2 keeps only what call 2 shared
+    store = Store(db)
+    store.conn.execute("UPDATE llm_calls SET prefix_of = NULL")
+    store.conn.commit()
+    store.close()
+    with connect(db, readonly=True) as conn:
+        fresh = CA.PricedSession(SID, 300.0, None)
+        fresh.refresh(conn)
+        assert fresh.costs().calls[3][1].cache_read_tokens == 100

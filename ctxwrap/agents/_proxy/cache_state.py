@@ -71,6 +71,42 @@ def shared_prefix_chars(previous: list[tuple[str, int]], current: list[tuple[str
     return shared_prefix(previous, current)[0]
 
 
+Blocks = list[tuple[str, int]]
+
+
+class PrefixChain:
+    """Each conversation's latest call (its index, its blocks as sent and as the agent sent
+    them), so a call's prefixes are measured against the previous call of its own
+    conversation — a sub-agent's calls come between two of the main one's, and the provider
+    keeps both entries — or, for a conversation's first call, the session's latest call (a
+    compaction's summary starts a new one). At most MAX_CONVERSATIONS are kept."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, tuple[int, Blocks, Blocks]] = {}  # oldest first
+        self.last: tuple[int, Blocks, Blocks] | None = None
+
+    def measure(
+        self, conversation: str | None, index: int, sent: Blocks, plain: Blocks
+    ) -> tuple[int | None, int | None, tuple[int, int] | None]:
+        """(the index measured against, chars shared as sent, (chars, blocks) shared as the
+        agent sent it — None where unknown: `plain` empty, or no call before), and the call
+        becomes its conversation's latest."""
+        ref = self.latest.get(conversation) if conversation else None
+        ref = ref or self.last
+        this = (index, sent, plain)
+        if conversation:
+            self.latest.pop(conversation, None)
+            self.latest[conversation] = this
+            while len(self.latest) > MAX_CONVERSATIONS:
+                del self.latest[next(iter(self.latest))]
+        self.last = this
+        if ref is None:
+            return None, None, None
+        ref_index, ref_sent, ref_plain = ref
+        mine = shared_prefix(ref_plain, plain) if plain and ref_plain else None
+        return ref_index, shared_prefix_chars(ref_sent, sent), mine
+
+
 def parsed_original(original: bytes | None) -> dict[str, Any] | None:
     """The agent's own request body (before ctxwrap's edits), or None when it does not parse:
     what the plain session sent (`LlmCall.plain_prefix_chars`)."""

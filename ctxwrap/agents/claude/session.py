@@ -23,13 +23,12 @@ from typing import Any
 from ctxwrap.agents._proxy.cache_state import (
     CacheState,
     MaskTrigger,
+    PrefixChain,
     acceptable_masks,
     cold_reason,
     head_key,
     marked_ttl_s,
     parsed_original,
-    shared_prefix,
-    shared_prefix_chars,
     tools_key,
     variant_key,
 )
@@ -119,9 +118,7 @@ class ClaudeSession:
         self.seen: set[str] = set()
         self.first_request = True
         self.call_index = 0
-        # the previous call as sent and as the agent sent it (prefix_blocks)
-        self.prev_blocks: list[tuple[str, int]] = []
-        self.prev_plain_blocks: list[tuple[str, int]] = []
+        self.prefix_chain = PrefixChain()  # each conversation's latest call (llm_call prefixes)
         self.turn_index = 0
         self.lock = threading.RLock()
         self.facts: dict[str, str] = {}  # Write tool_use_id → its one-line fact
@@ -421,22 +418,24 @@ class ClaudeSession:
         mine = body if not applied else parsed_original(original)
         return blocks, mine, (blocks if not applied else wire.prefix_blocks(mine) if mine else [])
 
-    def _prefixes(self, call: _Blocks) -> tuple[int | None, int | None]:
-        """What this call shares with the previous one (chars), as sent and as plain Claude
-        Code sent it: a mask's rewrite, a compaction, a sub-agent's request in between are
-        priced as what they write. Plain's request is the agent's own with the bash outputs
-        the hook digested whole. Unknown (None) on a proxy's first call (a resumed session's
-        too): an append-only list is assumed. Under the lock, with the call's index."""
+    def _prefixes(
+        self, call: _Blocks, conversation: str | None, index: int
+    ) -> tuple[int | None, int | None, int | None]:
+        """What this call shares (chars) with the previous call of its conversation, as sent
+        and as plain Claude Code sent it, and that call's index where it is not the one before
+        (`PrefixChain`): a mask's rewrite, a compaction are priced as what they write. Plain's
+        request is the agent's own with the bash outputs the hook digested whole. Unknown on a
+        proxy's first call (a resumed session's too): an append-only list is assumed. Under
+        the lock, with the call's index."""
         blocks, mine, plain_blocks = call
-        sent = shared_prefix_chars(self.prev_blocks, blocks) if self.prev_blocks else None
+        ref, sent, shared = self.prefix_chain.measure(conversation, index, blocks, plain_blocks)
         plain: int | None = None
-        if mine is not None and plain_blocks and self.prev_plain_blocks:
-            chars, count = shared_prefix(self.prev_plain_blocks, plain_blocks)
+        if mine is not None and shared is not None:
+            chars, count = shared
             # blocks: tools, system, then one per message
             ids = wire.all_tool_ids((mine.get("messages") or [])[: max(count - 2, 0)])
             plain = chars + sum(p - d for c, (p, d) in self.digests.items() if c in ids)
-        self.prev_blocks, self.prev_plain_blocks = blocks, plain_blocks
-        return sent, plain
+        return sent, plain, (ref if ref is not None and ref != index - 1 else None)
 
     def _record_agent_call(
         self, body: JsonDict, applied: list[Edit], original: bytes | None = None
@@ -460,7 +459,9 @@ class ClaudeSession:
                 e.savedChars for e in applied if isinstance(e, StripWriteEdit | StripEditEdit)
             )
             index, self.call_index = self.call_index, self.call_index + 1
-            shared, plain_shared = self._prefixes(blocks)
+            shared, plain_shared, prefix_of = self._prefixes(
+                blocks, head_key(body.get("messages") or []), index
+            )
         marked = marked_ttl_s(body)
         self.daemon.call(
             "/v1/llm_call",
@@ -470,6 +471,7 @@ class ClaudeSession:
                 "message_count": len(body.get("messages") or []),
                 "sent_prefix_chars": shared,
                 "plain_prefix_chars": plain_shared,
+                "prefix_of": prefix_of,
                 # the 1-hour cache (subscription logins): priced with its lifetime and rate
                 "cache_ttl_s": marked if marked is not None and marked > 300.0 else None,
                 "sent_chars": {

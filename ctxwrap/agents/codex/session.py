@@ -87,9 +87,8 @@ class CodexSession:
         self.first_request = True
         self.last_prompt: str | None = None
         self.call_index = 0
-        # the previous call as sent and as the agent sent it (prefix_blocks)
-        self.prev_blocks: list[tuple[str, int]] = []
-        self.prev_plain_blocks: list[tuple[str, int]] = []
+        # each conversation's latest call (llm_call prefixes)
+        self.prefix_chain = cache_state.PrefixChain()
         self.turn_index = 0
         self.lock = threading.RLock()
         self.state_file = state_file
@@ -464,22 +463,18 @@ class CodexSession:
         mine = cache_state.parsed_original(original)
         return blocks, (wire.prefix_blocks(mine) if mine else [])
 
-    def _prefixes(self, call: _Blocks) -> tuple[int | None, int | None]:
-        """What this call shares with the previous one (chars), as sent and as Codex sent it
-        (which plain Codex sent): a mask's rewrite, Codex's own compaction are priced as what
-        they write. Unknown (None) on a proxy's first call (a resumed thread's too): an
+    def _prefixes(
+        self, call: _Blocks, conversation: str | None, index: int
+    ) -> tuple[int | None, int | None, int | None]:
+        """What this call shares (chars) with the previous call of its conversation, as sent
+        and as Codex sent it (which plain Codex sent), and that call's index where it is not
+        the one before (`PrefixChain`): a mask's rewrite, Codex's own compaction are priced as
+        what they write. Unknown on a proxy's first call (a resumed thread's too): an
         append-only list is assumed. Under the lock, with the call's index."""
         blocks, plain_blocks = call
-        sent = (
-            cache_state.shared_prefix_chars(self.prev_blocks, blocks) if self.prev_blocks else None
-        )
-        plain = (
-            cache_state.shared_prefix_chars(self.prev_plain_blocks, plain_blocks)
-            if plain_blocks and self.prev_plain_blocks
-            else None
-        )
-        self.prev_blocks, self.prev_plain_blocks = blocks, plain_blocks
-        return sent, plain
+        ref, sent, shared = self.prefix_chain.measure(conversation, index, blocks, plain_blocks)
+        plain = shared[0] if shared is not None else None
+        return sent, plain, (ref if ref is not None and ref != index - 1 else None)
 
     def record_call(
         self,
@@ -502,7 +497,9 @@ class CodexSession:
             )
             writes = sum(e.savedChars for e in applied if isinstance(e, StripWriteEdit))
             index, self.call_index = self.call_index, self.call_index + 1
-            shared, plain_shared = self._prefixes(blocks)
+            shared, plain_shared, prefix_of = self._prefixes(
+                blocks, cache_state.head_key(body.get("input") or []), index
+            )
         model = body.get("model") if isinstance(body.get("model"), str) else None
         self._note_model(model)
         self.daemon.call(
@@ -513,6 +510,7 @@ class CodexSession:
                 "message_count": len(body.get("input") or []),
                 "sent_prefix_chars": shared,
                 "plain_prefix_chars": plain_shared,
+                "prefix_of": prefix_of,
                 "sent_chars": {
                     "system": size.system,
                     "messages": size.messages,
