@@ -17,7 +17,7 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,7 +41,6 @@ from ctxwrap.mechanisms.cost_accounting import (
     CostFigures,
     has_column,
     priced_buckets,
-    recorded_cache,
 )
 
 if TYPE_CHECKING:
@@ -86,8 +85,8 @@ class ProviderFigures:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    # of the agent's calls, those whose usage shows what the cache served other than the
-    # previous request's entry (`engine.cost.RecordedHits`; the cost figures price them so)
+    # of the agent's calls, those on which the provider's cache missed, by their usage: it
+    # read less than their content had them read (`PricedInput.served`; priced so)
     cache_older_entry: int = 0
     cache_head_only: int = 0
     cache_nothing: int = 0
@@ -171,7 +170,7 @@ class _Raw:
     sent: int = 0
     saved: dict[str, int] = field(default_factory=dict)
     aux: dict[str, list[int]] = field(default_factory=dict)  # mechanism -> [n, failed, in, out]
-    turns: list[int] = field(default_factory=lambda: [0] * 8)  # ProviderFigures' fields
+    turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
     cost: CostFigures = field(default_factory=CostFigures)
 
     def add(self, other: _Raw) -> None:
@@ -224,7 +223,12 @@ def figures_from(raw: _Raw) -> Figures:
         aux_output_tokens=aux_out,
         aux_tokens=aux_in + aux_out,
         net_tokens=saved_tokens - aux_in - aux_out,
-        provider=ProviderFigures(*raw.turns),
+        provider=replace(
+            ProviderFigures(*raw.turns),
+            cache_older_entry=raw.cost.cache_older_entry,
+            cache_head_only=raw.cost.cache_head_only,
+            cache_nothing=raw.cost.cache_nothing,
+        ),
         mechanisms=tuple(mechs),
         cost=raw.cost,
     )
@@ -341,11 +345,6 @@ def compute_stats(
         turns = cell(r[0], r[1]).turns
         for i, v in enumerate(r[2:7]):
             turns[i] += v
-    for sid, ts, how in recorded_cache(conn, session, {sid for sid, _ in cells}):
-        if since is None or ts >= since:
-            b = int(ts / _BUCKET_S) if by == "day" else 0
-            slot = 5 if isinstance(how, int) else 6 if how == "head" else 7
-            cell(sid, b).turns[slot] += 1
 
     # Cache-priced figures: each session is priced whole (a call's price depends on the calls
     # before it), per 15-minute bucket, as the daemon cached them unless the session changed
@@ -855,7 +854,7 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
     if p.cache_older_entry or p.cache_head_only or p.cache_nothing:
         # why the bill is above what an ideal cache would cost (docs/accounting.md)
         out.append(
-            f"the provider's cache: {plural(p.cache_nothing, 'request')} read nothing,"
+            f"the provider's cache missed: {plural(p.cache_nothing, 'request')} read nothing,"
             f" {_n(p.cache_older_entry)} an older entry, {_n(p.cache_head_only)} the system"
             " prompt and tools alone (the cost figures price them so)"
         )

@@ -742,6 +742,9 @@ class PricedInput(NamedTuple):
     uncached_input_tokens: int
     weighted_tokens: float
     input_usd: float | None
+    # where the provider's cache served less than the request's content had it read (a miss,
+    # by its usage: `RecordedHits`): the older request's entry it read, "head" or "none"
+    served: ReadFrom = None
 
     @property
     def input_tokens(self) -> int:
@@ -926,17 +929,17 @@ class SessionPricer:
         how = call.read_from if prev is not None else None
         base = call.plain_base_tokens
         a_read, a_warm = _entry_read(self.sent_chain, parent, sent_read, how, warm, base)
-        follow = False
+        follow = missed = False
         if how is not None:
             natural, entry = _natural_read(self.sent_chain, parent, sent_read, warm, base)
-            follow = (
-                # after ctxwrap rewrote its history the provider read an older entry of
-                # ctxwrap's own; which of plain's it would have read is not known, unless it
-                # lost them all
-                (how == "none" or entry == parent)
-                and abs((a_read if a_warm else 0) - natural) > ENTRY_SLACK_TOKENS
-            )
+            short = natural - (a_read if a_warm else 0)  # > 0: read less than its content allowed
+            # after ctxwrap rewrote its history the provider read an older entry of ctxwrap's
+            # own; which of plain's it would have read is not known, unless it lost them all
+            follow = abs(short) > ENTRY_SLACK_TOKENS and (how == "none" or entry == parent)
+            missed = short > ENTRY_SLACK_TOKENS
         actual = _prefixed_cost(call.sent_tokens, a_read, prices, wt, a_warm)
+        if missed:
+            actual = actual._replace(served=how)
         self.sent_chain.append((call.sent_tokens, sent_read, parent))
         self.seen.append(call)
         # -- plain counterfactual

@@ -205,44 +205,6 @@ def has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
     return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
 
 
-def recorded_cache(
-    conn: sqlite3.Connection, session: str | None, sessions: set[str]
-) -> list[tuple[str, float, int | str]]:
-    """(session, call time, what it read) of each call whose provider usage names an entry
-    other than the previous request's: an older request's index, "head" or "none" — as the
-    cost model reads them (`PricedSession`), over each session's calls in order (the views:
-    `ctxwrap stats`, the report)."""
-    if not sessions or not has_column(conn, "turns", "llm_call_id"):
-        return []
-    cond, params = ("session_id = ?", (session,)) if session is not None else ("1=1", ())
-    usage: dict[int, tuple[int, int]] = {}
-    cached: set[str] = set()  # sessions whose provider reported a cache read or write
-    for cid, sid, read, write in conn.execute(
-        f"""SELECT llm_call_id, session_id, cache_read_tokens, cache_write_tokens FROM turns
-            WHERE {cond} AND llm_call_id IS NOT NULL
-                  AND input_tokens + cache_read_tokens + cache_write_tokens > 0
-            ORDER BY id""",
-        params,
-    ):
-        usage[int(cid)] = (int(read), int(write))
-        if (read or write) and sid in sessions:
-            cached.add(sid)
-    out: list[tuple[str, float, int | str]] = []
-    hits: dict[str, RecordedHits] = {}
-    for cid, sid, ts in conn.execute(
-        f"SELECT id, session_id, ts FROM llm_calls WHERE {cond} ORDER BY id", params
-    ):
-        if sid not in cached:  # nothing to name (`RecordedHits`)
-            continue
-        h = hits.setdefault(sid, RecordedHits())
-        i = h.count
-        u = usage.get(int(cid))
-        how = h.add(None if u is None else u[0], u[0] + u[1] if u and u[1] > 0 else None)
-        if how is not None and how != i - 1:
-            out.append((sid, float(ts), how))
-    return out
-
-
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)
@@ -775,6 +737,10 @@ class CostFigures:
     plain_compaction_weighted: float = 0.0
     compaction_usd: float | None = 0.0
     plain_compaction_usd: float | None = 0.0
+    # calls on which the provider's cache missed (`PricedInput.served`)
+    cache_older_entry: int = 0
+    cache_head_only: int = 0
+    cache_nothing: int = 0
 
     def add(self, o: CostFigures) -> None:
         for name in self.__dataclass_fields__:
@@ -794,6 +760,12 @@ class CostFigures:
         self.plain_cache_read_tokens += p.cache_read_tokens
         self.plain_cache_write_tokens += p.cache_write_tokens
         self.plain_uncached_input_tokens += p.uncached_input_tokens
+        if a.served == "none":
+            self.cache_nothing += 1
+        elif a.served == "head":
+            self.cache_head_only += 1
+        elif a.served is not None:
+            self.cache_older_entry += 1
         if plain_comp is not None:
             self.add_plain_compaction(plain_comp)
 

@@ -552,17 +552,16 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         "Sizes are the ones the bridge measured on each request; costs are modelled from them "
         "with the cache rules of the cost model (a changed head is a full cache write)."
     )
-    from ctxwrap.mechanisms.cost_accounting import recorded_cache
-
-    served = [how for _sid, _ts, how in recorded_cache(conn, sid, {sid})]
+    served = [a.served for _ts, a, _p, _c in priced if a.served is not None]
     if served:
         # a bill above the model's ideal cache: say why, as `ctxwrap stats` does
         data.notes.append(
-            f"The provider's cache did not serve {len(served)} of these requests the previous "
-            f"request's entry: {served.count('none')} read nothing, "
+            f"The provider's cache missed on {len(served)} of these requests (their usage "
+            f"shows less read than their content had them read): {served.count('none')} read "
+            "nothing, "
             f"{sum(isinstance(h, int) for h in served)} an older entry, "
-            f"{served.count('head')} the system prompt and tools alone (their usage says so); "
-            "they are priced on what was read."
+            f"{served.count('head')} the system prompt and tools alone; they are priced on "
+            "what was read."
         )
     return data
 

@@ -302,7 +302,7 @@ class PromptCacheSim:
     def __init__(self, ttl_s: float = 300.0) -> None:
         self.ttl_s = ttl_s
         self._written: dict[str, float] = {}  # prefix hash → last write/read time
-        self._last_written: list[str] = []  # what the latest request wrote (not what it read)
+        self._last_written: list[str] = []  # what the latest remembered request wrote, not read
         self._lock = threading.Lock()
 
     def forget(self, how: str) -> None:
@@ -318,7 +318,11 @@ class PromptCacheSim:
             else:
                 raise ValueError(f"unknown cache loss {how!r}")
 
-    def usage(self, body: Mapping[str, Any], now: float | None = None) -> CacheUsage:
+    def usage(
+        self, body: Mapping[str, Any], now: float | None = None, *, remember: bool = True
+    ) -> CacheUsage:
+        """The request's usage; `remember`: it is the one `forget("older")` would lose the
+        entry of (the agent's conversation, not an aux model's request in between)."""
         now = time.time() if now is None else now
         blocks = anthropic_cache_blocks(body)
         h = hashlib.sha256(str(body.get("model", "")).encode())
@@ -340,7 +344,8 @@ class PromptCacheSim:
             write_k = max(last_mark, read_k)
             for k in marks:
                 self._written[hashes[k - 1]] = now
-            self._last_written = [hashes[k - 1] for k in marks if k != read_k]
+            if remember:
+                self._last_written = [hashes[k - 1] for k in marks if k != read_k]
             if read_k:
                 self._written[hashes[read_k - 1]] = now  # a hit refreshes the TTL
         tok = [math.ceil(c / 4) for c in chars]
@@ -696,13 +701,15 @@ class ScriptedModelServer:
         if served in self.cache_losses and api == "anthropic":
             self.cache.forget(self.cache_losses[served])
         if reply.status is None or reply.status < 400:
-            reply.usage = self._usage_of(api, body, reply, now)
+            reply.usage = self._usage_of(api, body, reply, now, main=True)
         self._record(
             RecordedRequest("main", body, now, None, served, path, headers, usage=reply.usage)
         )
         return reply
 
-    def _usage_of(self, api: ApiKind, body: JsonObj, reply: _Reply, now: float) -> JsonObj:
+    def _usage_of(
+        self, api: ApiKind, body: JsonObj, reply: _Reply, now: float, *, main: bool = False
+    ) -> JsonObj:
         if api == "openai":
             return _usage(body, reply)
         if api == "responses":
@@ -715,7 +722,7 @@ class ScriptedModelServer:
                 ],
             )
             return responses_api.usage_json(total, cached, out)
-        cache = self.cache.usage(body, now)
+        cache = self.cache.usage(body, now, remember=main)
         calls = [
             ToolCall(c["function"]["name"], c["function"]["arguments"]) for c in reply.tool_calls
         ]

@@ -326,6 +326,17 @@ def test_live_pricing_reads_the_entry_the_provider_says_each_request_read() -> N
     calls[3] = calls[3]._replace(read_from=2)
     a, p = priced(calls)
     assert a[3] == (400, 50) and p[3] == (900, 300)
+    # a miss is one where the provider read less than the content had it read: the views count
+    # those (`PricedInput.served`); a read past the ideal cache's lifetime is no miss
+    assert price_session(calls, lambda _m: SONNET, none).actual[3].served is None
+    lost = _calls()
+    lost[2] = lost[2]._replace(read_from="none")
+    assert [c.served for c in price_session(lost, lambda _m: SONNET, none).actual] == [
+        None,
+        None,
+        "none",
+        None,
+    ]
 
 
 def test_a_request_after_a_sub_agents_reads_its_own_conversations_entry() -> None:
