@@ -257,6 +257,22 @@ def run_ctxwrap_pi(
     return PiRun(proc, srv, home, work, agent_dir, elapsed, env, ended_at)
 
 
+def task_step(prompt: str, description: str = "count lines") -> dict[str, Any]:
+    """A scripted model step that has Claude Code run a general-purpose sub-agent (Task)."""
+    return {
+        "tool_calls": [
+            {
+                "name": "Task",
+                "arguments": {
+                    "description": description,
+                    "prompt": prompt,
+                    "subagent_type": "general-purpose",
+                },
+            }
+        ]
+    }
+
+
 def count_compactions(session_text: str) -> int:
     """The `compaction` entries of pi session files' text."""
     n = 0

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CTXWRAP, Xdg, wait_ready
+from support import CTXWRAP, Xdg, task_step, wait_ready
 
 from ctxwrap.agents.claude.anthropic_wire import is_compaction_request
 from ctxwrap.testing.claude_home import TEST_API_KEY, claude_env, claude_print_args, find_claude
@@ -525,18 +525,7 @@ def test_the_main_conversation_after_a_sub_agent_is_priced_on_its_own_entry(
     as rewriting everything past the system prompt)."""
     notes = "".join(f"note {i}: the parser keeps the cache stable\n" for i in range(600))
     steps = [
-        {
-            "tool_calls": [
-                {
-                    "name": "Task",
-                    "arguments": {
-                        "description": "count lines",
-                        "prompt": "Run wc -l on notes.txt and report",
-                        "subagent_type": "general-purpose",
-                    },
-                }
-            ]
-        },
+        task_step("Run wc -l on notes.txt and report"),
         {"tool_calls": [{"name": "Bash", "arguments": {"command": "wc -l notes.txt"}}]},
         {"text": "notes.txt has 600 lines"},
         {"text": "done: 600 lines"},

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import task_step
 
 from ctxwrap.replay import replay_paths, run_json
 from ctxwrap.testing.model_server import ScriptedModelServer
@@ -24,18 +25,7 @@ pytestmark = [
 ]
 
 STEPS = [
-    {
-        "tool_calls": [
-            {
-                "name": "Task",
-                "arguments": {
-                    "description": "count lines",
-                    "prompt": "Run wc -l on notes.txt and report",
-                    "subagent_type": "general-purpose",
-                },
-            }
-        ]
-    },
+    task_step("Run wc -l on notes.txt and report"),
     {"tool_calls": [{"name": "Bash", "arguments": {"command": "wc -l notes.txt"}}]},
     {"text": "notes.txt has 300 lines"},
     {"text": "done: 300 lines"},
