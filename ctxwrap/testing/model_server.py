@@ -296,6 +296,9 @@ def anthropic_prompt_tokens(body: Mapping[str, Any]) -> int:
     return math.ceil(sum(len(j) for j, _ in anthropic_cache_blocks(body)) / 4)
 
 
+CACHE_LOSSES = ("none", "older")  # `PromptCacheSim.forget`
+
+
 class PromptCacheSim:
     """Anthropic-style prefix cache: breakpoints write, later identical prefixes read."""
 
@@ -521,6 +524,11 @@ class ScriptedModelServer:
         self.summary_text = summary_text
         self.side_text = side_text
         self.cache_losses = dict(cache_losses or {})
+        for step, how in self.cache_losses.items():
+            if how not in CACHE_LOSSES:  # said when the server is made, not mid-session
+                raise ScriptError(
+                    f"cache loss at step {step}: {how!r} is not one of {CACHE_LOSSES}"
+                )
         self._cached_prefix: list[str] = []
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)

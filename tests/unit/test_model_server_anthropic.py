@@ -12,6 +12,7 @@ import pytest
 from ctxwrap.testing.model_server import (
     PromptCacheSim,
     ScriptedModelServer,
+    ScriptError,
     anthropic_prompt_tokens,
 )
 
@@ -174,6 +175,8 @@ def test_the_cache_loses_entries_as_a_real_provider_does() -> None:
     assert sim.usage(bodies[2], now=4).cache_read_input_tokens == 0
     with pytest.raises(ValueError):
         sim.forget("sometimes")
+    with pytest.raises(ScriptError, match="cache loss at step 3"):
+        ScriptedModelServer([], cache_losses={3: "sometimes"})
 
 
 def test_no_breakpoint_means_no_write() -> None:
