@@ -85,6 +85,8 @@ POLICIES: dict[str, Any] = {
     "as-recorded": lambda: _with(compaction_timing=False),
     # pi compacts on its own, later than plain pi (no `compact_like_plain`)
     "compact-later": lambda: _with(compact_like_plain=False),
+    # ctxwrap compacts at the request where plain did (replay only: a study for Claude Code)
+    "compact-with-plain": lambda: _with(compact_with_plain=True),
     "default": _defaults,
     "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
     "cold-only": lambda: _with(mask_warm=False),

@@ -129,6 +129,10 @@ class Thresholds:
     # threshold) but ctxwrap's context is under it, the bridge asks pi to compact when the run
     # ends (before the next prompt), so the agent compacts about when it would without ctxwrap.
     compact_like_plain: bool = True
+    # True (replay only, a study): ctxwrap's side compacts at the very request where plain's
+    # did, on every agent. Under Claude Code a proxy could get that only by refusing the
+    # request as too long (its reactive compaction, which keeps the last turn): not built.
+    compact_with_plain: bool = False
     # > 0 (replay only, a study): strip a write body not in the round after the write but once
     # its file has been untouched this many rounds, at a masking pass (cold, or warm when the
     # rewrite pays back): what the agent edits right after writing it stays in view
@@ -683,6 +687,7 @@ class SessionSimulator:
             and _automatic(ev, self.r.model)
             and last is not None
             and last.sent_chars < last.plain_chars
+            and not self.th.compact_with_plain
         )
         if defer:
             assert last is not None

@@ -678,12 +678,16 @@ def test_write_idle_rounds_strips_a_write_once_its_file_is_left_alone() -> None:
     assert [c.saved["writes"] > 0 for c in r.calls] == [False, False, False, True, True, True]
 
 
-@pytest.mark.parametrize(("fmt", "like_plain"), [("pi", True), ("pi", False), ("claude", True)])
+@pytest.mark.parametrize(
+    ("fmt", "like_plain", "with_plain"),
+    [("pi", True, False), ("pi", False, False), ("claude", True, False), ("claude", True, True)],
+)
 def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
-    fmt: str, like_plain: bool
+    fmt: str, like_plain: bool, with_plain: bool
 ) -> None:
     """With compact_like_plain the bridge asks pi to compact when the run ends: replay
-    compacts ctxwrap's side before the next user prompt. Claude Code cannot be asked."""
+    compacts ctxwrap's side before the next user prompt. Claude Code cannot be asked; the
+    study `compact_with_plain` compacts it at plain's very request."""
     from ctxwrap.replay._events import Header, Message
     from ctxwrap.replay._sim import SessionSimulator
 
@@ -693,11 +697,17 @@ def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
     # the run goes on two calls after plain's compaction, then the user's next prompt
     ts = events[at].ts
     events.insert(at + 3, Message("u2", None, "user", ts + 5, 20))
-    sim = SessionSimulator("s", Thresholds(mask=False, compact_like_plain=like_plain))
+    th = Thresholds(mask=False, compact_like_plain=like_plain, compact_with_plain=with_plain)
+    sim = SessionSimulator("s", th)
     sim.feed(events)
     r = sim.finish()
     first = next(c.index for c in r.calls if c.compaction)
     own = [c.index for c in r.calls if c.ours_compaction]
+    if with_plain:  # both sides summarise at plain's compaction; nothing carried after it
+        assert r.compactions_deferred == 0 and own == [first]
+        assert [a for a, _, _, _, _ in r.summarisations] == [first, first]
+        assert all(c.saved["compaction"] == 0 for c in r.calls)
+        return
     assert r.compactions_deferred == 1
     if fmt == "pi" and like_plain:
         assert own == [first + 2]  # the first call after the prompt
