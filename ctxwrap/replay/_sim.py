@@ -521,6 +521,7 @@ class SessionSimulator:
         self.carried_summarised = 0  # tokens of it ctxwrap's own summarisation will read
         self.last_summary_tokens = DEFAULT_SUMMARY_TOKENS
         self.deferred_now = False  # plain compacted before the next call, ctxwrap did not
+        self.call_cached = False  # the latest request's usage shows a cache read or write
 
     # -- context bookkeeping --------------------------------------------------------------
 
@@ -825,6 +826,9 @@ class SessionSimulator:
             if m.request_key != self.last_request:
                 self._call(m)
                 self.last_request = m.request_key
+                self.call_cached = bool(m.usage_cache_read_tokens or m.usage_cache_write_tokens)
+            else:
+                self._later_usage(m)
             self._add(self._assistant_item(m))
             self.last_response_ts = m.ts
         elif m.role == "tool_result":
@@ -843,6 +847,24 @@ class SessionSimulator:
                 _Item(m.entry_id, m.role, m.chars, {}, self.task, desc=TailMessage(role=m.role))
             )
         self.last_message_ts = m.ts
+
+    def _later_usage(self, m: Message) -> None:
+        """A later entry of the request just made: Claude Code writes each block of a response
+        with the usage as it had streamed so far, so the last entry holds the request's final
+        output tokens (the first, a thinking or text block, a few) and — where a proxy's stream
+        began with a placeholder — its cache split. The request takes the latest counts."""
+        if m.usage_cache_read_tokens is None or not self.r.calls:
+            return
+        c = self.r.calls[-1]
+        c.output_tokens = max(c.output_tokens, m.output_tokens)
+        read, write = m.usage_cache_read_tokens, m.usage_cache_write_tokens or 0
+        c.cache_read_recorded = read
+        c.cache_entry_recorded = read + write if write else None
+        if (read or write) and not self.call_cached:
+            self.r.usage_cached_calls += 1
+            self.call_cached = True
+        if m.usage_cache_write_1h_tokens:
+            self.r.cache_ttl_s = 3600.0
 
     def _assistant_item(self, m: Message) -> _Item:
         self._needed(m.calls, len(self.r.calls) - 1)

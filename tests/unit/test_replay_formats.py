@@ -870,3 +870,52 @@ def test_codex_0171_remote_compaction() -> None:
     doc = replay(path)
     [s] = doc["groups"]
     assert s["llm_calls"] == 2 and s["model"] == "gpt-5.5"
+
+
+@pytest.mark.parametrize("placeholder", [False, True])
+def test_claude_a_response_takes_the_usage_of_its_last_entry(
+    tmp_path: Path, placeholder: bool
+) -> None:
+    """Claude Code writes each block of a response as its own entry, with the usage streamed so
+    far: the first (a thinking block) carries a few output tokens, the last the response's
+    count; a proxy's stream may begin with a placeholder that has no cache split at all (seen
+    on a Claude Code 2.1.145 transcript through a proxied model). The request is priced with
+    the last entry's counts: its output (in USD) and the cache entry its usage names."""
+    from ctxwrap.replay._run import replay_file
+    from ctxwrap.replay._sim import Thresholds
+
+    def usage(inp: int, read: int, write: int, out: int, first: bool) -> dict[str, int]:
+        if first and placeholder:
+            return {"input_tokens": 24_000, "output_tokens": 0}
+        return {"input_tokens": inp, "cache_read_input_tokens": read,
+                "cache_creation_input_tokens": write, "output_tokens": out}  # fmt: skip
+
+    lines: list[dict[str, Any]] = []
+    parent: str | None = None
+
+    def add(kind: str, uid: str, message: dict[str, Any], at: int) -> None:
+        nonlocal parent
+        lines.append({"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s",
+                      "version": "2.1.145", "cwd": "/w",
+                      "timestamp": f"2026-06-01T07:00:{at:02d}.000Z", "message": message})  # fmt: skip
+        parent = uid
+
+    add("user", "u1", {"role": "user", "content": "look at the readme"}, 0)
+    body = "line of the readme\n" * 400
+    for n, (read, write, out) in enumerate([(0, 26_000, 400), (26_000, 2_000, 900)]):
+        mid, tid = f"msg_{n}", f"toolu_{n}"
+        common = {"id": mid, "role": "assistant", "model": "claude-opus-4-5"}
+        add("assistant", f"a{n}t", {**common, "content": [{"type": "thinking", "thinking": "hm"}],
+                                    "usage": usage(6, read, write, 3, True)}, 10 * n + 1)  # fmt: skip
+        add("assistant", f"a{n}c", {**common, "content": [{"type": "tool_use", "id": tid,
+            "name": "Read", "input": {"file_path": f"/w/README{n}.md"}}],
+            "stop_reason": "tool_use", "usage": usage(6, read, write, out, False)}, 10 * n + 2)  # fmt: skip
+        add("user", f"r{n}", {"role": "user", "content": [{"type": "tool_result",
+            "tool_use_id": tid, "content": body}]}, 10 * n + 3)  # fmt: skip
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = replay_file(path, Thresholds(), ReadStats())
+    assert [c.output_tokens for c in r.calls] == [400, 900]
+    assert [c.cache_read_recorded for c in r.calls] == [0, 26_000]
+    assert [c.cache_entry_recorded for c in r.calls] == [26_000, 28_000]
+    assert r.usage_cached_calls == 2  # a cached session, not one billed all fresh
