@@ -865,6 +865,11 @@ class SessionSimulator:
             self.call_cached = True
         if m.usage_cache_write_1h_tokens:
             self.r.cache_ttl_s = 3600.0
+        if len(self.r.calls) == 1 and self.r.system_estimated and m.usage_prompt_tokens:
+            # the system prompt and tools were estimated from this request's first counts
+            est = max(0, m.usage_prompt_tokens * 4 - c.messages_chars)
+            self.system = SystemPrompt(self.system.ts, est, 0, 0)
+            c.system_chars = est
 
     def _assistant_item(self, m: Message) -> _Item:
         self._needed(m.calls, len(self.r.calls) - 1)

@@ -919,3 +919,6 @@ def test_claude_a_response_takes_the_usage_of_its_last_entry(
     assert [c.cache_read_recorded for c in r.calls] == [0, 26_000]
     assert [c.cache_entry_recorded for c in r.calls] == [26_000, 28_000]
     assert r.usage_cached_calls == 2  # a cached session, not one billed all fresh
+    # the system prompt and tools (not in the transcript) estimated from the final count
+    assert r.calls[0].system_chars == 26_006 * 4 - r.calls[0].messages_chars
+    assert r.calls[1].system_chars == r.calls[0].system_chars
