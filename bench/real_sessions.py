@@ -7,8 +7,8 @@ once per policy, and prints per session and as medians per agent:
 
 - calls, cost saved (cache-priced: the transcript's own model and the cache TTL, each request
   reading the cache entry its recorded usage names — an older one, none — on both sides; aux
-  tokens priced by the aux model: claude-haiku-4-5 under Claude Code, the session's model under
-  pi), tokens saved, per mechanism; how often the recorded usage named another entry than the
+  tokens priced by the aux model: claude-haiku-4-5 under Claude Code, gpt-5-mini under Codex,
+  the session's model under pi), tokens saved, per mechanism; how often the recorded usage named another entry than the
   previous request's (`--sessions`);
 - interventions and the share "needed again" per mechanism (a later edit copied a line only
   the hidden result held, the file was read again, or it was recalled: a lower bound), and how
@@ -119,14 +119,24 @@ POLICIES: dict[str, Any] = {
 }
 
 
+def aux_model(agent: str, model: str | None) -> str | None:
+    """The model the aux calls run on by default under each agent: the upstream aux backends'
+    small model under Claude Code and Codex (agents/*/upstream_aux.py), pi's active model."""
+    from ctxwrap.agents.claude import upstream_aux as claude_aux
+    from ctxwrap.agents.codex import upstream_aux as codex_aux
+
+    return {"claude": claude_aux.DEFAULT_AUX_MODEL, "codex": codex_aux.DEFAULT_AUX_MODEL}.get(
+        agent, model
+    )
+
+
 def aux_weighted(g: dict[str, Any]) -> float:
-    """The aux calls in input-equivalent tokens of the session's model: Claude Code's aux
-    model is `claude-haiku-4-5` (agents/claude/upstream_aux.py), pi's the active model."""
-    from ctxwrap.agents.claude.upstream_aux import DEFAULT_AUX_MODEL
+    """The aux calls in input-equivalent tokens of the session's model, priced on the model
+    that would have run them (`aux_model`)."""
     from ctxwrap.engine.cost import default_prices
 
     main = default_prices(g["model"])
-    aux = default_prices(DEFAULT_AUX_MODEL if g["format"] == "claude" else g["model"])
+    aux = default_prices(aux_model(g["format"], g["model"]))
     a_in = sum(a["input_tokens"] for a in g["aux_estimated"].values())
     a_out = sum(a["output_tokens"] for a in g["aux_estimated"].values())
     if main.input and aux.input and aux.output:

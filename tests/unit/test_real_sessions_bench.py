@@ -58,3 +58,26 @@ def test_subset_per_session_and_medians_with_needed_again(tmp_path: Path) -> Non
     masking = after["medians"]["pi"]["needed_again"]["masking"]
     assert masking["needed_again"] > 0  # this pi session re-reads files it read long before
     assert f"{masking['reread']} re-read" in text
+
+
+@pytest.mark.parametrize(
+    ("agent", "model", "aux"),
+    [
+        ("claude", "claude-opus-4-5", "claude-haiku-4-5"),
+        ("codex", "gpt-5.5", "gpt-5-mini"),
+        ("pi", "claude-sonnet-4-5", "claude-sonnet-4-5"),
+    ],
+)
+def test_aux_calls_are_priced_on_the_model_that_runs_them(agent: str, model: str, aux: str) -> None:
+    """Codex's aux calls run on gpt-5-mini: priced on the session's gpt-5.5 they cost 10×
+    as much and made a 20-call rollout look as if ctxwrap cost 12.7 % of plain in aux alone."""
+    from ctxwrap.engine.cost import default_prices
+
+    g = {
+        "model": model,
+        "format": agent,
+        "aux_estimated": {"amnesia": {"calls": 2, "input_tokens": 10_000, "output_tokens": 100}},
+    }
+    p, a = default_prices(model), default_prices(aux)
+    assert rs.aux_model(agent, model) == aux
+    assert rs.aux_weighted(g) == pytest.approx((10_000 * a.input + 100 * a.output) / p.input)
