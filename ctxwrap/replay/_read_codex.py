@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ctxwrap.agents.codex.commands import shell_command_of
 from ctxwrap.replay._events import (
     Compaction,
     Event,
@@ -72,9 +73,6 @@ _CONTEXT_PREFIXES = (
 _EXIT_RE = re.compile(r"(?:Process exited with code|Exit code:) (-?\d+)")
 _SESSION_RE = re.compile(r"Process running with session ID (\d+)")
 _NESTED_EXIT_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
-_JS_EXEC_RE = re.compile(
-    r"exec_command\(\s*\{\s*cmd\s*:\s*(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
-)
 _PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
 
 
@@ -423,15 +421,9 @@ class CodexReader:
             return [ToolCall(call_id, "bash", {**args, "command": ""}, chars, name)]
         elif low in ("js", "exec"):
             # the JavaScript exec tool (Desktop's js, the custom `exec` of newer model entries)
+            # (the proxy's own rule: a script of one `tools.exec_command` call is its command)
             code = args.get("code", args.get("input"))
-            m = _JS_EXEC_RE.search(code) if isinstance(code, str) else None
-            if m is not None:
-                try:
-                    command = (
-                        str(json.loads(m.group(1))) if m.group(1)[0] == '"' else m.group(1)[1:-1]
-                    )
-                except ValueError:
-                    command = None
+            command = shell_command_of("exec", code) if isinstance(code, str) else None
         if command is None:
             return [ToolCall(call_id, low, args, chars, name if name != low else None)]
         patch = _heredoc_patch(command)

@@ -77,6 +77,27 @@ def test_shell_command_of_every_shape() -> None:
     assert commands.shell_command_of("view_image", {"path": "x"}) is None
 
 
+def test_a_js_exec_call_with_a_json_argument_is_its_command() -> None:
+    """Codex 0.152's model wrote the nested call's argument as JSON, `cmd` quoted and not
+    always first: a read through it was classified as nothing (its output never masked)."""
+    js = (
+        'const r = await tools.exec_command({"cmd":"sed -n \'1,240p\' docs/SKILL.md",'
+        '"workdir":"/home/u/p","yield_time_ms":10000});\ntext(r.output);\n'
+    )
+    assert commands.shell_command_of("exec", js) == "sed -n '1,240p' docs/SKILL.md"
+    later = 'await tools.exec_command({"workdir": "/w", "cmd": "cat a.txt"}); text(r)'
+    assert commands.shell_command_of("exec", later) == "cat a.txt"
+    quoted_key_js = "await tools.exec_command({'cmd': 'ls -la'})"
+    assert commands.shell_command_of("exec", quoted_key_js) == "ls -la"
+    # an object without a string `cmd` is no command; nor is a script of two calls
+    assert commands.shell_command_of("exec", 'await tools.exec_command({"cmd": 1})') is None
+    two = 'await tools.exec_command({"cmd": "ls"}); await tools.exec_command({"cmd": "pwd"})'
+    assert commands.shell_command_of("exec", two) is None
+    item = {"type": "custom_tool_call", "call_id": "c1", "name": "exec", "input": js}
+    info = wire.call_info(item, {})
+    assert info is not None and info.kind == "read" and info.command is not None
+
+
 PATCH = (
     "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n"
     "*** Add File: small.txt\n+hi\n"

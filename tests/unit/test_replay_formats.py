@@ -740,6 +740,23 @@ def test_codex_additional_tools_and_the_custom_exec_tool() -> None:
     assert s["llm_calls"] == 2 and s["model"] == "gpt-5.6-sol"
 
 
+def test_codex_exec_tool_with_a_json_argument_is_classified(tmp_path: Path) -> None:
+    """Codex 0.152's model passed the nested call's argument as JSON (`{"cmd":…,"workdir":…}`):
+    replay classified no call of such a rollout; it now applies the proxy's rule."""
+    lines = (CODEX / "rollout-0.171-exec-tool.jsonl").read_text().splitlines()
+    entry = json.loads(lines[4])
+    entry["payload"]["input"] = (
+        'const r = await tools.exec_command({"cmd":"sed -n \'1,40p\' x","workdir":"/w"});'
+        "\ntext(r.output);"
+    )
+    lines[4] = json.dumps(entry)
+    f = tmp_path / "rollout.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    [call] = _calls(f)
+    assert (call.agent_tool, call.name, call.args["path"]) == ("exec", "read", "x")
+    assert call.args["limit"] == 40
+
+
 def _replaced_transcript(tmp_path: Path, *, at: int | None) -> Path:
     """CLAUDE_MAIN without its microcompact, with 2.1.x session metadata, and Claude Code's
     per-message budget replacing the read's result by a 2,000-char preview at line `at`."""

@@ -34,8 +34,11 @@ READ_COMMANDS = {
 _PUNCTUATION = frozenset("();<>|&")
 _OUTPUT_MARK = "\nOutput:\n"
 _EXIT_RE = re.compile(r"^Process exited with code (-?\d+)$", re.M)
+# `tools.exec_command({cmd: "…"` as a JS literal: the first key, bare or quoted. A model
+# writes JSON too (`{"cmd":"…","workdir":…}`, Codex 0.152), which is parsed whole first.
+_JS_EXEC_CALL = "exec_command("
 _JS_EXEC_RE = re.compile(
-    r"""exec_command\(\s*\{\s*cmd\s*:\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
+    r"""exec_command\(\s*\{\s*(?:cmd|"cmd"|'cmd')\s*:\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
 )
 
 
@@ -171,13 +174,34 @@ def _nested_exec_result(header: str, body: str) -> ExecOutput | None:
     return ExecOutput(header, _unescape(rest), code)
 
 
+def _json_exec_argument(script: str) -> str | None:
+    """`cmd` of a `tools.exec_command({...})` whose argument is a JSON object, else None."""
+    at = script.find(_JS_EXEC_CALL)
+    if at < 0:
+        return None
+    start = at + len(_JS_EXEC_CALL)
+    while start < len(script) and script[start].isspace():
+        start += 1
+    try:
+        value, _ = json.JSONDecoder().raw_decode(script, start)
+    except ValueError:
+        return None
+    cmd = value.get("cmd") if isinstance(value, dict) else None
+    return cmd if isinstance(cmd, str) else None
+
+
 def shell_command_of(name: str, arguments: object) -> str | None:
     """The command line of an exec-like call: exec_command {cmd}, shell {command: [argv]},
     local_shell {action: {command}}, or the JS ``exec`` tool's ``tools.exec_command({cmd})``."""
     if name == "exec" and isinstance(arguments, str):
-        m = _JS_EXEC_RE.search(arguments)
-        if m is None or arguments.count("tools.") != 1:
+        if arguments.count("tools.") != 1:
             return None  # a script of several calls is no one command
+        as_json = _json_exec_argument(arguments)
+        if as_json is not None:
+            return as_json
+        m = _JS_EXEC_RE.search(arguments)
+        if m is None:
+            return None
         lit = m.group(1)
         if lit.startswith("'"):
             lit = '"' + lit[1:-1].replace('"', '\\"').replace("\\'", "'") + '"'
