@@ -19,7 +19,7 @@ import { appendFileSync, lstatSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path";
 import { homedir, tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
-import { acceptableMasks, callPaths, coldReason, lastRequestAt, payloadTtlS, type CacheState } from "./masking.ts";
+import { acceptableMasks, callPaths, checksThinkingPrefix, coldReason, lastRequestAt, payloadTtlS, resultsBeforeThinking, type CacheState } from "./masking.ts";
 
 // -- configuration ---------------------------------------------------------------------------
 
@@ -1649,6 +1649,9 @@ function install(pi: any): void {
 			// Masks rewrite seen history: only when this request was cold (we said so), and only
 			// results we verify ourselves (seen, paired, no error, not edited yet).
 			const maskOk = mask ? acceptableMasks(messages, answered.filter((e) => e.kind === "mask"), seen, edited) : new Set<string>();
+			// A mask before a thinking block would fail the model's prefix check (a 400, or its
+			// earlier reasoning dropped): not on a model that checks it.
+			if (maskOk.size && checksThinkingPrefix(ctx?.model?.id)) for (const id of resultsBeforeThinking(messages)) maskOk.delete(id);
 			const fresh: Edit[] = [];
 			for (const ed of answered) {
 				const key = `${ed.kind}:${ed.toolCallId}`;

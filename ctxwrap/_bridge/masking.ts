@@ -138,3 +138,39 @@ export function acceptableMasks(
   }
   return ok;
 }
+
+// Models that check a returned thinking block's prefix ("preserved thinking": Claude Fable 5.1
+// and Opus/Sonnet/Haiku 5.5 on): anything before a thinking block that changed since the model
+// wrote it gets the request refused (400) or the block dropped. Twin of
+// checks_thinking_prefix in anthropic_wire.py.
+const CHECKED_FROM: Record<string, [number, number]> = { opus: [5, 5], sonnet: [5, 5], haiku: [5, 5], fable: [5, 1], mythos: [5, 1] };
+
+/** Whether `model` checks its thinking blocks' prefix; a Claude model not placed is taken to. */
+export function checksThinkingPrefix(model: unknown): boolean {
+  if (typeof model !== "string") return false;
+  let name = (model.split("/").pop() ?? "").toLowerCase();
+  if (name.startsWith("anthropic.")) name = name.slice("anthropic.".length);
+  if (!name.startsWith("claude-")) return false;
+  const m = /^claude-([a-z]+)-(\d+)(?:[-.](\d+))?/.exec(name);
+  if (!m || !Object.prototype.hasOwnProperty.call(CHECKED_FROM, m[1])) return true;
+  const major = Number(m[2]);
+  const minor = m[3] !== undefined && m[3].length <= 2 ? Number(m[3]) : 0;
+  const [fromMajor, fromMinor] = CHECKED_FROM[m[1]];
+  return major > fromMajor || (major === fromMajor && minor >= fromMinor);
+}
+
+/** The results some later thinking block has in its prefix: masking one invalidates it. */
+export function resultsBeforeThinking(messages: readonly unknown[]): Set<string> {
+  const before = new Set<string>();
+  let pending: string[] = [];
+  for (const m of messages) {
+    if (!isRec(m)) continue;
+    if (m.role === "assistant" && Array.isArray(m.content)) {
+      if (m.content.some((b) => isRec(b) && b.type === "thinking")) {
+        for (const id of pending) before.add(id);
+        pending = [];
+      }
+    } else if (m.role === "toolResult" && typeof m.toolCallId === "string") pending.push(m.toolCallId);
+  }
+  return before;
+}

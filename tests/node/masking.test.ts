@@ -112,3 +112,20 @@ test("payloadTtlS: the cache lifetime a provider payload asks for beyond the def
   assert.equal(payloadTtlS(null), null);
   assert.equal(payloadTtlS("payload"), null);
 });
+
+test("checksThinkingPrefix and resultsBeforeThinking mirror anthropic_wire.py", async () => {
+  const { checksThinkingPrefix, resultsBeforeThinking } = await import("../../ctxwrap/_bridge/masking.ts");
+  for (const m of ["claude-opus-5-5", "claude-sonnet-5-5", "claude-fable-5-1-20261001", "claude-mythos-6", "claude-mythos-preview", "anthropic/claude-opus-5.5", "anthropic.claude-haiku-5-5-v1:0"])
+    assert.equal(checksThinkingPrefix(m), true, m);
+  for (const m of ["claude-opus-4-8", "claude-opus-5", "claude-fable-5", "claude-opus-4-5-20251101", "anthropic/claude-opus-4.8", "gpt-5.5", undefined])
+    assert.equal(checksThinkingPrefix(m), false, String(m));
+  const msgs = [
+    { role: "user", content: "go" },
+    { role: "assistant", content: [{ type: "toolCall", id: "a", name: "read", arguments: { path: "x" } }] },
+    { role: "toolResult", toolCallId: "a", content: [{ type: "text", text: "x" }] },
+    { role: "assistant", content: [{ type: "thinking", thinking: "t", thinkingSignature: "s" }, { type: "toolCall", id: "b", name: "read", arguments: { path: "y" } }] },
+    { role: "toolResult", toolCallId: "b", content: [{ type: "text", text: "y" }] },
+  ];
+  // a's result is in the thinking block's prefix; b's is after the last thinking block
+  assert.deepStrictEqual([...resultsBeforeThinking(msgs)], ["a"]);
+});

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ctxwrap.agents._proxy import DaemonLink
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude.hook import run_hook
@@ -20,6 +22,7 @@ from ctxwrap.agents.claude.launcher import (
 from ctxwrap.agents.claude.session import ClaudeSession, recall_hint
 from ctxwrap.engine.edits import (
     Edit,
+    MaskEdit,
     StripEditEdit,
     StripWriteEdit,
     TombstoneEdit,
@@ -559,3 +562,73 @@ def test_each_call_says_what_it_shares_with_the_previous_as_sent_and_as_plain(
     assert calls[2]["plain_prefix_chars"] == calls[1]["plain_prefix_chars"] + sum(
         len(json.dumps(m, separators=(",", ":"))) for m in more
     )
+
+
+class _MaskingDaemon(FakeDaemon):
+    """Answers every /v1/context that asks for masks with a mask of the first round's result."""
+
+    def call(
+        self, path: str, body: dict[str, Any], timeout: float, *, retry: bool = True
+    ) -> dict[str, Any] | None:
+        if path == "/v1/context" and "mask" in body:
+            self.calls.append((path, body))
+            mask = {"kind": "mask", "toolCallId": "b1", "text": "[masked]", "savedChars": 90}
+            return {"edits": [mask]}
+        return super().call(path, body, timeout, retry=retry)
+
+
+def _thinking_conversation(model: str, *, thinking_after: bool) -> dict[str, Any]:
+    """Round b1 (seen), then the model thinks and calls b2, whose result is the new tail."""
+    body = _bash_round("b1", "seq 1 100", {"content": "\n".join(map(str, range(100)))})
+    think = {"type": "thinking", "thinking": "next: list", "signature": "c2ln"}
+    tool_use = {"type": "tool_use", "id": "b2", "name": "Bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": "b2", "content": "a.txt"}
+    second = [think, tool_use] if thinking_after else [tool_use]
+    if not thinking_after:  # the model's thinking came before the first result only
+        body["messages"][1]["content"].insert(0, think)
+    body["messages"] += [
+        {"role": "assistant", "content": second},
+        {"role": "user", "content": [result]},
+    ]
+    return {**body, "model": model}
+
+
+@pytest.mark.parametrize(
+    ("model", "thinking_after", "masked"),
+    [
+        ("claude-opus-5-5", True, False),  # the block after b1 would fail its prefix check
+        ("claude-fable-5-1-20261001", True, False),
+        ("claude-mythos-6", True, False),  # a later model is taken to check too
+        ("claude-opus-4-8", True, True),  # no prefix check before Fable 5.1 / 5.5
+        ("claude-opus-5-5", False, True),  # no thinking block has b1 in its prefix
+        ("gpt-5.5", True, True),
+    ],
+)
+def test_no_mask_rewrites_a_thinking_blocks_prefix_on_models_that_check_it(
+    tmp_path: Path, model: str, thinking_after: bool, masked: bool
+) -> None:
+    """Claude Fable 5.1 and the 5.5 models refuse a request (400, "bound to a different
+    conversation") when anything before a returned thinking block changed since the model
+    wrote it; a mask of an older result is such a change. Masks decided before the block
+    was written stay (the model wrote it after the masked text)."""
+    sess = ClaudeSession("s", daemon=_MaskingDaemon(), state_file=None, aux=None, start_info={})
+    sess.registered = True
+    sess.seen = {"b1"}
+    sess.first_request = False
+    sess._cache_boundary = lambda body, messages: ("cold", 600.0)  # type: ignore[method-assign]
+    body = _thinking_conversation(model, thinking_after=thinking_after)
+    applied = sess.prepare(body)
+    assert any(isinstance(e, MaskEdit) for e in applied) is masked
+    assert (body["messages"][2]["content"][0]["content"] == "[masked]") is masked
+
+
+def test_which_models_check_a_thinking_blocks_prefix() -> None:
+    checks = wire.checks_thinking_prefix
+    assert checks("claude-sonnet-5-5") and checks("claude-haiku-5-5-20261101")
+    assert checks("anthropic.claude-opus-5-5-v1:0") and checks("claude-mythos-preview")
+    assert checks("anthropic/claude-opus-5.5") and not checks("anthropic/claude-opus-4.8")
+    assert not checks("claude-opus-5") and not checks("claude-fable-5")
+    assert not checks("claude-opus-4-5-20251101") and not checks("claude-sonnet-4-6")
+    assert not checks("qwen3-coder") and not checks(None)
+    messages = _thinking_conversation("claude-opus-5-5", thinking_after=True)["messages"]
+    assert wire.results_before_thinking(messages) == {"b1"}

@@ -193,6 +193,57 @@ def all_tool_ids(messages: Iterable[Any]) -> set[str]:
     return ids
 
 
+# Models that check a returned thinking block's prefix ("preserved thinking", Claude Fable 5.1
+# and Opus/Sonnet/Haiku 5.5 on): a request whose system, tools or any message before a thinking
+# block differs from what the model saw when it wrote the block is refused with a 400 ("bound
+# to a different conversation") or has the block dropped. Versions below these do not check.
+_CHECKED_FROM = {
+    "opus": (5, 5),
+    "sonnet": (5, 5),
+    "haiku": (5, 5),
+    "fable": (5, 1),
+    "mythos": (5, 1),
+}
+_CLAUDE_MODEL_RE = re.compile(r"^claude-([a-z]+)-(\d+)(?:[-.](\d+))?")  # -5-5, or 5.5 (OpenRouter)
+_THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+def checks_thinking_prefix(model: object) -> bool:
+    """Whether `model` checks its thinking blocks' prefix. A Claude model this cannot place
+    (a family or a naming scheme not known here) is taken to check it: refusing a mask costs
+    a saving, a rewrite that fails the check costs the session."""
+    if not isinstance(model, str):
+        return False
+    name = model.rsplit("/", 1)[-1].lower()
+    if name.startswith("anthropic."):  # Bedrock's `anthropic.claude-…`
+        name = name[len("anthropic.") :]
+    if not name.startswith("claude-"):
+        return False
+    m = _CLAUDE_MODEL_RE.match(name)
+    if m is None or m.group(1) not in _CHECKED_FROM:
+        return True
+    minor = int(m.group(3)) if m.group(3) is not None and len(m.group(3)) <= 2 else 0
+    return (int(m.group(2)), minor) >= _CHECKED_FROM[m.group(1)]
+
+
+def results_before_thinking(messages: Iterable[Any]) -> set[str]:
+    """The tool_use ids of the results that some later message's thinking block has in its
+    prefix: rewriting any of them invalidates that block on a model that checks it."""
+    before: set[str] = set()
+    pending: set[str] = set()
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        for b in content if isinstance(content, list) else ():
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") in _THINKING_TYPES:
+                before |= pending
+                pending = set()
+            elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+                pending.add(b["tool_use_id"])
+    return before
+
+
 def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
     """Apply frozen edits to the wire body in place; returns the edits that applied.
 

@@ -268,6 +268,10 @@ class ClaudeSession:
                 if mask is not None
                 else set()
             )
+            if masks_ok and wire.checks_thinking_prefix(body.get("model")):
+                # a mask before a thinking block would fail the model's prefix check: the
+                # request refused (400) or the model's earlier reasoning dropped
+                masks_ok -= wire.results_before_thinking(messages)
             for edit in answered:
                 if isinstance(edit, MaskEdit):
                     if edit.toolCallId not in masks_ok:
