@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,17 +179,22 @@ def to_neutral(messages: Iterable[Any], *, notes_role: str = "user") -> list[Jso
     return out
 
 
-def all_tool_ids(messages: Iterable[Any]) -> set[str]:
-    ids: set[str] = set()
+def _blocks(messages: Iterable[Any]) -> Iterator[JsonDict]:
+    """Every content block of every message, in order (string contents have none)."""
     for msg in messages:
         content = msg.get("content") if isinstance(msg, dict) else None
         for b in content if isinstance(content, list) else ():
-            if not isinstance(b, dict):
-                continue
-            if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
-                ids.add(b["id"])
-            elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
-                ids.add(b["tool_use_id"])
+            if isinstance(b, dict):
+                yield b
+
+
+def all_tool_ids(messages: Iterable[Any]) -> set[str]:
+    ids: set[str] = set()
+    for b in _blocks(messages):
+        if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+            ids.add(b["id"])
+        elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+            ids.add(b["tool_use_id"])
     return ids
 
 
@@ -231,16 +236,12 @@ def results_before_thinking(messages: Iterable[Any]) -> set[str]:
     prefix: rewriting any of them invalidates that block on a model that checks it."""
     before: set[str] = set()
     pending: set[str] = set()
-    for msg in messages:
-        content = msg.get("content") if isinstance(msg, dict) else None
-        for b in content if isinstance(content, list) else ():
-            if not isinstance(b, dict):
-                continue
-            if b.get("type") in _THINKING_TYPES:
-                before |= pending
-                pending = set()
-            elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
-                pending.add(b["tool_use_id"])
+    for b in _blocks(messages):
+        if b.get("type") in _THINKING_TYPES:
+            before |= pending
+            pending = set()
+        elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
+            pending.add(b["tool_use_id"])
     return before
 
 
