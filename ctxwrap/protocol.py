@@ -347,6 +347,9 @@ class MaskRequest(Request):
     history: Tail  # the whole message list described (start 0), no bodies
     paths: dict[str, str] = Field(default_factory=dict)  # call id → file of read/write/edit
     edited: list[str] = Field(default_factory=list)  # result ids that already have an edit
+    # result ids the adapter keeps as sent: a later thinking block has them in its prefix on a
+    # model that checks it (Claude Fable 5.1, the 5.5 models): never masked
+    keep: list[str] = Field(default_factory=list)
     calls: Int = 0  # LLM calls of this session so far (expected remaining calls)
 
 

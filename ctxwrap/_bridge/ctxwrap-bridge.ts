@@ -1635,7 +1635,10 @@ function install(pi: any): void {
 				clearTimeout(grace);
 			}
 			const edited = resultEdited();
-			const mask = maskReason ? maskRequest(messages, maskReason, edited, gapS) : undefined;
+			// Results a later thinking block has in its prefix stay as sent on a model that checks
+			// it (a mask there gets the request refused, or the model's reasoning dropped).
+			const keep = checksThinkingPrefix(ctx?.model?.id) ? resultsBeforeThinking(messages) : new Set<string>();
+			const mask = maskReason ? maskRequest(messages, maskReason, edited, gapS, keep) : undefined;
 			const reply = await daemon.call<Json>(
 				"/v1/context",
 				{ session_id: sessionId, call_index: callIndex, message_count: messages.length, head_changed: headChanged, tail, mask },
@@ -1649,9 +1652,7 @@ function install(pi: any): void {
 			// Masks rewrite seen history: only when this request was cold (we said so), and only
 			// results we verify ourselves (seen, paired, no error, not edited yet).
 			const maskOk = mask ? acceptableMasks(messages, answered.filter((e) => e.kind === "mask"), seen, edited) : new Set<string>();
-			// A mask before a thinking block would fail the model's prefix check (a 400, or its
-			// earlier reasoning dropped): not on a model that checks it.
-			if (maskOk.size && checksThinkingPrefix(ctx?.model?.id)) for (const id of resultsBeforeThinking(messages)) maskOk.delete(id);
+			for (const id of keep) maskOk.delete(id); // checked, not trusted
 			const fresh: Edit[] = [];
 			for (const ed of answered) {
 				const key = `${ed.kind}:${ed.toolCallId}`;
@@ -1713,13 +1714,14 @@ function install(pi: any): void {
 	};
 
 	/** The whole history described (no bodies), sent once per cold boundary. */
-	const maskRequest = (messages: any[], reason: string, edited: Set<string>, gapS: number | null) => {
+	const maskRequest = (messages: any[], reason: string, edited: Set<string>, gapS: number | null, keep: Set<string>) => {
 		return {
 			reason,
 			gap_s: gapS,
 			history: describeTail(messages, new Set()),
 			paths: callPaths(messages),
 			edited: [...edited],
+			keep: [...keep],
 			calls: callIndex,
 		};
 	};

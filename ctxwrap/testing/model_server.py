@@ -245,6 +245,7 @@ class _Reply:
     delay_s: float = 0.0
     cached_tokens: int | None = None  # simulated automatic prompt cache (cache_simulation)
     usage: JsonObj | None = None  # Anthropic: computed when the request is recorded
+    thinking_signature: str | None = None  # Anthropic, `thinking`: the block's prefix key
 
 
 # -- simulated Anthropic prompt cache -------------------------------------------------------
@@ -263,6 +264,64 @@ def _strip_cache_control(value: Any) -> Any:
     if isinstance(value, list):
         return [_strip_cache_control(v) for v in value]
     return value
+
+
+# -- simulated preserved thinking (Claude Fable 5.1, the 5.5 models) ------------------------
+
+PREFIX_MISMATCH = (
+    "messages.{i}.content.{j}: Invalid `signature` in `thinking` block. The block is bound to "
+    "a different conversation. Remove the block, or set "
+    '`thinking.block_binding.prefix_mismatch_behavior` to "drop_block".'
+)
+
+
+def _canonical_message(message: Any) -> Any:
+    """A message as the prefix check compares it: no cache markers (Claude Code moves them on
+    every request), a lone text block the same as a string."""
+    m = _strip_cache_control(message)
+    c = m.get("content") if isinstance(m, dict) else None
+    lone = c[0] if isinstance(c, list) and len(c) == 1 else None
+    if isinstance(lone, dict) and set(lone) == {"type", "text"} and lone["type"] == "text":
+        m = {**m, "content": lone["text"]}
+    return m
+
+
+def thinking_prefix_key(body: Mapping[str, Any], messages: Sequence[Any]) -> str:
+    """What a thinking block written after `messages` (of `body`'s system and tools) is bound
+    to: its signature here, checked when the block comes back."""
+    system = body.get("system")
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    canon = {
+        "system": _strip_cache_control(system or []),
+        "tools": _strip_cache_control(body.get("tools") or []),
+        "messages": [_canonical_message(m) for m in messages],
+    }
+    raw = json.dumps(canon, sort_keys=True, ensure_ascii=False).encode()
+    return "sig-" + hashlib.sha256(raw).hexdigest()[:40]
+
+
+def thinking_prefix_failure(body: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(message, block) of the first returned thinking block whose prefix changed since the
+    server wrote it, or None when every one still matches."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    for i, m in enumerate(messages):
+        content = m.get("content") if isinstance(m, dict) else None
+        if m.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        for j, b in enumerate(content):
+            if not isinstance(b, dict) or b.get("type") != "thinking":
+                continue
+            before = (
+                [*messages[:i], {"role": "assistant", "content": content[:j]}]
+                if j
+                else messages[:i]
+            )
+            if b.get("signature") != thinking_prefix_key(body, before):
+                return i, j
+    return None
 
 
 def anthropic_cache_blocks(body: Mapping[str, Any]) -> list[tuple[str, bool]]:
@@ -502,8 +561,14 @@ class ScriptedModelServer:
         cache_ttl_s: float = 300.0,
         side_text: str | None = None,
         cache_losses: Mapping[int, str] | None = None,
+        preserved_thinking: bool = False,
     ) -> None:
-        """cache_losses: script step → how the simulated Anthropic cache loses entries just
+        """preserved_thinking: every Anthropic main reply starts with a thinking block bound
+        to the request it answers (system, tools, messages: `thinking_prefix_key`), and a
+        request returning a block whose prefix has changed since is refused with the API's
+        400 (`prefix_failures` lists them), as Claude Fable 5.1 and the 5.5 models do.
+
+        cache_losses: script step → how the simulated Anthropic cache loses entries just
         before that step's request (`PromptCacheSim.forget`): a real provider's misses.
 
         side_text: answer Claude Code's side requests (an Anthropic request without
@@ -524,6 +589,8 @@ class ScriptedModelServer:
         self.summary_text = summary_text
         self.side_text = side_text
         self.cache_losses = dict(cache_losses or {})
+        self.preserved_thinking = preserved_thinking
+        self.prefix_failures: list[tuple[int, int]] = []
         for step, how in self.cache_losses.items():
             if how not in CACHE_LOSSES:  # said when the server is made, not mid-session
                 raise ScriptError(
@@ -680,6 +747,15 @@ class ScriptedModelServer:
                 RecordedRequest("side", body, now, None, None, path, headers, usage=reply.usage)
             )
             return reply
+        if api == "anthropic" and self.preserved_thinking:
+            failed = thinking_prefix_failure(body)
+            if failed is not None:
+                with self._changed:
+                    self.prefix_failures.append(failed)
+                i, j = failed
+                reply = _Reply(PREFIX_MISMATCH.format(i=i, j=j), status=400)
+                self._record(RecordedRequest("main", body, now, None, None, path, headers))
+                return reply
         cached = self._simulate_cache(body) if self.cache_simulation and api == "openai" else None
         with self._changed:
             index = self._next_step
@@ -706,6 +782,8 @@ class ScriptedModelServer:
                 self.main_delay_s + step.delay_s,
                 cached_tokens=cached,
             )
+        if api == "anthropic" and self.preserved_thinking and step is not None:
+            reply.thinking_signature = thinking_prefix_key(body, body.get("messages") or [])
         if served in self.cache_losses and api == "anthropic":
             self.cache.forget(self.cache_losses[served])
         if reply.status is None or reply.status < 400:
@@ -943,6 +1021,11 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
 
         def _anthropic_blocks(self, reply: _Reply) -> list[JsonObj]:
             blocks: list[JsonObj] = []
+            if reply.thinking_signature is not None:
+                thought = "Thinking about the next step."
+                blocks.append(
+                    {"type": "thinking", "thinking": thought, "signature": reply.thinking_signature}
+                )
             if reply.text:
                 blocks.append({"type": "text", "text": reply.text})
             for call in reply.tool_calls:
@@ -989,7 +1072,24 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             message.update(content=[], stop_reason=None, usage=start_usage)
             emit("message_start", {"message": message})
             for i, block in enumerate(self._anthropic_blocks(reply)):
-                if block["type"] == "text":
+                if block["type"] == "thinking":
+                    start = {"type": "thinking", "thinking": "", "signature": ""}
+                    emit("content_block_start", {"index": i, "content_block": start})
+                    emit(
+                        "content_block_delta",
+                        {
+                            "index": i,
+                            "delta": {"type": "thinking_delta", "thinking": block["thinking"]},
+                        },
+                    )
+                    emit(
+                        "content_block_delta",
+                        {
+                            "index": i,
+                            "delta": {"type": "signature_delta", "signature": block["signature"]},
+                        },
+                    )
+                elif block["type"] == "text":
                     emit(
                         "content_block_start", {"index": i, "content_block": {**block, "text": ""}}
                     )

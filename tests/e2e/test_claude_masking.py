@@ -187,3 +187,79 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
     )
     assert recall.returncode == 0, recall.stderr
     assert "old_helper_149" in recall.stdout
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize(
+    ("model", "guarded"), [("claude-opus-5-5", True), ("claude-opus-4-8", False)]
+)
+def test_no_mask_breaks_a_preserved_thinking_prefix(
+    tmp_path: Path, xdg: Xdg, model: str, guarded: bool
+) -> None:
+    """Claude Opus 5.5 checks that nothing before a returned thinking block changed since it
+    wrote the block, and refuses the request otherwise. The scripted server does the same
+    (`preserved_thinking`): the real Claude Code, run plainly, passes its check; under
+    ctxwrap an idle gap would mask the earlier task's read, which a thinking block follows —
+    on Opus 5.5 it is not masked and the session goes on; on Opus 4.8 (no check on the real
+    API, checked here anyway) it is, and the check refuses it: what the guard prevents."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "old.py").write_text(OLD)
+    (work / "new.py").write_text(NEW)
+    steps = [
+        {"text": "ready"},
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "old.py")}}]},
+        {"text": "task one done"},
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(work / "new.py")}}]},
+        {"text": "task two done"},
+    ]
+    with ScriptedModelServer(steps, preserved_thinking=True, side_text="title") as srv:
+        base = claude_env(xdg.env(), home=tmp_path / "home", base_url=srv.root_url)
+
+        def run(prompt: str, *extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*CTXWRAP, "claude", *claude_print_args(prompt, "--model", model, *extra)],
+                cwd=work,
+                env={
+                    **base,
+                    "PI_CTX_CACHE_TTL_S": "2",
+                    "PI_CTX_MASK_MIN_CHARS": "400",
+                    "PI_CTX_MASK_EARLIER_TASKS": "1",
+                    "PI_CTX_MASK_WARM": "0",
+                    "PI_CTX_MASK_OLDER_ROUNDS": "0",
+                    "PI_CTX_MASK_READ_IDLE_ROUNDS": "0",
+                },
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        # a first conversation settles Claude Code's first-run tool list (another prefix)
+        assert run("hello").returncode == 0
+        one = run("task one: look at old.py")
+        assert one.returncode == 0, one.stderr[-2000:]
+        n_one = len(srv.main_requests)
+        assert "old-marker" in json.dumps(srv.main_requests[-1].body["messages"])
+        time.sleep(2.5)  # past the 2 s cache TTL: a cold boundary, where masks are decided
+        two = run("task two: look at new.py", "--continue")
+        after = [r.body for r in srv.main_requests[n_one:]]
+
+    assert after, "no request after the gap"
+    returned = [
+        b
+        for m in after[0]["messages"]
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+        if isinstance(b, dict) and b.get("type") == "thinking"
+    ]
+    assert returned, "Claude Code sent no thinking block back: nothing was checked"
+    with sqlite3.connect(xdg.db) as db:
+        masks = db.execute("SELECT count(*) FROM edits WHERE kind='mask'").fetchone()[0]
+    if guarded:
+        assert srv.prefix_failures == []
+        assert two.returncode == 0, two.stderr[-2000:]
+        assert json.loads(two.stdout)["result"] == "task two done"
+        assert "old-marker" in json.dumps(after[0]["messages"])  # not masked
+        assert masks == 0
+    else:
+        assert masks >= 1 and "old-marker" not in json.dumps(after[0]["messages"])
+        assert srv.prefix_failures, "the masked request passed the prefix check"

@@ -114,3 +114,40 @@ def test_late_drop_is_masked_at_the_next_cold_boundary(
     assert mask["trigger"] == "idle" and mask["gap_s"] == 400.0
     assert mask["masks"] == [["r1", "dropped", edits[0]["savedChars"]]]
     assert mask["removed_tokens"] == (edits[0]["savedChars"] + 3) // 4 and mask["cost_tokens"] == 0
+
+
+def test_a_result_the_adapter_keeps_is_never_masked(tmp_path: Path, xdg: Xdg) -> None:
+    """`mask.keep`: results a later thinking block has in its prefix on a model that checks
+    it. The same cold request masks the late DROP without it, and nothing with it — nothing
+    planned, returned or recorded (a mask recorded but never sent would count a saving)."""
+    with daemon_process(xdg, {"PI_CTX_MASK_KEEP_ROUNDS": "1"}), client(xdg, 30) as c:
+        sid = "s-keep"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+        post(c, "/v1/prompt", {"session_id": sid, "prompt": "fix the parser"})
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the parser"}]
+        for cid, path, text in (("r1", "LICENSE", LICENSE), ("r2", "a.md", NOTES)):
+            messages.extend([call(cid, path), result(cid, text)])
+            r = post(c, "/v1/tool_result", {"session_id": sid, "tool_call_id": cid,
+                                            "tool_name": "read", "input": {"path": path},
+                                            "text": text})  # fmt: skip
+            if cid == "r1":  # the tagger's DROP comes after the model saw it whole
+                tail = describe_tail(messages, set()).to_json()
+                post(c, "/v1/context", {"session_id": sid, "call_index": 1,
+                                        "message_count": len(messages), "tail": tail})  # fmt: skip
+                post(c, "/v1/aux/result", {"session_id": sid, "aux_id": r["aux"]["aux_id"],
+                                           "text": '{"decision": "DROP"}', "input_tokens": 10,
+                                           "output_tokens": 3, "elapsed_ms": 5})  # fmt: skip
+        messages.extend([call("r3", "b.md"), result("r3", NOTES)])
+
+        def cold(keep: list[str]) -> list[dict[str, Any]]:
+            mask = {"reason": "idle", "gap_s": 400.0, "calls": 3, "keep": keep, "edited": [],
+                    "history": describe_tail(messages, set()).to_json(),
+                    "paths": call_paths(messages)}  # fmt: skip
+            body = {"session_id": sid, "call_index": 3, "message_count": len(messages),
+                    "tail": describe_tail(messages, {"r1", "r2"}).to_json(), "mask": mask}  # fmt: skip
+            return list(post(c, "/v1/context", body)["edits"])
+
+        assert cold(["r1"]) == []
+        assert [e["toolCallId"] for e in cold([])] == ["r1"]
+    conn = sqlite3.connect(xdg.db)
+    assert conn.execute("SELECT tool_call_id, kind FROM edits").fetchall() == [("r1", "mask")]

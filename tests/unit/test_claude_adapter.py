@@ -619,6 +619,9 @@ def test_no_mask_rewrites_a_thinking_blocks_prefix_on_models_that_check_it(
     body = _thinking_conversation(model, thinking_after=thinking_after)
     applied = sess.prepare(body)
     assert any(isinstance(e, MaskEdit) for e in applied) is masked
+    # the daemon is told which results to keep, so it neither plans nor records their masks
+    [asked] = [b["mask"] for p, b in sess.daemon.calls if p == "/v1/context" and "mask" in b]  # type: ignore[attr-defined]
+    assert asked["keep"] == ([] if masked else ["b1"])
     assert (body["messages"][2]["content"][0]["content"] == "[masked]") is masked
 
 

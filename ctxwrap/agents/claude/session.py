@@ -242,7 +242,12 @@ class ClaudeSession:
                 ev.wait(max(0.0, deadline - time.monotonic()))
             with self.lock:
                 edited = self.frozen.result_edited(RESULT_EDITS)
-            mask = self._mask_request(messages, cold, gap_s, edited) if cold else None
+            keep = (
+                wire.results_before_thinking(messages)
+                if wire.checks_thinking_prefix(body.get("model"))
+                else set()
+            )
+            mask = self._mask_request(messages, cold, gap_s, edited, keep) if cold else None
             request: JsonDict = {
                 "session_id": self.session_id,
                 "call_index": self.call_index,
@@ -268,10 +273,10 @@ class ClaudeSession:
                 if mask is not None
                 else set()
             )
-            if masks_ok and wire.checks_thinking_prefix(body.get("model")):
-                # a mask before a thinking block would fail the model's prefix check: the
-                # request refused (400) or the model's earlier reasoning dropped
-                masks_ok -= wire.results_before_thinking(messages)
+            # a mask before a thinking block would fail the model's prefix check (the request
+            # refused with a 400, or the model's earlier reasoning dropped): the daemon was
+            # told to keep those results; its answer is checked, not trusted
+            masks_ok -= keep
             for edit in answered:
                 if isinstance(edit, MaskEdit):
                     if edit.toolCallId not in masks_ok:
@@ -338,7 +343,12 @@ class ClaudeSession:
         return reason, gap
 
     def _mask_request(
-        self, messages: list[Any], reason: MaskTrigger, gap_s: float | None, edited: set[str]
+        self,
+        messages: list[Any],
+        reason: MaskTrigger,
+        gap_s: float | None,
+        edited: set[str],
+        keep: set[str],
     ) -> JsonDict:
         """The whole history described (no bodies), sent once per cold boundary."""
         # Reminders riding along with tool results are no new task (cache_state.py).
@@ -349,6 +359,7 @@ class ClaudeSession:
             "history": describe_tail(neutral, ()).to_json(),
             "paths": call_paths(neutral),
             "edited": sorted(edited),
+            "keep": sorted(keep),
             "calls": self.call_index,
         }
 
