@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from ctxwrap.testing.model_server import ScriptedModelServer
-from ctxwrap.testing.pi_home import find_pi, make_pi_agent_dir, pi_command, pi_env
+from ctxwrap.testing.pi_home import MODEL, find_pi, make_pi_agent_dir, pi_command, pi_env
 
 CTXWRAP = [sys.executable, "-m", "ctxwrap"]
 PI_VERSIONS = ("pi", "pi-0.73")
@@ -219,6 +219,7 @@ def run_ctxwrap_pi(
     timeout: float = 120,
     files: Mapping[str, str] | None = None,
     pi_settings: Mapping[str, Any] | None = None,
+    pi_model: str = MODEL,
     **server_kw: Any,
 ) -> PiRun:
     """Run `ctxwrap pi … -p PROMPT` (or plain pi with plain=True) against a scripted model."""
@@ -234,11 +235,11 @@ def run_ctxwrap_pi(
     if own:
         srv.start()
     try:
-        agent_dir = make_pi_agent_dir(home, srv.base_url, settings=pi_settings)
+        agent_dir = make_pi_agent_dir(home, srv.base_url, settings=pi_settings, model=pi_model)
         env = xdg.env(pi_env(agent_dir, home))
         env["CTXWRAP_PI"] = str(pi)
         env.update(extra_env or {})
-        cmd = pi_command(pi, prompt, *args, wrapped=not plain)
+        cmd = pi_command(pi, prompt, *args, wrapped=not plain, model=pi_model)
         start = time.monotonic()
         proc = subprocess.run(
             cmd,

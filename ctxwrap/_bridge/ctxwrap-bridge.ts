@@ -1914,7 +1914,7 @@ function registerTools(pi: any, daemon: Daemon, sid: () => string | null, conf: 
 				properties: { query: { type: "string", description: "What you need to do, in plain words" } },
 				required: ["query"],
 			},
-			async execute(_id: string, params: any) {
+			async execute(_id: string, params: any, _signal?: unknown, _onUpdate?: unknown, ctx?: any) {
 				// The first call can come before the daemon has this session (it starts beside pi):
 				// wait for the registration and its catalog, bounded; an answer from an empty
 				// catalog ("nothing matched") would hide a skill the prompt no longer lists.
@@ -1939,6 +1939,16 @@ function registerTools(pi: any, daemon: Daemon, sid: () => string | null, conf: 
 					.join("\n");
 				if (reply.skill_body) {
 					return text(`<skill name="${reply.matches[0].name}" location="${reply.skill_path}">\n${reply.skill_body}\n</skill>${others ? `\n\nOther matches:\n${others}` : ""}`);
+				}
+				if (reply.activate_tool && checksThinkingPrefix(ctx?.model?.id ?? cache.model)) {
+					// A model that binds its thinking to the tool list (Claude Fable 5.1, the 5.5
+					// models) would have the conversation's earlier reasoning refused (a 400) or
+					// dropped once the list changes: the tool is named, not added.
+					const m = reply.matches[0];
+					return text(
+						`Tool ${m.name} exists (${m.description}) but cannot be added mid-conversation on this model: ` +
+							`a changed tool list invalidates its earlier reasoning. It can be enabled at launch (pi --tools +${m.name}).`,
+					);
 				}
 				if (reply.activate_tool) {
 					try {

@@ -49,9 +49,10 @@ _INHERITED = ("LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "TMPDIR", "USER", "LOG
 
 
 def models_json(
-    base_url: str, *, context_window: int = 128000, max_tokens: int = 16384
+    base_url: str, *, context_window: int = 128000, max_tokens: int = 16384, model: str = MODEL
 ) -> dict[str, Any]:
-    """The models.json document: provider ``scripted``, model ``scripted-model``."""
+    """The models.json document: provider ``scripted``, model ``scripted-model`` (or `model`:
+    a real model's id, where ctxwrap behaves by model)."""
     return {
         "providers": {
             PROVIDER: {
@@ -66,7 +67,7 @@ def models_json(
                 },
                 "models": [
                     {
-                        "id": MODEL,
+                        "id": model,
                         "name": "Scripted Model",
                         "reasoning": False,
                         "input": ["text"],
@@ -86,6 +87,7 @@ def make_pi_agent_dir(
     *,
     context_window: int = 128000,
     settings: Mapping[str, Any] | None = None,
+    model: str = MODEL,
 ) -> Path:
     """Write ``<root>/.pi/agent`` for the scripted provider and return that directory.
 
@@ -94,11 +96,11 @@ def make_pi_agent_dir(
     """
     agent_dir = root / ".pi" / "agent"
     agent_dir.mkdir(parents=True, exist_ok=True)
-    doc = models_json(base_url, context_window=context_window)
+    doc = models_json(base_url, context_window=context_window, model=model)
     (agent_dir / "models.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     merged: dict[str, Any] = {
         "defaultProvider": PROVIDER,
-        "defaultModel": MODEL,
+        "defaultModel": model,
         "enableInstallTelemetry": False,
         "quietStartup": True,
     }
@@ -153,13 +155,15 @@ def find_pi(name: str = "pi") -> Path | None:
     return Path(found) if found else None
 
 
-def pi_command(pi: Path | str, prompt: str, *args: str, wrapped: bool = False) -> list[str]:
+def pi_command(
+    pi: Path | str, prompt: str, *args: str, wrapped: bool = False, model: str = MODEL
+) -> list[str]:
     """argv for one non-interactive run against the scripted model.
 
     wrapped=True runs it through `ctxwrap pi` (this interpreter), which finds pi through the
     CTXWRAP_PI variable the caller sets to `pi`.
     """
-    pi_args = ["--offline", "--provider", PROVIDER, "--model", MODEL, *args, "-p", prompt]
+    pi_args = ["--offline", "--provider", PROVIDER, "--model", model, *args, "-p", prompt]
     if wrapped:
         return [sys.executable, "-m", "ctxwrap", "pi", *pi_args]
     return [str(pi), *pi_args]

@@ -177,3 +177,34 @@ def test_grep_becomes_callable_from_the_next_prompt_on_pi_073(tmp_path: Path, xd
     heads = [(system_text(b), names[i]) for i, b in enumerate(bodies)]
     changes = sum(1 for a, b in itertools.pairwise(heads) if a != b)
     assert changes == 1, "activation must cost exactly one head change"
+
+
+def test_no_tool_is_added_mid_conversation_on_a_model_that_binds_thinking_to_the_tools(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """Claude Fable 5.1 and the 5.5 models bind each thinking block to the tool list it was
+    written under: once the list changes, the API refuses the conversation's earlier
+    reasoning (a 400) or drops it. Under such a model id find_capability names the tool and
+    how to enable it, and the tool list stays as it was (pi 1.x would otherwise add it at
+    the next request, as in the test above)."""
+    (tmp_path / "home").mkdir()
+    script = [
+        {
+            "tool_calls": [
+                {
+                    "name": "find_capability",
+                    "arguments": {"query": "search file contents for a regex pattern"},
+                }
+            ]
+        },
+        {"text": "done"},
+    ]
+    run = run_ctxwrap_pi(
+        "pi", tmp_path, xdg, script, extra_env=rg_path_env(), pi_model="claude-opus-5-5"
+    )
+    assert run.proc.returncode == 0, run.proc.stderr
+    bodies = run.main_bodies()
+    assert bodies[0]["model"] == "claude-opus-5-5"
+    assert tool_names(bodies[1]) == tool_names(bodies[0]) and "grep" not in tool_names(bodies[1])
+    answer = tool_contents(bodies[1])[-1]
+    assert "Tool grep exists" in answer and "pi --tools +grep" in answer
