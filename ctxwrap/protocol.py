@@ -347,9 +347,6 @@ class MaskRequest(Request):
     history: Tail  # the whole message list described (start 0), no bodies
     paths: dict[str, str] = Field(default_factory=dict)  # call id → file of read/write/edit
     edited: list[str] = Field(default_factory=list)  # result ids that already have an edit
-    # result ids the adapter keeps as sent: a later thinking block has them in its prefix on a
-    # model that checks it (Claude Fable 5.1, the 5.5 models): never masked
-    keep: list[str] = Field(default_factory=list)
     calls: Int = 0  # LLM calls of this session so far (expected remaining calls)
 
 
@@ -360,6 +357,9 @@ class ContextRequest(Request):
     head_changed: bool = False  # the first message differs from last call's (compaction, resume)
     tail: Tail
     mask: MaskRequest | None = None
+    # call ids whose call and result the adapter keeps as sent: a later thinking block has them
+    # in its prefix on a model that checks it (Claude Fable 5.1, the 5.5 models); no edit
+    keep: list[str] = Field(default_factory=list)
 
 
 class LlmCall(Request):

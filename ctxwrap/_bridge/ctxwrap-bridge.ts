@@ -19,7 +19,7 @@ import { appendFileSync, lstatSync, readFileSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path";
 import { homedir, tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
-import { acceptableMasks, callPaths, checksThinkingPrefix, coldReason, lastRequestAt, payloadTtlS, resultsBeforeThinking, type CacheState } from "./masking.ts";
+import { acceptableMasks, boundByThinking, callPaths, checksThinkingPrefix, coldReason, lastRequestAt, payloadTtlS, type CacheState } from "./masking.ts";
 
 // -- configuration ---------------------------------------------------------------------------
 
@@ -1635,24 +1635,23 @@ function install(pi: any): void {
 				clearTimeout(grace);
 			}
 			const edited = resultEdited();
-			// Results a later thinking block has in its prefix stay as sent on a model that checks
-			// it (a mask there gets the request refused, or the model's reasoning dropped).
-			const keep = checksThinkingPrefix(ctx?.model?.id) ? resultsBeforeThinking(messages) : new Set<string>();
-			const mask = maskReason ? maskRequest(messages, maskReason, edited, gapS, keep) : undefined;
+			// What a later thinking block has in its prefix stays as sent on a model that checks it
+			// (an edit there gets the request refused, or the model's reasoning dropped).
+			const keep = checksThinkingPrefix(ctx?.model?.id) ? boundByThinking(messages) : new Set<string>();
+			const mask = maskReason ? maskRequest(messages, maskReason, edited, gapS) : undefined;
 			const reply = await daemon.call<Json>(
 				"/v1/context",
-				{ session_id: sessionId, call_index: callIndex, message_count: messages.length, head_changed: headChanged, tail, mask },
+				{ session_id: sessionId, call_index: callIndex, message_count: messages.length, head_changed: headChanged, tail, mask, keep: [...keep] },
 				cfg.bridge_timeout_ms,
 			);
 			const answered: Edit[] = [];
 			for (const raw of reply?.edits ?? []) {
 				const ed = asEdit(raw);
-				if (ed) answered.push(ed);
+				if (ed && !keep.has(ed.toolCallId)) answered.push(ed); // checked, not trusted
 			}
 			// Masks rewrite seen history: only when this request was cold (we said so), and only
 			// results we verify ourselves (seen, paired, no error, not edited yet).
 			const maskOk = mask ? acceptableMasks(messages, answered.filter((e) => e.kind === "mask"), seen, edited) : new Set<string>();
-			for (const id of keep) maskOk.delete(id); // checked, not trusted
 			const fresh: Edit[] = [];
 			for (const ed of answered) {
 				const key = `${ed.kind}:${ed.toolCallId}`;
@@ -1714,14 +1713,13 @@ function install(pi: any): void {
 	};
 
 	/** The whole history described (no bodies), sent once per cold boundary. */
-	const maskRequest = (messages: any[], reason: string, edited: Set<string>, gapS: number | null, keep: Set<string>) => {
+	const maskRequest = (messages: any[], reason: string, edited: Set<string>, gapS: number | null) => {
 		return {
 			reason,
 			gap_s: gapS,
 			history: describeTail(messages, new Set()),
 			paths: callPaths(messages),
 			edited: [...edited],
-			keep: [...keep],
 			calls: callIndex,
 		};
 	};

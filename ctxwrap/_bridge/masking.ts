@@ -159,16 +159,20 @@ export function checksThinkingPrefix(model: unknown): boolean {
   return major > fromMajor || (major === fromMajor && minor >= fromMinor);
 }
 
-/** The results some later thinking block has in its prefix: masking one invalidates it. */
-export function resultsBeforeThinking(messages: readonly unknown[]): Set<string> {
+/** The tool calls and results a later thinking block has in its prefix (in a later message,
+ * or later in the same one): editing one invalidates that block. Twin of bound_by_thinking. */
+export function boundByThinking(messages: readonly unknown[]): Set<string> {
   const before = new Set<string>();
   let pending: string[] = [];
   for (const m of messages) {
     if (!isRec(m)) continue;
     if (m.role === "assistant" && Array.isArray(m.content)) {
-      if (m.content.some((b) => isRec(b) && b.type === "thinking")) {
-        for (const id of pending) before.add(id);
-        pending = [];
+      for (const b of m.content) {
+        if (!isRec(b)) continue;
+        if (b.type === "thinking") {
+          for (const id of pending) before.add(id);
+          pending = [];
+        } else if (b.type === "toolCall" && typeof b.id === "string") pending.push(b.id);
       }
     } else if (m.role === "toolResult" && typeof m.toolCallId === "string") pending.push(m.toolCallId);
   }

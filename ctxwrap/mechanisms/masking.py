@@ -80,7 +80,7 @@ def decide(
         paths=mask.paths,
         protected={m.toolCallId for m in req.tail.messages if m.toolCallId}
         | {c.id for m in req.tail.messages for c in m.toolCalls or ()}
-        | set(mask.keep),
+        | set(req.keep),
         edited=edited,
         hidden_sigs=hidden_sigs,
         late_drops=rt.late_drops,

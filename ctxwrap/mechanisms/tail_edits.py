@@ -39,6 +39,10 @@ async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.
         strip_marker_for=writes.strip_marker,
         edit_min_chars=cfg.edit_min_chars if cfg.edit_strip else 0,
     )
+    # what a checked thinking block binds stays as sent (the adapter would refuse the edit:
+    # deciding or recording it would count a saving never made)
+    kept = set(req.keep)
+    edits = [e for e in edits if e.toolCallId not in kept]
     d.hide_signatures(rt, dropped_signatures(req.tail, edits))
     # needed again (mechanisms/needed_again.py): which hidden result a repeat would ask for
     tail_calls = {c.id: c for m in req.tail.messages for c in m.toolCalls or ()}

@@ -117,7 +117,7 @@ def test_late_drop_is_masked_at_the_next_cold_boundary(
 
 
 def test_a_result_the_adapter_keeps_is_never_masked(tmp_path: Path, xdg: Xdg) -> None:
-    """`mask.keep`: results a later thinking block has in its prefix on a model that checks
+    """`keep`: results a later thinking block has in its prefix on a model that checks
     it. The same cold request masks the late DROP without it, and nothing with it — nothing
     planned, returned or recorded (a mask recorded but never sent would count a saving)."""
     with daemon_process(xdg, {"PI_CTX_MASK_KEEP_ROUNDS": "1"}), client(xdg, 30) as c:
@@ -140,14 +140,50 @@ def test_a_result_the_adapter_keeps_is_never_masked(tmp_path: Path, xdg: Xdg) ->
         messages.extend([call("r3", "b.md"), result("r3", NOTES)])
 
         def cold(keep: list[str]) -> list[dict[str, Any]]:
-            mask = {"reason": "idle", "gap_s": 400.0, "calls": 3, "keep": keep, "edited": [],
+            mask = {"reason": "idle", "gap_s": 400.0, "calls": 3, "edited": [],
                     "history": describe_tail(messages, set()).to_json(),
                     "paths": call_paths(messages)}  # fmt: skip
             body = {"session_id": sid, "call_index": 3, "message_count": len(messages),
-                    "tail": describe_tail(messages, {"r1", "r2"}).to_json(), "mask": mask}  # fmt: skip
+                    "tail": describe_tail(messages, {"r1", "r2"}).to_json(), "mask": mask,
+                    "keep": keep}  # fmt: skip
             return list(post(c, "/v1/context", body)["edits"])
 
         assert cold(["r1"]) == []
         assert [e["toolCallId"] for e in cold([])] == ["r1"]
     conn = sqlite3.connect(xdg.db)
     assert conn.execute("SELECT tool_call_id, kind FROM edits").fetchall() == [("r1", "mask")]
+
+
+def test_a_write_the_adapter_keeps_is_not_stripped(tmp_path: Path, xdg: Xdg) -> None:
+    """`keep` holds the tail's own calls too: a write a thinking block of its own message
+    follows (Opus 5.5 returns the text between two calls as thinking) keeps its body, and no
+    strip is recorded; the same tail without `keep` gets the strip."""
+    with daemon_process(xdg), client(xdg, 30) as c:
+        sid = "s-keep-write"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+        body = "".join(f"line {i} of the new module\n" for i in range(100))
+        write = {"type": "toolCall", "id": "w1", "name": "write",
+                 "arguments": {"path": "a.py", "content": body}}  # fmt: skip
+        messages = [
+            {"role": "user", "content": "write a.py"},
+            {"role": "assistant", "content": [write]},
+            {
+                "role": "toolResult",
+                "toolCallId": "w1",
+                "toolName": "write",
+                "content": [{"type": "text", "text": "Wrote a.py"}],
+                "isError": False,
+            },
+        ]
+
+        def context(keep: list[str]) -> list[dict[str, Any]]:
+            req = {"session_id": sid, "call_index": 1, "message_count": len(messages),
+                   "tail": describe_tail(messages, set()).to_json(), "keep": keep}  # fmt: skip
+            return list(post(c, "/v1/context", req)["edits"])
+
+        assert context(["w1"]) == []
+        assert [(e["kind"], e["toolCallId"]) for e in context([])] == [("strip_write", "w1")]
+    conn = sqlite3.connect(xdg.db)
+    assert conn.execute("SELECT tool_call_id, kind FROM edits").fetchall() == [
+        ("w1", "strip_write")
+    ]

@@ -113,8 +113,8 @@ test("payloadTtlS: the cache lifetime a provider payload asks for beyond the def
   assert.equal(payloadTtlS("payload"), null);
 });
 
-test("checksThinkingPrefix and resultsBeforeThinking mirror anthropic_wire.py", async () => {
-  const { checksThinkingPrefix, resultsBeforeThinking } = await import("../../ctxwrap/_bridge/masking.ts");
+test("checksThinkingPrefix and boundByThinking mirror anthropic_wire.py", async () => {
+  const { checksThinkingPrefix, boundByThinking } = await import("../../ctxwrap/_bridge/masking.ts");
   for (const m of ["claude-opus-5-5", "claude-sonnet-5-5", "claude-fable-5-1-20261001", "claude-mythos-6", "claude-mythos-preview", "anthropic/claude-opus-5.5", "anthropic.claude-haiku-5-5-v1:0"])
     assert.equal(checksThinkingPrefix(m), true, m);
   for (const m of ["claude-opus-4-8", "claude-opus-5", "claude-fable-5", "claude-opus-4-5-20251101", "anthropic/claude-opus-4.8", "gpt-5.5", undefined])
@@ -125,7 +125,13 @@ test("checksThinkingPrefix and resultsBeforeThinking mirror anthropic_wire.py", 
     { role: "toolResult", toolCallId: "a", content: [{ type: "text", text: "x" }] },
     { role: "assistant", content: [{ type: "thinking", thinking: "t", thinkingSignature: "s" }, { type: "toolCall", id: "b", name: "read", arguments: { path: "y" } }] },
     { role: "toolResult", toolCallId: "b", content: [{ type: "text", text: "y" }] },
+    { role: "assistant", content: [
+      { type: "toolCall", id: "w", name: "write", arguments: { path: "z", content: "big" } },
+      { type: "thinking", thinking: "between the calls", thinkingSignature: "s2" },
+      { type: "toolCall", id: "c", name: "bash", arguments: { command: "ls" } },
+    ] },
   ];
-  // a's result is in the thinking block's prefix; b's is after the last thinking block
-  assert.deepStrictEqual([...resultsBeforeThinking(msgs)], ["a"]);
+  // a's call and result and b's are in a later block's prefix; so is the write call w, which
+  // a thinking block of its own message follows; c comes after the last block
+  assert.deepStrictEqual([...boundByThinking(msgs)].sort(), ["a", "b", "w"]);
 });

@@ -619,9 +619,10 @@ def test_no_mask_rewrites_a_thinking_blocks_prefix_on_models_that_check_it(
     body = _thinking_conversation(model, thinking_after=thinking_after)
     applied = sess.prepare(body)
     assert any(isinstance(e, MaskEdit) for e in applied) is masked
-    # the daemon is told which results to keep, so it neither plans nor records their masks
-    [asked] = [b["mask"] for p, b in sess.daemon.calls if p == "/v1/context" and "mask" in b]  # type: ignore[attr-defined]
-    assert asked["keep"] == ([] if masked else ["b1"])
+    # the daemon is told what to keep, so it neither decides nor records an edit of it
+    [asked] = [b for p, b in sess.daemon.calls if p == "/v1/context" and "mask" in b]  # type: ignore[attr-defined]
+    kept = set(asked.get("keep", []))
+    assert ("b1" in kept) is not masked
     assert (body["messages"][2]["content"][0]["content"] == "[masked]") is masked
 
 
@@ -634,4 +635,62 @@ def test_which_models_check_a_thinking_blocks_prefix() -> None:
     assert not checks("claude-opus-4-5-20251101") and not checks("claude-sonnet-4-6")
     assert not checks("qwen3-coder") and not checks(None)
     messages = _thinking_conversation("claude-opus-5-5", thinking_after=True)["messages"]
-    assert wire.results_before_thinking(messages) == {"b1"}
+    # b1's call and result precede the thinking block; b2's call and result follow it
+    assert wire.bound_by_thinking(messages) == {"b1"}
+
+
+class _StripDaemon(FakeDaemon):
+    """Answers /v1/context with a strip of the write w1's body."""
+
+    def call(
+        self, path: str, body: dict[str, Any], timeout: float, *, retry: bool = True
+    ) -> dict[str, Any] | None:
+        if path == "/v1/context":
+            self.calls.append((path, body))
+            strip = {
+                "kind": "strip_write",
+                "toolCallId": "w1",
+                "text": "[written]",
+                "savedChars": 900,
+            }
+            return {"edits": [strip]}
+        return super().call(path, body, timeout, retry=retry)
+
+
+@pytest.mark.parametrize(
+    ("model", "stripped"), [("claude-opus-5-5", False), ("claude-opus-4-8", True)]
+)
+def test_no_strip_of_a_call_a_thinking_block_of_its_own_message_follows(
+    model: str, stripped: bool
+) -> None:
+    """Opus 5.5 returns its text between two tool calls as a thinking block: that block has
+    the first call in its prefix, so stripping the write's body — a tail edit, decided before
+    any later block was written — would still fail its check."""
+    sess = ClaudeSession("s", daemon=_StripDaemon(), state_file=None, aux=None, start_info={})
+    sess.registered = True
+    sess.first_request = False
+    write = {"type": "tool_use", "id": "w1", "name": "Write",
+             "input": {"file_path": "/w/a.py", "content": "x = 1\n" * 200}}  # fmt: skip
+    between = {"type": "thinking", "thinking": "now run it", "signature": "c2ln"}
+    run = {"type": "tool_use", "id": "b1", "name": "Bash", "input": {"command": "python a.py"}}
+    body = {
+        "model": model,
+        "tools": [{"name": "Write"}, {"name": "Bash"}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "go"}]},
+            {"role": "assistant", "content": [write, between, run]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "w1", "content": "File created"},
+                    {"type": "tool_result", "tool_use_id": "b1", "content": "ok"},
+                ],
+            },
+        ],
+    }
+    applied = sess.prepare(body)
+    assert any(isinstance(e, StripWriteEdit) for e in applied) is stripped
+    content = body["messages"][1]["content"][0]["input"].get("content", "")
+    assert ("x = 1" in content) is not stripped
+    [asked] = [b for p, b in sess.daemon.calls if p == "/v1/context"]  # type: ignore[attr-defined]
+    assert ("w1" in asked.get("keep", [])) is not stripped

@@ -231,15 +231,18 @@ def checks_thinking_prefix(model: object) -> bool:
     return (int(m.group(2)), minor) >= _CHECKED_FROM[m.group(1)]
 
 
-def results_before_thinking(messages: Iterable[Any]) -> set[str]:
-    """The tool_use ids of the results that some later message's thinking block has in its
-    prefix: rewriting any of them invalidates that block on a model that checks it."""
+def bound_by_thinking(messages: Iterable[Any]) -> set[str]:
+    """The ids of the tool calls and results that a later thinking block has in its prefix
+    (one in a later message, or later in the same one: Opus 5.5 returns its text between tool
+    calls as thinking): changing any of them invalidates that block on a model that checks it."""
     before: set[str] = set()
     pending: set[str] = set()
     for b in _blocks(messages):
         if b.get("type") in _THINKING_TYPES:
             before |= pending
             pending = set()
+        elif b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+            pending.add(b["id"])
         elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
             pending.add(b["tool_use_id"])
     return before

@@ -242,24 +242,33 @@ class ClaudeSession:
                 ev.wait(max(0.0, deadline - time.monotonic()))
             with self.lock:
                 edited = self.frozen.result_edited(RESULT_EDITS)
+            # what a later thinking block has in its prefix stays as sent on a model that
+            # checks it: an edit there gets the request refused (400) or the model's reasoning
+            # dropped. The daemon is told; its answer is checked, not trusted.
             keep = (
-                wire.results_before_thinking(messages)
+                wire.bound_by_thinking(messages)
                 if wire.checks_thinking_prefix(body.get("model"))
                 else set()
             )
-            mask = self._mask_request(messages, cold, gap_s, edited, keep) if cold else None
+            mask = self._mask_request(messages, cold, gap_s, edited) if cold else None
             request: JsonDict = {
                 "session_id": self.session_id,
                 "call_index": self.call_index,
                 "message_count": len(neutral),
                 "tail": tail.to_json(),
             }
+            if keep:
+                request["keep"] = sorted(keep)
             if mask is not None:
                 request["mask"] = mask
             reply = self.daemon.call(
                 "/v1/context", request, timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000
             )
-            answered = [e for e in map(edit_from_json, (reply or {}).get("edits") or []) if e]
+            answered = [
+                e
+                for e in map(edit_from_json, (reply or {}).get("edits") or [])
+                if e and e.toolCallId not in keep
+            ]
             # Masks rewrite seen history: only on a request we sent `mask` with (cold, or warm
             # with mask_warm on), and only results we check ourselves (seen, paired, no error,
             # no edit yet).
@@ -273,10 +282,6 @@ class ClaudeSession:
                 if mask is not None
                 else set()
             )
-            # a mask before a thinking block would fail the model's prefix check (the request
-            # refused with a 400, or the model's earlier reasoning dropped): the daemon was
-            # told to keep those results; its answer is checked, not trusted
-            masks_ok -= keep
             for edit in answered:
                 if isinstance(edit, MaskEdit):
                     if edit.toolCallId not in masks_ok:
@@ -348,7 +353,6 @@ class ClaudeSession:
         reason: MaskTrigger,
         gap_s: float | None,
         edited: set[str],
-        keep: set[str],
     ) -> JsonDict:
         """The whole history described (no bodies), sent once per cold boundary."""
         # Reminders riding along with tool results are no new task (cache_state.py).
@@ -359,7 +363,6 @@ class ClaudeSession:
             "history": describe_tail(neutral, ()).to_json(),
             "paths": call_paths(neutral),
             "edited": sorted(edited),
-            "keep": sorted(keep),
             "calls": self.call_index,
         }
 
