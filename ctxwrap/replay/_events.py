@@ -40,6 +40,11 @@ class Message:
     usage_prompt_tokens: int | None = None
     output_tokens: int = 0
     model: str | None = None
+    # assistant only: it holds a thinking block, and the ids of its calls one follows (Opus 5.5
+    # returns its text between two tool calls as thinking): on a model that checks thinking
+    # prefixes, what a thinking block follows stays as sent (engine: `keep`)
+    thinking: bool = False
+    calls_before_thinking: tuple[str, ...] = ()
     # assistant only: the provider's own split of usage_prompt_tokens, where the file records
     # it (None: not recorded). Cache writes with a 1-hour TTL are billed 2x input, 5-minute ones
     # 1.25x; Claude Code records the split in usage.cache_creation.

@@ -115,6 +115,24 @@ def looks_binary(head: bytes) -> bool:
     return False
 
 
+def _thinking_order(content: object, call_type: str) -> tuple[bool, tuple[str, ...]]:
+    """(holds a thinking block, the ids of the calls a thinking block follows) of an assistant
+    message's content (`call_type`: Anthropic's tool_use or pi's toolCall)."""
+    seen: list[str] = []
+    bound: list[str] = []
+    thinking = False
+    for b in content if isinstance(content, list) else ():
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") in ("thinking", "redacted_thinking"):
+            thinking = True
+            bound += seen
+            seen = []
+        elif b.get("type") == call_type and isinstance(b.get("id"), str):
+            seen.append(b["id"])
+    return thinking, tuple(bound)
+
+
 def _json_len(value: object) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
@@ -370,6 +388,7 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
                 request_key=eid,
                 model=str(msg["model"]) if msg.get("model") else None,
             )
+            out.thinking, out.calls_before_thinking = _thinking_order(content, "toolCall")
             if usage and _has_counts(usage, ("input", "cacheRead", "cacheWrite")):
                 uncached, read, write = (
                     _int(usage.get(k)) for k in ("input", "cacheRead", "cacheWrite")
@@ -652,6 +671,7 @@ class ClaudeReader:
             request_key=str(msg.get("id") or entry.get("requestId") or eid),
             model=str(msg["model"]) if msg.get("model") else None,
         )
+        out.thinking, out.calls_before_thinking = _thinking_order(content, "tool_use")
         usage = msg.get("usage")
         if isinstance(usage, dict) and usage:
             _claude_usage(out, usage)

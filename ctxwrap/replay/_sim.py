@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
+from ctxwrap.agents.claude.anthropic_wire import checks_thinking_prefix
 from ctxwrap.aux import prompts
 from ctxwrap.daemon.session import chars_to_tokens, recall_call
 from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
@@ -483,6 +484,10 @@ class SessionSimulator:
         self.bound = 0
         self.bound_by_id: dict[str, int] = {}
         self.calls: dict[str, tuple[ToolCall, int]] = {}  # call id → (call, its message task)
+        # calls and results a later thinking block has in its prefix (what the adapters send
+        # the daemon as `keep` on a model that checks it), and those none follows yet
+        self.thinking_bound: set[str] = set()
+        self.thinking_unbound: set[str] = set()
         self.task = 0
         self.user_prompt = ""
         self.system = SystemPrompt(0.0, 0, 0, 0)
@@ -830,8 +835,14 @@ class SessionSimulator:
             else:
                 self._later_usage(m)
             self._add(self._assistant_item(m))
+            if m.thinking:
+                self.thinking_bound |= self.thinking_unbound | set(m.calls_before_thinking)
+                self.thinking_unbound = set()
+            self.thinking_unbound |= {c.call_id for c in m.calls} - set(m.calls_before_thinking)
             self.last_response_ts = m.ts
         elif m.role == "tool_result":
+            if m.tool_call_id:
+                self.thinking_unbound.add(m.tool_call_id)
             self._add(self._result_item(m))
         else:
             if m.role == "user":
@@ -886,7 +897,12 @@ class SessionSimulator:
             if path:  # named in the response to the latest call
                 self.last_touch[path] = len(self.r.calls) - 1
             content = c.args.get("content")
-            if c.name != "write" or not isinstance(content, str) or not self.th.write:
+            if (
+                c.name != "write"
+                or not isinstance(content, str)
+                or not self.th.write
+                or (c.call_id in m.calls_before_thinking and self._thinking_checked())
+            ):
                 visible += [ln for text in _strings(c.args) for ln in _lines(text)]
                 continue
             size = len(content.encode("utf-8", "replace"))
@@ -1030,6 +1046,8 @@ class SessionSimulator:
         """An applied edit's replaced text leaves its call from the next request on, as
         `engine.edits.decide_edits` decides it (the result is in the same tail): the lines it
         hid are the old text's lines the new text does not repeat (what left the file)."""
+        if call.call_id in self.thinking_bound and self._thinking_checked():
+            return  # a thinking block after it in the same response has it in its prefix
         least = edit_strip_floor(self.th.edit_min_chars)
         olds = [t for t in edit_old_texts(call.args) if u16len(t) >= least]
         pos = self.index.get(self.call_item.get(call.call_id, ""))
@@ -1125,6 +1143,11 @@ class SessionSimulator:
         item.hid.append(len(self.r.interventions) - 1)
         self._hide(item.hid[-1], _lines(m.text), _call_path_of(args) if tool == "read" else None)
 
+    def _thinking_checked(self) -> bool:
+        """The session's model checks its thinking blocks' prefix (Claude Fable 5.1, the 5.5
+        models): nothing a later thinking block has in its prefix is edited."""
+        return checks_thinking_prefix(self.r.model)
+
     def _mask(self, call_index: int, cold: bool) -> int | None:
         """The daemon's masking decision for this request (mechanisms/masking.decide): the
         plan of `engine.masking.plan_masks` over the history as described, applied at a cold
@@ -1141,6 +1164,8 @@ class SessionSimulator:
         protected = {it.call_id for it in tail if it.call_id} | {
             c.id for it in tail if it.desc is not None for c in it.desc.toolCalls or ()
         }
+        if self._thinking_checked():
+            protected |= self.thinking_bound
         by_call: dict[str, _Item] = {}
         edited: set[str] = set()
         for it in self.items:

@@ -135,6 +135,33 @@ def _with_prompt_after(lines: list[str], pause_s: float) -> str:
     return "\n".join([*first, json.dumps(user), json.dumps(reply)]) + "\n"
 
 
+@pytest.mark.parametrize(
+    ("model", "masked"), [("claude-opus-5-5", False), ("claude-opus-4-8", True)]
+)
+def test_replay_keeps_what_a_checked_thinking_block_follows(
+    tmp_path: Path, model: str, masked: bool
+) -> None:
+    """The idle gap below, with every response thinking first: on a model that checks its
+    thinking blocks' prefix (Opus 5.5) each earlier result is in a later block's prefix, so
+    the adapters keep it as sent and replay masks nothing either; on Opus 4.8 it masks."""
+    entries = [
+        json.loads(ln) for ln in _with_prompt_after(PI16.read_text().splitlines(), 600).splitlines()
+    ]
+    for e in entries:
+        msg = e.get("message") if e.get("type") == "message" else None
+        if isinstance(msg, dict) and msg.get("role") == "assistant":
+            msg["model"] = model
+            think = {"type": "thinking", "thinking": "plan", "thinkingSignature": "s"}
+            msg["content"] = [think, *(msg.get("content") or [])]
+    f = tmp_path / "thinking.jsonl"
+    f.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    th = Thresholds(dedup=False, mask_warm=False, mask_earlier_tasks=True, mask_stale_reads=True,
+                    mask_older_rounds=0, mask_read_idle_rounds=0)  # fmt: skip
+    [s] = replay(f, thresholds=th)["groups"]
+    assert s["calls"][-1]["masked"] is masked
+    assert any(i["kind"] == "mask" for i in s["intervention_list"]) is masked
+
+
 def test_idle_gap_masks_superseded_reads_and_earlier_prompts(tmp_path: Path) -> None:
     """A second prompt 10 minutes after the first: the cache is cold, so the superseded read
     and the earlier prompt's results become tombstones. 10 seconds later: nothing is masked."""
