@@ -75,6 +75,20 @@ def cached_form(messages: list[Any]) -> list[str]:
     return out
 
 
+def cold_rules(ttl: str) -> dict[str, str]:
+    """The cold-boundary rules of the defaults before issue 21 (earlier tasks and stale reads
+    masked, warm masking off), from 400 chars, with a cache TTL of `ttl` seconds."""
+    return {
+        "PI_CTX_CACHE_TTL_S": ttl,
+        "PI_CTX_MASK_MIN_CHARS": "400",
+        "PI_CTX_MASK_EARLIER_TASKS": "1",
+        "PI_CTX_MASK_WARM": "0",
+        "PI_CTX_MASK_STALE_READS": "1",
+        "PI_CTX_MASK_OLDER_ROUNDS": "0",
+        "PI_CTX_MASK_READ_IDLE_ROUNDS": "0",
+    }
+
+
 def assert_extends(bodies: list[dict[str, Any]]) -> None:
     for k in range(len(bodies) - 1):
         a = cached_form(bodies[k]["messages"])
@@ -106,18 +120,7 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
             proc = subprocess.run(
                 [*CTXWRAP, "claude", *claude_print_args(prompt, *extra)],
                 cwd=work,
-                # the log's digest (~550 chars) is under the default 2,000-char floor
-                # the earlier-task rule with warm masking off (the defaults before issue 21)
-                env={
-                    **base,
-                    "PI_CTX_CACHE_TTL_S": ttl,
-                    "PI_CTX_MASK_MIN_CHARS": "400",
-                    "PI_CTX_MASK_EARLIER_TASKS": "1",
-                    "PI_CTX_MASK_WARM": "0",
-                    "PI_CTX_MASK_STALE_READS": "1",
-                    "PI_CTX_MASK_OLDER_ROUNDS": "0",
-                    "PI_CTX_MASK_READ_IDLE_ROUNDS": "0",
-                },
+                env={**base, **cold_rules(ttl)},
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -220,15 +223,7 @@ def test_no_mask_breaks_a_preserved_thinking_prefix(
             return subprocess.run(
                 [*CTXWRAP, "claude", *claude_print_args(prompt, "--model", model, *extra)],
                 cwd=work,
-                env={
-                    **base,
-                    "PI_CTX_CACHE_TTL_S": "2",
-                    "PI_CTX_MASK_MIN_CHARS": "400",
-                    "PI_CTX_MASK_EARLIER_TASKS": "1",
-                    "PI_CTX_MASK_WARM": "0",
-                    "PI_CTX_MASK_OLDER_ROUNDS": "0",
-                    "PI_CTX_MASK_READ_IDLE_ROUNDS": "0",
-                },
+                env={**base, **cold_rules("2")},
                 capture_output=True,
                 text=True,
                 timeout=120,

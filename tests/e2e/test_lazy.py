@@ -51,6 +51,17 @@ def tool_names(body: dict[str, Any]) -> list[str]:
     return sorted(t["function"]["name"] for t in body.get("tools") or [])
 
 
+# a scripted step: the model asks for a regex search tool (pi's grep, inactive by default)
+FIND_GREP = {
+    "tool_calls": [
+        {
+            "name": "find_capability",
+            "arguments": {"query": "search file contents for a regex pattern"},
+        }
+    ]
+}
+
+
 def rg_path_env() -> dict[str, str]:
     """PATH for pi with this venv's bin first: pi's grep tool runs `rg`, which the `ripgrep`
     dev dependency installs there (pi would otherwise try to download it, which fails offline).
@@ -109,14 +120,7 @@ def test_user_skill_command_still_works(pi: str, tmp_path: Path, xdg: Xdg) -> No
 def test_grep_becomes_callable_within_the_prompt_on_pi_1x(tmp_path: Path, xdg: Xdg) -> None:
     (tmp_path / "home").mkdir()
     script = [
-        {
-            "tool_calls": [
-                {
-                    "name": "find_capability",
-                    "arguments": {"query": "search file contents for a regex pattern"},
-                }
-            ]
-        },
+        FIND_GREP,
         {"tool_calls": [{"name": "grep", "arguments": {"pattern": "needle-[0-9]+", "path": "."}}]},
         {"text": "done"},
     ]
@@ -145,14 +149,7 @@ def test_grep_becomes_callable_from_the_next_prompt_on_pi_073(tmp_path: Path, xd
     """0.73 applies setActiveTools at the next prompt: one head change, paid once."""
     (tmp_path / "home").mkdir()
     script = [
-        {
-            "tool_calls": [
-                {
-                    "name": "find_capability",
-                    "arguments": {"query": "search file contents for a regex pattern"},
-                }
-            ]
-        },
+        FIND_GREP,
         {"text": "grep is ready"},
         {"tool_calls": [{"name": "grep", "arguments": {"pattern": "needle-[0-9]+", "path": "."}}]},
         {"text": "done"},
@@ -189,14 +186,7 @@ def test_no_tool_is_added_mid_conversation_on_a_model_that_binds_thinking_to_the
     the next request, as in the test above)."""
     (tmp_path / "home").mkdir()
     script = [
-        {
-            "tool_calls": [
-                {
-                    "name": "find_capability",
-                    "arguments": {"query": "search file contents for a regex pattern"},
-                }
-            ]
-        },
+        FIND_GREP,
         {"text": "done"},
     ]
     run = run_ctxwrap_pi(
