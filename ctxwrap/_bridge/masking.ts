@@ -150,7 +150,7 @@ export function checksThinkingPrefix(model: unknown): boolean {
   if (typeof model !== "string") return false;
   let name = (model.split("/").pop() ?? "").toLowerCase();
   if (name.startsWith("anthropic.")) name = name.slice("anthropic.".length);
-  if (!name.startsWith("claude-")) return false;
+  if (!name.startsWith("claude-") || /^claude-\d/.test(name)) return false; // the old naming: no check
   const m = /^claude-([a-z]+)-(\d+)(?:[-.](\d+))?/.exec(name);
   if (!m || !Object.prototype.hasOwnProperty.call(CHECKED_FROM, m[1])) return true;
   const major = Number(m[2]);

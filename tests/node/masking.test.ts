@@ -117,7 +117,7 @@ test("checksThinkingPrefix and boundByThinking mirror anthropic_wire.py", async 
   const { checksThinkingPrefix, boundByThinking } = await import("../../ctxwrap/_bridge/masking.ts");
   for (const m of ["claude-opus-5-5", "claude-sonnet-5-5", "claude-fable-5-1-20261001", "claude-mythos-6", "claude-mythos-preview", "anthropic/claude-opus-5.5", "anthropic.claude-haiku-5-5-v1:0"])
     assert.equal(checksThinkingPrefix(m), true, m);
-  for (const m of ["claude-opus-4-8", "claude-opus-5", "claude-fable-5", "claude-opus-4-5-20251101", "anthropic/claude-opus-4.8", "gpt-5.5", undefined])
+  for (const m of ["claude-opus-4-8", "claude-opus-5", "claude-fable-5", "claude-opus-4-5-20251101", "anthropic/claude-opus-4.8", "claude-3-7-sonnet-20250219", "gpt-5.5", undefined])
     assert.equal(checksThinkingPrefix(m), false, String(m));
   const msgs = [
     { role: "user", content: "go" },

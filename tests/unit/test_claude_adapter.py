@@ -634,6 +634,7 @@ def test_which_models_check_a_thinking_blocks_prefix() -> None:
     assert not checks("claude-opus-5") and not checks("claude-fable-5")
     assert not checks("claude-opus-4-5-20251101") and not checks("claude-sonnet-4-6")
     assert not checks("qwen3-coder") and not checks(None)
+    assert not checks("claude-3-7-sonnet-20250219") and not checks("claude-3-opus-20240229")
     messages = _thinking_conversation("claude-opus-5-5", thinking_after=True)["messages"]
     # b1's call and result precede the thinking block; b2's call and result follow it
     assert wire.bound_by_thinking(messages) == {"b1"}

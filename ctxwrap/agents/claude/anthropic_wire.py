@@ -222,8 +222,8 @@ def checks_thinking_prefix(model: object) -> bool:
     name = model.rsplit("/", 1)[-1].lower()
     if name.startswith("anthropic."):  # Bedrock's `anthropic.claude-…`
         name = name[len("anthropic.") :]
-    if not name.startswith("claude-"):
-        return False
+    if not name.startswith("claude-") or name[7:8].isdigit():
+        return False  # not Claude, or the old naming (claude-3-7-sonnet-…): no check
     m = _CLAUDE_MODEL_RE.match(name)
     if m is None or m.group(1) not in _CHECKED_FROM:
         return True

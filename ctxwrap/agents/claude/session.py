@@ -348,11 +348,7 @@ class ClaudeSession:
         return reason, gap
 
     def _mask_request(
-        self,
-        messages: list[Any],
-        reason: MaskTrigger,
-        gap_s: float | None,
-        edited: set[str],
+        self, messages: list[Any], reason: MaskTrigger, gap_s: float | None, edited: set[str]
     ) -> JsonDict:
         """The whole history described (no bodies), sent once per cold boundary."""
         # Reminders riding along with tool results are no new task (cache_state.py).
