@@ -8,8 +8,8 @@ once per policy, and prints per session and as medians per agent:
 - calls, cost saved (cache-priced: the transcript's own model and the cache TTL, each request
   reading the cache entry its recorded usage names — an older one, none — on both sides; aux
   tokens priced by the aux model: claude-haiku-4-5 under Claude Code, gpt-5-mini under Codex,
-  the session's model under pi), tokens saved, per mechanism; how often the recorded usage named another entry than the
-  previous request's (`--sessions`);
+  the session's model under pi), tokens saved, per mechanism; how often the recorded usage
+  named another entry than the previous request's (`--sessions`);
 - interventions and the share "needed again" per mechanism (a later edit copied a line only
   the hidden result held, the file was read again, or it was recalled: a lower bound), and how
   many of each kind;

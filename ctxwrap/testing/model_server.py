@@ -308,8 +308,10 @@ def thinking_prefix_failure(body: Mapping[str, Any]) -> tuple[int, int] | None:
     if not isinstance(messages, list):
         return None
     for i, m in enumerate(messages):
-        content = m.get("content") if isinstance(m, dict) else None
-        if m.get("role") != "assistant" or not isinstance(content, list):
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        content = m.get("content")
+        if not isinstance(content, list):
             continue
         for j, b in enumerate(content):
             if not isinstance(b, dict) or b.get("type") != "thinking":
