@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from ctxwrap import paths
+from ctxwrap.agents.claude.anthropic_wire import checks_thinking_prefix
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.errors import NotFoundError
 from ctxwrap.headline import (
@@ -150,6 +151,9 @@ class StatsReport:
     agents: tuple[str, ...] = ()  # agents of the sessions with activity ("pi", "claude", …)
     # hidden results the agent asked for again, per mechanism (mechanisms/needed_again.py)
     needed_again: dict[str, Any] | None = None
+    # models of these sessions that bind their thinking to the history (Claude Fable 5.1, the
+    # 5.5 models): ctxwrap edits nothing a later thinking block follows, so masking saves little
+    thinking_bound_models: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -402,6 +406,15 @@ def compute_stats(
             )
         ),
         needed_again=needed_again.summary(conn, session=session, since=since),
+        thinking_bound_models=tuple(
+            sorted(
+                {
+                    i.model
+                    for i in infos.values()
+                    if i.model is not None and checks_thinking_prefix(i.model)
+                }
+            )
+        ),
     )
 
 
@@ -689,6 +702,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
         "live_sessions": list(report.live_sessions),
         "incomplete_sessions": list(report.incomplete_sessions),
         "needed_again": report.needed_again,
+        "thinking_bound_models": list(report.thinking_bound_models),
         "totals": _figures_json(report.totals, _one_agent(report.agents)),
         "groups": groups,
     }
@@ -844,6 +858,13 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
     need = needed_again.text_line(report.needed_again) if report.needed_again else None
     if need:
         out.append(need)
+    if report.thinking_bound_models:
+        models = ", ".join(m.rsplit("/", 1)[-1] for m in report.thinking_bound_models)
+        out.append(
+            f"history masking saves little on {models}: the model binds its reasoning to the"
+            " history, so ctxwrap edits nothing a later thinking block follows"
+            " (docs/architecture.md)"
+        )
     p = t.provider
     if p.turns:
         out.append(

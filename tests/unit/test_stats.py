@@ -355,6 +355,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "live_sessions",
         "incomplete_sessions",
         "needed_again",
+        "thinking_bound_models",
         "totals",
         "groups",
     }
@@ -564,3 +565,23 @@ def test_property_totals_add_up(
     t = compute_stats(db).totals
     assert (t.saved_tokens, t.net_tokens) == (want_saved, want_saved - want_aux)
     assert any(m.mechanism == "other" for m in t.mechanisms) == any(a[2] == "other" for a in aux)
+
+
+def test_a_model_that_binds_thinking_is_named_where_masking_saves_little(state: Path) -> None:
+    """On Claude Fable 5.1 and the 5.5 models ctxwrap edits nothing a later thinking block
+    follows: stats says so, or a user sees a low figure with no reason."""
+    db = state / "ctxwrap" / "ctxwrap.db"
+    with connect(db) as rw:
+        rw.execute(
+            "UPDATE sessions SET model = 'anthropic/claude-opus-5-5' WHERE session_id = ?", (A,)
+        )
+    report = compute_stats(connect(db, readonly=True), by="session")
+    assert report.thinking_bound_models == ("anthropic/claude-opus-5-5",)
+    text = render_text(report, color=False, width=200)
+    assert "history masking saves little on claude-opus-5-5" in text
+    assert json.loads(render_json(report))["thinking_bound_models"] == ["anthropic/claude-opus-5-5"]
+    # the other models (m/a, m/b here; Opus 4.8 …) get no such line
+    plain = compute_stats(connect(db, readonly=True), session=B)
+    assert plain.thinking_bound_models == () and "saves little" not in render_text(
+        plain, color=False, width=200
+    )
