@@ -963,7 +963,15 @@ function install(pi: any): void {
 		return { specs: specs.filter((t) => !OWN_TOOLS.has(t.name)), activeChars, ownChars };
 	};
 
-	const register = async (ctx: any, reason: string) => {
+	// The wait for the daemon's answer to this session's start, owed by its first prompt.
+	let startWait: Promise<void> | null = null;
+
+	/**
+	 * Register the session and return at once: pi 0.73's TUI drops a prompt submitted while
+	 * session_start handlers run, so the wait (at most a decision's deadline) is left in
+	 * `startWait` for before_agent_start, which pi holds the prompt for.
+	 */
+	const register = (ctx: any, reason: string) => {
 		const sm = ctx.sessionManager;
 		const { specs, activeChars, ownChars } = toolSpecs();
 		toolsChars = activeChars;
@@ -985,32 +993,35 @@ function install(pi: any): void {
 			compaction: compactionSettings(sm?.getCwd?.() ?? ctx.cwd ?? process.cwd(), modelRef(ctx.model)),
 		};
 		noteSessionForExit();
-		// pi waits for this at most a decision's deadline; a slow daemon (starting, busy) still
-		// gets the call, which stays in flight: a second start would only race it.
+		// The first prompt waits for this at most a decision's deadline from now; a slow daemon
+		// (starting, busy) still gets the call, which stays in flight: a second start would only
+		// race it.
 		const pending = registerNow();
-		let waitedOut = false;
-		const reply = await Promise.race([
-			pending,
-			new Promise<null>((r) =>
-				setTimeout(() => {
-					waitedOut = true;
-					r(null);
-				}, cfg.bridge_timeout_ms).unref?.(),
-			),
-		]);
-		if (reply) updateStatus(ctx, reply.totals);
-		else {
-			// A daemon that took the call but did not answer within a decision's deadline is hung
-			// or busy: suspend like any deadline, so each later hook does not wait out its own
-			// (invariant 1). The registration stays in flight; its answer lifts the suspension.
-			if (waitedOut) daemon.suspend();
-			void pending.then((late) => {
-				if (late) {
-					daemon.unsuspend();
-					updateStatus(ctx, late.totals);
-				} else if (daemon.gone) registerWhenReady();
-			});
-		}
+		startWait = (async () => {
+			let waitedOut = false;
+			const reply = await Promise.race([
+				pending,
+				new Promise<null>((r) =>
+					setTimeout(() => {
+						waitedOut = true;
+						r(null);
+					}, cfg.bridge_timeout_ms).unref?.(),
+				),
+			]);
+			if (reply) updateStatus(ctx, reply.totals);
+			else {
+				// A daemon that took the call but did not answer within a decision's deadline is hung
+				// or busy: suspend like any deadline, so each later hook does not wait out its own
+				// (invariant 1). The registration stays in flight; its answer lifts the suspension.
+				if (waitedOut) daemon.suspend();
+				void pending.then((late) => {
+					if (late) {
+						daemon.unsuspend();
+						updateStatus(ctx, late.totals);
+					} else if (daemon.gone) registerWhenReady();
+				});
+			}
+		})().catch(() => {});
 	};
 
 	/**
@@ -1171,7 +1182,7 @@ function install(pi: any): void {
 			registered = false;
 			catalogKnown = false;
 			catalogDelivered = false;
-			await register(ctx, String(event?.reason ?? "startup"));
+			register(ctx, String(event?.reason ?? "startup"));
 		} catch {}
 	});
 
@@ -1258,6 +1269,13 @@ function install(pi: any): void {
 	pi.on("before_agent_start", async (event: any, ctx: any) => {
 		try {
 			if (!sessionId) return;
+			if (startWait) {
+				// The first prompt of the session: its start's answer (or deadline) first, so
+				// this prompt is decided with the daemon's config, as every later one is.
+				const wait = startWait;
+				await wait;
+				if (startWait === wait) startWait = null;
+			}
 			promptIndex++;
 			// Read the catalog before stripping: pi exposes skills only here.
 			const { specs, activeChars, ownChars } = toolSpecs();

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pexpect
 import pytest
-from support import CTXWRAP, Xdg, client, pi_path, wait_ready
+from support import CTXWRAP, Xdg, client, ctxwrap, pi_path, wait_ready
 
 from ctxwrap.testing.model_server import ScriptedModelServer
 from ctxwrap.testing.pi_home import MODEL, PROVIDER, make_pi_agent_dir, pi_env
@@ -33,6 +33,7 @@ pytestmark = pytest.mark.e2e
 PI_VERSIONS = [pytest.param("pi", id="pi-1.6"), pytest.param("pi-0.73", id="pi-0.73")]
 ROWS, COLS = 30, 100
 ANSWER = "ANSWER-FROM-THE-SCRIPTED-MODEL"
+TITLE = re.compile(rb"\x1b\]0;[^\x07]* - work\x07")  # pi's "π - <cwd>" terminal title
 
 
 @dataclass
@@ -40,9 +41,22 @@ class Tui:
     child: pexpect.spawn
     server: ScriptedModelServer
 
-    def wait_up(self) -> None:
-        # The footer names the model once the TUI has rendered.
-        self.child.expect_exact(MODEL, timeout=60)
+    def wait_up(self) -> float:
+        """Wait for the TUI, then for pi to bind its session; return how long the binding took.
+
+        The footer names the model once the TUI has rendered. pi sets the terminal title once
+        its extensions' session_start handlers returned, just before it reads the first prompt:
+        pi 0.73 drops a prompt submitted before that (plain pi too), pi 1.x queues it.
+        """
+        rendered: float | None = None
+        bound: float | None = None
+        while rendered is None or bound is None:  # either may come first
+            which = self.child.expect([re.escape(MODEL.encode()), TITLE], timeout=60)
+            if which == 0:
+                rendered = rendered or time.monotonic()
+            else:
+                bound = time.monotonic()
+        return max(0.0, bound - rendered)
 
 
 @contextlib.contextmanager
@@ -160,6 +174,35 @@ def type_prompt(tui: Tui, text: str) -> None:
     tui.child.send(text)
     tui.child.expect_exact(text, timeout=60)
     tui.child.send("\r")
+
+
+@pytest.mark.parametrize("name", PI_VERSIONS)
+@pytest.mark.timeout(300)
+def test_a_hung_daemon_neither_holds_the_tui_nor_loses_the_first_prompt(
+    name: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    """A daemon that takes the call and never answers (SIGSTOP): pi is ready for the user as
+    soon as its TUI is, and the prompt typed then is answered.
+
+    The bridge's session_start once waited out its deadline for the daemon's answer; pi 0.73
+    threw away a prompt submitted meanwhile (a user typing at once lost it; so did this suite
+    on a loaded machine, where the daemon answered slowly)."""
+    started = ctxwrap(xdg, "daemon", "start")
+    assert started.returncode == 0, started.stderr
+    pid = xdg.daemon_pid()
+    assert pid
+    deadline_s = 6  # each bridge decision's deadline: long enough to see a wait for it
+    env = {"PI_CTX_BRIDGE_TIMEOUT_MS": str(deadline_s * 1000)}
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with ctxwrap_tui(name, tmp_path, xdg, [{"text": ANSWER}], extra_env=env) as tui:
+            binding = tui.wait_up()
+            assert binding < deadline_s / 2, binding
+            type_prompt(tui, "please answer")
+            tui.child.expect_exact(ANSWER, timeout=60)  # after one deadline, fail-open
+            assert "please answer" in str(tui.server.main_requests[0].body["messages"][-1])
+    finally:
+        os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.parametrize("name", PI_VERSIONS)
