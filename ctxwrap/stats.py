@@ -16,7 +16,7 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -744,6 +744,16 @@ def _bar(value: int, scale: int, width: int = 12) -> tuple[str, str]:
     return ("-" + "█" * cells, "red") if value < 0 else ("█" * cells, "green")
 
 
+def thinking_bound_line(models: Sequence[str]) -> str:
+    """Why masking saved little on these models (`ctxwrap stats` and `ctxwrap report`)."""
+    names = ", ".join(m.rsplit("/", 1)[-1] for m in models)
+    return (
+        f"history masking saves little on {names}: the model binds its reasoning to the"
+        " history, so ctxwrap edits nothing a later thinking block follows"
+        " (docs/architecture.md)"
+    )
+
+
 def nothing_message(report: StatsReport) -> str:
     where = []
     if report.session:
@@ -859,12 +869,7 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
     if need:
         out.append(need)
     if report.thinking_bound_models:
-        models = ", ".join(m.rsplit("/", 1)[-1] for m in report.thinking_bound_models)
-        out.append(
-            f"history masking saves little on {models}: the model binds its reasoning to the"
-            " history, so ctxwrap edits nothing a later thinking block follows"
-            " (docs/architecture.md)"
-        )
+        out.append(thinking_bound_line(report.thinking_bound_models))
     p = t.provider
     if p.turns:
         out.append(

@@ -391,8 +391,9 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     # per-call chart then ends where the headline is. Compactions and aux calls are added to
     # the first call at or after them; plain pi's simulated compactions to the call they
     # precede.
+    from ctxwrap.agents.claude.anthropic_wire import checks_thinking_prefix
     from ctxwrap.mechanisms.cost_accounting import load_session_costs
-    from ctxwrap.stats import cost_settings, session_agent, session_figures
+    from ctxwrap.stats import cost_settings, session_agent, session_figures, thinking_bound_line
 
     ttl_s, overrides = cost_settings()
     totals = session_figures(conn, sid, ttl_s=ttl_s, prices=overrides)
@@ -552,6 +553,9 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         "Sizes are the ones the bridge measured on each request; costs are modelled from them "
         "with the cache rules of the cost model (a changed head is a full cache write)."
     )
+    if model is not None and checks_thinking_prefix(model):
+        line = thinking_bound_line([model])
+        data.notes.append(line[:1].upper() + line[1:] + ".")
     served = [a.served for _ts, a, _p, _c in priced if a.served is not None]
     if served:
         # a bill above the model's ideal cache: say why, as `ctxwrap stats` does

@@ -585,3 +585,9 @@ def test_a_model_that_binds_thinking_is_named_where_masking_saves_little(state: 
     assert plain.thinking_bound_models == () and "saves little" not in render_text(
         plain, color=False, width=200
     )
+    # ... and so does the session's report, among its notes
+    from ctxwrap.report._data import from_db
+
+    notes = from_db(connect(db, readonly=True), A).notes
+    assert any(n.startswith("History masking saves little on claude-opus-5-5") for n in notes)
+    assert not any("saves little" in n for n in from_db(connect(db, readonly=True), B).notes)
