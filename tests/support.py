@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from ctxwrap.testing.model_server import ScriptedModelServer
 from ctxwrap.testing.pi_home import MODEL, find_pi, make_pi_agent_dir, pi_command, pi_env
@@ -203,6 +204,14 @@ def request_messages_json(body: Mapping[str, Any]) -> list[str]:
     return [json.dumps(m, sort_keys=True, ensure_ascii=False) for m in body["messages"]]
 
 
+# A model that checks its thinking blocks' prefix (Opus 5.5: ctxwrap must edit nothing a later
+# block follows), and one the real API does not check (Opus 4.8: ctxwrap masks, and the scripted
+# server's check, run anyway, refuses the request — what the guard prevents).
+CHECKED_AND_NOT = pytest.mark.parametrize(
+    ("model", "guarded"), [("claude-opus-5-5", True), ("claude-opus-4-8", False)]
+)
+
+
 def run_ctxwrap_pi(
     name: str,
     tmp_path: Path,
@@ -220,6 +229,7 @@ def run_ctxwrap_pi(
     files: Mapping[str, str] | None = None,
     pi_settings: Mapping[str, Any] | None = None,
     pi_model: str = MODEL,
+    pi_api: str = "openai-completions",
     **server_kw: Any,
 ) -> PiRun:
     """Run `ctxwrap pi … -p PROMPT` (or plain pi with plain=True) against a scripted model."""
@@ -235,7 +245,9 @@ def run_ctxwrap_pi(
     if own:
         srv.start()
     try:
-        agent_dir = make_pi_agent_dir(home, srv.base_url, settings=pi_settings, model=pi_model)
+        # pi's Anthropic client adds /v1/messages to its base URL itself
+        url = srv.root_url if pi_api == "anthropic-messages" else srv.base_url
+        agent_dir = make_pi_agent_dir(home, url, settings=pi_settings, model=pi_model, api=pi_api)
         env = xdg.env(pi_env(agent_dir, home))
         env["CTXWRAP_PI"] = str(pi)
         env.update(extra_env or {})

@@ -49,27 +49,35 @@ _INHERITED = ("LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "TMPDIR", "USER", "LOG
 
 
 def models_json(
-    base_url: str, *, context_window: int = 128000, max_tokens: int = 16384, model: str = MODEL
+    base_url: str,
+    *,
+    context_window: int = 128000,
+    max_tokens: int = 16384,
+    model: str = MODEL,
+    api: str = "openai-completions",
 ) -> dict[str, Any]:
     """The models.json document: provider ``scripted``, model ``scripted-model`` (or `model`:
-    a real model's id, where ctxwrap behaves by model)."""
+    a real model's id, where ctxwrap behaves by model). `api` ``anthropic-messages``: pi talks
+    Anthropic Messages (the server's root URL as ``base_url``), with thinking."""
+    anthropic = api == "anthropic-messages"
+    # Plain OpenAI-compatible server: no developer role, store or reasoning_effort.
+    compat = {
+        "supportsDeveloperRole": False,
+        "supportsReasoningEffort": False,
+        "supportsStore": False,
+    }
     return {
         "providers": {
             PROVIDER: {
                 "baseUrl": base_url,
-                "api": "openai-completions",
+                "api": api,
                 "apiKey": API_KEY,
-                # Plain OpenAI-compatible server: no developer role, store or reasoning_effort.
-                "compat": {
-                    "supportsDeveloperRole": False,
-                    "supportsReasoningEffort": False,
-                    "supportsStore": False,
-                },
+                **({} if anthropic else {"compat": compat}),
                 "models": [
                     {
                         "id": model,
                         "name": "Scripted Model",
-                        "reasoning": False,
+                        "reasoning": anthropic,
                         "input": ["text"],
                         "contextWindow": context_window,
                         "maxTokens": max_tokens,
@@ -88,6 +96,7 @@ def make_pi_agent_dir(
     context_window: int = 128000,
     settings: Mapping[str, Any] | None = None,
     model: str = MODEL,
+    api: str = "openai-completions",
 ) -> Path:
     """Write ``<root>/.pi/agent`` for the scripted provider and return that directory.
 
@@ -96,7 +105,7 @@ def make_pi_agent_dir(
     """
     agent_dir = root / ".pi" / "agent"
     agent_dir.mkdir(parents=True, exist_ok=True)
-    doc = models_json(base_url, context_window=context_window, model=model)
+    doc = models_json(base_url, context_window=context_window, model=model, api=api)
     (agent_dir / "models.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     merged: dict[str, Any] = {
         "defaultProvider": PROVIDER,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CTXWRAP, Xdg
+from support import CHECKED_AND_NOT, CTXWRAP, Xdg
 
 from ctxwrap.agents._proxy.cache_state import strip_cache_control
 from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
@@ -193,9 +193,7 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize(
-    ("model", "guarded"), [("claude-opus-5-5", True), ("claude-opus-4-8", False)]
-)
+@CHECKED_AND_NOT
 def test_no_mask_breaks_a_preserved_thinking_prefix(
     tmp_path: Path, xdg: Xdg, model: str, guarded: bool
 ) -> None:

@@ -8,9 +8,11 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import (
+    CHECKED_AND_NOT,
     PI_VERSIONS,
     PiRun,
     Xdg,
@@ -165,3 +167,39 @@ def test_no_gap_no_mask(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     assert_extends(bodies[2:])
     before = request_messages_json(bodies[1])[1:]
     assert request_messages_json(bodies[2])[1 : len(before) + 1] == before
+
+
+@pytest.mark.serial
+@CHECKED_AND_NOT
+def test_no_mask_breaks_a_preserved_thinking_prefix_under_pi(
+    tmp_path: Path, xdg: Xdg, model: str, guarded: bool
+) -> None:
+    """pi 1.x on Anthropic Messages sends its thinking blocks back, signed by the server for
+    the prefix they were written after (`preserved_thinking`, as Opus 5.5 checks them). The
+    idle gap that masks the earlier task's read above masks nothing on Opus 5.5 (a thinking
+    block follows the read) and the session goes on; on Opus 4.8 (unchecked by the real API,
+    checked here anyway) it masks, and the check refuses the request."""
+    with ScriptedModelServer([*TASK_ONE, *TASK_TWO], preserved_thinking=True) as srv:
+        kw: dict[str, Any] = {"pi_model": model, "pi_api": "anthropic-messages", "server": srv}
+        one = run_ctxwrap_pi(
+            "pi", tmp_path, xdg, prompt="task one", files=FILES, extra_env=TTL, **kw
+        )
+        assert one.proc.returncode == 0, one.proc.stderr
+        n_one = len(srv.main_requests)
+        time.sleep(2.5)  # the idle gap: past the 2 s cache TTL
+        two = run_ctxwrap_pi(
+            "pi", tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
+            extra_env=TTL, **kw,
+        )  # fmt: skip
+        after = [r.body for r in srv.main_requests[n_one:]]
+    assert after and "thinking" in json.dumps(after[0]["messages"])  # blocks were sent back
+    masks = db_rows(xdg, "SELECT kind FROM edits WHERE kind='mask'")
+    if guarded:
+        assert srv.prefix_failures == []
+        assert two.proc.returncode == 0, two.proc.stderr
+        assert "task two done" in two.proc.stdout
+        assert "old-marker" in json.dumps(after[0]["messages"])  # not masked
+        assert masks == []
+    else:
+        assert masks and "old-marker" not in json.dumps(after[0]["messages"])
+        assert srv.prefix_failures, "the masked request passed the prefix check"
