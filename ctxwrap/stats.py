@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from ctxwrap import paths
-from ctxwrap.agents.claude.anthropic_wire import checks_thinking_prefix
 from ctxwrap.daemon.pidfile import pid_alive
+from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.errors import NotFoundError
 from ctxwrap.headline import (
     Headline,

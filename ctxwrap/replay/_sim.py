@@ -39,7 +39,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
-from ctxwrap.agents.claude.anthropic_wire import checks_thinking_prefix
 from ctxwrap.aux import prompts
 from ctxwrap.daemon.session import chars_to_tokens, recall_call
 from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
@@ -63,6 +62,7 @@ from ctxwrap.engine.masking import (
     warm_rewrite_pays,
 )
 from ctxwrap.engine.rereads import pointer_text, result_digest
+from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.mechanisms.digest import clearly_smaller, digest_header, digest_status
 from ctxwrap.mechanisms.masking import tombstone_text
 from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines

@@ -391,7 +391,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     # per-call chart then ends where the headline is. Compactions and aux calls are added to
     # the first call at or after them; plain pi's simulated compactions to the call they
     # precede.
-    from ctxwrap.agents.claude.anthropic_wire import checks_thinking_prefix
+    from ctxwrap.engine.thinking import checks_thinking_prefix
     from ctxwrap.mechanisms.cost_accounting import load_session_costs
     from ctxwrap.stats import cost_settings, session_agent, session_figures, thinking_bound_line
 

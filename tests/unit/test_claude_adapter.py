@@ -627,7 +627,8 @@ def test_no_mask_rewrites_a_thinking_blocks_prefix_on_models_that_check_it(
 
 
 def test_which_models_check_a_thinking_blocks_prefix() -> None:
-    checks = wire.checks_thinking_prefix
+    from ctxwrap.engine.thinking import checks_thinking_prefix as checks
+
     assert checks("claude-sonnet-5-5") and checks("claude-haiku-5-5-20261101")
     assert checks("anthropic.claude-opus-5-5-v1:0") and checks("claude-mythos-preview")
     assert checks("anthropic/claude-opus-5.5") and not checks("anthropic/claude-opus-4.8")

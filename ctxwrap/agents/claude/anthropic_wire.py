@@ -202,33 +202,7 @@ def all_tool_ids(messages: Iterable[Any]) -> set[str]:
 # and Opus/Sonnet/Haiku 5.5 on): a request whose system, tools or any message before a thinking
 # block differs from what the model saw when it wrote the block is refused with a 400 ("bound
 # to a different conversation") or has the block dropped. Versions below these do not check.
-_CHECKED_FROM = {
-    "opus": (5, 5),
-    "sonnet": (5, 5),
-    "haiku": (5, 5),
-    "fable": (5, 1),
-    "mythos": (5, 1),
-}
-_CLAUDE_MODEL_RE = re.compile(r"^claude-([a-z]+)-(\d+)(?:[-.](\d+))?")  # -5-5, or 5.5 (OpenRouter)
 _THINKING_TYPES = ("thinking", "redacted_thinking")
-
-
-def checks_thinking_prefix(model: object) -> bool:
-    """Whether `model` checks its thinking blocks' prefix. A Claude model this cannot place
-    (a family or a naming scheme not known here) is taken to check it: refusing a mask costs
-    a saving, a rewrite that fails the check costs the session."""
-    if not isinstance(model, str):
-        return False
-    name = model.rsplit("/", 1)[-1].lower()
-    if name.startswith("anthropic."):  # Bedrock's `anthropic.claude-…`
-        name = name[len("anthropic.") :]
-    if not name.startswith("claude-") or name[7:8].isdigit():
-        return False  # not Claude, or the old naming (claude-3-7-sonnet-…): no check
-    m = _CLAUDE_MODEL_RE.match(name)
-    if m is None or m.group(1) not in _CHECKED_FROM:
-        return True
-    minor = int(m.group(3)) if m.group(3) is not None and len(m.group(3)) <= 2 else 0
-    return (int(m.group(2)), minor) >= _CHECKED_FROM[m.group(1)]
 
 
 def bound_by_thinking(messages: Iterable[Any]) -> set[str]:

@@ -50,6 +50,7 @@ from ctxwrap.engine.edits import (
 )
 from ctxwrap.engine.facts import line_count
 from ctxwrap.engine.masking import call_paths
+from ctxwrap.engine.thinking import checks_thinking_prefix
 
 JsonDict = dict[str, Any]
 # a request's blocks as sent, the agent's own request and its blocks (`_call_blocks`)
@@ -247,7 +248,7 @@ class ClaudeSession:
             # dropped. The daemon is told; its answer is checked, not trusted.
             keep = (
                 wire.bound_by_thinking(messages)
-                if wire.checks_thinking_prefix(body.get("model"))
+                if checks_thinking_prefix(body.get("model"))
                 else set()
             )
             mask = self._mask_request(messages, cold, gap_s, edited) if cold else None
