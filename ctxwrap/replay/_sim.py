@@ -488,6 +488,9 @@ class SessionSimulator:
         # the daemon as `keep` on a model that checks it), and those none follows yet
         self.thinking_bound: set[str] = set()
         self.thinking_unbound: set[str] = set()
+        # on such a model, the writes of the response being read: a later entry of it (Claude
+        # Code records each block as one) may still bring a thinking block that binds them
+        self.response_writes: list[tuple[str, ToolCall]] = []
         self.task = 0
         self.user_prompt = ""
         self.system = SystemPrompt(0.0, 0, 0, 0)
@@ -655,6 +658,12 @@ class SessionSimulator:
 
     def feed(self, events: Iterable[Event]) -> None:
         for ev in events:
+            if self.response_writes and not (
+                isinstance(ev, Message)
+                and ev.role == "assistant"
+                and ev.request_key == self.last_request
+            ):
+                self._settle_response_writes()  # the response is whole
             if isinstance(ev, Message):
                 self._message(ev)
             elif isinstance(ev, SystemPrompt):
@@ -838,6 +847,7 @@ class SessionSimulator:
             if m.thinking:
                 self.thinking_bound |= self.thinking_unbound | set(m.calls_before_thinking)
                 self.thinking_unbound = set()
+                self.response_writes = []  # bound: their bodies stay as sent
             self.thinking_unbound |= {c.call_id for c in m.calls} - set(m.calls_before_thinking)
             self.last_response_ts = m.ts
         elif m.role == "tool_result":
@@ -908,6 +918,11 @@ class SessionSimulator:
             size = len(content.encode("utf-8", "replace"))
             if size < self.th.write_min_bytes:
                 visible += _lines(content)
+                continue
+            if self._thinking_checked():
+                # the proxy decides on the whole response: wait for its last entry
+                visible += _lines(content)
+                self.response_writes.append((m.entry_id, c))
                 continue
             if self.th.write_idle_rounds > 0:
                 visible += _lines(content)
@@ -1296,6 +1311,17 @@ class SessionSimulator:
         )
         return path, gain
 
+    def _settle_response_writes(self) -> None:
+        """The writes of a whole response no thinking block followed: stripped from the next
+        request on, as at their own entry on a model that does not check (or left to
+        write_idle_rounds)."""
+        writes, self.response_writes = self.response_writes, []
+        for eid, c in writes:
+            if self.th.write_idle_rounds > 0:
+                self.pending_writes.append((eid, c))
+            else:
+                self._strip_late(eid, c, len(self.r.calls))
+
     def _strip_late(self, eid: str, c: ToolCall, call_index: int) -> int | None:
         """Strip a pending write's body now (write_idle_rounds); returns its item's first call."""
         self.pending_writes = [(e, x) for e, x in self.pending_writes if x is not c]
@@ -1384,6 +1410,7 @@ class SessionSimulator:
         self.deferred_now = False
 
     def finish(self) -> SessionReplay:
+        self._settle_response_writes()
         return self.r
 
 

@@ -939,3 +939,51 @@ def test_claude_a_response_takes_the_usage_of_its_last_entry(
     # the system prompt and tools (not in the transcript) estimated from the final count
     assert r.calls[0].system_chars == 26_006 * 4 - r.calls[0].messages_chars
     assert r.calls[1].system_chars == r.calls[0].system_chars
+
+
+@pytest.mark.parametrize(
+    ("model", "stripped"), [("claude-opus-5-5", False), ("claude-opus-4-8", True)]
+)
+def test_claude_a_write_a_later_entry_of_its_response_thinks_after_is_kept(
+    tmp_path: Path, model: str, stripped: bool
+) -> None:
+    """Opus 5.5 returns its text between two tool calls as a thinking block, and Claude Code
+    records each block as its own entry: the Write's entry comes before the thinking. The proxy
+    sees the whole response and keeps the Write's body (the block has it in its prefix); replay
+    must not decide the strip at the Write's own entry. On Opus 4.8 it is stripped."""
+    from ctxwrap.replay._run import replay_file
+    from ctxwrap.replay._sim import Thresholds
+
+    lines: list[dict[str, Any]] = []
+    parent: str | None = None
+
+    def add(kind: str, uid: str, message: dict[str, Any], at: int) -> None:
+        nonlocal parent
+        lines.append({"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s",
+                      "version": "2.1.197", "cwd": "/w",
+                      "timestamp": f"2026-06-01T07:00:{at:02d}.000Z", "message": message})  # fmt: skip
+        parent = uid
+
+    usage = {"input_tokens": 6, "cache_read_input_tokens": 0,
+             "cache_creation_input_tokens": 26_000, "output_tokens": 900}  # fmt: skip
+    common = {"id": "msg_0", "role": "assistant", "model": model, "usage": usage}
+    body = "".join(f"def function_{i}(value):\n    return value * {i}\n" for i in range(300))
+    add("user", "u1", {"role": "user", "content": "write the module, then read the notes"}, 0)
+    add("assistant", "a0w", {**common, "content": [{"type": "tool_use", "id": "toolu_w",
+        "name": "Write", "input": {"file_path": "/w/mod.py", "content": body}}]}, 1)  # fmt: skip
+    add("assistant", "a0t", {**common, "content": [{"type": "thinking", "thinking": "now the notes",
+        "signature": "s"}]}, 2)  # fmt: skip
+    add("assistant", "a0r", {**common, "content": [{"type": "tool_use", "id": "toolu_r",
+        "name": "Read", "input": {"file_path": "/w/NOTES.md"}}], "stop_reason": "tool_use"}, 3)  # fmt: skip
+    add("user", "r0", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_w",
+        "content": "File created successfully at: /w/mod.py"}]}, 4)  # fmt: skip
+    add("user", "r1", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_r",
+        "content": "the notes"}]}, 5)  # fmt: skip
+    add("assistant", "a1", {**common, "id": "msg_1", "content": [{"type": "text", "text": "done"}],
+        "usage": {**usage, "cache_read_input_tokens": 26_000}}, 6)  # fmt: skip
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = replay_file(path, Thresholds(), ReadStats())
+    strips = [i for i in r.interventions if i.kind == "strip"]
+    assert bool(strips) is stripped
+    assert (r.calls[-1].saved.get("writes", 0) > 0) is stripped
