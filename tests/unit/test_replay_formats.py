@@ -889,6 +889,26 @@ def test_codex_0171_remote_compaction() -> None:
     assert s["llm_calls"] == 2 and s["model"] == "gpt-5.5"
 
 
+class _ClaudeTranscript:
+    """A Claude Code transcript built entry by entry, each the child of the one before."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.lines: list[dict[str, Any]] = []
+        self.parent: str | None = None
+
+    def add(self, kind: str, uid: str, message: dict[str, Any], at: int) -> None:
+        self.lines.append({"type": kind, "uuid": uid, "parentUuid": self.parent,
+                           "sessionId": "s", "version": self.version, "cwd": "/w",
+                           "timestamp": f"2026-06-01T07:00:{at:02d}.000Z",
+                           "message": message})  # fmt: skip
+        self.parent = uid
+
+    def write(self, path: Path) -> Path:
+        path.write_text("".join(json.dumps(x) + "\n" for x in self.lines))
+        return path
+
+
 @pytest.mark.parametrize("placeholder", [False, True])
 def test_claude_a_response_takes_the_usage_of_its_last_entry(
     tmp_path: Path, placeholder: bool
@@ -907,15 +927,8 @@ def test_claude_a_response_takes_the_usage_of_its_last_entry(
         return {"input_tokens": inp, "cache_read_input_tokens": read,
                 "cache_creation_input_tokens": write, "output_tokens": out}  # fmt: skip
 
-    lines: list[dict[str, Any]] = []
-    parent: str | None = None
-
-    def add(kind: str, uid: str, message: dict[str, Any], at: int) -> None:
-        nonlocal parent
-        lines.append({"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s",
-                      "version": "2.1.145", "cwd": "/w",
-                      "timestamp": f"2026-06-01T07:00:{at:02d}.000Z", "message": message})  # fmt: skip
-        parent = uid
+    t = _ClaudeTranscript("2.1.145")
+    add = t.add
 
     add("user", "u1", {"role": "user", "content": "look at the readme"}, 0)
     body = "line of the readme\n" * 400
@@ -929,9 +942,7 @@ def test_claude_a_response_takes_the_usage_of_its_last_entry(
             "stop_reason": "tool_use", "usage": usage(6, read, write, out, False)}, 10 * n + 2)  # fmt: skip
         add("user", f"r{n}", {"role": "user", "content": [{"type": "tool_result",
             "tool_use_id": tid, "content": body}]}, 10 * n + 3)  # fmt: skip
-    path = tmp_path / "s.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    r = replay_file(path, Thresholds(), ReadStats())
+    r = replay_file(t.write(tmp_path / "s.jsonl"), Thresholds(), ReadStats())
     assert [c.output_tokens for c in r.calls] == [400, 900]
     assert [c.cache_read_recorded for c in r.calls] == [0, 26_000]
     assert [c.cache_entry_recorded for c in r.calls] == [26_000, 28_000]
@@ -954,15 +965,8 @@ def test_claude_a_write_a_later_entry_of_its_response_thinks_after_is_kept(
     from ctxwrap.replay._run import replay_file
     from ctxwrap.replay._sim import Thresholds
 
-    lines: list[dict[str, Any]] = []
-    parent: str | None = None
-
-    def add(kind: str, uid: str, message: dict[str, Any], at: int) -> None:
-        nonlocal parent
-        lines.append({"type": kind, "uuid": uid, "parentUuid": parent, "sessionId": "s",
-                      "version": "2.1.197", "cwd": "/w",
-                      "timestamp": f"2026-06-01T07:00:{at:02d}.000Z", "message": message})  # fmt: skip
-        parent = uid
+    t = _ClaudeTranscript("2.1.197")
+    add = t.add
 
     usage = {"input_tokens": 6, "cache_read_input_tokens": 0,
              "cache_creation_input_tokens": 26_000, "output_tokens": 900}  # fmt: skip
@@ -981,9 +985,7 @@ def test_claude_a_write_a_later_entry_of_its_response_thinks_after_is_kept(
         "content": "the notes"}]}, 5)  # fmt: skip
     add("assistant", "a1", {**common, "id": "msg_1", "content": [{"type": "text", "text": "done"}],
         "usage": {**usage, "cache_read_input_tokens": 26_000}}, 6)  # fmt: skip
-    path = tmp_path / "s.jsonl"
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    r = replay_file(path, Thresholds(), ReadStats())
+    r = replay_file(t.write(tmp_path / "s.jsonl"), Thresholds(), ReadStats())
     strips = [i for i in r.interventions if i.kind == "strip"]
     assert bool(strips) is stripped
     assert (r.calls[-1].saved.get("writes", 0) > 0) is stripped
