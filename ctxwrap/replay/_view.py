@@ -318,7 +318,8 @@ def render_text(
     model: str | None = None,
     tagged: bool = False,
 ) -> str:
-    from ctxwrap.stats import _wrap
+    from ctxwrap.engine.thinking import checks_thinking_prefix
+    from ctxwrap.stats import _wrap, thinking_bound_line
 
     rows = rows_of(doc, model=model)
     counted = [r for r in rows if not r.under_ctxwrap]
@@ -368,6 +369,11 @@ def render_text(
                 width,
             )
         )
+        bound = sorted(
+            {r.doc["model"] for r in counted if checks_thinking_prefix(r.doc.get("model"))}
+        )
+        if bound:
+            out.append(_wrap(thinking_bound_line(bound), width))
         if not tagged:
             out.append(
                 _wrap(

@@ -228,6 +228,16 @@ def _usd_per_unit(prices: Any) -> float | None:
 # -- replay -------------------------------------------------------------------------------------
 
 
+def _note_thinking_bound(data: ReportData, model: str | None) -> None:
+    """A session on a model that binds thinking to the history: why masking saved little."""
+    from ctxwrap.engine.thinking import checks_thinking_prefix
+    from ctxwrap.stats import thinking_bound_line
+
+    if model is not None and checks_thinking_prefix(model):
+        line = thinking_bound_line([model])
+        data.notes.append(line[:1].upper() + line[1:] + ".")
+
+
 def from_replay(path: Path, *, model: str | None = None) -> ReportData:
     from ctxwrap.replay._run import MESSAGE_MECHANISMS, replay_paths
     from ctxwrap.replay.command import _thresholds
@@ -352,6 +362,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         "headline is the requests' cost and the aux tokens stand beside it (priced at the "
         "session model's input rate they would be an upper bound: the aux model is cheaper)."
     )
+    _note_thinking_bound(data, s["model"])
     if s["system_estimated"]:
         data.notes.append(
             "This agent does not record its system prompt and tools: their size is estimated "
@@ -391,9 +402,8 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     # per-call chart then ends where the headline is. Compactions and aux calls are added to
     # the first call at or after them; plain pi's simulated compactions to the call they
     # precede.
-    from ctxwrap.engine.thinking import checks_thinking_prefix
     from ctxwrap.mechanisms.cost_accounting import load_session_costs
-    from ctxwrap.stats import cost_settings, session_agent, session_figures, thinking_bound_line
+    from ctxwrap.stats import cost_settings, session_agent, session_figures
 
     ttl_s, overrides = cost_settings()
     totals = session_figures(conn, sid, ttl_s=ttl_s, prices=overrides)
@@ -553,9 +563,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         "Sizes are the ones the bridge measured on each request; costs are modelled from them "
         "with the cache rules of the cost model (a changed head is a full cache write)."
     )
-    if model is not None and checks_thinking_prefix(model):
-        line = thinking_bound_line([model])
-        data.notes.append(line[:1].upper() + line[1:] + ".")
+    _note_thinking_bound(data, model)
     served = [a.served for _ts, a, _p, _c in priced if a.served is not None]
     if served:
         # a bill above the model's ideal cache: say why, as `ctxwrap stats` does

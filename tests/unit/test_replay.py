@@ -157,9 +157,18 @@ def test_replay_keeps_what_a_checked_thinking_block_follows(
     f.write_text("".join(json.dumps(e) + "\n" for e in entries))
     th = Thresholds(dedup=False, mask_warm=False, mask_earlier_tasks=True, mask_stale_reads=True,
                     mask_older_rounds=0, mask_read_idle_rounds=0)  # fmt: skip
-    [s] = replay(f, thresholds=th)["groups"]
+    doc = replay(f, thresholds=th)
+    [s] = doc["groups"]
     assert s["calls"][-1]["masked"] is masked
     assert any(i["kind"] == "mask" for i in s["intervention_list"]) is masked
+    # what the user reads says why masking saved little there: replay's text, the report
+    from ctxwrap.replay._view import render_text
+    from ctxwrap.report._data import from_replay
+
+    said = "history masking saves little on claude-opus-5-5"
+    assert (said in render_text(doc, width=300)) is not masked
+    notes = " ".join(from_replay(f).notes)
+    assert (said in notes.lower()) is not masked
 
 
 def test_idle_gap_masks_superseded_reads_and_earlier_prompts(tmp_path: Path) -> None:
