@@ -745,7 +745,7 @@ def _bar(value: int, scale: int, width: int = 12) -> tuple[str, str]:
 
 
 def thinking_bound_line(models: Sequence[str]) -> str:
-    """Why masking saved little on these models (`ctxwrap stats` and `ctxwrap report`)."""
+    """Why masking saved little on these models (`ctxwrap stats`, `replay` and `report`)."""
     names = ", ".join(m.rsplit("/", 1)[-1] for m in models)
     return (
         f"history masking saves little on {names}: the model binds its reasoning to the"

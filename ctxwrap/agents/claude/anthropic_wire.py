@@ -198,10 +198,9 @@ def all_tool_ids(messages: Iterable[Any]) -> set[str]:
     return ids
 
 
-# Models that check a returned thinking block's prefix ("preserved thinking", Claude Fable 5.1
-# and Opus/Sonnet/Haiku 5.5 on): a request whose system, tools or any message before a thinking
-# block differs from what the model saw when it wrote the block is refused with a 400 ("bound
-# to a different conversation") or has the block dropped. Versions below these do not check.
+# On a model that checks a returned thinking block's prefix (engine/thinking.py) a request
+# whose system, tools or any message before such a block differs from what the model saw when
+# it wrote the block is refused with a 400 ("bound to a different conversation").
 _THINKING_TYPES = ("thinking", "redacted_thinking")
 
 
