@@ -1323,7 +1323,8 @@ class SessionSimulator:
                 self._strip_late(eid, c, len(self.r.calls))
 
     def _strip_late(self, eid: str, c: ToolCall, call_index: int) -> int | None:
-        """Strip a pending write's body now (write_idle_rounds); returns its item's first call."""
+        """Strip a write's body now, after its entry (write_idle_rounds, or its response
+        settled on a thinking-bound model); returns its item's first call."""
         self.pending_writes = [(e, x) for e, x in self.pending_writes if x is not c]
         pos = self.index.get(eid)
         if pos is None:

@@ -200,9 +200,10 @@ def test_no_mask_breaks_a_preserved_thinking_prefix(
     """Claude Opus 5.5 checks that nothing before a returned thinking block changed since it
     wrote the block, and refuses the request otherwise. The scripted server does the same
     (`preserved_thinking`): Claude Code's own requests are append-only and pass it (every
-    request before the gap, and every one on Opus 5.5); an idle gap would mask the earlier task's read, which a thinking block follows —
-    on Opus 5.5 it is not masked and the session goes on; on Opus 4.8 (no check on the real
-    API, checked here anyway) it is, and the check refuses it: what the guard prevents."""
+    request before the gap, and every one on Opus 5.5); an idle gap would mask the earlier
+    task's read, which a thinking block follows — on Opus 5.5 it is not masked and the session
+    goes on; on Opus 4.8 (no check on the real API, checked here anyway) it is, and the check
+    refuses it: what the guard prevents."""
     work = tmp_path / "work"
     work.mkdir()
     (work / "old.py").write_text(OLD)
