@@ -14,8 +14,9 @@ once per policy, and prints per session and as medians per agent:
   the hidden result held, the file was read again, or it was recalled: a lower bound), and how
   many of each kind;
 - the saving after charging each needed-again result a re-read of the whole result (written
-  once, then read by every later call until the next compaction), and after charging only the
-  copies and recalls (a re-read is in the transcript already: plain paid it too);
+  once, then read by every later call until the next compaction; a copy also pays one more
+  request, reading ctxwrap's context, to ask for it), and after charging only the copies and
+  recalls (a re-read is in the transcript already: plain paid it too);
 - the ratio of ctxwrap's cost to plain's in the same run;
 - compactions: where the agent compacted on its own (Claude Code records the trigger; pi's at
   ≥ 85 % of the window), ctxwrap's smaller context compacts later: it carries what plain's

@@ -232,8 +232,8 @@ KIND_MECHANISM = {
 def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
     """Per mechanism: interventions, how many a later turn needed again (copied, re-read,
     recalled) and their share; and what a re-read of each whole needed result would cost
-    (written once, then read by every later call until the next compaction), in
-    input-equivalent tokens (DESIGN.md invariant 8)."""
+    (written once, then read by every later call until the next compaction; a copy also pays
+    the request that asks for it), in input-equivalent tokens (DESIGN.md invariant 8)."""
     from ctxwrap.engine.cost import weights
 
     w = weights(prices)
@@ -259,6 +259,10 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
         m[iv.needed_again] += 1
         at = min(max(iv.needed_at, 0), n)
         one = tokens(iv.original_chars) * (w.write + w.read * max(left[at] - 1, 0))
+        if iv.needed_again == "copied" and n:
+            # The agent that lacks what it copies asks for it first: one more request, which
+            # reads ctxwrap's whole context at that point from the cache.
+            one += tokens(r.calls[min(at, n - 1)].sent_chars) * w.read
         charge += one
         if iv.needed_again != "reread":
             copy_charge += one  # a re-read is in the transcript already: plain paid it too

@@ -493,6 +493,33 @@ def test_a_masked_read_quoted_by_a_later_edit_is_needed_again(
     assert (figures["share_pct"] == 100.0) is bool(needed)
 
 
+@pytest.mark.parametrize("how", ["copied", "reread"])
+def test_a_copy_is_charged_the_request_that_asks_for_it_again_a_reread_is_not(how: str) -> None:
+    """An agent that copies from what it no longer sees must ask for it first: one more
+    request, which reads ctxwrap's whole context from the cache, before the re-read result is
+    written and carried. A re-read is in the transcript: its request was paid on both sides."""
+    from ctxwrap.engine.cost import weights
+    from ctxwrap.replay._run import needed_again
+    from ctxwrap.replay._sim import CallFigures, Intervention, SessionReplay
+
+    r = SessionReplay("s", "claude", "s")
+    for i in range(5):
+        r.calls.append(CallFigures(i, 100.0 * i, 4_000, 0, 400_000 + 4_000 * i, {}, 0, 50))
+    r.interventions.append(
+        Intervention("mask", 1, "read", "read a.py", 8_000, 200, needed_again=how, needed_at=3)
+    )
+    prices = _pricing.default_prices("claude-opus-4-5")
+    w = weights(prices)
+    carried = tokens(8_000) * (w.write + w.read * 1)  # written once, read by the last call
+    asking = tokens(r.calls[3].sent_chars) * w.read  # the extra request reads the context
+    figures = needed_again(r, prices)
+    expected = carried + asking if how == "copied" else carried
+    assert figures["reread_charge_weighted"] == pytest.approx(expected, abs=0.1)
+    assert figures["copy_charge_weighted"] == pytest.approx(
+        expected if how == "copied" else 0.0, abs=0.1
+    )
+
+
 @pytest.mark.parametrize(
     ("content", "needed"),
     [
