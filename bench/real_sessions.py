@@ -101,6 +101,10 @@ POLICIES: dict[str, Any] = {
     # a write body stripped once its file is untouched 10 rounds (replay only: a study)
     "write-idle10": lambda: _with(write_idle_rounds=10),
     "write-idle5": lambda: _with(write_idle_rounds=5),
+    # where plain compacts and ctxwrap does not yet, tombstone what ctxwrap carries of what
+    # plain dropped (replay only: a study for Claude Code, which no proxy can ask to compact)
+    "mask-at-plain": lambda: _with(mask_at_plain_compaction="recall"),
+    "mask-at-plain-all": lambda: _with(mask_at_plain_compaction="all"),
     "earlier-tasks": lambda: _with(mask_earlier_tasks=True),
     "stale-reads": lambda: _with(mask_stale_reads=True),
     "idle20": lambda: _with(mask_read_idle_rounds=20),

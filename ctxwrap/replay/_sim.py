@@ -138,6 +138,10 @@ class Thresholds:
     # its file has been untouched this many rounds, at a masking pass (cold, or warm when the
     # rewrite pays back): what the agent edits right after writing it stays in view
     write_idle_rounds: int = 0
+    # (replay only, a study) where plain compacts and ctxwrap's smaller context does not yet,
+    # tombstone what ctxwrap carries of what plain dropped: "recall", the results with a
+    # recall path (read-like, digested bash); "all", every tool result; "" (default): nothing
+    mask_at_plain_compaction: str = ""
     edit_strip: bool = True
     edit_min_chars: int = 300
 
@@ -712,7 +716,7 @@ class SessionSimulator:
             carried = sum(
                 it.chars - sum(it.saved.get(m, 0) for m in _MESSAGE_SAVINGS)
                 for it in self.items[:keep]
-            )
+            ) - self._tombstone_carried(self.items[:keep])
             self.deferred_at = last.plain_chars
             self.carried_summarised += summarised
             self.r.compactions_deferred += 1
@@ -742,6 +746,30 @@ class SessionSimulator:
         if defer:
             self.saved["compaction"] -= carried
             self.carried += carried
+
+    def _tombstone_carried(self, items: list[_Item]) -> int:
+        """`mask_at_plain_compaction` (a study): what tombstoning the results ctxwrap carries
+        past plain's compaction keeps out (chars). The next request rewrites its whole context
+        (its messages shrink: a new cache epoch)."""
+        kinds = self.th.mask_at_plain_compaction
+        if not kinds:
+            return 0
+        out = 0
+        for it in items:
+            if it.role != "tool_result" or it.masked or it.chars < self.th.mask_min_chars:
+                continue
+            if kinds == "recall" and not self._recallable(it):
+                continue
+            left = it.chars - sum(it.saved.get(m, 0) for m in _MESSAGE_SAVINGS)
+            out += max(0, left - len(_tombstone(it.label, it.chars)))
+        return out
+
+    def _recallable(self, it: _Item) -> bool:
+        """What the daemon can give back behind a recall handle: read-like results the
+        adapter tags and digested bash output."""
+        if it.tool == "bash":
+            return it.saved.get("bash", 0) > 0
+        return it.tool in META_TOOLS and tokens(it.chars) >= self.th.amnesia_min_tokens
 
     def _summarised(self, items: list[_Item]) -> int:
         """Tokens a compaction's summarisation request reads of these items: pi's serializer
@@ -1199,9 +1227,7 @@ class SessionSimulator:
                 return True
             if th.mask_kinds.startswith("+") and it.tool in th.mask_kinds[1:].split(","):
                 return True
-            if it.tool == "bash":
-                return it.saved.get("bash", 0) > 0
-            return it.tool in META_TOOLS and tokens(it.chars) >= th.amnesia_min_tokens
+            return self._recallable(it)
 
         due = self._due_writes(call_index)
         plan = plan_masks(

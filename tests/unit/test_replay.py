@@ -778,6 +778,51 @@ def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
         assert own and own[0] > first + 2  # only once its own context reached plain's size
 
 
+@pytest.mark.parametrize("kinds", ["", "recall", "all"])
+def test_the_study_mask_at_plain_compaction_tombstones_what_ctxwrap_carries(kinds: str) -> None:
+    """The study `mask_at_plain_compaction` (bench/real_sessions.py mask-at-plain*): where
+    Claude Code's plain session compacts and ctxwrap's smaller context does not, what ctxwrap
+    carries of the results plain dropped is tombstoned: reads (a recall path) under "recall",
+    every result under "all"; an Edit result has no recall path."""
+    from ctxwrap.replay._events import Compaction, Header, Message, ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    body = "".join(f"line {i} of a module read long ago\n" for i in range(600))
+    ev: list[Any] = [Header("claude", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 20)]
+    t = 2.0
+    for i in range(10):
+        # the first round writes a file (stripped: ctxwrap's context is the smaller one when
+        # the agent compacts), then Read and Edit results alternate
+        name = "write" if i == 0 else "read" if i % 2 else "edit"  # as the reader names them
+        args = {"file_path": f"m{i}.py"} | ({"content": body} if name == "write" else {})
+        call = ToolCall(f"c{i}", name, args, len(name) + len(json.dumps(args)))
+        ev.append(Message(f"a{i}", None, "assistant", t, call.chars + 60, [call],
+                          request_key=f"q{i}"))  # fmt: skip
+        out = "ok" if name == "write" else body
+        ev.append(Message(f"t{i}", None, "tool_result", t + 1, len(out), [], f"c{i}", name,
+                          out))  # fmt: skip
+        t += 2
+    ev.append(Compaction(t, 4000, "a8", "auto", None))  # plain drops rounds 0-7
+    for i in range(10, 14):
+        ev.append(Message(f"a{i}", None, "assistant", t, 200, [], request_key=f"q{i}"))
+        t += 2
+    sim = SessionSimulator("s", Thresholds(mask=False, mask_at_plain_compaction=kinds))
+    sim.feed(ev)
+    r = sim.finish()
+    assert r.compactions_deferred == 1
+    after = next(c for c in r.calls if c.compaction)
+    # what ctxwrap sends beyond plain right after plain's compaction: what it still carries
+    # of rounds 0-7 (four Read results, three Edit results) less the summary it lacks
+    extra = after.sent_chars - after.plain_chars
+    n = len(body)
+    if kinds == "":
+        assert 6 * n < extra < 7 * n
+    elif kinds == "recall":  # the reads are tombstoned, the Edit results stay
+        assert 2 * n < extra < 3 * n
+    else:
+        assert extra < n // 10
+
+
 @pytest.mark.parametrize(
     ("version", "cached"), [("2.1.197", True), ("2.1.210", True), ("2.0.76", False), (None, False)]
 )
