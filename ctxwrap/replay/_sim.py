@@ -140,7 +140,8 @@ class Thresholds:
     write_idle_rounds: int = 0
     # (replay only, a study) where plain compacts and ctxwrap's smaller context does not yet,
     # tombstone what ctxwrap carries of what plain dropped: "recall", the results with a
-    # recall path (read-like, digested bash); "all", every tool result; "" (default): nothing
+    # recall path (read-like, digested bash); "all", every tool result; "" (default): nothing.
+    # Not built: it delays the agent's own compaction (docs/accounting.md, compaction timing)
     mask_at_plain_compaction: str = ""
     edit_strip: bool = True
     edit_min_chars: int = 300
