@@ -42,16 +42,34 @@ KIND_MECHANISM = {
 ROW_MECHANISMS = {"writes": ("writes", "edits")}
 
 
+def row_parts(per: Any, mechanism: str) -> list[tuple[str, int, int]]:
+    """(mechanism, needed again, interventions) of each part of the row `mechanism` that hid
+    something, from a summary's `mechanisms` (replay's or the live store's)."""
+    out = []
+    for key in ROW_MECHANISMS.get(mechanism, (mechanism,)):
+        m = per.get(key) if isinstance(per, dict) else None
+        if isinstance(m, dict) and int(m.get("interventions") or 0):
+            out.append((key, int(m.get("needed_again") or 0), int(m["interventions"])))
+    return out
+
+
 def row_figure(per: Any, mechanism: str) -> tuple[int, int]:
     """(needed again, interventions) of the row `mechanism` from a summary's `mechanisms`
     (replay's or the live store's)."""
-    needed = hidden = 0
-    for key in ROW_MECHANISMS.get(mechanism, (mechanism,)):
-        m = per.get(key) if isinstance(per, dict) else None
-        if isinstance(m, dict):
-            needed += int(m.get("needed_again") or 0)
-            hidden += int(m.get("interventions") or 0)
-    return needed, hidden
+    parts = row_parts(per, mechanism)
+    return sum(p[1] for p in parts), sum(p[2] for p in parts)
+
+
+# What each part of a shared row is called where a row shows them apart: the write strip's
+# share (most of its strips needed again on real sessions) must not hide in the edit strip's.
+PART_WORDS = {"writes": "writes", "edits": "edits"}
+
+
+def parts_text(parts: list[tuple[str, int, int]]) -> str | None:
+    """`writes 5 of 8, edits 1 of 38` where a row covers more than one mechanism; else None."""
+    if len(parts) < 2:
+        return None
+    return ", ".join(f"{PART_WORDS.get(k, k)} {n:,} of {h:,}" for k, n, h in parts)
 
 
 def how_text(f: Any) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ctxwrap import _table as T
 from ctxwrap.headline import pct_text, usd_text
-from ctxwrap.mechanisms.needed_again import row_figure
+from ctxwrap.mechanisms.needed_again import parts_text, row_figure, row_parts
 from ctxwrap.vocabulary import agent_name, mechanism_label, mechanism_words, plural
 
 _HEAD_BYTES = 256 * 1024
@@ -362,10 +362,14 @@ def render_text(
         out += _session_table(counted, width=width, color=color, total=len(counted) > 1)
         out.append("")
         out += _mechanism_table([r.doc for r in counted], tagged=tagged, width=width, color=color)
+        # the writes row counts the write and the edit strip: their shares differ too much for
+        # one figure to stand for both
+        apart = parts_text(row_parts(_needed_per_mechanism([r.doc for r in counted]), "writes"))
         out.append(
             _wrap(
                 "needed again: of the results a mechanism hid, those a later turn copied from,"
-                " read again or recalled (a lower bound; docs/accounting.md)",
+                " read again or recalled (a lower bound; docs/accounting.md)"
+                + (f"; the writes row apart: {apart}" if apart else ""),
                 width,
             )
         )

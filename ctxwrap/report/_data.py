@@ -88,6 +88,8 @@ class MechanismRow:
     # of its interventions, how many a later turn needed again (recalled, re-read, copied):
     # (needed, interventions), None where the source has no such figure
     needed_again: tuple[int, int] | None = None
+    # `writes 5 of 8, edits 1 of 38` where the row covers two mechanisms (needed_again.row_parts)
+    needed_parts: str | None = None
 
     @property
     def net_tokens(self) -> int:
@@ -191,6 +193,17 @@ def needed_again_of(doc: Any, mechanism: str) -> tuple[int, int] | None:
     from ctxwrap.mechanisms.needed_again import row_figure
 
     return row_figure(per, mechanism)
+
+
+def needed_parts_of(doc: Any, mechanism: str) -> str | None:
+    """Each part of a row that covers two mechanisms (`writes 5 of 8, edits 1 of 38`), None
+    for a row of one or without figures."""
+    per = doc.get("mechanisms") if isinstance(doc, dict) else None
+    if not isinstance(per, dict):
+        return None
+    from ctxwrap.mechanisms.needed_again import parts_text, row_parts
+
+    return parts_text(row_parts(per, mechanism))
 
 
 def _live_needed_again(conn: sqlite3.Connection, sid: str) -> Any:
@@ -330,6 +343,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
         else:
             counted += cost
         needed = needed_again_of(s.get("needed_again"), key)
+        parts = needed_parts_of(s.get("needed_again"), key)
         if bounded:
             # what is certain: unchanged re-reads pointed to their first copy (no aux call);
             # without --tag they are all of amnesia's interventions
@@ -344,6 +358,7 @@ def from_replay(path: Path, *, model: str | None = None) -> ReportData:
                 bound_tokens=int(s["tagger_bound_tokens"]) if bounded else 0,
                 aux_counted=not bounded,
                 needed_again=None if bounded else needed,
+                needed_parts=None if bounded else parts,
             )
         )
     # The headline is `ctxwrap replay`'s: requests only, input side. The aux calls are
@@ -427,6 +442,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
             m.saved_tokens,
             m.aux_tokens,
             needed_again=needed_again_of(needed, m.mechanism),
+            needed_parts=needed_parts_of(needed, m.mechanism),
         )
         for m in totals.mechanisms
     ]

@@ -544,7 +544,12 @@ def _mech_table(data: ReportData) -> str:
             f'<td class="n" data-label="net">{net}</td>',
         ]
         if needed:
-            cells.append(f'<td class="n" data-label="needed again">{_needed(m.needed_again)}</td>')
+            # a row of two mechanisms shows each: the write strip's share would hide in the
+            # edit strip's
+            apart = f'<span class="name">{_e(m.needed_parts)}</span>' if m.needed_parts else ""
+            cells.append(
+                f'<td class="n" data-label="needed again">{_needed(m.needed_again)}{apart}</td>'
+            )
         return (
             f'<tr class="mechanism" data-mechanism="{_e(m.key)}" data-saved="{m.saved_tokens}" '
             f'data-aux="{m.aux_tokens}" data-net="{m.net_tokens}">{"".join(cells)}</tr>'

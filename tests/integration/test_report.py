@@ -420,6 +420,15 @@ def test_needed_again_column_when_the_replay_has_it() -> None:
     doc["mechanisms"]["writes"] = {"interventions": 8, "needed_again": 5}
     doc["mechanisms"]["edits"] = {"interventions": 38, "needed_again": 1}
     assert needed_again_of(doc, "writes") == (6, 46)
+    # ... and says each apart: the write strip's 5 of 8 would hide in "6 of 46"
+    from ctxwrap.report._data import needed_parts_of
+
+    parts = needed_parts_of(doc, "writes")
+    assert parts == "writes 5 of 8, edits 1 of 38"
+    assert needed_parts_of(doc, "masking") is None
+    data.mechanisms = [MechanismRow("writes", 1000, 0, needed_again=(6, 46), needed_parts=parts)]
+    row = text_of(element(render_html(data), r'<tr class="mechanism".*?</tr>'))
+    assert "6 of 46 (13 %)" in row and "writes 5 of 8, edits 1 of 38" in row
 
 
 def test_ticks_are_round_and_short() -> None:

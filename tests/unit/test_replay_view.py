@@ -140,3 +140,9 @@ def test_each_mechanism_row_says_how_much_of_what_it_hid_was_needed_again(
     assert row("(bash digest)").split()[-2] == "–"  # it hid nothing here
     assert "3 of 17" in row("total ")
     assert any(ln.startswith("needed again: of the results a mechanism hid") for ln in lines)
+    # the write strip's share is said apart from the edit strip's it shares a row with
+    assert "the writes row apart: writes 1 of 3, edits 0 of 5" in " ".join(
+        ln.strip() for ln in lines
+    )
+    group["needed_again"]["mechanisms"].pop("edits")
+    assert "apart" not in render_text(doc, width=120)  # one mechanism: nothing to split
