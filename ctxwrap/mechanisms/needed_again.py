@@ -60,16 +60,13 @@ def row_figure(per: Any, mechanism: str) -> tuple[int, int]:
     return sum(p[1] for p in parts), sum(p[2] for p in parts)
 
 
-# What each part of a shared row is called where a row shows them apart: the write strip's
-# share (most of its strips needed again on real sessions) must not hide in the edit strip's.
-PART_WORDS = {"writes": "writes", "edits": "edits"}
-
-
 def parts_text(parts: list[tuple[str, int, int]]) -> str | None:
-    """`writes 5 of 8, edits 1 of 38` where a row covers more than one mechanism; else None."""
+    """`writes 5 of 8, edits 1 of 38` where a row covers more than one mechanism; else None.
+    The write strip's share (most of its strips needed again on real sessions) must not hide
+    in the edit strip's."""
     if len(parts) < 2:
         return None
-    return ", ".join(f"{PART_WORDS.get(k, k)} {n:,} of {h:,}" for k, n, h in parts)
+    return ", ".join(f"{k} {n:,} of {h:,}" for k, n, h in parts)
 
 
 def how_text(f: Any) -> str:
