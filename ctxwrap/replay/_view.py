@@ -214,18 +214,22 @@ _SIMULATED = ("bash", "writes", "masking", "compaction", "skills", "tools")
 
 
 def _mechanism_table(
-    groups: list[dict[str, Any]], *, tagged: bool, width: int, color: bool
+    groups: list[dict[str, Any]],
+    need: dict[str, dict[str, int]],
+    *,
+    tagged: bool,
+    width: int,
+    color: bool,
 ) -> list[str]:
     """Per mechanism over the counted sessions: simulated ones in the totals; the tagger as a
     range (0 … the most it could hide) with its own aux cost beside, outside the totals —
-    counted both ways or neither."""
+    counted both ways or neither. `need`: `_needed_per_mechanism(groups)`."""
 
     def total(mech: str, key: str) -> int:
         return sum(
             next((m[key] for m in g["mechanisms"] if m["mechanism"] == mech), 0) for g in groups
         )
 
-    need = _needed_per_mechanism(groups)
     labels: list[str | tuple[str, ...]] = []
     needed: list[str | tuple[str, ...]] = []
     kept: list[str | tuple[str, ...]] = []
@@ -361,10 +365,12 @@ def render_text(
         out.append("")
         out += _session_table(counted, width=width, color=color, total=len(counted) > 1)
         out.append("")
-        out += _mechanism_table([r.doc for r in counted], tagged=tagged, width=width, color=color)
+        docs = [r.doc for r in counted]
+        need = _needed_per_mechanism(docs)
+        out += _mechanism_table(docs, need, tagged=tagged, width=width, color=color)
         # the writes row counts the write and the edit strip: their shares differ too much for
         # one figure to stand for both
-        apart = parts_text(row_parts(_needed_per_mechanism([r.doc for r in counted]), "writes"))
+        apart = parts_text(row_parts(need, "writes"))
         out.append(
             _wrap(
                 "needed again: of the results a mechanism hid, those a later turn copied from,"
