@@ -42,9 +42,25 @@ def status_text(totals: Any) -> str:
     tokens = f"{abs(net):,} tokens {'saved' if net >= 0 else 'added'}"
     pct = totals.cost_saved_pct
     if pct is None:
-        return f"ctxwrap: {tokens}"
+        return f"ctxwrap: {tokens}{compaction_hint(totals)}"
     sign = "−" if pct >= 0 else "+"
-    return f"ctxwrap: cost {sign}{abs(pct):.0f}% · {tokens}"
+    return f"ctxwrap: cost {sign}{abs(pct):.0f}% · {tokens}{compaction_hint(totals)}"
+
+
+# Under ctxwrap Claude Code's context is smaller, so it compacts later than it would without
+# ctxwrap, carrying what plain Claude Code's compaction dropped; no proxy can ask it to compact
+# (docs/accounting.md, "Compaction timing"). Past the point where the cost model's plain session
+# compacted, the line says so: the user's `/compact` is plain's compaction, and it counts as
+# the session catching up (engine/cost.py), not as one plain would run again.
+HINT = " · plain Claude Code would have compacted by now: /compact"
+
+
+def compaction_hint(totals: Any) -> str:
+    """HINT while plain has compacted more often than the session, else ""."""
+    behind = int(getattr(totals, "plain_compactions", 0) or 0) - int(
+        getattr(totals, "compactions", 0) or 0
+    )
+    return HINT if behind > 0 else ""
 
 
 def write_status(session_id: str, text: str) -> None:

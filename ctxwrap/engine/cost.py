@@ -534,7 +534,8 @@ class CallSizes(NamedTuple):
     # compacted_before only: whether plain compacts here too. "priced": the user's own
     # `/compact` (pi), its summarisation priced as plain's compaction; "call": the same where the
     # summarisation request was one of the recorded calls (Claude Code's `/compact`, Codex's
-    # compactions), priced on both sides; "behind": Claude Code's or Codex's own compaction,
+    # compactions), priced on both sides — unless plain has compacted as often already: then
+    # it catches up, as "behind" does; "behind": Claude Code's or Codex's own compaction,
     # at a threshold the model may not see — plain compacts with it if it has compacted fewer
     # times so far (its context is never the smaller one)
     plain_compacts_too: Literal["", "priced", "call", "behind"] = ""
@@ -956,7 +957,11 @@ class SessionPricer:
                 rewritten = growth
                 self.real_compactions += 1
                 too = call.plain_compacts_too
-                if too == "behind" and self.plain_compactions >= self.real_compactions:
+                if too in ("behind", "call") and self.plain_compactions >= self.real_compactions:
+                    # plain has compacted as often already (its context is the bigger one):
+                    # this one catches up with it — the agent's own, or the user's `/compact`
+                    # under Claude Code or Codex, which no proxy can ask to compact and whose
+                    # status line says when plain would have (statusline.compaction_hint)
                     too = ""
                 if too in ("call", "behind") and self.plain_size > 0:
                     # plain runs the same summarisation (one of the recorded calls) at the same

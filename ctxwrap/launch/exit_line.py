@@ -4,6 +4,9 @@ agent exits.
     ctxwrap: this session saved 23% of its input cost (41,200 tokens) · resume: ctxwrap claude
     --resume 3f2a… · details: ctxwrap stats --session 3f2a…
 
+Under Claude Code and Codex, which no proxy can ask to compact, the line also says when plain
+would have compacted by now (the status line's hint, `statusline.compaction_hint`).
+
 The agents end with their own resume hint (`claude --resume …`, `pi --session …`, `codex resume
 …`), which resumes *without* ctxwrap; this line says how to resume through it. The figures are
 those of `ctxwrap stats --session ID` (the same compute over the SQLite file, opened read-only),
@@ -32,6 +35,8 @@ class Savings(NamedTuple):
     llm_calls: int
     cost_pct: float | None  # cache-priced input cost saved, % (negative: ctxwrap cost more)
     net_tokens: int  # tokens kept out of the context, net of the aux model's
+    # how many more times plain would have compacted by now (its context is the bigger one)
+    compactions_behind: int = 0
 
 
 def take_quiet_flag(args: list[str]) -> tuple[list[str], bool]:
@@ -71,7 +76,7 @@ def session_savings(session_id: str) -> Savings | None:
     t = report.totals
     c = t.cost
     pct = c.total_saved_pct if c.calls else t.saved_pct
-    return Savings(t.llm_calls, pct, t.net_tokens)
+    return Savings(t.llm_calls, pct, t.net_tokens, max(0, c.plain_compactions - c.compactions))
 
 
 def _bounded(session_id: str, timeout_s: float) -> Savings | None:
@@ -89,6 +94,10 @@ def _bounded(session_id: str, timeout_s: float) -> Savings | None:
     return found[0] if found else None
 
 
+# Agents no proxy can ask to compact (pi's bridge asks pi itself: `compact_like_plain`).
+_NO_COMPACT_ASKED = {"claude": "Claude Code", "codex": "Codex"}
+
+
 def render(agent: str, session_id: str, resume: list[str] | None, savings: Savings | None) -> str:
     parts: list[str] = []
     if savings is not None and savings.llm_calls:
@@ -99,6 +108,10 @@ def render(agent: str, session_id: str, resume: list[str] | None, savings: Savin
             parts.append(f"this session saved {savings.cost_pct:.0f}% of its input cost ({tokens})")
         else:
             parts.append(f"ctxwrap cost this session {-savings.cost_pct:.0f}% more ({tokens})")
+    if savings is not None and savings.compactions_behind > 0 and agent in _NO_COMPACT_ASKED:
+        # the status line's hint (statusline.compaction_hint), for a `-p` run or a Codex user:
+        # what the resumed session carries that plain's compaction had dropped
+        parts.append(f"plain {_NO_COMPACT_ASKED[agent]} would have compacted by now: /compact")
     if resume:
         parts.append("resume: " + shlex.join(["ctxwrap", agent, *resume]))
     if savings is not None:

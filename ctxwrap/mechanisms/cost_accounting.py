@@ -619,7 +619,7 @@ class PricedSession:
         for i in range(self._ci, len(self.comps)):
             real += 1
             too = self.plain_too[i]
-            if too == "call" or (too == "behind" and plain < real):
+            if too in ("call", "behind") and plain < real:
                 return self.comps[i][0], CompactionCost(0, 0, 0.0, 0.0)
         return None
 
@@ -661,7 +661,9 @@ def _plain_compacts_too(
     agent: str, reason: object, from_extension: bool, as_call: bool
 ) -> PlainToo:
     """Whether the plain session compacts with one of the session's own (CallSizes):
-    - the user's `/compact` (a manual one ctxwrap did not ask for) happens under plain too;
+    - the user's `/compact` (a manual one ctxwrap did not ask for) happens under plain too —
+      under Claude Code and Codex, unless the plain model has compacted as often already: then
+      it is the session catching up (the status line said plain would have compacted);
     - Claude Code's and Codex's automatic ones: plain's context is never the smaller, so plain
       has compacted by then — with it, unless the plain model compacted as often already (a
       threshold the proxy cannot see: one Anthropic's servers set, a Codex model whose window

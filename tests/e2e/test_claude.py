@@ -644,6 +644,77 @@ def test_claude_codes_own_compaction_is_recorded_beside_the_plain_one(
     assert doc["groups"][0]["compactions"] == 1
 
 
+def _notes(name: str) -> str:
+    """~37k chars the tagger drops (a Read returns them whole: under its 2,000-line cap)."""
+    return f"DROP-ME-MARKER {name}\n" + "".join(
+        f"{name} note {i:03d}: nothing in here matters to the task\n" for i in range(750)
+    )
+
+
+def test_past_plains_compaction_the_exit_line_says_so_and_a_compact_catches_up(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """Four reads the tagger hides, one after another (a 100k compaction window at 56 %:
+    44.8k tokens). Plain Claude Code, whose context holds them all, compacts on its own
+    mid-run; under ctxwrap its context stays small (its check counts only the newest read
+    whole), and no proxy can ask it to compact. The exit line says plain would have compacted
+    by now; the user's `/compact` then is that compaction caught up — the plain model does not
+    count it again — and the hint is gone."""
+    names = ("a", "b", "c", "d")
+    reads = [
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(tmp_path / "work" / n)}}]}
+        for n in names
+    ]
+    compact = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "56"}
+    hint = "plain Claude Code would have compacted by now: /compact"
+    (tmp_path / "work").mkdir()
+    for n in names:
+        (tmp_path / "work" / n).write_text(_notes(n))
+
+    # plain Claude Code, same run: its summarisation request comes before the fourth read
+    with ScriptedModelServer([*reads[:3], {"text": SUMMARY}, reads[3], {"text": "done"}]) as srv:
+        env = claude_env(xdg.env(), home=tmp_path / "plain-home", base_url=srv.root_url)
+        env.update(compact)
+        proc = subprocess.run(
+            [env["CTXWRAP_CLAUDE"], *claude_print_args("read a to d")],
+            cwd=tmp_path / "work",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        plain = [is_compaction_request(r.body["messages"]) for r in srv.main_requests]
+    assert plain == [False, False, False, True, False, False], plain
+
+    steps = [*reads, {"text": "done"}, {"text": SUMMARY}, {"text": "after"}]
+    with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(compact)
+        run = ce.run("read a to d")
+        assert run.result["result"] == "done"
+        reqs = srv.main_requests
+        assert len(reqs) == 5 and not any(is_compaction_request(r.body["messages"]) for r in reqs)
+        assert "DROP-ME-MARKER" not in json.dumps(reqs[-1].body["messages"])  # all four hidden
+        line = [x for x in run.proc.stderr.splitlines() if x.startswith("ctxwrap: ")]
+        assert len(line) == 1 and f" · {hint} · resume: ctxwrap claude --resume " in line[0]
+        sid = run.result["session_id"]
+        before = json.loads(ce.ctxwrap("stats", "--session", sid, "--json").stdout)["totals"]
+        assert before["cost"]["compactions"] == 0 and before["cost"]["plain_compactions"] >= 1
+
+        again = ce.run("/compact", "--continue")
+        assert is_compaction_request(srv.main_requests[-1].body["messages"])
+        assert hint not in again.proc.stderr
+        # and once the session goes on from its summary (the compaction then lies between two
+        # recorded requests, not after the last one)
+        on = ce.run("next", "--continue")
+        assert on.result["result"] == "after" and hint not in on.proc.stderr
+        after = json.loads(ce.ctxwrap("stats", "--session", sid, "--json").stdout)["totals"]
+    # the user's /compact is plain's, caught up: not one more plain would run
+    assert after["cost"]["compactions"] == 1
+    assert after["cost"]["plain_compactions"] == before["cost"]["plain_compactions"]
+
+
 def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:
     codes = []
     for extra in ((), ("--ctxwrap-off",)):

@@ -476,6 +476,25 @@ def test_after_a_compaction_the_real_request_reads_its_unchanged_base() -> None:
     assert priced.actual[3].cache_write_tokens == 100
 
 
+def test_a_users_compact_while_plain_is_ahead_catches_up() -> None:
+    """Claude Code and Codex: the plain model compacted at its threshold where the smaller real
+    session did not; the user's `/compact` after it (the status line's hint) is that
+    compaction caught up, not one plain runs again. Plain not ahead: it runs the user's too."""
+    policy = CompactionPolicy(
+        context_window=1000, reserve_tokens=200, summary_tokens=50, keeps_tail=False
+    )
+    calls = _calls()
+    calls[3] = CallSizes(
+        3.0, 200, 250, None, None, 100, compacted_before=True, model="m", growth_tokens=50,
+        plain_compacts_too="call",
+    )  # fmt: skip
+    ahead = price_session(calls, lambda _m: SONNET, policy)
+    assert [c is not None for c in ahead.plain_compactions] == [False, False, True, False]
+    assert ahead.plain_tokens[3] == 100 + 50 + 50  # plain's own summary, grown since
+    alone = price_session(calls, lambda _m: SONNET, CompactionPolicy(None))
+    assert [c is not None for c in alone.plain_compactions] == [False, False, False, True]
+
+
 def test_compaction_and_aux_one_off_costs() -> None:
     c = compaction_call_cost(10_000, 1000, SONNET, previous_summary=600)
     assert (c.input_tokens, c.output_tokens) == (10_000 + 600 + 400, 1000)

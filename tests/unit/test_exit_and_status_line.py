@@ -57,6 +57,20 @@ def test_exit_line_says_savings_resume_and_stats() -> None:
     assert "resume: ctxwrap pi --session '/home/u/my sessions/s.jsonl'" in pi  # pasteable
 
 
+def test_exit_line_says_when_plain_would_have_compacted() -> None:
+    """A `-p` run or a Codex user sees no status line: the exit line carries the hint, for the
+    agents no proxy can ask to compact (pi's bridge asks pi itself)."""
+    behind = Savings(40, 12.0, 90_000, compactions_behind=1)
+    line = render("claude", SID, ["--resume", SID], behind)
+    assert (
+        "(90,000 tokens) · plain Claude Code would have compacted by now: /compact · resume: "
+        in line
+    )
+    assert "plain Codex would have compacted by now" in render("codex", SID, None, behind)
+    assert "compacted" not in render("pi", SID, None, behind)
+    assert "compacted" not in render("claude", SID, None, Savings(40, 12.0, 90_000))
+
+
 def test_exit_line_without_figures_still_says_how_to_resume() -> None:
     assert render("pi", SID, ["--session", "/s.jsonl"], None) == (
         "ctxwrap: resume: ctxwrap pi --session /s.jsonl"
@@ -161,6 +175,23 @@ def test_status_text_is_the_sessions_savings() -> None:
     worse = P.SessionTotals(llm_calls=1, net_tokens=-90, cost_saved_pct=-2.0)
     assert status_text(worse) == "ctxwrap: cost +2% · 90 tokens added"
     assert status_text(P.SessionTotals()) == ""
+
+
+def test_status_text_says_when_plain_would_have_compacted() -> None:
+    """Past the point where the plain model compacted and Claude Code (its context smaller)
+    did not, the line says so; once the session has compacted as often, it does not."""
+    ahead = P.SessionTotals(llm_calls=9, net_tokens=41200, cost_saved_pct=23.4, plain_compactions=1)
+    assert status_text(ahead) == (
+        "ctxwrap: cost −23% · 41,200 tokens saved"
+        " · plain Claude Code would have compacted by now: /compact"
+    )
+    caught_up = ahead.model_copy(update={"compactions": 1})
+    assert status_text(caught_up) == "ctxwrap: cost −23% · 41,200 tokens saved"
+    unpriced = ahead.model_copy(update={"cost_saved_pct": None})
+    assert status_text(unpriced).endswith(
+        "saved · plain Claude Code would have compacted by now: /compact"
+    )
+    assert len(status_text(ahead.model_copy(update={"net_tokens": -12_345_678}))) < 120
 
 
 def test_status_command_prints_its_sessions_file(state: Path) -> None:
