@@ -52,7 +52,12 @@ def status_text(totals: Any) -> str:
 # (docs/accounting.md, "Compaction timing"). Past the point where the cost model's plain session
 # compacted, the line says so: the user's `/compact` is plain's compaction, and it counts as
 # the session catching up (engine/cost.py), not as one plain would run again.
-HINT = " · plain Claude Code would have compacted by now: /compact"
+def hint_text(agent_name: str) -> str:
+    """The hint's words, here and in the exit line (`launch/exit_line.py`)."""
+    return f"plain {agent_name} would have compacted by now: /compact"
+
+
+HINT = " · " + hint_text("Claude Code")
 
 
 def compaction_hint(totals: Any) -> str:

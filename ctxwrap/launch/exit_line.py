@@ -111,7 +111,9 @@ def render(agent: str, session_id: str, resume: list[str] | None, savings: Savin
     if savings is not None and savings.compactions_behind > 0 and agent in _NO_COMPACT_ASKED:
         # the status line's hint (statusline.compaction_hint), for a `-p` run or a Codex user:
         # what the resumed session carries that plain's compaction had dropped
-        parts.append(f"plain {_NO_COMPACT_ASKED[agent]} would have compacted by now: /compact")
+        from ctxwrap.statusline import hint_text  # stdlib only, like this module
+
+        parts.append(hint_text(_NO_COMPACT_ASKED[agent]))
     if resume:
         parts.append("resume: " + shlex.join(["ctxwrap", agent, *resume]))
     if savings is not None:
