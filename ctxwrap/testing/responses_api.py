@@ -24,7 +24,10 @@ How this server answers
 A step's ``tool_calls`` become output items with ``call_id`` ``call_<step>_<i>``: a
 ``custom_tool_call`` (``input`` = the step's arguments string, raw) when the request declares
 that name as a ``{"type": "custom"}`` tool (top-level ``tools`` or an ``additional_tools``
-input item), else a ``function_call`` (``arguments`` = the JSON text). Text becomes one
+input item); a call named ``tool_search``, where the request offers Codex's client-side
+``{"type": "tool_search"}``, a ``tool_search_call`` (``execution: "client"``, ``arguments`` the
+object); else a ``function_call`` (``arguments`` = the JSON text), with ``namespace`` where a
+``namespace`` tool or a ``tool_search_output`` item declares that name (MCP tools). Text becomes one
 assistant ``message`` item, streamed as ``response.output_text.delta`` events. Events:
 ``response.created``, ``response.in_progress``, per item ``response.output_item.added`` (…
 deltas …) ``response.output_item.done``, then ``response.completed`` with the whole response
@@ -191,12 +194,41 @@ def compaction_item(summary: str, serial: int) -> JsonObj:
     return {"type": "compaction", "id": f"cmp_scripted_{serial}", "encrypted_content": encoded}
 
 
+def declares_tool_search(body: Mapping[str, Any]) -> bool:
+    """The request offers Codex's client-side ``tool_search`` (its deferred MCP tools)."""
+    return any(
+        isinstance(t, dict) and t.get("type") == "tool_search" for t in body.get("tools") or []
+    )
+
+
+def tool_namespaces(body: Mapping[str, Any]) -> dict[str, str]:
+    """Function name → its namespace, for the functions Codex groups in one: MCP tools that
+    a ``tool_search_output`` item loaded (``mcp__<server>``), or a top-level namespace tool.
+    A model calls them by the bare name with ``namespace`` beside it."""
+    found: dict[str, str] = {}
+    groups: list[Any] = list(body.get("tools") or [])
+    for item in body.get("input") or []:
+        if isinstance(item, dict) and item.get("type") == "tool_search_output":
+            groups += item.get("tools") or []
+    for group in groups:
+        if not isinstance(group, dict) or group.get("type") != "namespace":
+            continue
+        for tool in group.get("tools") or []:
+            if isinstance(tool, dict) and tool.get("type") == "function":
+                name, namespace = tool.get("name"), group.get("name")
+                if isinstance(name, str) and isinstance(namespace, str):
+                    found.setdefault(name, namespace)
+    return found
+
+
 def output_items(
     body: Mapping[str, Any], text: str | None, calls: Sequence[ScriptedCall], serial: int
 ) -> list[JsonObj]:
     if is_compaction_trigger(body):
         return [compaction_item(text or "", serial)]
     custom = custom_tool_names(body)
+    search = declares_tool_search(body)
+    namespaces = tool_namespaces(body)
     items: list[JsonObj] = []
     if text:
         items.append(
@@ -209,7 +241,18 @@ def output_items(
             }
         )
     for i, call in enumerate(calls):
-        if call.name in custom:
+        if call.name == "tool_search" and search:
+            items.append(
+                {
+                    "type": "tool_search_call",
+                    "id": f"tsc_scripted_{serial}_{i}",
+                    "status": "completed",
+                    "call_id": call.call_id,
+                    "execution": "client",
+                    "arguments": json.loads(call.arguments),
+                }
+            )
+        elif call.name in custom:
             items.append(
                 {
                     "type": "custom_tool_call",
@@ -221,16 +264,17 @@ def output_items(
                 }
             )
         else:
-            items.append(
-                {
-                    "type": "function_call",
-                    "id": f"fc_scripted_{serial}_{i}",
-                    "status": "completed",
-                    "call_id": call.call_id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                }
-            )
+            item = {
+                "type": "function_call",
+                "id": f"fc_scripted_{serial}_{i}",
+                "status": "completed",
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": call.arguments,
+            }
+            if call.name in namespaces:
+                item["namespace"] = namespaces[call.name]
+            items.append(item)
     return items
 
 
@@ -304,7 +348,7 @@ def sse_events(
             yield ev(
                 "response.function_call_arguments.done", {**where, "arguments": item["arguments"]}
             )
-        elif item["type"] == "compaction":
+        elif item["type"] in ("compaction", "tool_search_call"):
             yield ev("response.output_item.added", {"output_index": index, "item": item})
         else:
             yield ev(

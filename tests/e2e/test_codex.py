@@ -14,6 +14,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -592,3 +593,52 @@ def test_a_provider_the_proxy_cannot_serve_runs_plain_codex(tmp_path: Path, xdg:
         assert '`wire_api = "chat"` is no longer supported' in proc.stderr  # Codex's own words
         assert proc.returncode == 1 and srv.all_requests == []
         assert xdg.daemon_pid() is None  # nothing of ours started
+
+
+MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_many_tools.py"
+
+
+def test_mcp_tools_found_by_tool_search_pass_through(tmp_path: Path, xdg: Xdg) -> None:
+    """How Codex 0.171 offers MCP tools: deferred behind its client-side `tool_search`. The
+    model's `tool_search_call`, Codex's `tool_search_output` (the loaded schemas), the
+    namespaced MCP call and its content-list output all reach the model unchanged, request
+    after request, and ctxwrap still digests the long output that follows them."""
+    steps = [
+        {"tool_calls": [{"name": "tool_search", "arguments": {"query": "record 3", "limit": 2}}]},
+        {"tool_calls": [{"name": "probe_tool_03", "arguments": {"record_id": "r3"}}]},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"text": "record 3 found"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        config = ce.home / ".codex" / "config.toml"
+        # a server the user trusts, as `codex mcp add` plus an approval default sets it up
+        config.write_text(
+            config.read_text() + "[mcp_servers.many]\n"
+            f"command = {json.dumps(sys.executable)}\n"
+            f'args = [{json.dumps(str(MCP_SERVER))}, "40"]\n'
+            'default_tools_approval_mode = "approve"\n'
+        )
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        events = ce.run("look up record 3")
+        assert any(e.get("item", {}).get("text") == "record 3 found" for e in events)
+        reqs = srv.main_requests
+        assert len(reqs) == 4
+        # the MCP tools are deferred: only tool_search is offered up front
+        assert any(t.get("type") == "tool_search" for t in reqs[0].body["tools"])
+        assert "probe_tool_03" not in json.dumps(reqs[0].body["tools"])
+
+        by_type = {i["type"]: i for i in inputs(reqs[3]) if i.get("type") != "message"}
+        found = by_type["tool_search_output"]
+        assert found["call_id"] == by_type["tool_search_call"]["call_id"] == "call_0_0"
+        assert found["tools"][0]["name"] == "mcp__many"
+        assert "probe_tool_03" in [t["name"] for t in found["tools"][0]["tools"]]
+        assert calls(reqs[3])["call_1_0"]["namespace"] == "mcp__many"
+        answer = outputs(reqs[3])["call_1_0"]
+        assert isinstance(answer, list)
+        assert '"tool": "probe_tool_03"' in answer[-1]["text"] and '"r3"' in answer[-1]["text"]
+        log = outputs(reqs[3])["call_2_0"]
+        assert " digested by ctxwrap · " in log and "ERROR worker-7 lost connection" in log
+        assert_prefix_chain(reqs)
+        totals = json.loads(ce.ctxwrap("stats", "--json").stdout)["totals"]
+        assert totals["provider"]["turns"] == 4

@@ -114,3 +114,45 @@ def test_error_step() -> None:
         r = httpx.post(f"{srv.base_url}/responses", json=body([user("x")]))
         assert r.status_code == 400
         assert r.json()["error"]["message"] == "bad"
+
+
+def test_tool_search_and_namespaced_mcp_calls() -> None:
+    """Codex 0.171's deferred MCP tools: a `tool_search` step is a client `tool_search_call`
+    where the request offers tool_search (a plain function call where it does not), and a
+    call of a function that a `tool_search_output` loaded carries that namespace."""
+    search = {"name": "tool_search", "arguments": {"query": "record", "limit": 1}}
+    steps = [
+        {"tool_calls": [search]},
+        {"tool_calls": [{"name": "probe_tool_03", "arguments": {"record_id": "r3"}}]},
+        {"tool_calls": [search]},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        offered = {**body([user("go")]), "tools": [*TOOLS, {"type": "tool_search"}]}
+        ev = events(httpx.post(f"{srv.base_url}/responses", json=offered))
+        (call,) = [e["item"] for e in ev if e["type"] == "response.output_item.done"]
+        assert call["type"] == "tool_search_call" and call["execution"] == "client"
+        assert call["call_id"] == "call_0_0"
+        assert call["arguments"] == {"query": "record", "limit": 1}
+
+        loaded = {
+            "type": "tool_search_output",
+            "call_id": "call_0_0",
+            "execution": "client",
+            "status": "completed",
+            "tools": [
+                {
+                    "type": "namespace",
+                    "name": "mcp__many",
+                    "tools": [{"type": "function", "name": "probe_tool_03"}],
+                }
+            ],
+        }
+        second = {**offered, "input": [user("go"), call, loaded]}
+        ev = events(httpx.post(f"{srv.base_url}/responses", json=second))
+        (mcp,) = [e["item"] for e in ev if e["type"] == "response.output_item.done"]
+        assert mcp["type"] == "function_call" and mcp["namespace"] == "mcp__many"
+        assert mcp["name"] == "probe_tool_03"
+
+        ev = events(httpx.post(f"{srv.base_url}/responses", json=body([user("go")])))
+        (plain,) = [e["item"] for e in ev if e["type"] == "response.output_item.done"]
+        assert plain["type"] == "function_call" and "namespace" not in plain
