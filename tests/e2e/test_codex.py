@@ -631,11 +631,15 @@ def test_mcp_tools_found_by_tool_search_pass_through(tmp_path: Path, xdg: Xdg) -
         by_type = {i["type"]: i for i in inputs(reqs[3]) if i.get("type") != "message"}
         found = by_type["tool_search_output"]
         assert found["call_id"] == by_type["tool_search_call"]["call_id"] == "call_0_0"
+        assert found["execution"] == "client" and found["status"] == "completed"
+        assert by_type["tool_search_call"]["arguments"] == {"query": "record 3", "limit": 2}
         assert found["tools"][0]["name"] == "mcp__many"
-        assert "probe_tool_03" in [t["name"] for t in found["tools"][0]["tools"]]
+        schemas = {t["name"]: t for t in found["tools"][0]["tools"]}
+        assert schemas["probe_tool_03"]["parameters"]["required"] == ["record_id"]
+        assert schemas["probe_tool_03"]["description"].startswith("Probe tool number 3:")
         assert calls(reqs[3])["call_1_0"]["namespace"] == "mcp__many"
         answer = outputs(reqs[3])["call_1_0"]
-        assert isinstance(answer, list)
+        assert isinstance(answer, list) and answer[0]["text"].startswith("Wall time: ")
         assert '"tool": "probe_tool_03"' in answer[-1]["text"] and '"r3"' in answer[-1]["text"]
         log = outputs(reqs[3])["call_2_0"]
         assert " digested by ctxwrap · " in log and "ERROR worker-7 lost connection" in log
