@@ -82,7 +82,7 @@ error step answers ``{"type": "error", "error": {...}}``. Aux requests are recog
 ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` (kind ``count_tokens``);
 ``HEAD /`` answers 200 with no body. With ``side_text`` set, a request without ``tools``
 (Claude Code's title and other side requests) gets that text, as kind ``side``, and never a
-script step. :attr:`ScriptedModelServer.all_requests` records every
+script step; so does a Responses request of the Codex TUI's title thread. :attr:`ScriptedModelServer.all_requests` records every
 HTTP request (method, path, headers, body); :attr:`requests` only the model calls.
 
 Usage comes from a simulated prompt cache (:class:`PromptCacheSim`), so cache figures behave
@@ -574,8 +574,9 @@ class ScriptedModelServer:
         before that step's request (`PromptCacheSim.forget`): a real provider's misses.
 
         side_text: answer Claude Code's side requests (an Anthropic request without
-        ``tools``: the interactive session's title, …) with this text, as kind ``side``,
-        without consuming the script; None: they take script steps like any request.
+        ``tools``: the interactive session's title, …) and the Codex TUI's title thread
+        (`responses_api.is_title_request`) with this text, as kind ``side``, without
+        consuming the script; None: they take script steps like any request.
 
         cache_simulation: report ``usage.prompt_tokens_details.cached_tokens`` like an
         OpenAI-style automatic prefix cache: the leading messages (and tools) identical to
@@ -742,7 +743,10 @@ class ScriptedModelServer:
                 RecordedRequest("summary", body, now, None, None, path, headers, usage=reply.usage)
             )
             return reply
-        if api == "anthropic" and self.side_text is not None and not body.get("tools"):
+        if self.side_text is not None and (
+            (api == "anthropic" and not body.get("tools"))
+            or (api == "responses" and responses_api.is_title_request(body, headers))
+        ):
             reply = _Reply(self.side_text)
             reply.usage = self._usage_of(api, body, reply, now)
             self._record(

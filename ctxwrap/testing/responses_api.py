@@ -48,6 +48,7 @@ prompt is cut into blocks in order: the tools (one block each), ``instructions``
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import math
@@ -84,6 +85,22 @@ def system_text(body: Mapping[str, Any]) -> str:
         if isinstance(item, dict) and item.get("role") in ("system", "developer"):
             return _item_text(item)
     return ""
+
+
+# Codex 0.171's TUI names each new thread in a side thread of its own (probed on the pinned
+# binary: docs/research/codex-0.171.md, "TUI"); it races the user's first request.
+TITLE_PROMPT_PREFIX = "Generate a concise, single-line task title"
+
+
+def is_title_request(body: Mapping[str, Any], headers: Mapping[str, str]) -> bool:
+    """A request of the TUI's title thread: its turn metadata says `thread_source:
+    "thread_title"`, or (metadata absent or unreadable) its last user message asks for it."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        meta = json.loads(headers.get("x-codex-turn-metadata") or "null")
+        if isinstance(meta, dict) and "thread_source" in meta:
+            return bool(meta["thread_source"] == "thread_title")
+    users = [i for i in body.get("input") or [] if isinstance(i, dict) and i.get("role") == "user"]
+    return bool(users) and _item_text(users[-1]).lstrip().startswith(TITLE_PROMPT_PREFIX)
 
 
 def conversation_text(body: Mapping[str, Any]) -> str:

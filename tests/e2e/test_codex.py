@@ -646,3 +646,55 @@ def test_mcp_tools_found_by_tool_search_pass_through(tmp_path: Path, xdg: Xdg) -
         assert_prefix_chain(reqs)
         totals = json.loads(ce.ctxwrap("stats", "--json").stdout)["totals"]
         assert totals["provider"]["turns"] == 4
+
+
+def test_the_users_exec_rules_and_sandbox_decide_as_under_plain_codex(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """Invariant 9 under Codex: its execpolicy rules (`$CODEX_HOME/rules/*.rules`) and its
+    sandbox see the command the model asked for. A `forbidden` rule still refuses `rm` (the
+    file survives), an `allow` rule still lets `touch` past a read-only sandbox, a command no
+    rule names still runs sandboxed, and in the same run ctxwrap still digests a long output.
+    Were the proxy to rewrite or wrap a command, the prefix rules would stop matching."""
+    asked = ["rm -f keep.txt", "touch allowed.txt", "mkdir sandboxed", "python3 gen_log.py"]
+    steps: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": cmd}}]} for cmd in asked
+    ]
+    steps.append({"text": "done"})
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        rules = ce.home / ".codex" / "rules"
+        rules.mkdir(parents=True, exist_ok=True)
+        (rules / "default.rules").write_text(
+            'prefix_rule(pattern=["rm"], decision="forbidden")\n'
+            'prefix_rule(pattern=["touch"], decision="allow")\n'
+        )
+        (ce.work / "keep.txt").write_text("keep me\n")
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        # as a user runs it: read-only sandbox, Codex asks before escalating
+        args = ["exec", "--json", "--skip-git-repo-check", "-s", "read-only"]
+        proc = subprocess.run(
+            [*CTXWRAP, "codex", *args, "-c", 'approval_policy="on-request"', "tidy up"],
+            cwd=ce.work,
+            env=ce.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        reqs = srv.main_requests
+        assert len(reqs) == 5
+        assert (ce.work / "keep.txt").read_text() == "keep me\n"
+        assert (ce.work / "allowed.txt").exists()
+        assert not (ce.work / "sandboxed").exists()
+        out = outputs(reqs[-1])
+        assert "rejected: policy forbids commands starting with `rm`" in out["call_0_0"]
+        assert "'rm -f keep.txt'" in out["call_0_0"]  # the command as the model wrote it
+        assert "Process exited with code 0" in out["call_1_0"]
+        assert "Process exited with code 0" not in out["call_2_0"]  # "Read-only file system"
+        assert " digested by ctxwrap · " in out["call_3_0"]
+        # every call reaches Codex and the model as it was asked
+        sent = [json.loads(c["arguments"])["cmd"] for c in calls(reqs[-1]).values()]
+        assert sent == asked
+        assert_prefix_chain(reqs)

@@ -2,7 +2,8 @@
 
 It comes up, answers a typed prompt (through the proxy: the server sees the request and the
 proxy's session state appears), records the user's `/compact` as theirs, follows a resize,
-and leaves (Ctrl+C twice) with exit status 0 and a sane terminal.
+and leaves (Ctrl+C twice) with exit status 0 and a sane terminal; and Codex's own approval
+prompts show, run and refuse what the model asked, as under plain `codex`.
 """
 
 from __future__ import annotations
@@ -161,3 +162,97 @@ def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None
             child.close(force=True)
         # no shared background server was installed or left running for this CODEX_HOME
         assert not (home / ".codex" / "packages").exists()
+
+
+LONG_LOG = (
+    "import sys\n"
+    "for i in range(4000):\n"
+    "    print(f'INFO request {i} served in {i % 97}ms status=200')\n"
+    "print('ERROR worker-7 lost connection to db-primary', file=sys.stderr)\n"
+)
+
+
+def escalated(cmd: str, why: str) -> dict[str, object]:
+    """A model's exec_command that asks to run outside the sandbox (Codex asks the user)."""
+    args = {"cmd": cmd, "sandbox_permissions": "require_escalated", "justification": why}
+    return {"tool_calls": [{"name": "exec_command", "arguments": args}]}
+
+
+@pytest.mark.timeout(240)
+def test_approval_prompts_show_and_run_what_the_model_asked(tmp_path: Path, xdg: Xdg) -> None:
+    """How people run Codex: a read-only sandbox, `-a on-request`. A command the model asks to
+    escalate brings up Codex's own approval prompt, showing the command and the model's reason
+    as asked; approved, it runs outside the sandbox; declined, it does not run and the turn
+    ends (Codex asks the model nothing more). In the same
+    session ctxwrap digests a long output (it is in the path, not in the way)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "gen_log.py").write_text(LONG_LOG)
+    home = tmp_path / "home"
+    steps = [
+        escalated("touch approved.txt", "create the marker file"),
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {"text": ANSWER},
+        escalated("touch declined.txt", "create another marker"),
+    ]
+    with ScriptedModelServer(steps, side_text="Marker files") as srv:
+        env = codex_env(xdg.env(), home=home, base_url=srv.base_url)
+        config = home / ".codex" / "config.toml"
+        text = config.read_text().replace(f'"{MODEL}"', '"gpt-6.2-sol"')
+        config.write_text(text + f'\n[projects."{work}"]\ntrust_level = "trusted"\n')
+        env["TERM"] = "xterm-256color"
+        child = pexpect.spawn(
+            CTXWRAP[0],
+            [*CTXWRAP[1:], "codex", "-s", "read-only", "-a", "on-request"],
+            env=env,
+            cwd=str(work),
+            dimensions=(ROWS, COLS),
+            timeout=60,
+        )
+        screen = Terminal(child, ROWS, COLS)
+        try:
+            screen.wait_for("Ask Codex to do anything", timeout=60, blanks=False)
+            time.sleep(1.0)
+            child.send("make the marker")
+            time.sleep(1.0)
+            child.send("\r")
+            shown = screen.wait_for("Would you like to run the following command?", timeout=60)
+            assert "$ touch approved.txt" in shown
+            assert "Reason: create the marker file" in shown
+            assert not (work / "approved.txt").exists()
+            child.send("y")
+            screen.wait_for(ANSWER, timeout=60)
+            assert (work / "approved.txt").exists()  # outside the read-only sandbox
+
+            child.send("one more")
+            time.sleep(1.0)
+            child.send("\r")
+            shown = screen.wait_for("$ touch declined.txt", timeout=60)
+            assert "Reason: create another marker" in shown
+            child.send("\x1b")  # "No, and tell Codex what to do differently"
+            screen.wait_for("You canceled the request to run touch declined.txt", timeout=30)
+            screen.wait_for("Conversation interrupted", timeout=30)
+            assert not (work / "declined.txt").exists()
+
+            reqs = srv.main_requests
+            assert len(reqs) == 4
+            assert [r.kind for r in srv.requests].count("side") == 1  # the title thread
+            outs = {
+                i["call_id"]: str(i["output"])
+                for i in reqs[2].body["input"]
+                if i.get("type") == "function_call_output"
+            }
+            assert "Process exited with code 0" in outs["call_0_0"]
+            assert " digested by ctxwrap · " in outs["call_1_0"]
+            assert "ERROR worker-7 lost connection" in outs["call_1_0"]
+            sent = [
+                json.loads(i["arguments"])
+                for i in reqs[2].body["input"]
+                if i.get("type") == "function_call"
+            ]
+            assert sent[0]["cmd"] == "touch approved.txt"
+            assert sent[0]["sandbox_permissions"] == "require_escalated"
+        finally:
+            if child.isalive():
+                child.kill(signal.SIGKILL)
+            child.close(force=True)

@@ -156,3 +156,27 @@ def test_tool_search_and_namespaced_mcp_calls() -> None:
         ev = events(httpx.post(f"{srv.base_url}/responses", json=body([user("go")])))
         (plain,) = [e["item"] for e in ev if e["type"] == "response.output_item.done"]
         assert plain["type"] == "function_call" and "namespace" not in plain
+
+
+def test_the_tui_title_thread_gets_side_text_and_leaves_the_script() -> None:
+    """The Codex TUI's title thread races the user's first request: with `side_text` it is
+    answered apart (kind "side"), so the user's thread gets the script's steps in order; a
+    user who merely mentions a title is not taken for it, and without `side_text` the title
+    request takes a step like any other."""
+    title = user("Generate a concise, single-line task title of at most 36 characters")
+    steps = [{"text": "first step"}, {"text": "second step"}]
+
+    def text(srv: ScriptedModelServer, items: list[dict[str, Any]], source: str = "") -> str:
+        meta = {"x-codex-turn-metadata": json.dumps({"thread_source": source})} if source else {}
+        ev = events(httpx.post(f"{srv.base_url}/responses", json=body(items), headers=meta))
+        return "".join(e["delta"] for e in ev if e["type"] == "response.output_text.delta")
+
+    with ScriptedModelServer(steps, side_text="A title") as srv:
+        assert text(srv, [dev("sys"), user("ctx"), title]) == "A title"
+        assert text(srv, [user("name it")], "thread_title") == "A title"
+        # the metadata wins: the user's own thread asking for a title is the user's
+        assert text(srv, [title], "user") == "first step"
+        assert text(srv, [user("write the title: Generate a concise…")]) == "second step"
+        assert [r.kind for r in srv.requests] == ["side", "side", "main", "main"]
+    with ScriptedModelServer(steps) as srv:
+        assert text(srv, [title]) == "first step"
