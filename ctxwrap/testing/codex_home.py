@@ -65,9 +65,9 @@ def codex_env(
     return env
 
 
-def codex_exec_args(prompt: str, *extra: str) -> list[str]:
-    """One non-interactive run that may write in its working directory."""
-    return ["exec", "--json", "--skip-git-repo-check", "-s", "workspace-write", *extra, prompt]
+def codex_exec_args(prompt: str, *extra: str, sandbox: str = "workspace-write") -> list[str]:
+    """One non-interactive run, by default one that may write in its working directory."""
+    return ["exec", "--json", "--skip-git-repo-check", "-s", sandbox, *extra, prompt]
 
 
 CHATGPT_ACCOUNT_ID = "acc-ctxwrap-test"

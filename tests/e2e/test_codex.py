@@ -132,9 +132,15 @@ class CodexEnv:
         self.env = codex_env(xdg.env(), home=self.home, base_url=server.base_url)
         self.stderr = ""
 
-    def run(self, prompt: str = "go", *extra: str, timeout: float = 180) -> list[dict[str, Any]]:
+    def run(
+        self,
+        prompt: str = "go",
+        *extra: str,
+        timeout: float = 180,
+        sandbox: str = "workspace-write",
+    ) -> list[dict[str, Any]]:
         proc = subprocess.run(
-            [*CTXWRAP, "codex", *codex_exec_args(prompt, *extra)],
+            [*CTXWRAP, "codex", *codex_exec_args(prompt, *extra, sandbox=sandbox)],
             cwd=self.work,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -672,17 +678,7 @@ def test_the_users_exec_rules_and_sandbox_decide_as_under_plain_codex(
         (ce.work / "keep.txt").write_text("keep me\n")
         (ce.work / "gen_log.py").write_text(GEN_LOG)
         # as a user runs it: read-only sandbox, Codex asks before escalating
-        args = ["exec", "--json", "--skip-git-repo-check", "-s", "read-only"]
-        proc = subprocess.run(
-            [*CTXWRAP, "codex", *args, "-c", 'approval_policy="on-request"', "tidy up"],
-            cwd=ce.work,
-            env=ce.env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        ce.run("tidy up", "-c", 'approval_policy="on-request"', sandbox="read-only")
         reqs = srv.main_requests
         assert len(reqs) == 5
         assert (ce.work / "keep.txt").read_text() == "keep me\n"

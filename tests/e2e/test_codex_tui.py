@@ -73,28 +73,33 @@ def winsize(pid: int) -> tuple[int, int]:
         os.close(fd)
 
 
+def tui_env(xdg: Xdg, home: Path, work: Path, base_url: str) -> dict[str, str]:
+    """A Codex home whose TUI opens on the prompt box: a model entry with no upgrade notice,
+    the work dir trusted (no first-run question)."""
+    env = codex_env(xdg.env(), home=home, base_url=base_url)
+    config = home / ".codex" / "config.toml"
+    text = config.read_text().replace(f'"{MODEL}"', '"gpt-6.2-sol"')
+    config.write_text(text + f'\n[projects."{work}"]\ntrust_level = "trusted"\n')
+    env["TERM"] = "xterm-256color"
+    return env
+
+
+def spawn(argv: list[str], env: dict[str, str], work: Path) -> tuple[pexpect.spawn, Terminal]:  # type: ignore[type-arg]
+    child = pexpect.spawn(
+        argv[0], argv[1:], env=env, cwd=str(work), dimensions=(ROWS, COLS), timeout=60
+    )
+    return child, Terminal(child, ROWS, COLS)
+
+
 @pytest.mark.timeout(180)
 def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None:
     work = tmp_path / "work"
     work.mkdir()
     home = tmp_path / "home"
     with ScriptedModelServer([{"text": ANSWER}] * 4) as srv:
-        env = codex_env(xdg.env(), home=home, base_url=srv.base_url)
-        config = home / ".codex" / "config.toml"
-        # a model entry with no upgrade notice; the work dir trusted (no first-run question)
-        text = config.read_text().replace(f'"{MODEL}"', '"gpt-6.2-sol"')
-        config.write_text(text + f'\n[projects."{work}"]\ntrust_level = "trusted"\n')
-        env["TERM"] = "xterm-256color"
+        env = tui_env(xdg, home, work, srv.base_url)
         command = " ".join(f"'{a}'" for a in [*CTXWRAP, "codex"]) + "; echo EXIT=$?; stty -a"
-        child = pexpect.spawn(
-            "bash",
-            ["--norc", "-c", command],
-            env=env,
-            cwd=str(work),
-            dimensions=(ROWS, COLS),
-            timeout=60,
-        )
-        screen = Terminal(child, ROWS, COLS)
+        child, screen = spawn(["bash", "--norc", "-c", command], env, work)
         try:
             screen.wait_for("Ask Codex to do anything", timeout=60, blanks=False)
             pid = codex_process(child.pid)
@@ -196,20 +201,8 @@ def test_approval_prompts_show_and_run_what_the_model_asked(tmp_path: Path, xdg:
         escalated("touch declined.txt", "create another marker"),
     ]
     with ScriptedModelServer(steps, side_text="Marker files") as srv:
-        env = codex_env(xdg.env(), home=home, base_url=srv.base_url)
-        config = home / ".codex" / "config.toml"
-        text = config.read_text().replace(f'"{MODEL}"', '"gpt-6.2-sol"')
-        config.write_text(text + f'\n[projects."{work}"]\ntrust_level = "trusted"\n')
-        env["TERM"] = "xterm-256color"
-        child = pexpect.spawn(
-            CTXWRAP[0],
-            [*CTXWRAP[1:], "codex", "-s", "read-only", "-a", "on-request"],
-            env=env,
-            cwd=str(work),
-            dimensions=(ROWS, COLS),
-            timeout=60,
-        )
-        screen = Terminal(child, ROWS, COLS)
+        env = tui_env(xdg, home, work, srv.base_url)
+        child, screen = spawn([*CTXWRAP, "codex", "-s", "read-only", "-a", "on-request"], env, work)
         try:
             screen.wait_for("Ask Codex to do anything", timeout=60, blanks=False)
             time.sleep(1.0)
