@@ -82,8 +82,9 @@ error step answers ``{"type": "error", "error": {...}}``. Aux requests are recog
 ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` (kind ``count_tokens``);
 ``HEAD /`` answers 200 with no body. With ``side_text`` set, a request without ``tools``
 (Claude Code's title and other side requests) gets that text, as kind ``side``, and never a
-script step; so does a Responses request of the Codex TUI's title thread. :attr:`ScriptedModelServer.all_requests` records every
-HTTP request (method, path, headers, body); :attr:`requests` only the model calls.
+script step; so does a Responses request of the Codex TUI's title thread.
+:attr:`ScriptedModelServer.all_requests` records every HTTP request (method, path, headers,
+body); :attr:`requests` only the model calls.
 
 Usage comes from a simulated prompt cache (:class:`PromptCacheSim`), so cache figures behave
 like the provider's: the request is cut into blocks in cache order (each tool, each system
