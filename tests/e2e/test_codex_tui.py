@@ -188,8 +188,8 @@ def test_approval_prompts_show_and_run_what_the_model_asked(tmp_path: Path, xdg:
     """How people run Codex: a read-only sandbox, `-a on-request`. A command the model asks to
     escalate brings up Codex's own approval prompt, showing the command and the model's reason
     as asked; approved, it runs outside the sandbox; declined, it does not run and the turn
-    ends (Codex asks the model nothing more). In the same
-    session ctxwrap digests a long output (it is in the path, not in the way)."""
+    ends (Codex asks the model nothing more). In the same session ctxwrap digests a long
+    output (it is in the path, not in the way)."""
     work = tmp_path / "work"
     work.mkdir()
     (work / "gen_log.py").write_text(LONG_LOG)
