@@ -243,8 +243,12 @@ def test_approval_prompts_show_and_run_what_the_model_asked(tmp_path: Path, xdg:
                 for i in reqs[2].body["input"]
                 if i.get("type") == "function_call"
             ]
-            assert sent[0]["cmd"] == "touch approved.txt"
-            assert sent[0]["sandbox_permissions"] == "require_escalated"
+            # the escalation reaches the model as it asked it, reason included
+            assert sent[0] == {
+                "cmd": "touch approved.txt",
+                "sandbox_permissions": "require_escalated",
+                "justification": "create the marker file",
+            }
         finally:
             if child.isalive():
                 child.kill(signal.SIGKILL)
