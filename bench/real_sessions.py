@@ -29,14 +29,21 @@ Policies (`--policy`, repeatable; default: `before` and `default`):
 - `default`: the current defaults of `ctxwrap.config.Settings`;
 - others: variations measured to choose the defaults (see POLICIES).
 
+`--sweep AGENT` replays every combination of the masking and write-strip settings in
+SWEEP_GRID on that agent's sessions and prints, for each cap on the needed-again share, the
+policy that saves most within it: where a target of saving and needed again can be met, and
+where it cannot (docs/accounting.md, "The frontier").
+
     .venv/bin/python bench/real_sessions.py [--corpus DIR] [--policy NAME ...] [--json]
         [--min-calls 40] [--sessions]
+    .venv/bin/python bench/real_sessions.py --sweep claude [--corpus DIR] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import statistics
 import sys
@@ -247,6 +254,141 @@ def run(corpus: Path, policy: str, min_calls: int) -> dict[str, Any]:
     }
 
 
+# What `--sweep` varies: the settings the policy table measures one at a time, all combined
+# (384 policies: ~2 minutes on the corpus's Claude Code sessions, ~10 on pi's long ones).
+# `mask_kinds="all"` masks results with no recall path yet (replay only).
+SWEEP_GRID: dict[str, tuple[Any, ...]] = {
+    "mask_kinds": ("recall", "all"),
+    "mask_min_chars": (500, 1000, 2000, 4000),
+    "mask_older_rounds": (0, 1, 3),
+    "mask_read_idle_rounds": (0, 3, 10, 30),
+    "mask_stale_reads": (False, True),
+    "write": (True, False),
+}
+# caps on the needed-again share of the worst mechanism (None: no cap); issue 21 asks for 10 %
+SWEEP_CAPS: tuple[float | None, ...] = (5.0, 10.0, 15.0, 20.0, 30.0, None)
+
+
+def worst_share(med: dict[str, Any]) -> tuple[float, str | None]:
+    """The highest needed-again share of any mechanism in an agent's medians, and which."""
+    shares = [(v["share_pct"], k) for k, v in med["needed_again"].items() if v["interventions"]]
+    return max(shares) if shares else (0.0, None)
+
+
+def _by_saved(p: dict[str, Any]) -> tuple[float, float]:
+    # a tie on the saving goes to the policy that keeps more after the re-read charge
+    return (p["cost_saved_pct"] or 0.0, p["after_rereads_pct"] or 0.0)
+
+
+def _by_after(p: dict[str, Any]) -> tuple[float, float]:
+    return (p["after_rereads_pct"] or 0.0, p["cost_saved_pct"] or 0.0)
+
+
+def sweep(
+    corpus: Path,
+    agent: str,
+    min_calls: int,
+    grid: dict[str, tuple[Any, ...]] | None = None,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Replay every policy of `grid` on `agent`'s sessions (`corpus/agent` when the corpus is
+    laid out per agent) and find, per needed-again cap, the policies that save most."""
+    grid = SWEEP_GRID if grid is None else grid
+    root = corpus / agent if (corpus / agent).is_dir() else corpus
+    defaults = _defaults()
+    combos = list(itertools.product(*grid.values()))
+    points: list[dict[str, Any]] = []
+    for n, values in enumerate(combos, 1):
+        settings = dict(zip(grid, values, strict=True))
+        doc = run_json(replay_paths([root], thresholds=_with(**settings)))
+        med = summary([session_row(g) for g in doc["groups"]], min_calls).get(agent)
+        if med is None:  # no session of this agent long enough: no policy can be judged
+            break
+        if progress is not None:
+            progress(n, len(combos))
+        share, worst = worst_share(med)
+        points.append(
+            {
+                "settings": settings,
+                "is_default": all(getattr(defaults, k) == v for k, v in settings.items()),
+                # what the daemon can run: masking only results it can give back (recall path)
+                "built": settings.get("mask_kinds", defaults.mask_kinds) == "recall",
+                "sessions": med["sessions"],
+                "cost_saved_pct": med["median_cost_saved_pct"],
+                "after_rereads_pct": med["median_cost_saved_after_rereads_pct"],
+                "worst_share_pct": share,
+                "worst_mechanism": worst,
+                "needed_again": med["needed_again"],
+            }
+        )
+    frontier = []
+    for cap in SWEEP_CAPS:
+        within = [p for p in points if cap is None or p["worst_share_pct"] <= cap]
+        frontier.append(
+            {
+                "cap_pct": cap,
+                "policies": len(within),
+                "most_saved": max(within, key=_by_saved, default=None),
+                "most_after_rereads": max(within, key=_by_after, default=None),
+                "most_saved_built": max(
+                    (p for p in within if p["built"]), key=_by_saved, default=None
+                ),
+            }
+        )
+    default = next((p for p in points if p["is_default"]), None)
+    return {"agent": agent, "points": points, "frontier": frontier, "default": default}
+
+
+def _settings_text(p: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in p["settings"].items())
+
+
+def _point_text(p: dict[str, Any]) -> str:
+    worst = f" ({p['worst_mechanism']})" if p["worst_mechanism"] else ""
+    return (
+        f"{_f(p['cost_saved_pct'], '%')} saved, {_f(p['after_rereads_pct'], '%')} after the"
+        f" re-read charge, needed again {_f(p['worst_share_pct'], '%')}{worst}"
+    )
+
+
+def render_sweep(res: dict[str, Any]) -> str:
+    pts = res["points"]
+    if not pts:
+        return f"== sweep {res['agent']}: no session of this agent long enough\n"
+    lines = [
+        f"== sweep {res['agent']}: {len(pts)} policies, median of {pts[0]['sessions']}"
+        " session(s); needed again = the worst mechanism's share"
+    ]
+    if res["default"]:
+        lines.append(f"   the defaults: {_point_text(res['default'])}")
+    last: tuple[Any, ...] = ()
+    for f in res["frontier"]:
+        cap = "no cap" if f["cap_pct"] is None else f"needed again <= {_f(f['cap_pct'], '%')}"
+        if not f["policies"]:
+            lines.append(f"   {cap}: no policy")
+            continue
+        best, after = f["most_saved"], f["most_after_rereads"]
+        winners = (id(best), id(after), id(f["most_saved_built"]))
+        if winners == last:  # a looser cap that lets in nothing better: one line, not three
+            lines.append(f"   {cap}: {f['policies']} policies, the same best")
+            continue
+        last = winners
+        lines.append(f"   {cap}: {f['policies']} policies")
+        lines.append(f"      most saved:   {_point_text(best)}; {_settings_text(best)}")
+        if after is not best:
+            lines.append(
+                f"      most after the charge: {_point_text(after)}; {_settings_text(after)}"
+            )
+        built = f["most_saved_built"]
+        if built is None:
+            lines.append("      most saved with a recall path: no policy")
+        elif built is not best and built is not after:
+            lines.append(
+                f"      most saved with a recall path: {_point_text(built)}; {_settings_text(built)}"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def _f(v: float | None, suffix: str = "") -> str:
     return "-" if v is None else f"{v:g}{suffix}"
 
@@ -317,11 +459,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-calls", type=int, default=40, help="medians over sessions this long")
     ap.add_argument("--sessions", action="store_true", help="one row per session too")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--sweep",
+        metavar="AGENT",
+        choices=("claude", "codex", "pi"),
+        help="replay every policy of SWEEP_GRID on this agent's sessions; print the frontier",
+    )
     a = ap.parse_args(argv)
     corpus = a.corpus or default_corpus()
     if corpus is None or not corpus.is_dir():
         print("no corpus: pass --corpus DIR (../shared/realdata not found)", file=sys.stderr)
         return 2
+    if a.sweep:
+        if a.policy or a.sessions:
+            ap.error("--sweep replays its own grid of policies: no --policy or --sessions with it")
+
+        def progress(n: int, total: int) -> None:
+            end = "\n" if n == total else ""
+            print(f"\rsweep {a.sweep}: {n}/{total}", end=end, file=sys.stderr, flush=True)
+
+        res = sweep(
+            corpus, a.sweep, a.min_calls, progress=progress if sys.stderr.isatty() else None
+        )
+        print(
+            json.dumps(res, indent=1) if a.json else render_sweep(res), end="\n" if a.json else ""
+        )
+        return 0
     results = [run(corpus, p, a.min_calls) for p in a.policy or ["before", "default"]]
     if a.json:
         print(json.dumps(results, indent=1))

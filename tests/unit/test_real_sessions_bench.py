@@ -4,9 +4,11 @@ The corpus lives outside the package (`../shared/realdata`); without it the test
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,3 +83,129 @@ def test_aux_calls_are_priced_on_the_model_that_runs_them(agent: str, model: str
     p, a = default_prices(model), default_prices(aux)
     assert rs.aux_model(agent, model) == aux
     assert rs.aux_weighted(g) == pytest.approx((10_000 * a.input + 100 * a.output) / p.input)
+
+
+def test_sweep_finds_the_best_policy_under_each_needed_again_cap(tmp_path: Path) -> None:
+    """`--sweep`: every policy of a grid replayed, the defaults among them, and per cap on the
+    worst mechanism's needed-again share the policy that saves most within it."""
+    assert CORPUS is not None
+    f = SUBSET[0]
+    (tmp_path / "claude").mkdir()
+    shutil.copy(CORPUS / f, tmp_path / f)
+    grid = {"mask_kinds": ("recall", "all"), "write": (True, False)}
+    seen: list[tuple[int, int]] = []
+    res = rs.sweep(tmp_path, "claude", 40, grid=grid, progress=lambda n, t: seen.append((n, t)))
+    pts = res["points"]
+    assert seen[-1] == (4, 4) and len(pts) == 4
+    assert [p["settings"] for p in pts] == [
+        {"mask_kinds": k, "write": w} for k in ("recall", "all") for w in (True, False)
+    ]
+    assert res["default"] is pts[0] and [p["is_default"] for p in pts] == [
+        True,
+        False,
+        False,
+        False,
+    ]
+    assert [p["built"] for p in pts] == [True, True, False, False]
+    for p in pts:
+        shares = [v["share_pct"] for v in p["needed_again"].values() if v["interventions"]]
+        assert p["worst_share_pct"] == max(shares, default=0.0)
+        # with the write strip off, no write is stripped, so none can be needed again
+        assert ("writes" in p["needed_again"]) == p["settings"]["write"]
+    # masking every result kind hides more than masking only what can be recalled
+    assert (
+        pts[2]["needed_again"]["masking"]["interventions"]
+        > (pts[0]["needed_again"]["masking"]["interventions"])
+    )
+    for fr in res["frontier"]:
+        within = [p for p in pts if fr["cap_pct"] is None or p["worst_share_pct"] <= fr["cap_pct"]]
+        assert fr["policies"] == len(within)
+        if within:
+            assert fr["most_saved"]["cost_saved_pct"] == max(p["cost_saved_pct"] for p in within)
+            assert fr["most_after_rereads"]["after_rereads_pct"] == max(
+                p["after_rereads_pct"] for p in within
+            )
+        built = [p for p in within if p["built"]]
+        assert (fr["most_saved_built"] is None) == (not built)
+        if built:
+            assert fr["most_saved_built"]["cost_saved_pct"] == max(
+                p["cost_saved_pct"] for p in built
+            )
+    text = rs.render_sweep(res)
+    assert text.startswith("== sweep claude: 4 policies, median of 1 session(s)")
+    assert f"the defaults: {res['default']['cost_saved_pct']:g}% saved" in text
+    assert "no cap: 4 policies" in text
+
+
+def test_sweep_of_an_agent_without_a_long_session_says_so(tmp_path: Path) -> None:
+    assert CORPUS is not None
+    (tmp_path / "claude").mkdir()
+    shutil.copy(CORPUS / SUBSET[0], tmp_path / SUBSET[0])
+    res = rs.sweep(tmp_path, "codex", 40, grid={"write": (True, False)})
+    assert res["points"] == [] and res["default"] is None
+    assert rs.render_sweep(res) == "== sweep codex: no session of this agent long enough\n"
+
+
+def test_sweep_render_names_a_repeated_best_once() -> None:
+    """A looser cap that admits nothing better prints one line, not the same three again."""
+
+    def point(saved: float, share: float, built: bool) -> dict[str, Any]:
+        return {
+            "settings": {"write": built},
+            "sessions": 4,
+            "cost_saved_pct": saved,
+            "after_rereads_pct": saved - 1,
+            "worst_share_pct": share,
+            "worst_mechanism": "masking",
+            "built": built,
+        }
+
+    a, b = point(10.0, 4.0, True), point(20.0, 12.0, False)
+
+    def cap(pct: float | None, *pts: dict[str, Any]) -> dict[str, Any]:
+        best = max(pts, key=lambda p: p["cost_saved_pct"])
+        return {
+            "cap_pct": pct,
+            "policies": len(pts),
+            "most_saved": best,
+            "most_after_rereads": best,
+            "most_saved_built": a,
+        }
+
+    res = {
+        "agent": "claude",
+        "points": [a, b],
+        "default": a,
+        "frontier": [cap(5.0, a), cap(15.0, a, b), cap(None, a, b)],
+    }
+    text = rs.render_sweep(res)
+    assert "needed again <= 5%: 1 policies\n      most saved:   10% saved" in text
+    assert "needed again <= 15%: 2 policies\n      most saved:   20% saved" in text
+    assert "most saved with a recall path: 10% saved" in text
+    assert text.endswith("   no cap: 2 policies, the same best\n")
+
+
+def test_sweep_ties_on_the_saving_go_to_what_keeps_more_after_the_charge() -> None:
+    more = {"cost_saved_pct": 21.2, "after_rereads_pct": 17.6}
+    less = {"cost_saved_pct": 21.2, "after_rereads_pct": 15.8}
+    assert max([less, more], key=rs._by_saved) is more
+    assert max([more, less], key=rs._by_saved) is more
+
+
+def test_sweep_from_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert CORPUS is not None
+    (tmp_path / "claude").mkdir()
+    shutil.copy(CORPUS / SUBSET[0], tmp_path / SUBSET[0])
+    monkeypatch.setattr(rs, "SWEEP_GRID", {"write": (True, False)})
+    assert rs.main(["--corpus", str(tmp_path), "--sweep", "claude"]) == 0
+    assert capsys.readouterr().out.startswith("== sweep claude: 2 policies, median of 1 session")
+    assert rs.main(["--corpus", str(tmp_path), "--sweep", "claude", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["settings"] for p in doc["points"]] == [{"write": True}, {"write": False}]
+    # a policy next to the sweep would be ignored: refused instead
+    with pytest.raises(SystemExit) as e:
+        rs.main(["--corpus", str(tmp_path), "--sweep", "claude", "--policy", "default"])
+    assert e.value.code == 2
+    assert "--sweep replays its own grid" in capsys.readouterr().err
