@@ -339,6 +339,10 @@ def sweep(
     return {"agent": agent, "points": points, "frontier": frontier, "default": default}
 
 
+def _policies(n: int) -> str:
+    return f"{n} {'policy' if n == 1 else 'policies'}"
+
+
 def _settings_text(p: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in p["settings"].items())
 
@@ -356,7 +360,7 @@ def render_sweep(res: dict[str, Any]) -> str:
     if not pts:
         return f"== sweep {res['agent']}: no session of this agent long enough\n"
     lines = [
-        f"== sweep {res['agent']}: {len(pts)} policies, median of {pts[0]['sessions']}"
+        f"== sweep {res['agent']}: {_policies(len(pts))}, median of {pts[0]['sessions']}"
         " session(s); needed again = the worst mechanism's share"
     ]
     if res["default"]:
@@ -370,10 +374,10 @@ def render_sweep(res: dict[str, Any]) -> str:
         best, after = f["most_saved"], f["most_after_rereads"]
         winners = (id(best), id(after), id(f["most_saved_built"]))
         if winners == last:  # a looser cap that lets in nothing better: one line, not three
-            lines.append(f"   {cap}: {f['policies']} policies, the same best")
+            lines.append(f"   {cap}: {_policies(f['policies'])}, the same best")
             continue
         last = winners
-        lines.append(f"   {cap}: {f['policies']} policies")
+        lines.append(f"   {cap}: {_policies(f['policies'])}")
         lines.append(f"      most saved:   {_point_text(best)}; {_settings_text(best)}")
         if after is not best:
             lines.append(

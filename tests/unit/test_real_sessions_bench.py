@@ -85,16 +85,23 @@ def test_aux_calls_are_priced_on_the_model_that_runs_them(agent: str, model: str
     assert rs.aux_weighted(g) == pytest.approx((10_000 * a.input + 100 * a.output) / p.input)
 
 
-def test_sweep_finds_the_best_policy_under_each_needed_again_cap(tmp_path: Path) -> None:
+@pytest.fixture
+def one_claude_session(tmp_path: Path) -> Path:
+    """A corpus of the subset's Claude Code session alone, laid out per agent."""
+    assert CORPUS is not None
+    (tmp_path / "claude").mkdir()
+    shutil.copy(CORPUS / SUBSET[0], tmp_path / SUBSET[0])
+    return tmp_path
+
+
+def test_sweep_finds_the_best_policy_under_each_needed_again_cap(one_claude_session: Path) -> None:
     """`--sweep`: every policy of a grid replayed, the defaults among them, and per cap on the
     worst mechanism's needed-again share the policy that saves most within it."""
-    assert CORPUS is not None
-    f = SUBSET[0]
-    (tmp_path / "claude").mkdir()
-    shutil.copy(CORPUS / f, tmp_path / f)
     grid = {"mask_kinds": ("recall", "all"), "write": (True, False)}
     seen: list[tuple[int, int]] = []
-    res = rs.sweep(tmp_path, "claude", 40, grid=grid, progress=lambda n, t: seen.append((n, t)))
+    res = rs.sweep(
+        one_claude_session, "claude", 40, grid=grid, progress=lambda n, t: seen.append((n, t))
+    )
     pts = res["points"]
     assert seen[-1] == (4, 4) and len(pts) == 4
     assert [p["settings"] for p in pts] == [
@@ -137,11 +144,8 @@ def test_sweep_finds_the_best_policy_under_each_needed_again_cap(tmp_path: Path)
     assert "no cap: 4 policies" in text
 
 
-def test_sweep_of_an_agent_without_a_long_session_says_so(tmp_path: Path) -> None:
-    assert CORPUS is not None
-    (tmp_path / "claude").mkdir()
-    shutil.copy(CORPUS / SUBSET[0], tmp_path / SUBSET[0])
-    res = rs.sweep(tmp_path, "codex", 40, grid={"write": (True, False)})
+def test_sweep_of_an_agent_without_a_long_session_says_so(one_claude_session: Path) -> None:
+    res = rs.sweep(one_claude_session, "codex", 40, grid={"write": (True, False)})
     assert res["points"] == [] and res["default"] is None
     assert rs.render_sweep(res) == "== sweep codex: no session of this agent long enough\n"
 
@@ -179,7 +183,7 @@ def test_sweep_render_names_a_repeated_best_once() -> None:
         "frontier": [cap(5.0, a), cap(15.0, a, b), cap(None, a, b)],
     }
     text = rs.render_sweep(res)
-    assert "needed again <= 5%: 1 policies\n      most saved:   10% saved" in text
+    assert "needed again <= 5%: 1 policy\n      most saved:   10% saved" in text
     assert "needed again <= 15%: 2 policies\n      most saved:   20% saved" in text
     assert "most saved with a recall path: 10% saved" in text
     assert text.endswith("   no cap: 2 policies, the same best\n")
@@ -193,19 +197,17 @@ def test_sweep_ties_on_the_saving_go_to_what_keeps_more_after_the_charge() -> No
 
 
 def test_sweep_from_the_command_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    one_claude_session: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert CORPUS is not None
-    (tmp_path / "claude").mkdir()
-    shutil.copy(CORPUS / SUBSET[0], tmp_path / SUBSET[0])
+    corpus = str(one_claude_session)
     monkeypatch.setattr(rs, "SWEEP_GRID", {"write": (True, False)})
-    assert rs.main(["--corpus", str(tmp_path), "--sweep", "claude"]) == 0
+    assert rs.main(["--corpus", corpus, "--sweep", "claude"]) == 0
     assert capsys.readouterr().out.startswith("== sweep claude: 2 policies, median of 1 session")
-    assert rs.main(["--corpus", str(tmp_path), "--sweep", "claude", "--json"]) == 0
+    assert rs.main(["--corpus", corpus, "--sweep", "claude", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [p["settings"] for p in doc["points"]] == [{"write": True}, {"write": False}]
     # a policy next to the sweep would be ignored: refused instead
     with pytest.raises(SystemExit) as e:
-        rs.main(["--corpus", str(tmp_path), "--sweep", "claude", "--policy", "default"])
+        rs.main(["--corpus", corpus, "--sweep", "claude", "--policy", "default"])
     assert e.value.code == 2
     assert "--sweep replays its own grid" in capsys.readouterr().err
