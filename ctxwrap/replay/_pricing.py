@@ -50,6 +50,53 @@ def request_shape(
     return RequestShape(ts=ts, blocks=blocks, output_tokens=output_tokens)
 
 
+def price_recorded(
+    prices: Prices, *, uncached: int, read: int, write: int, write_1h: int, output: int
+) -> CallCost:
+    """One request priced from the provider's own counts: what its bill says (`write`
+    includes the 1-hour writes, billed at their own price)."""
+    return _price_tokens(
+        prices,
+        cache_read=read,
+        cache_write=write - write_1h,
+        uncached=uncached,
+        output=output,
+        cache_write_1h=write_1h,
+    )
+
+
+def shifted(ours: CallCost, recorded: CallCost, simulated: CallCost) -> CallCost:
+    """ctxwrap's simulated request carrying the cache model's residual on plain's side
+    (`recorded` - `simulated`): what ctxwrap keeps out is modelled, what both sides share is
+    the bill. No part goes below zero."""
+
+    def money(o: float | None, r: float | None, s: float | None) -> float | None:
+        if o is None or r is None or s is None:
+            return None
+        return max(0.0, o + r - s)
+
+    return dataclasses.replace(
+        ours,
+        cache_read_tokens=max(
+            0, ours.cache_read_tokens + recorded.cache_read_tokens - simulated.cache_read_tokens
+        ),
+        cache_write_tokens=max(
+            0, ours.cache_write_tokens + recorded.cache_write_tokens - simulated.cache_write_tokens
+        ),
+        uncached_input_tokens=max(
+            0,
+            ours.uncached_input_tokens
+            + recorded.uncached_input_tokens
+            - simulated.uncached_input_tokens,
+        ),
+        weighted_tokens=max(
+            0.0, ours.weighted_tokens + recorded.weighted_tokens - simulated.weighted_tokens
+        ),
+        usd=money(ours.usd, recorded.usd, simulated.usd),
+        input_usd=money(ours.input_usd, recorded.input_usd, simulated.input_usd),
+    )
+
+
 def with_one_off(
     call: CallCost,
     input_tokens: int,

@@ -497,7 +497,11 @@ class ClaudeReader:
     def header(self, entry: dict[str, Any]) -> Header:
         sid = str(entry.get("sessionId") or self.path.stem)
         agent = entry.get("agentId")
-        self.subagent = bool(entry.get("isSidechain")) or self.path.name.startswith("agent-")
+        self.subagent = (
+            bool(self.subagent)
+            or bool(entry.get("isSidechain"))
+            or self.path.name.startswith("agent-")
+        )
         agent_id = str(agent) if agent else None
         if self.subagent and agent_id is None and self.path.name.startswith("agent-"):
             agent_id = self.path.stem.removeprefix("agent-")
@@ -917,11 +921,29 @@ def _read_pi(
 def _read_claude(
     path: Path, first: dict[str, Any], entries: Iterator[dict[str, Any]], stats: ReadStats
 ) -> Iterator[Event]:
-    reader = ClaudeReader(path, stats)
+    """One transcript file may hold several contexts: sessions joined in one file (each its
+    own `sessionId`), and older Claude Code's sub-agents inline (`isSidechain`, each its own
+    `agentId`). Each becomes a session of its own, in the order it first appears, starting
+    with its Header; an entry without a session id belongs to the one before it."""
+    groups: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+    sid = ""
     for entry in itertools.chain([first], entries):
-        # the header comes from the first entry that is not a snapshot or queue record
-        yield from _guarded(stats, reader.feed, entry)
-    if not reader.header_done:
-        reader.header_done = True
-        yield reader.header(first)
-    yield from reader.finish()
+        if isinstance(entry.get("sessionId"), str):
+            sid = entry["sessionId"]
+        side = None
+        if entry.get("isSidechain") and not path.name.startswith("agent-"):
+            side = str(entry.get("agentId") or "sidechain")
+        groups.setdefault((sid, side), []).append(entry)
+    for (_sid, side), group in groups.items():
+        reader = ClaudeReader(path, stats)
+        if side is not None:
+            reader.subagent = True
+        for entry in group:
+            # the header comes from the first entry that is not a snapshot or queue record
+            yield from _guarded(stats, reader.feed, entry)
+        if not reader.header_done:
+            if side is None and len(groups) > 1:
+                continue  # records of no conversation (snapshots, queue) before a session
+            reader.header_done = True
+            yield reader.header(group[0])
+        yield from reader.finish()

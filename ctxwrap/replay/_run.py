@@ -14,7 +14,8 @@ from ctxwrap.engine.cost import ReadFrom, cached_prefix_tokens
 from ctxwrap.engine.cost import recorded_hits as engine_recorded_hits
 from ctxwrap.mechanisms.needed_again import how_text
 from ctxwrap.replay import _pricing
-from ctxwrap.replay._events import ReadStats
+from ctxwrap.replay._calibrate import calibrate
+from ctxwrap.replay._events import Event, Header, ReadStats
 from ctxwrap.replay._read import NotASession, read_session
 from ctxwrap.replay._sim import (
     MECHANISMS,
@@ -24,7 +25,6 @@ from ctxwrap.replay._sim import (
     Tagger,
     Thresholds,
     fingerprint,
-    tokens,
 )
 
 SCHEMA = 1
@@ -74,14 +74,29 @@ class CallCosts:
     ctxwrap: list[Any]
     # per call, the cache entry plain's request read by its recorded usage (recorded_hits)
     read_from: list[ReadFrom] = field(default_factory=list)
+    # plain's calls that the transcript records usage for, priced from it (the bill)
+    recorded_plain: list[Any] = field(default_factory=list)
+    # side -> weighted input tokens of the compactions' summarisation requests (priced with
+    # the call they precede; no transcript records them)
+    summarisation: dict[str, float] = field(default_factory=dict)
 
 
-def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
+def price_session(
+    r: SessionReplay, prices: Any, ttl_s: float, record_prices: Any = None
+) -> CallCosts:
     """Model both request sequences as growing block lists and price them.
 
+    Sizes are tokens as the provider counted them: each plain request is its recorded input
+    (estimated at the session's own rate where the transcript records none), ctxwrap's is
+    that less what it keeps out, converted at the session's rate (`replay/_calibrate.py`).
     Both grow append-only between calls (every ctxwrap edit is decided before the model sees
     the message), so one block per call's new messages is exact; a compaction (both) or a
     masking pass (ctxwrap) starts a new block list.
+
+    Plain's recorded requests are priced from their recorded split (the bill itself), and
+    ctxwrap's carry the same modelling residual: ctxwrap = its simulated cost + (plain as
+    recorded - plain as simulated), so the cache model's error on plain's side cannot show
+    up as a saving (docs/accounting.md, "Plain from the record").
     """
     plain: list[Any] = []
     ours: list[Any] = []
@@ -90,18 +105,27 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
     o_spans: list[tuple[int, int]] = []  # the calls whose new messages each of o_blocks holds
     p_prev = o_prev = 0
     sid = r.session_id
+    first = r.calls[0] if r.calls else None
+    head = (
+        r.head_tokens
+        if r.head_tokens is not None
+        else r.to_tokens(first.system_chars + first.tools_chars if first else 0)
+    )
     for c in r.calls:
-        p_msgs = c.messages_chars
-        o_msgs = c.messages_chars - sum(c.saved.get(m, 0) for m in MESSAGE_MECHANISMS)
-        head_p = [("sys", tokens(c.system_chars)), ("tools", tokens(c.tools_chars))]
+        fixed = max(c.system_chars + c.tools_chars, 1)
+        head_tools = round(head * c.tools_chars / fixed)
+        head_sys = head - head_tools
+        p_msgs = max(0, round(r.plain_tokens(c)) - head)
+        o_msgs = max(0, p_msgs - round(c.kept_out_tokens))
+        head_p = [("sys", head_sys), ("tools", head_tools)]
         head_o = [
-            ("sys-cw", tokens(c.system_chars - c.saved.get("skills", 0))),
-            ("tools-cw", tokens(c.tools_chars - c.saved.get("tools", 0))),
+            ("sys-cw", max(0, head_sys - r.to_tokens(c.saved.get("skills", 0)))),
+            ("tools-cw", max(0, head_tools - r.to_tokens(c.saved.get("tools", 0)))),
         ]
         if c.compaction or not p_blocks or p_msgs < p_prev:
-            p_blocks = [(fingerprint(sid, "p-epoch", c.index), tokens(p_msgs))]
+            p_blocks = [(fingerprint(sid, "p-epoch", c.index), p_msgs)]
         else:
-            p_blocks.append((fingerprint(sid, "p", c.index), tokens(p_msgs) - tokens(p_prev)))
+            p_blocks.append((fingerprint(sid, "p", c.index), p_msgs - p_prev))
         if c.masked and not c.ours_compaction and c.rewrite_from is not None and o_blocks:
             # a masking pass rewrites from the first message it changed: the blocks before it
             # stay cached, the rest is one new block
@@ -111,15 +135,19 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
             start = o_spans[keep][0] if keep < len(o_spans) else c.index
             o_blocks, o_spans = o_blocks[:keep], o_spans[:keep]
             kept = sum(n for _, n in o_blocks)
-            o_blocks.append((fingerprint(sid, "o-mask", c.index), tokens(o_msgs) - kept))
+            if kept > o_msgs:
+                o_blocks, o_spans, kept = [], [], 0
+            o_blocks.append((fingerprint(sid, "o-mask", c.index), o_msgs - kept))
             o_spans.append((start, c.index))
         elif c.ours_compaction or c.masked or not o_blocks or o_msgs < o_prev:
-            o_blocks = [(fingerprint(sid, "o-epoch", c.index), tokens(o_msgs))]
+            o_blocks = [(fingerprint(sid, "o-epoch", c.index), o_msgs)]
             o_spans = [(c.index, c.index)]
         else:
-            o_blocks.append((fingerprint(sid, "o", c.index), tokens(o_msgs) - tokens(o_prev)))
+            o_blocks.append((fingerprint(sid, "o", c.index), o_msgs - o_prev))
             o_spans.append((c.index, c.index))
         p_prev, o_prev = p_msgs, o_msgs
+        c.tokens_plain = head + p_msgs
+        c.tokens_sent = sum(n for _, n in head_o) + o_msgs
         plain.append(_pricing.request_shape(c.ts, (*head_p, *p_blocks), c.output_tokens))
         ours.append(_pricing.request_shape(c.ts, (*head_o, *o_blocks), c.output_tokens))
     hits = recorded_hits(r.calls, r.uncached)
@@ -133,17 +161,34 @@ def price_session(r: SessionReplay, prices: Any, ttl_s: float) -> CallCosts:
         else None
         for i, h in enumerate(hits)
     ]
-    costs = CallCosts(
-        _pricing.price_requests(plain, prices, ttl_s=ttl_s, read_from=hits),
-        _pricing.price_requests(ours, prices, ttl_s=ttl_s, read_from=ours_hits),
-        hits,
-    )
+    p_sim = _pricing.price_requests(plain, prices, ttl_s=ttl_s, read_from=hits)
+    o_sim = _pricing.price_requests(ours, prices, ttl_s=ttl_s, read_from=ours_hits)
+    p_out: list[Any] = []
+    o_out: list[Any] = []
+    rp = record_prices if record_prices is not None else prices
+    for c, ps, os_ in zip(r.calls, p_sim, o_sim, strict=True):
+        if c.usage is None:
+            p_out.append(ps)
+            o_out.append(os_)
+            continue
+        uncached, read, write, write_1h = c.usage
+        rec = _pricing.price_recorded(
+            rp, uncached=uncached, read=read, write=write, write_1h=write_1h, output=c.output_tokens
+        )
+        p_out.append(rec)
+        o_out.append(_pricing.shifted(os_, rec, ps))
+    costs = CallCosts(p_out, o_out, hits)
+    costs.recorded_plain = [p for c, p in zip(r.calls, p_out, strict=True) if c.usage is not None]
     for at, side, input_tokens, output_tokens, read_tokens in r.summarisations:
         series = costs.plain if side == "plain" else costs.ctxwrap
         if series:
             i = min(at, len(series) - 1)
+            before = series[i].weighted_tokens
             series[i] = _pricing.with_one_off(
                 series[i], input_tokens, output_tokens, prices, read_tokens=read_tokens
+            )
+            costs.summarisation[side] = (
+                costs.summarisation.get(side, 0.0) + series[i].weighted_tokens - before
             )
     return costs
 
@@ -187,33 +232,38 @@ def _figures(calls: list[CallFigures], aux: dict[str, dict[str, int]]) -> dict[s
     mechs: list[dict[str, Any]] = []
     for m in MECHANISMS:
         chars = sum(c.saved.get(m, 0) for c in calls)
+        # each call at its session's own rate (replay/_calibrate.py)
+        kept = round(sum(c.saved.get(m, 0) * c.rate for c in calls))
         a = aux.get(m, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
         aux_t = a["input_tokens"] + a["output_tokens"]
         mechs.append(
             {
                 "mechanism": m,
                 "saved_chars": chars,
-                "saved_tokens": tokens(chars),
+                "saved_tokens": kept,
                 "aux_calls_estimated": a["calls"],
                 "aux_tokens_estimated": aux_t,  # the backend's own counts for amnesia with --tag
-                "net_tokens": tokens(chars) - aux_t,
+                "net_tokens": kept - aux_t,
             }
         )
     saved_tokens = sum(m["saved_tokens"] for m in mechs)
     aux_total = sum(m["aux_tokens_estimated"] for m in mechs)
-    bound = sum(c.tagger_bound_chars for c in calls)
     return {
         "llm_calls": len(calls),
         "sent_chars": sent,
         "plain_chars": plain,
         "saved_chars": plain - sent,
-        "sent_tokens": tokens(sent),
-        "plain_tokens": tokens(plain),
+        "sent_tokens": sum(c.tokens_sent for c in calls),
+        "plain_tokens": sum(c.tokens_plain for c in calls),
         "saved_tokens": saved_tokens,
-        "saved_pct": round(100.0 * (plain - sent) / plain, 1) if plain else None,
+        "saved_pct": (
+            round(100.0 * (1 - sum(c.tokens_sent for c in calls) / tp), 1)
+            if (tp := sum(c.tokens_plain for c in calls))
+            else None
+        ),
         "aux_tokens_estimated": aux_total,
         "net_tokens": saved_tokens - aux_total,
-        "tagger_bound_tokens": tokens(bound),
+        "tagger_bound_tokens": round(sum(c.tagger_bound_chars * c.rate for c in calls)),
         "mechanisms": mechs,
     }
 
@@ -258,11 +308,11 @@ def needed_again(r: SessionReplay, prices: Any) -> dict[str, Any]:
         m["needed_again"] += 1
         m[iv.needed_again] += 1
         at = min(max(iv.needed_at, 0), n)
-        one = tokens(iv.original_chars) * (w.write + w.read * max(left[at] - 1, 0))
+        one = r.to_tokens(iv.original_chars) * (w.write + w.read * max(left[at] - 1, 0))
         if iv.needed_again == "copied" and n:
             # The agent that lacks what it copies asks for it first: one more request, which
             # reads ctxwrap's whole context at that point from the cache.
-            one += tokens(r.calls[min(at, n - 1)].sent_chars) * w.read
+            one += r.calls[min(at, n - 1)].tokens_sent * w.read
         charge += one
         if iv.needed_again != "reread":
             copy_charge += one  # a re-read is in the transcript already: plain paid it too
@@ -304,6 +354,7 @@ def session_json(
             {"plain_tokens": p, "ctxwrap_tokens": o} for p, o in r.compaction_points
         ],
         "tagged_by_aux": r.aux_real,  # --tag: amnesia figures decided and counted by the backend
+        "plain_source": plain_source(r, costs),
         **_figures(r.calls, r.aux),
         "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},
         "interventions": {
@@ -372,6 +423,48 @@ def session_json(
     return out
 
 
+# A session whose replayed plain is further than this from the bill its transcript records
+# is flagged: its saving is a share of a base the replay does not model well.
+FIT_TOLERANCE = 0.10
+
+
+def plain_source(r: SessionReplay, costs: CallCosts) -> dict[str, Any]:
+    """Where plain's figures come from and how well they match the recorded bill.
+
+    `bill_*`: the input side (fresh input, cache reads, 5-minute and 1-hour writes) of every
+    request the transcript records usage for, priced with ctxwrap's own price table.
+    `plain_*`: replay's plain over all its calls, the compactions' summarisation requests
+    apart (no transcript records them). `fit` = plain / bill: 1.0 where every call is
+    recorded; above where some had to be estimated."""
+    recorded = r.recorded_calls
+    n = len(r.calls)
+    summarised = costs.summarisation.get("plain", 0.0)
+    plain_w = sum(c.weighted_tokens for c in costs.plain) - summarised
+    bill_w = sum(c.weighted_tokens for c in costs.recorded_plain)
+    bill_usd = [c.input_usd for c in costs.recorded_plain]
+    plain_usd = [c.input_usd for c in costs.plain]
+    fit = round(plain_w / bill_w, 4) if bill_w > 0 else None
+    return {
+        "source": "recorded" if recorded == n else "estimated" if recorded == 0 else "partly",
+        "recorded_calls": recorded,
+        "calls": n,
+        "tokens_per_char": r.rate,
+        "tokens_per_char_source": r.rate_source,
+        "fixed_prefix_tokens": r.head_tokens,
+        "bill_weighted": round(bill_w, 1),
+        "bill_input_usd": (
+            None if not bill_usd or any(u is None for u in bill_usd) else round(sum(bill_usd), 6)
+        ),
+        "plain_weighted": round(plain_w, 1),
+        "plain_input_usd": (
+            None if any(u is None for u in plain_usd) else round(sum(plain_usd), 6)
+        ),
+        "summarisation_weighted": {k: round(v, 1) for k, v in costs.summarisation.items()},
+        "fit": fit,
+        "fit_ok": fit is not None and abs(fit - 1.0) <= FIT_TOLERANCE,
+    }
+
+
 def _one_cost(c: Any) -> dict[str, Any]:
     return {
         "cache_read_tokens": c.cache_read_tokens,
@@ -404,9 +497,35 @@ class ReplayRun:
 def replay_file(
     path: Path, th: Thresholds, stats: ReadStats, tagger: Tagger | None = None
 ) -> SessionReplay:
-    sim = SessionSimulator(str(path), th, tagger)
-    sim.feed(read_session(path, stats))
-    return sim.finish()
+    """The first session of a file (most files hold one)."""
+    return replay_sessions(path, th, stats, tagger)[0]
+
+
+def replay_sessions(
+    path: Path, th: Thresholds, stats: ReadStats, tagger: Tagger | None = None
+) -> list[SessionReplay]:
+    """Every session of one file, in file order: a reader starts each with a Header (several
+    Claude Code sessions joined in one file, the sub-agents inline in it). Each converts
+    characters to tokens at its own rate, fitted on its own usage (`_calibrate.py`)."""
+    out: list[SessionReplay] = []
+    for events in _by_session(read_session(path, stats)):
+        sim = SessionSimulator(str(path), th, tagger, calibrate(events))
+        sim.feed(events)
+        out.append(sim.finish())
+    if not out:
+        raise NotASession("no session in the file")
+    return out
+
+
+def _by_session(events: Iterable[Event]) -> Iterator[list[Event]]:
+    group: list[Event] = []
+    for ev in events:
+        if isinstance(ev, Header) and any(isinstance(e, Header) for e in group):
+            yield group
+            group = []
+        group.append(ev)
+    if group:
+        yield group
 
 
 @dataclass
@@ -414,11 +533,16 @@ class _FileResult:
     size: int
     stats: ReadStats
     skip: str | None = None
-    session: dict[str, Any] | None = None
-    calls: list[CallFigures] = field(default_factory=list)
-    cost_plain: list[Any] = field(default_factory=list)
-    cost_ctxwrap: list[Any] = field(default_factory=list)
-    aux: dict[str, dict[str, int]] = field(default_factory=dict)
+    sessions: list[_SessionResult] = field(default_factory=list)
+
+
+@dataclass
+class _SessionResult:
+    session: dict[str, Any]
+    calls: list[CallFigures]
+    cost_plain: list[Any]
+    cost_ctxwrap: list[Any]
+    aux: dict[str, dict[str, int]]
 
 
 def _replay_one(
@@ -429,32 +553,41 @@ def _replay_one(
     stats = ReadStats()
     res = _FileResult(size, stats)
     try:
-        r = replay_file(path, th, stats, tagger)
+        replays = replay_sessions(path, th, stats, tagger)
     except NotASession as exc:
         res.skip = str(exc)
         return res
     except OSError as exc:
         res.skip = f"unreadable: {exc.strerror or exc}"
         return res
-    if since is not None:
-        r.calls = [c for c in r.calls if c.ts >= since]
-    if not r.calls:
+    for r in replays:
+        if since is not None:
+            r.calls = [c for c in r.calls if c.ts >= since]
+        if not r.calls:
+            continue
+        record_prices = _pricing.default_prices(model or r.model)
+        prices = record_prices
+        if r.uncached:
+            # the provider billed every input token fresh: no cache to read, none to rewrite
+            prices = dataclasses.replace(prices, caching="none")
+        ttl = th.ttl_s
+        if r.cache_ttl_s:
+            # 1-hour cache writes (the recorded usage shows them): billed at 2x input
+            ttl = r.cache_ttl_s
+            if prices.input is not None:
+                prices = dataclasses.replace(prices, cache_write=2.0 * prices.input)
+        costs = price_session(r, prices, ttl, record_prices)
+        res.sessions.append(
+            _SessionResult(
+                session_json(r, costs, per_call=per_call, prices=prices),
+                r.calls,
+                costs.plain,
+                costs.ctxwrap,
+                r.aux,
+            )
+        )
+    if not res.sessions:
         res.skip = "no LLM call in the file" + (" since the given time" if since else "")
-        return res
-    prices = _pricing.default_prices(model or r.model)
-    if r.uncached:
-        # the provider billed every input token fresh: no cache to read, none to rewrite
-        prices = dataclasses.replace(prices, caching="none")
-    ttl = th.ttl_s
-    if r.cache_ttl_s:
-        # 1-hour cache writes (the recorded usage shows them): billed at 2x input
-        ttl = r.cache_ttl_s
-        if prices.input is not None:
-            prices = dataclasses.replace(prices, cache_write=2.0 * prices.input)
-    costs = price_session(r, prices, ttl)
-    res.session = session_json(r, costs, per_call=per_call, prices=prices)
-    res.calls, res.aux = r.calls, r.aux
-    res.cost_plain, res.cost_ctxwrap = costs.plain, costs.ctxwrap
     return res
 
 
@@ -522,22 +655,23 @@ def _merge(run: ReplayRun, res: _FileResult) -> None:
     if res.skip is not None:
         run.skipped_files[res.skip] += 1
         run.unread.append({"path": res.stats.path, "reason": res.skip})  # replayread
-    if res.session is None:
-        return
-    res.session["reader"] = res.stats.summary()  # replayread: source, sub-agent, ran under ctxwrap
-    run.sessions.append(res.session)
-    if res.session["reader"].get("ran_under_ctxwrap"):
-        if run.under is None:
-            run.under = ReplayRun()
-        run.under.sessions.append(res.session)
-        run = run.under  # its figures count apart
-    run.calls.extend(res.calls)
-    run.cost_plain.extend(res.cost_plain)
-    run.cost_ctxwrap.extend(res.cost_ctxwrap)
-    for mech, a in res.aux.items():
-        t = run.aux.setdefault(mech, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
-        for k, v in a.items():
-            t[k] += v
+    reader = res.stats.summary()  # replayread: source, sub-agent, ran under ctxwrap
+    for one in res.sessions:
+        one.session["reader"] = reader
+        run.sessions.append(one.session)
+        into = run
+        if reader.get("ran_under_ctxwrap"):
+            if run.under is None:
+                run.under = ReplayRun()
+            run.under.sessions.append(one.session)
+            into = run.under  # its figures count apart
+        into.calls.extend(one.calls)
+        into.cost_plain.extend(one.cost_plain)
+        into.cost_ctxwrap.extend(one.cost_ctxwrap)
+        for mech, a in one.aux.items():
+            t = into.aux.setdefault(mech, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+            for k, v in a.items():
+                t[k] += v
 
 
 def run_json(run: ReplayRun) -> dict[str, Any]:

@@ -66,6 +66,7 @@ from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.mechanisms.digest import clearly_smaller, digest_header, digest_status
 from ctxwrap.mechanisms.masking import tombstone_text
 from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
+from ctxwrap.replay._calibrate import Calibration
 from ctxwrap.replay._events import (
     ClearedResults,
     Compaction,
@@ -226,6 +227,22 @@ class CallFigures:
     # written), so a later request's read shows which entry it hit (`_run.recorded_hits`).
     cache_read_recorded: int | None = None
     cache_entry_recorded: int | None = None
+    # The provider's own counts of this request's input, where the transcript records them:
+    # (uncached, cache read, cache write of either TTL, of which 1-hour writes). Plain's side is
+    # priced from these (docs/accounting.md, "Plain from the record").
+    usage: tuple[int, int, int, int] | None = None
+    # tokens ctxwrap keeps out of this request's messages, at the session's rate; negative
+    # while it carries history plain's compaction dropped (at that history's density)
+    kept_out_tokens: float = 0.0
+    rate: float = 0.25  # the session's tokens per character (replay/_calibrate.py)
+    # the request's input tokens on each side, as priced (`_run.price_session`)
+    tokens_plain: int = 0
+    tokens_sent: int = 0
+
+    @property
+    def recorded_tokens(self) -> int | None:
+        """What the provider counted as this request's input (None: not recorded)."""
+        return None if self.usage is None else self.usage[0] + self.usage[1] + self.usage[2]
 
     @property
     def plain_chars(self) -> int:
@@ -299,6 +316,31 @@ class SessionReplay:
     summarisations: list[tuple[int, str, int, int, int]] = field(default_factory=list)
     agent_version: str | None = None  # the agent's version as the transcript records it
     aux_real: bool = False  # --tag: the amnesia aux figures are the backend's, not estimates
+    # tokens per character of what ctxwrap keeps out (replay/_calibrate.py): fitted on the
+    # session's own usage ("fitted") or its provider family's ("family")
+    rate: float = 0.25
+    rate_source: str = "family"
+    rate_pairs: int = 0
+    # the fixed prefix (system prompt, tools, the agent's first attachments) in tokens: the
+    # first recorded request less its messages (None until a call records usage)
+    head_tokens: int | None = None
+
+    def to_tokens(self, chars: float) -> int:
+        """Characters of tool output → tokens at the session's own rate."""
+        return round(chars * self.rate)
+
+    def plain_tokens(self, c: CallFigures) -> float:
+        """Plain's request: as the provider counted it, else estimated at the session's rate
+        (the fixed prefix as the first recorded request showed it, where one did)."""
+        if c.recorded_tokens is not None:
+            return c.recorded_tokens
+        if self.head_tokens is None:
+            return self.rate * c.plain_chars
+        return self.head_tokens + self.rate * c.messages_chars
+
+    @property
+    def recorded_calls(self) -> int:
+        return sum(1 for c in self.calls if c.usage is not None)
 
     def add_aux(self, mechanism: str, task: str, prompt_chars: int) -> None:
         a = self.aux.setdefault(mechanism, {"calls": 0, "input_tokens": 0, "output_tokens": 0})
@@ -478,10 +520,20 @@ def _describe_call(call: ToolCall) -> TailToolCall:
 class SessionSimulator:
     """Fold one session's events; `finish()` returns its SessionReplay."""
 
-    def __init__(self, path: str, th: Thresholds, tagger: Tagger | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        th: Thresholds,
+        tagger: Tagger | None = None,
+        calibration: Calibration | None = None,
+    ) -> None:
         self.th = th
         self.tagger = tagger
         self.r = SessionReplay(path=path, fmt="?", session_id=path)
+        if calibration is not None:
+            self.r.rate = calibration.rate
+            self.r.rate_source = calibration.source
+            self.r.rate_pairs = calibration.pairs
         self.items: list[_Item] = []
         self.index: dict[str, int] = {}
         self.msg_chars = 0
@@ -528,13 +580,17 @@ class SessionSimulator:
         self.call_item: dict[str, str] = {}
         # Compaction timing: the context size (estimated chars of the whole request) at which
         # the agent compacted, while ctxwrap's deferred compaction is still to come.
-        self.deferred_at: int | None = None
+        # In tokens: what plain's context was when the agent compacted (its recorded
+        # `preTokens`, else the last request's recorded input, else an estimate).
+        self.deferred_at: float | None = None
         self.pending_own_compaction = False  # this call is cold for ctxwrap only
         self.carried = 0  # chars of history ctxwrap carries that plain's compaction dropped
+        self.carried_tokens = 0  # the same in tokens, at the density of the context it was in
         self.carried_summarised = 0  # tokens of it ctxwrap's own summarisation will read
         self.last_summary_tokens = DEFAULT_SUMMARY_TOKENS
         self.deferred_now = False  # plain compacted before the next call, ctxwrap did not
         self.call_cached = False  # the latest request's usage shows a cache read or write
+        self.request_calls: dict[str, int] = {}  # request key → its call's index
 
     # -- context bookkeeping --------------------------------------------------------------
 
@@ -688,7 +744,9 @@ class SessionSimulator:
     def _compaction(self, ev: Compaction) -> None:
         last = self.r.calls[-1] if self.r.calls else None
         if last is not None:
-            self.r.compaction_points.append((tokens(last.plain_chars), tokens(last.sent_chars)))
+            self.r.compaction_points.append(
+                (round(self._plain_tokens(last)), round(self._ours_tokens(last)))
+            )
         keep = (
             self.index.get(ev.first_kept_id, len(self.items))
             if ev.first_kept_id
@@ -700,7 +758,7 @@ class SessionSimulator:
             self.last_summary_tokens = tokens(ev.summary_chars)
         warm = self.last_response_ts is None or ev.ts - self.last_response_ts <= self.ttl_s
         self._summarisation(
-            "plain", summarised, tokens(last.plain_chars) if last is not None else 0, warm
+            "plain", summarised, round(self._plain_tokens(last)) if last is not None else 0, warm
         )
         defer = (
             self.th.compaction_timing
@@ -718,16 +776,27 @@ class SessionSimulator:
                 it.chars - sum(it.saved.get(m, 0) for m in _MESSAGE_SAVINGS)
                 for it in self.items[:keep]
             ) - self._tombstone_carried(self.items[:keep])
-            self.deferred_at = last.plain_chars
+            # plain's threshold: the size the agent recorded when it compacted, else its last
+            # request's; what ctxwrap carries is at that context's density
+            # (a recorded preTokens stands beside recorded usage; with none, both estimated)
+            self.deferred_at = (
+                ev.tokens_before
+                if ev.tokens_before and last.usage is not None
+                else self._plain_tokens(last)
+            )
+            msgs = max(last.messages_chars, 1)
+            head = self.r.head_tokens or 0
+            density = min(max((self._plain_tokens(last) - head) / msgs, self.r.rate), 1.0)
+            self.carried_tokens += round(carried * density)
             self.carried_summarised += summarised
             self.r.compactions_deferred += 1
             self.deferred_now = True
         elif self.carried:
             # ctxwrap, still carrying history, compacts with plain now
-            self._own_compaction(summarised, tokens(last.sent_chars) if last else 0, warm)
+            self._own_compaction(summarised, round(self._ours_tokens(last)) if last else 0, warm)
         else:
             self._summarisation(
-                "ctxwrap", summarised, tokens(last.sent_chars) if last is not None else 0, warm
+                "ctxwrap", summarised, round(self._ours_tokens(last)) if last else 0, warm
             )
         self._reset(keep)
         self.r.compactions += 1
@@ -819,6 +888,7 @@ class SessionSimulator:
             v = it.saved.pop("compaction", 0)
             self.saved["compaction"] -= v
         self.carried = 0
+        self.carried_tokens = 0
         self.deferred_at = None
         self.pending_own_compaction = True
         self.r.compactions_own += 1
@@ -862,13 +932,26 @@ class SessionSimulator:
         if m.role == "assistant":
             if m.usage_cache_write_1h_tokens:
                 self.r.cache_ttl_s = 3600.0
-            if m.usage_cache_read_tokens is not None and m.request_key != self.last_request:
+            # a response whose blocks were written apart, another response's between them
+            # (parallel sub-agents of one id): one request, billed once
+            again = m.request_key in self.request_calls and m.request_key != self.last_request
+            if (
+                m.usage_cache_read_tokens is not None
+                and m.request_key != self.last_request
+                and not again
+            ):
                 self.r.usage_split_calls += 1
                 if m.usage_cache_read_tokens or m.usage_cache_write_tokens:
                     self.r.usage_cached_calls += 1
-            if m.request_key != self.last_request:
+            if again:
+                later = _usage_of(m)
+                if later is not None and m.request_key is not None:
+                    self.r.calls[self.request_calls[m.request_key]].usage = later
+            elif m.request_key != self.last_request:
                 self._call(m)
                 self.last_request = m.request_key
+                if m.request_key is not None:
+                    self.request_calls[m.request_key] = len(self.r.calls) - 1
                 self.call_cached = bool(m.usage_cache_read_tokens or m.usage_cache_write_tokens)
             else:
                 self._later_usage(m)
@@ -915,6 +998,9 @@ class SessionSimulator:
             self.call_cached = True
         if m.usage_cache_write_1h_tokens:
             self.r.cache_ttl_s = 3600.0
+        later = _usage_of(m)
+        if later is not None:
+            c.usage = later  # the request's final counts
         if len(self.r.calls) == 1 and self.r.system_estimated and m.usage_prompt_tokens:
             # the system prompt and tools were estimated from this request's first counts
             est = max(0, m.usage_prompt_tokens * 4 - c.messages_chars)
@@ -1377,16 +1463,16 @@ class SessionSimulator:
         if self.last_response_ts is not None:
             gap = max(0.0, request_ts - self.last_response_ts)
         if self.deferred_at is not None:
-            sent = (
-                self.system.chars
-                + self.system.tools_chars
-                + self.msg_chars
-                - sum(self.saved.get(k, 0) for k in _MESSAGE_SAVINGS)
+            plain_now = (
+                m.usage_prompt_tokens
+                if m.usage_prompt_tokens is not None
+                else self.r.rate * (self.system.chars + self.system.tools_chars + self.msg_chars)
             )
+            sent = plain_now - self._kept_out_tokens(self.saved, self.carried, self.carried_tokens)
             if sent >= self.deferred_at:
                 # what the previous request had is what its summarisation reads from the
                 # cache, as on the plain side
-                prev = tokens(self.r.calls[-1].sent_chars) if self.r.calls else 0
+                prev = round(self._ours_tokens(self.r.calls[-1])) if self.r.calls else 0
                 self._own_compaction(None, prev, gap <= self.ttl_s)
         ours_cold = self.pending_own_compaction or (
             self.pending_compaction and not self.deferred_now
@@ -1406,6 +1492,10 @@ class SessionSimulator:
             self.have_system = True
             self.r.system_estimated = True
             sys_chars = est
+        usage = _usage_of(m)
+        if usage is not None and self.r.head_tokens is None:
+            # the fixed prefix: what the provider counted beyond the messages' own tokens
+            self.r.head_tokens = max(0, sum(usage[:3]) - self.r.to_tokens(self.msg_chars))
         saved = dict(self.saved)
         if self.th.lazy_skills:
             saved["skills"] = self.system.skills_chars
@@ -1431,6 +1521,11 @@ class SessionSimulator:
                     if m.usage_cache_read_tokens is not None and m.usage_cache_write_tokens
                     else None
                 ),
+                usage=usage,
+                rate=self.r.rate,
+                kept_out_tokens=self._kept_out_tokens(
+                    self.saved, self.carried, self.carried_tokens
+                ),
             )
         )
         self.pending_compaction = False
@@ -1440,6 +1535,36 @@ class SessionSimulator:
     def finish(self) -> SessionReplay:
         self._settle_response_writes()
         return self.r
+
+    # -- tokens, at the session's own rate (replay/_calibrate.py) ------------------------
+
+    def _kept_out_tokens(self, saved: dict[str, int], carried: int, carried_tokens: int) -> float:
+        """Tokens ctxwrap keeps out of the messages: the other mechanisms' characters at the
+        session's rate, less the history it carries past plain's compaction at the density
+        that history had (`saved["compaction"]` is minus the carried characters, plus the
+        summary plain carries and ctxwrap does not)."""
+        chars = sum(saved.get(k, 0) for k in _MESSAGE_SAVINGS) + carried
+        return self.r.rate * chars - carried_tokens
+
+    def _plain_tokens(self, c: CallFigures) -> float:
+        return self.r.plain_tokens(c)
+
+    def _ours_tokens(self, c: CallFigures) -> float:
+        return self._plain_tokens(c) - c.kept_out_tokens
+
+
+def _usage_of(m: Message) -> tuple[int, int, int, int] | None:
+    """(uncached, cache read, cache write, of which 1-hour) as recorded; None: not recorded."""
+    if m.usage_prompt_tokens is None:
+        return None
+    read = m.usage_cache_read_tokens or 0
+    write = m.usage_cache_write_tokens or 0
+    uncached = (
+        m.usage_input_tokens
+        if m.usage_input_tokens is not None
+        else max(0, m.usage_prompt_tokens - read - write)
+    )
+    return (uncached, read, write, min(m.usage_cache_write_1h_tokens or 0, write))
 
 
 def fingerprint(*parts: object) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from ctxwrap import _table as T
 from ctxwrap.headline import pct_text, usd_text
 from ctxwrap.mechanisms.needed_again import parts_text, row_figure, row_parts
+from ctxwrap.replay._run import FIT_TOLERANCE
 from ctxwrap.vocabulary import agent_name, mechanism_label, mechanism_words, plural
 
 _HEAD_BYTES = 256 * 1024
@@ -142,7 +143,48 @@ def _pct(plain: float, ours: float) -> float | None:
     return 100.0 * (plain - ours) / plain if plain > 0 else None
 
 
-def _session_table(rows: list[Row], *, width: int, color: bool, total: bool) -> list[str]:
+def fit_text(g: dict[str, Any]) -> str:
+    """How replay's plain compares with the bill the transcript records: `1.00` (every call
+    recorded), `1.15!` (more than FIT_TOLERANCE off: trust its saving less), `est.` (no usage
+    recorded: plain is an estimate)."""
+    src = g.get("plain_source") or {}
+    fit = src.get("fit")
+    if fit is None:
+        return "est."
+    return f"{fit:.2f}" + ("" if src.get("fit_ok") else "!")
+
+
+def headline_of(doc: dict[str, Any], *, model: str | None = None) -> dict[str, Any]:
+    """The figures of the text's first lines, for `--json`: the sessions not already run under
+    ctxwrap, main-model input only (output is the same on both sides), cache-priced."""
+    counted = [r for r in rows_of(doc, model=model) if not r.under_ctxwrap]
+    priced = bool(counted) and all(r.priced for r in counted)
+    if priced:
+        tp, to = sum(r.plain for r in counted), sum(r.ours for r in counted)
+    else:
+        tp = sum(r.doc["cost"]["plain"]["weighted_tokens"] for r in counted)
+        to = sum(r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in counted)
+    pct = _pct(tp, to)
+    off = [
+        r.doc["session_id"]
+        for r in counted
+        if not (r.doc.get("plain_source") or {}).get("fit_ok", False)
+    ]
+    return {
+        "sessions": len(counted),
+        "unit": "usd" if priced else "input_token_equivalents",
+        "plain": round(tp, 6),
+        "ctxwrap": round(to, 6),
+        "saved": round(tp - to, 6),
+        "cost_pct": None if pct is None else round(-pct, 1),
+        "text": pct_text(pct),
+        "sessions_off_the_bill": off,
+    }
+
+
+def _session_table(
+    rows: list[Row], *, width: int, color: bool, total: bool, costs: bool = True
+) -> list[str]:
     priced = all(r.priced for r in rows)
     tp, to = sum(r.plain for r in rows), sum(r.ours for r in rows)
     if not priced:  # one unit for the whole table
@@ -201,8 +243,18 @@ def _session_table(rows: list[Row], *, width: int, color: bool, total: bool) -> 
             styles=bold,
         ),
     ]
+    if not costs:  # figures another view owns (`ctxwrap stats`): none here
+        cols = cols[:4]
+    else:
+        cols.append(
+            T.column(
+                ("plain ÷ bill", "÷ bill"),
+                [fit_text(r.doc) for r in rows] + ([""] if total else []),
+                drop=1,
+            )
+        )
     lines = T.render(cols, width=width, color=color, total_rows=1 if total else 0)
-    if not priced:
+    if not priced and costs:
         from ctxwrap.stats import _wrap
 
         note = "cost in input-token equivalents (cache-priced): a model without a known price"
@@ -364,6 +416,20 @@ def render_text(
         out = [_wrap(line, width) for line in out]
         out.append("")
         out += _session_table(counted, width=width, color=color, total=len(counted) > 1)
+        off = [r for r in counted if not (r.doc.get("plain_source") or {}).get("fit_ok")]
+        out.append(
+            _wrap(
+                "plain ÷ bill: replay's plain against the input the transcript's recorded usage"
+                " bills (1.00: every call recorded; est.: none recorded, plain estimated)"
+                + (
+                    f"; {plural(len(off), 'session')} more than"
+                    f" {round(100 * FIT_TOLERANCE)} % off (!): trust its saving less"
+                    if off
+                    else ""
+                ),
+                width,
+            )
+        )
         out.append("")
         docs = [r.doc for r in counted]
         need = _needed_per_mechanism(docs)
@@ -405,7 +471,7 @@ def render_text(
                 width,
             )
         )
-        out += _session_table(already, width=width, color=color, total=False)
+        out += _session_table(already, width=width, color=color, total=False, costs=False)
     if doc["skipped_files"] or doc["skipped_entries"]:
         out.append("")
         out.append("skipped:")

@@ -73,10 +73,12 @@ def replay_cmd(
     finally:
         if tagger is not None:
             tagger.close()
-    from ctxwrap.replay._view import rows_of
+    from ctxwrap.replay._view import headline_of
 
     if as_json:
-        rows_of(doc, model=model)  # marks each group's `under_ctxwrap`
+        # the text's headline, so that a script reproduces it (it also marks each group's
+        # `under_ctxwrap`)
+        doc["headline"] = headline_of(doc, model=model)
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
         import shutil

@@ -504,14 +504,17 @@ def test_a_copy_is_charged_the_request_that_asks_for_it_again_a_reread_is_not(ho
 
     r = SessionReplay("s", "claude", "s")
     for i in range(5):
-        r.calls.append(CallFigures(i, 100.0 * i, 4_000, 0, 400_000 + 4_000 * i, {}, 0, 50))
+        c = CallFigures(i, 100.0 * i, 4_000, 0, 400_000 + 4_000 * i, {}, 0, 50)
+        c.tokens_sent = 101_000 + 1_000 * i  # as priced (price_session)
+        r.calls.append(c)
     r.interventions.append(
         Intervention("mask", 1, "read", "read a.py", 8_000, 200, needed_again=how, needed_at=3)
     )
     prices = _pricing.default_prices("claude-opus-4-5")
     w = weights(prices)
-    carried = tokens(8_000) * (w.write + w.read * 1)  # written once, read by the last call
-    asking = tokens(r.calls[3].sent_chars) * w.read  # the extra request reads the context
+    # at the session's own rate (replay/_calibrate.py)
+    carried = r.to_tokens(8_000) * (w.write + w.read * 1)  # written once, read by the last call
+    asking = r.calls[3].tokens_sent * w.read  # the extra request reads the context as priced
     figures = needed_again(r, prices)
     expected = carried + asking if how == "copied" else carried
     assert figures["reread_charge_weighted"] == pytest.approx(expected, abs=0.1)
@@ -700,13 +703,14 @@ def test_a_provider_that_never_cached_is_priced_uncached(
     path = tmp_path / "s.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     res = _replay_one((path, path.stat().st_size, Thresholds(), None, False, None))
-    assert res.session is not None
-    cost = res.session["cost"]["plain"]
+    assert res.sessions
+    session = res.sessions[0].session
+    cost = session["cost"]["plain"]
     if cached_call is None:
         assert cost["cache_read_tokens"] == cost["cache_write_tokens"] == 0
         assert cost["uncached_input_tokens"] > 0
         # no cache, no entry to miss: its reads of 0 are not counted as misses
-        assert res.session["recorded_cache"]["nothing"] == 0
+        assert session["recorded_cache"]["nothing"] == 0
     else:  # one cached call is enough: the provider caches, the cache is simulated
         assert cost["cache_read_tokens"] > 0
 
@@ -844,7 +848,10 @@ def test_claude_codes_summarisation_reads_its_prefix_from_the_cache(
     at = r.summarisations[0][0]
     for _, side, fresh, _, read in r.summarisations:
         before = r.calls[at - 1]
-        context = tokens(before.plain_chars if side == "plain" else before.sent_chars)
+        # the context as the provider would count it (replay/_calibrate.py)
+        context = round(
+            r.plain_tokens(before) - (0 if side == "plain" else before.kept_out_tokens)
+        )
         if cached:  # the whole request read, the instruction new
             assert (fresh, read) == (SUMMARY_PROMPT_TOKENS, context)
         else:
@@ -853,7 +860,7 @@ def test_claude_codes_summarisation_reads_its_prefix_from_the_cache(
     costs = price_session(r, prices, 300.0)
     plain_at = costs.plain[at]
     if cached:
-        assert plain_at.cache_read_tokens >= tokens(r.calls[at - 1].plain_chars)
+        assert plain_at.cache_read_tokens >= round(r.plain_tokens(r.calls[at - 1])) - 1
     else:
         assert plain_at.uncached_input_tokens > SUMMARY_PROMPT_TOKENS
 
@@ -974,14 +981,16 @@ def test_replay_prices_the_cache_entry_the_provider_recorded_on_both_sides() -> 
     # call 4 the system prompt and tools alone; call 5 call 2's; the last call no usage
     assert recorded_hits(r.calls) == [None, 0, "none", 1, "head", 2, None]
     costs = price_session(r, _pricing.default_prices("claude-sonnet-4-5"), 300.0)
-    for side in (costs.plain, costs.ctxwrap):
-        whole = [c.cache_read_tokens + c.cache_write_tokens for c in side]
-        assert side[2].cache_read_tokens == 0
-        assert side[3].cache_read_tokens == whole[1] < whole[2]  # the ideal cache: whole[2]
-        assert side[4].cache_read_tokens == tokens(r.calls[4].system_chars) + tokens(
-            r.calls[4].tools_chars
+    # plain's recorded requests are priced as the provider recorded them (the bill)
+    for i, (read, write) in enumerate(zip(reads, writes, strict=True)):
+        assert (costs.plain[i].cache_read_tokens, costs.plain[i].cache_write_tokens) == (
+            read,
+            write,
         )
-        assert side[5].cache_read_tokens == whole[2]
+    # nothing kept out: ctxwrap's requests went the same way, the older entries included
+    assert [c.cache_read_tokens for c in costs.ctxwrap] == [
+        c.cache_read_tokens for c in costs.plain
+    ]
     from ctxwrap.replay._run import session_json
 
     doc = session_json(r, costs, per_call=True)

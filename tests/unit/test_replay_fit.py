@@ -1,0 +1,203 @@
+"""Replay's plain against the bill each real transcript records (docs/accounting.md, "Plain
+from the record"), and the per-session calibration it converts with.
+
+The bill is read here on its own, from the raw JSON lines, not through replay's readers: the
+input side (fresh input, cache reads, 5-minute and 1-hour cache writes) of every assistant
+response, one per message id (Claude Code writes one line per content block), sub-agents
+included, priced with ctxwrap's own price table so that only the modelling can differ.
+Skipped without the corpus (`../shared/realdata` beside the clone)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwrap.engine.cost import default_prices, price_tokens
+from ctxwrap.replay import replay_paths, run_json
+from ctxwrap.replay._calibrate import FAMILY_RATE, calibrate
+from ctxwrap.replay._events import Header, Message
+from tests.unit.test_replay_formats import realdata
+
+# The target: replay's plain within 5 % of the recorded bill, per file.
+TOLERANCE = 0.05
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    decoder = json.JSONDecoder()
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            at = 0
+            while at < len(line):  # two objects on one line, as two pi files have
+                try:
+                    d, at = decoder.raw_decode(line, at)
+                except ValueError:
+                    break
+                if isinstance(d, dict):
+                    yield d
+
+
+def _weighted(model: str | None, *, read: int, write: int, write_1h: int, fresh: int) -> float:
+    return price_tokens(
+        default_prices(model),
+        cache_read=read,
+        cache_write=write - write_1h,
+        uncached=fresh,
+        cache_write_1h=write_1h,
+    ).weighted_tokens
+
+
+def claude_bill(path: Path) -> tuple[float, int]:
+    last: dict[str, tuple[dict[str, Any], str | None]] = {}
+    for d in _lines(path):
+        m = d.get("message")
+        if d.get("type") != "assistant" or not isinstance(m, dict):
+            continue
+        u = m.get("usage")
+        if not isinstance(u, dict) or m.get("model") == "<synthetic>":
+            continue
+        last[str(m.get("id") or d.get("uuid"))] = (u, m.get("model"))  # the final counts
+    total = 0.0
+    for u, model in last.values():
+        write = u.get("cache_creation_input_tokens") or 0
+        split = u.get("cache_creation") if isinstance(u.get("cache_creation"), dict) else {}
+        total += _weighted(
+            model,
+            read=u.get("cache_read_input_tokens") or 0,
+            write=write,
+            write_1h=min(split.get("ephemeral_1h_input_tokens") or 0, write),
+            fresh=u.get("input_tokens") or 0,
+        )
+    return total, len(last)
+
+
+def pi_bill(path: Path) -> tuple[float, int]:
+    total, n = 0.0, 0
+    for d in _lines(path):
+        m = d.get("message")
+        if not isinstance(m, dict) or m.get("role") != "assistant":
+            continue
+        u = m.get("usage")
+        if not isinstance(u, dict) or not u:
+            continue
+        n += 1
+        total += _weighted(
+            m.get("model"),
+            read=u.get("cacheRead") or 0,
+            write=u.get("cacheWrite") or 0,
+            write_1h=0,
+            fresh=u.get("input") or 0,
+        )
+    return total, n
+
+
+def codex_bill(path: Path) -> tuple[float, int]:
+    total, n, seen, model = 0.0, 0, None, None
+    for d in _lines(path):
+        p = d.get("payload") if isinstance(d.get("payload"), dict) else {}
+        if d.get("type") == "turn_context":
+            model = p.get("model") or model
+        info = p.get("info")
+        if p.get("type") != "token_count" or not isinstance(info, dict):
+            continue
+        if info.get("total_token_usage") == seen:
+            continue  # the same count, reported again
+        seen = info.get("total_token_usage")
+        u = info.get("last_token_usage") or {}
+        n += 1
+        cached = u.get("cached_input_tokens") or 0
+        total += _weighted(
+            model, read=cached, write=0, write_1h=0, fresh=(u.get("input_tokens") or 0) - cached
+        )
+    return total, n
+
+
+BILLS = {"claude": claude_bill, "pi": pi_bill, "codex": codex_bill}
+
+
+@pytest.mark.parametrize("agent", ["claude", "pi", "codex"])
+def test_replay_prices_plain_as_every_real_session_was_billed(agent: str) -> None:
+    """Every corpus file with usage: the recorded part of replay's plain is the bill (±5 %:
+    every response found, none twice, each priced as billed), and plain as a whole, estimated
+    calls included, stays within 5 % except where the file ends before a response's count."""
+    checked = 0
+    for path in realdata(agent):
+        bill, responses = BILLS[agent](path)
+        doc = run_json(replay_paths([path]))
+        groups = doc["groups"]
+        src = [g["plain_source"] for g in groups]
+        if responses == 0:
+            assert all(s["source"] == "estimated" and s["fit"] is None for s in src), path.name
+            continue
+        checked += 1
+        recorded = sum(s["bill_weighted"] for s in src)
+        assert recorded == pytest.approx(bill, rel=TOLERANCE), path.name
+        assert sum(s["recorded_calls"] for s in src) == responses, path.name
+        plain = sum(s["plain_weighted"] for s in src)
+        unrecorded = sum(s["calls"] - s["recorded_calls"] for s in src)
+        if unrecorded == 0:
+            assert plain == pytest.approx(bill, rel=TOLERANCE), path.name
+            assert all(s["fit_ok"] for s in src), path.name
+        else:
+            # a response the file holds without its usage (a rollout cut before its
+            # token_count): estimated, never more than one per file, and flagged when large
+            assert unrecorded <= 1, path.name
+            assert plain > recorded
+            assert all(s["fit_ok"] == (abs(s["fit"] - 1) <= 0.10) for s in src), path.name
+    assert checked >= 3
+
+
+def test_the_joined_transcript_is_its_sessions_and_they_add_up_to_its_bill() -> None:
+    [path] = [p for p in realdata("claude") if p.name.startswith("allym-4")]
+    bill, _ = claude_bill(path)
+    doc = run_json(replay_paths([path]))
+    mains = [g for g in doc["groups"] if not g["session_id"].startswith("agent-")]
+    assert len(mains) == 5
+    assert sum(g["plain_source"]["bill_weighted"] for g in doc["groups"]) == pytest.approx(
+        bill, rel=0.001
+    )
+
+
+def test_each_session_converts_at_its_own_rate_fitted_on_its_usage() -> None:
+    """Tool output tokenises denser than chars/4: every corpus session with enough tool rounds
+    is fitted on its own usage, within the range the corpus shows (0.25-0.55 tokens a char),
+    and Claude Code's and pi's (Anthropic tokenizer) denser than Codex's."""
+    rates: dict[str, list[float]] = {}
+    for agent in ("claude", "pi", "codex"):
+        for path in realdata(agent):
+            doc = run_json(replay_paths([path]))
+            for g in doc["groups"]:
+                src = g["plain_source"]
+                if src["tokens_per_char_source"] == "fitted":
+                    assert 0.25 <= src["tokens_per_char"] <= 0.55, (path.name, src)
+                    rates.setdefault(agent, []).append(src["tokens_per_char"])
+    assert len(rates["claude"]) >= 8 and len(rates["pi"]) >= 4 and len(rates["codex"]) >= 3
+    median = {a: sorted(v)[len(v) // 2] for a, v in rates.items()}
+    assert median["codex"] < median["pi"] <= median["claude"]
+
+
+def test_calibration_falls_back_to_the_family_rate_without_usage() -> None:
+    """A session without recorded usage (an export, an old pi file) converts at its provider
+    family's rate, and says so; one whose usage does not describe its text is not fitted."""
+    no_usage = [Header("claude", "s", None, 0.0)] + [
+        Message(f"a{i}", None, "assistant", float(i), 100, request_key=f"r{i}", model="claude-x")
+        for i in range(5)
+    ]
+    cal = calibrate(no_usage)
+    assert (cal.rate, cal.source, cal.pairs) == (FAMILY_RATE["anthropic"], "family", 0)
+    # growth of 10 tokens per 4,000 chars of results: not text as any tokenizer counts it
+    odd: list[Any] = [Header("codex", "s", None, 0.0)]
+    for i in range(6):
+        odd.append(Message(f"t{i}", None, "tool_result", float(i), 4000, tool_call_id=f"c{i}"))
+        odd.append(
+            Message(
+                f"a{i}", None, "assistant", i + 0.5, 10, request_key=f"r{i}",
+                usage_prompt_tokens=1000 + 10 * i, model="gpt-5",
+            )
+        )  # fmt: skip
+    cal = calibrate(odd)
+    assert cal.source == "family" and cal.rate == FAMILY_RATE["openai"] and cal.pairs >= 3
