@@ -95,6 +95,10 @@ POLICIES: dict[str, Any] = {
     "compact-later": lambda: _with(compact_like_plain=False),
     # ctxwrap compacts at the request where plain did (replay only: a study for Claude Code)
     "compact-with-plain": lambda: _with(compact_with_plain=True),
+    "cwp-cold-only": lambda: _with(compact_with_plain=True, mask_warm=False),
+    "cwp-nowrite": lambda: _with(compact_with_plain=True, write=False),
+    "cwp-cold-nowrite": lambda: _with(compact_with_plain=True, write=False, mask_warm=False),
+    "cwp-write-idle10": lambda: _with(compact_with_plain=True, write_idle_rounds=10),
     "default": _defaults,
     "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
     "cold-only": lambda: _with(mask_warm=False),

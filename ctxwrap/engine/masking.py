@@ -211,28 +211,46 @@ def plan_masks(
 # tokens of a cache read and a cache write, relative to fresh input.
 READ_WEIGHT = 0.1
 WRITE_WEIGHT = 1.25
+# A write to the 1-hour cache (Claude Code under a subscription login, pi with
+# PI_CACHE_RETENTION=long) is billed at 2x input, not 1.25x.
+ONE_HOUR_WRITE_WEIGHT = 2.0
 
 
-def rewrite_cost_tokens(suffix_tokens: int, *, warm: bool) -> float:
+def write_weight(cache_ttl_s: float | None) -> float:
+    """What a cache write costs, relative to fresh input, for a cache of this lifetime."""
+    return (
+        ONE_HOUR_WRITE_WEIGHT if cache_ttl_s is not None and cache_ttl_s >= 3600 else WRITE_WEIGHT
+    )
+
+
+def rewrite_cost_tokens(
+    suffix_tokens: int, *, warm: bool, write_weight: float = WRITE_WEIGHT
+) -> float:
     """Extra input-equivalent tokens the rewrite costs on the next request.
 
     Cold: nothing — that request writes the whole prefix anyway. Warm: everything from the
     first masked message on is written instead of read.
     """
-    return suffix_tokens * (WRITE_WEIGHT - READ_WEIGHT) if warm else 0.0
+    return suffix_tokens * (write_weight - READ_WEIGHT) if warm else 0.0
 
 
 def warm_rewrite_pays(
-    removed_tokens: int, suffix_tokens: int, expected_remaining_calls: float
+    removed_tokens: int,
+    suffix_tokens: int,
+    expected_remaining_calls: float,
+    *,
+    write_weight: float = WRITE_WEIGHT,
 ) -> bool:
     """Whether a warm-cache rewrite earns back its extra cache write.
 
     Each later call reads `removed_tokens` fewer cached tokens; the rewrite costs the suffix
     once as a write instead of a read (the masked part is written smaller, counted here in
-    full: a conservative estimate).
+    full: a conservative estimate), at the write price of the cache in use (`write_weight`:
+    a 1-hour cache's writes cost 2x input; on real Claude Code sessions, rewrites judged at
+    1.25x were what made masking cost more than it saved).
     """
     gain = removed_tokens * READ_WEIGHT * max(expected_remaining_calls, 0.0)
-    return gain > rewrite_cost_tokens(suffix_tokens, warm=True)
+    return gain > rewrite_cost_tokens(suffix_tokens, warm=True, write_weight=write_weight)
 
 
 def suffix_tokens_estimate(
@@ -247,6 +265,17 @@ def suffix_tokens_estimate(
     if sent_messages and described_total > 0 and sent_messages > described_total:
         return described_suffix * sent_messages // described_total
     return described_suffix
+
+
+def suffix_tokens(suffix_chars: int, tokens_per_char: float | None) -> int:
+    """The suffix's characters in the provider's tokens: at the rate the provider counted for
+    the previous request (its input tokens over the characters sent), which carries what the
+    characters do not show — thinking kept as a signature, the agent's attachments, dense
+    code. chars/4 where nothing was counted; never below it. On real Claude Code sessions the
+    rate is 0.4-0.9: judged at chars/4 a warm rewrite looked to pay back and cost more than
+    it saved (docs/accounting.md, "Warm masking")."""
+    rate = 0.25 if tokens_per_char is None else max(0.25, min(tokens_per_char, 2.0))
+    return round(suffix_chars * rate)
 
 
 def expected_remaining_calls(calls_so_far: int) -> float:

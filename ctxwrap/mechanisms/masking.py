@@ -11,6 +11,7 @@ follow; what may be masked is `engine.masking.MaskPolicy` from the `mask_*` sett
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING
@@ -25,8 +26,10 @@ from ctxwrap.engine.masking import (
     expected_remaining_calls,
     plan_masks,
     rewrite_cost_tokens,
+    suffix_tokens,
     suffix_tokens_estimate,
     warm_rewrite_pays,
+    write_weight,
 )
 from ctxwrap.mechanisms import tool_kind
 
@@ -92,16 +95,21 @@ def decide(
     edits = [_edit(rt, c, handles[c.toolCallId], _label(rt, c, mask.paths, stored)) for c in plan]
     removed = chars_to_tokens(sum(max(e.savedChars, 0) for e in edits))
     warm = mask.reason == "warm"
-    suffix = chars_to_tokens(
+    counted, ttl_s = _counted_rate(d, req.session_id) if warm else (None, None)
+    suffix = suffix_tokens(
         suffix_tokens_estimate(
             _suffix_chars(history, plan[0].index),
             _suffix_chars(history, 0),
             _last_sent_messages(d, req.session_id) if warm else None,
-        )
+        ),
+        counted,
     )
-    if warm and not warm_rewrite_pays(removed, suffix, expected_remaining_calls(mask.calls)):
+    weight = write_weight(ttl_s)
+    if warm and not warm_rewrite_pays(
+        removed, suffix, expected_remaining_calls(mask.calls), write_weight=weight
+    ):
         return []
-    cost = rewrite_cost_tokens(suffix, warm=warm)
+    cost = rewrite_cost_tokens(suffix, warm=warm, write_weight=weight)
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
     d.hide_signatures(rt, {c.call.argsSig for c in plan})
     for c in plan:
@@ -150,6 +158,28 @@ def _last_sent_messages(d: MaskView, session_id: str) -> int | None:
         (session_id,),
     )
     return int(rows[0]["sent_messages"]) if rows else None
+
+
+def _counted_rate(d: MaskView, session_id: str) -> tuple[float | None, float | None]:
+    """(input tokens the provider counted per character sent, cache lifetime) of the
+    session's latest request with both on record; (None, None) where nothing was counted."""
+    try:
+        call = d.store.query(
+            "SELECT sent_system + sent_messages + sent_tools AS sent, cache_ttl_s FROM llm_calls"
+            " WHERE session_id=? ORDER BY id DESC LIMIT 1",
+            (session_id,),
+        )
+        turn = d.store.query(
+            "SELECT input_tokens + cache_read_tokens + cache_write_tokens AS counted FROM turns"
+            " WHERE session_id=? ORDER BY id DESC LIMIT 1",
+            (session_id,),
+        )
+    except sqlite3.Error:  # a store from before the cache_ttl_s column
+        return None, None
+    ttl = call[0]["cache_ttl_s"] if call else None
+    if not call or not turn or not call[0]["sent"] or not turn[0]["counted"]:
+        return None, ttl
+    return int(turn[0]["counted"]) / int(call[0]["sent"]), ttl
 
 
 def _suffix_chars(history: list[P.TailMessage], start: int) -> int:

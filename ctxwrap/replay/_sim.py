@@ -58,8 +58,10 @@ from ctxwrap.engine.masking import (
     MaskPolicy,
     expected_remaining_calls,
     plan_masks,
+    suffix_tokens,
     suffix_tokens_estimate,
     warm_rewrite_pays,
+    write_weight,
 )
 from ctxwrap.engine.rereads import pointer_text, result_digest
 from ctxwrap.engine.thinking import checks_thinking_prefix
@@ -92,6 +94,8 @@ OWN_TOOLS_CHARS = 1006
 PLACEHOLDER_HANDLE = "r00000000"
 # Output tokens an aux answer typically takes (caps: tag 24, fact 60, digest 1024).
 AUX_OUTPUT_ESTIMATE = {"tag": 8, "fact": 30, "digest": 200}
+# A request's own rate (tokens per character it added) is measured when it added at least this
+TAIL_RATE_MIN_CHARS = 2000
 
 
 def tokens(chars: int) -> int:
@@ -276,6 +280,9 @@ class _Item:
     desc: TailMessage | None = None  # as the adapters describe it to the daemon
     lines: list[str] = field(default_factory=list)  # visible lines (needed-again bookkeeping)
     hid: list[int] = field(default_factory=list)  # interventions that hid part of it
+    # tokens per character of what this item holds: set by the request that first carries it
+    # (`SessionSimulator._rate_tail`); None until then
+    rate: float | None = None
 
 
 @dataclass
@@ -591,6 +598,11 @@ class SessionSimulator:
         self.deferred_now = False  # plain compacted before the next call, ctxwrap did not
         self.call_cached = False  # the latest request's usage shows a cache read or write
         self.request_calls: dict[str, int] = {}  # request key → its call's index
+        # tokens kept out per mechanism, each item at its own rate; the unrated tail's
+        # characters wait for the request that first carries them
+        self.saved_tok: dict[str, float] = dict.fromkeys(MECHANISMS, 0.0)
+        self.unrated: list[_Item] = []
+        self.cleared_since_call = False  # the agent replaced results since the last request
 
     # -- context bookkeeping --------------------------------------------------------------
 
@@ -601,7 +613,48 @@ class SessionSimulator:
         self.msg_chars += item.chars
         for k, v in item.saved.items():
             self.saved[k] += v
+        self.unrated.append(item)
         self.vis.update(item.lines)
+
+    def _credit(self, it: _Item, mech: str, chars: int) -> None:
+        """`chars` more of `it` kept out by `mech` (negative: less)."""
+        it.saved[mech] = it.saved.get(mech, 0) + chars
+        self.saved[mech] += chars
+        if it.rate is not None:
+            self.saved_tok[mech] += chars * it.rate
+
+    def _uncredit_all(self, it: _Item) -> None:
+        """`it` leaves the context: what it kept out is gone from the totals."""
+        for k, v in it.saved.items():
+            self.saved[k] -= v
+            if it.rate is not None:
+                self.saved_tok[k] -= v * it.rate
+
+    def _rate_tail(self, m: Message) -> None:
+        """The request `m` first carries the unrated tail: its rate is the growth the
+        provider counted over the characters added, where both requests record usage and
+        nothing else changed the context — never above the session's rate, so that content
+        the agent cut before sending (an output it truncated) is not counted as kept out
+        whole (docs/accounting.md, "Plain from the record")."""
+        rate = self.r.rate
+        prev = self.r.calls[-1] if self.r.calls else None
+        if (
+            prev is not None
+            and prev.usage is not None
+            and m.usage_prompt_tokens is not None
+            and not self.pending_compaction
+            and not self.cleared_since_call
+        ):
+            added = self.msg_chars - prev.messages_chars
+            grown = m.usage_prompt_tokens - sum(prev.usage[:3])
+            if added >= TAIL_RATE_MIN_CHARS and grown >= 0:
+                rate = min(rate, grown / added)
+        for it in self.unrated:
+            it.rate = rate
+            for k, v in it.saved.items():
+                self.saved_tok[k] += v * rate
+        self.unrated = []
+        self.cleared_since_call = False
 
     def _forget(self, it: _Item) -> None:
         """An item leaves the context (compaction, branch): what it hid is gone on both sides."""
@@ -676,8 +729,7 @@ class SessionSimulator:
         for it in dropped:
             self._forget(it)
             self.msg_chars -= it.chars
-            for k, v in it.saved.items():
-                self.saved[k] -= v
+            self._uncredit_all(it)
             self.bound -= self.bound_by_id.pop(it.entry_id, 0)
         self.index = {it.entry_id: i for i, it in enumerate(self.items)}
         self.latest_read = {
@@ -705,8 +757,7 @@ class SessionSimulator:
         for it in tail:
             self._forget(it)
             self.msg_chars -= it.chars
-            for k, v in it.saved.items():
-                self.saved[k] -= v
+            self._uncredit_all(it)
             self.bound -= self.bound_by_id.pop(it.entry_id, 0)
             self.index.pop(it.entry_id, None)
         self.latest_read = {
@@ -887,6 +938,8 @@ class SessionSimulator:
         for it in self.items:
             v = it.saved.pop("compaction", 0)
             self.saved["compaction"] -= v
+            if it.rate is not None:
+                self.saved_tok["compaction"] -= v * it.rate
         self.carried = 0
         self.carried_tokens = 0
         self.deferred_at = None
@@ -911,9 +964,9 @@ class SessionSimulator:
             sent = sent or it.seg < len(self.r.calls)
             self._forget(it)
             it.lines, it.hid = [], []
-            for k, v in it.saved.items():
-                self.saved[k] -= v
+            self._uncredit_all(it)
             it.saved = {}
+            self.cleared_since_call = True
             self.msg_chars -= it.chars - chars
             it.chars = chars
             it.masked = True  # never masked again (it has the agent's own edit)
@@ -1187,8 +1240,7 @@ class SessionSimulator:
         marker = _json_str_len(EDIT_STRIP_MARKER)
         original = sum(_json_str_len(t) for t in olds)
         gain = original - marker * len(olds)
-        holder.saved["writes"] = holder.saved.get("writes", 0) + gain
-        self.saved["writes"] += gain
+        self._credit(holder, "writes", gain)
         path = _call_path(call)
         self.r.interventions.append(
             Intervention(
@@ -1346,11 +1398,19 @@ class SessionSimulator:
             if prev is not None and not cold
             else None
         )
-        suffix = chars_to_tokens(
-            suffix_tokens_estimate(sum(described[start:]), sum(described), sent)
+        counted = (
+            self.r.plain_tokens(prev) / prev.plain_chars
+            if prev is not None and prev.usage is not None and prev.plain_chars > 0
+            else None
+        )
+        suffix = suffix_tokens(
+            suffix_tokens_estimate(sum(described[start:]), sum(described), sent), counted
         )
         if not cold and not warm_rewrite_pays(
-            removed, suffix, expected_remaining_calls(call_index)
+            removed,
+            suffix,
+            expected_remaining_calls(call_index),
+            write_weight=write_weight(self.r.cache_ttl_s),
         ):
             return None
         first: int | None = None
@@ -1361,8 +1421,7 @@ class SessionSimulator:
         for c, text in zip(plan, texts, strict=True):
             it = by_call[c.toolCallId]
             gain = c.chars - len(text)
-            it.saved["masking"] = it.saved.get("masking", 0) + gain
-            self.saved["masking"] += gain
+            self._credit(it, "masking", gain)
             it.masked = True
             self.hidden_sigs.add(c.call.argsSig)
             first = it.seg if first is None else min(first, it.seg)
@@ -1444,8 +1503,7 @@ class SessionSimulator:
             return None
         it = self.items[pos]
         path, gain = self._strip(c, call_index)
-        it.saved["writes"] = it.saved.get("writes", 0) + gain
-        self.saved["writes"] += gain
+        self._credit(it, "writes", gain)
         idx = len(self.r.interventions) - 1
         hidden = _lines(str(c.args.get("content", "")))
         left = Counter(it.lines)
@@ -1457,6 +1515,7 @@ class SessionSimulator:
         return it.seg
 
     def _call(self, m: Message) -> None:
+        self._rate_tail(m)
         index = len(self.r.calls)
         request_ts = self.last_message_ts if self.last_message_ts is not None else m.ts
         gap = 0.0
@@ -1493,9 +1552,15 @@ class SessionSimulator:
             self.r.system_estimated = True
             sys_chars = est
         usage = _usage_of(m)
-        if usage is not None and self.r.head_tokens is None:
-            # the fixed prefix: what the provider counted beyond the messages' own tokens
-            self.r.head_tokens = max(0, sum(usage[:3]) - self.r.to_tokens(self.msg_chars))
+        if usage is not None:
+            # the fixed prefix: what the provider counted beyond the messages' own tokens on
+            # the first request — but never more than any request of the session counted (a
+            # resumed session's first request also carries history its file does not hold)
+            head = max(0, sum(usage[:3]) - self.r.to_tokens(self.msg_chars))
+            if self.r.head_tokens is None or sum(usage[:3]) < self.r.head_tokens:
+                self.r.head_tokens = (
+                    head if self.r.head_tokens is None else min(self.r.head_tokens, sum(usage[:3]))
+                )
         saved = dict(self.saved)
         if self.th.lazy_skills:
             saved["skills"] = self.system.skills_chars
@@ -1539,12 +1604,14 @@ class SessionSimulator:
     # -- tokens, at the session's own rate (replay/_calibrate.py) ------------------------
 
     def _kept_out_tokens(self, saved: dict[str, int], carried: int, carried_tokens: int) -> float:
+        # (`saved` for the compaction figure; the other mechanisms at each item's own rate)
         """Tokens ctxwrap keeps out of the messages: the other mechanisms' characters at the
         session's rate, less the history it carries past plain's compaction at the density
         that history had (`saved["compaction"]` is minus the carried characters, plus the
         summary plain carries and ctxwrap does not)."""
-        chars = sum(saved.get(k, 0) for k in _MESSAGE_SAVINGS) + carried
-        return self.r.rate * chars - carried_tokens
+        items = sum(self.saved_tok.get(k, 0.0) for k in _MESSAGE_SAVINGS if k != "compaction")
+        summary = saved.get("compaction", 0) + carried  # the summary plain has, ctxwrap not
+        return items + self.r.rate * summary - carried_tokens
 
     def _plain_tokens(self, c: CallFigures) -> float:
         return self.r.plain_tokens(c)

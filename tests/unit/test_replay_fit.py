@@ -201,3 +201,83 @@ def test_calibration_falls_back_to_the_family_rate_without_usage() -> None:
         )  # fmt: skip
     cal = calibrate(odd)
     assert cal.source == "family" and cal.rate == FAMILY_RATE["openai"] and cal.pairs >= 3
+
+
+# -- the modelling rules behind the fit -----------------------------------------------------------
+
+
+def _claude_rounds(outputs: list[tuple[int, int]], *, first: int = 20_000) -> list[Any]:
+    """A Claude Code session of bash rounds: (characters of the output the transcript holds,
+    tokens the provider counted the request grow by)."""
+    from ctxwrap.replay._events import ToolCall
+
+    ev: list[Any] = [Header("claude", "s", "/w", 0.0, "2.1.197")]
+    ev.append(Message("u", None, "user", 0.5, 40, text="run the build"))
+    counted = first
+    t = 1.0
+    for i, (chars, grown) in enumerate(outputs):
+        call = ToolCall(f"c{i}", "bash", {"command": f"make {i}"}, 30)
+        ev.append(
+            Message(
+                f"a{i}", None, "assistant", t, 40, [call], request_key=f"r{i}",
+                usage_prompt_tokens=counted, usage_input_tokens=10,
+                usage_cache_read_tokens=counted - 10, usage_cache_write_tokens=0,
+                output_tokens=5, model="claude-sonnet-4-6",
+            )
+        )  # fmt: skip
+        text = "".join(f"src/mod{j}.c:{j}: warning: unused variable 'x{j}'\n" for j in range(9999))
+        ev.append(
+            Message(f"t{i}", None, "tool_result", t + 0.5, chars, [], f"c{i}", "bash",
+                    text[:chars])
+        )  # fmt: skip
+        counted += grown
+        t += 1.0
+    ev.append(
+        Message(
+            "end", None, "assistant", t, 40, [], request_key="r-end",
+            usage_prompt_tokens=counted, usage_input_tokens=10,
+            usage_cache_read_tokens=counted - 10, usage_cache_write_tokens=0,
+            model="claude-sonnet-4-6",
+        )
+    )  # fmt: skip
+    return ev
+
+
+def test_what_the_agent_cut_before_sending_is_not_counted_as_kept_out_whole() -> None:
+    """A 40,000-character output the provider counted as 2,000 tokens (the agent truncated it
+    before sending): what ctxwrap keeps out of it is at that request's own rate, not the
+    session's — a digest cannot save more than was sent."""
+    from ctxwrap.replay._sim import SessionSimulator, Thresholds
+
+    rounds = [(4_000, 1_500)] * 4 + [(40_000, 2_000)]
+    sim = SessionSimulator("s", Thresholds(mask=False), None, calibrate(_claude_rounds(rounds)))
+    sim.feed(_claude_rounds(rounds))
+    r = sim.finish()
+    last = r.calls[-1]
+    assert r.rate_source == "fitted" and r.rate > 0.3
+    assert last.saved["bash"] > 30_000  # the digest's characters: the whole output, nearly
+    # kept out in tokens: bounded by what the provider counted for that round
+    grown = r.plain_tokens(last) - r.plain_tokens(r.calls[-2])
+    assert 0 < last.kept_out_tokens - r.calls[-2].kept_out_tokens <= grown
+
+
+def test_a_resumed_sessions_fixed_prefix_is_bounded_by_its_smallest_request() -> None:
+    """A session resumed from another carries history its file does not hold on its first
+    request: the fixed prefix is never taken above what any request of it counted."""
+    from ctxwrap.replay._sim import SessionSimulator, Thresholds
+
+    events = _claude_rounds([(4_000, 1_500)] * 3, first=150_000)
+    # then a compaction: the next request is small
+    from ctxwrap.replay._events import Compaction
+
+    events.insert(-1, Compaction(9.0, 2_000, None, "auto", 155_000))
+    last = events[-1]
+    events[-1] = Message(
+        "end", None, "assistant", 10.0, 40, [], request_key="r-end",
+        usage_prompt_tokens=22_000, usage_input_tokens=10, usage_cache_read_tokens=0,
+        usage_cache_write_tokens=21_990, model=last.model,
+    )  # fmt: skip
+    sim = SessionSimulator("s", Thresholds(mask=False), None, calibrate(events))
+    sim.feed(events)
+    r = sim.finish()
+    assert r.head_tokens is not None and r.head_tokens <= 22_000
