@@ -157,6 +157,10 @@ class Settings(BaseSettings):
         True,
         description="Also mask while the cache is warm when the cost model says the rewrite pays back over the calls expected to follow (measured on real sessions: docs/accounting.md).",
     )
+    compact_in_step: bool = Field(
+        True,
+        description="Claude Code: where the request plain Claude Code would have sent counts past its own auto-compact threshold and ctxwrap's smaller one does not, the proxy reports plain's size in that response's usage, so Claude Code compacts where it would have without ctxwrap instead of carrying what plain's compaction dropped (docs/accounting.md, compaction timing).",
+    )
     compact_like_plain: bool = Field(
         True,
         description="pi: when plain pi would have compacted by now but ctxwrap's smaller context has not reached pi's threshold, ask pi to compact when the run ends (interactive sessions), so a session compacts about when it would without ctxwrap instead of carrying a larger context than plain pi (docs/accounting.md, compaction timing).",
@@ -362,5 +366,6 @@ def bridge_view(settings: Settings) -> dict[str, Any]:
         "mask_warm",
         "cache_ttl_s",
         "compact_like_plain",
+        "compact_in_step",
     ]
     return {k: getattr(settings, k) for k in keys}

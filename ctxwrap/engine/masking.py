@@ -274,8 +274,10 @@ def suffix_tokens(suffix_chars: int, tokens_per_char: float | None) -> int:
     code. chars/4 where nothing was counted; never below it. On real Claude Code sessions the
     rate is 0.4-0.9: judged at chars/4 a warm rewrite looked to pay back and cost more than
     it saved (docs/accounting.md, "Warm masking")."""
+    # to the nearest 0.05: the adapters and replay measure characters a little differently,
+    # and that noise must not decide a rewrite
     rate = 0.25 if tokens_per_char is None else max(0.25, min(tokens_per_char, 2.0))
-    return round(suffix_chars * rate)
+    return round(suffix_chars * round(rate * 20) / 20)
 
 
 def expected_remaining_calls(calls_so_far: int) -> float:

@@ -139,6 +139,10 @@ class Thresholds:
     # did, on every agent. Under Claude Code a proxy could get that only by refusing the
     # request as too long (its reactive compaction, which keeps the last turn): not built.
     compact_with_plain: bool = False
+    # Claude Code: the proxy reports plain's size in the usage of the response at which plain
+    # would have compacted, and Claude Code compacts there (agents/_proxy/in_step.py): at the
+    # request where plain did, as `compact_with_plain` models it
+    compact_in_step: bool = True
     # > 0 (replay only, a study): strip a write body not in the round after the write but once
     # its file has been untouched this many rounds, at a masking pass (cold, or warm when the
     # rewrite pays back): what the agent edits right after writing it stays in view
@@ -177,6 +181,7 @@ class Thresholds:
             edit_min_chars=s.edit_min_chars,
             bash=s.bash,
             compact_like_plain=s.compact_like_plain,
+            compact_in_step=s.compact_in_step,
         )
 
     def mask_policy(self) -> MaskPolicy:
@@ -817,6 +822,7 @@ class SessionSimulator:
             and last is not None
             and last.sent_chars < last.plain_chars
             and not self.th.compact_with_plain
+            and not (self.th.compact_in_step and self.r.fmt == "claude")
         )
         if defer:
             assert last is not None
@@ -1398,9 +1404,10 @@ class SessionSimulator:
             if prev is not None and not cold
             else None
         )
+        # as the daemon measures it: the previous request's counted input over its characters
         counted = (
-            self.r.plain_tokens(prev) / prev.plain_chars
-            if prev is not None and prev.usage is not None and prev.plain_chars > 0
+            self._ours_tokens(prev) / prev.sent_chars
+            if prev is not None and prev.usage is not None and prev.sent_chars > 0
             else None
         )
         suffix = suffix_tokens(

@@ -471,7 +471,10 @@ def _assert_agree(replay_doc: dict[str, Any], live_doc: dict[str, Any]) -> None:
     plain_w, ctx_w = cost["plain"]["weighted_tokens"], cost["ctxwrap"]["weighted_tokens"]
     replay_pct = 100 * (plain_w - ctx_w - replay["aux_tokens_estimated"]) / plain_w
     assert real["cost"]["saved_pct"] > 10
-    assert abs(replay_pct - real["cost"]["saved_pct"]) <= 3.0, (replay_pct, real["cost"])
+    # replay converts what ctxwrap keeps out at the session's own tokens per character, fitted
+    # on its usage (here the scripted server's chars/4 of JSON: ~0.27 of the characters ctxwrap
+    # measures); live stats still at chars/4 — the gap a calibrated live cost model would close
+    assert abs(replay_pct - real["cost"]["saved_pct"]) <= 4.0, (replay_pct, real["cost"])
     # what ctxwrap sent, priced: the same cache on both sides (the provider's, as recorded)
     live_w = real["cost"]["sent_weighted"]
     print(f"saved: live {real['cost']['saved_pct']}%, replayed {replay_pct:.1f}%;"
@@ -651,28 +654,27 @@ def _notes(name: str) -> str:
     )
 
 
-def test_past_plains_compaction_the_exit_line_says_so_and_a_compact_catches_up(
-    tmp_path: Path, xdg: Xdg
-) -> None:
+def test_claude_code_compacts_where_plain_did_not_later(tmp_path: Path, xdg: Xdg) -> None:
     """Four reads the tagger hides, one after another (a 100k compaction window at 56 %:
     44.8k tokens). Plain Claude Code, whose context holds them all, compacts on its own
-    mid-run; under ctxwrap its context stays small (its check counts only the newest read
-    whole), and no proxy can ask it to compact. The exit line says plain would have compacted
-    by now; the user's `/compact` then is that compaction caught up — the plain model does not
-    count it again — and the hint is gone."""
+    mid-run. Under ctxwrap its context stays small, so on its own it would compact later and
+    carry meanwhile what plain's compaction dropped; the proxy reports plain's size in the
+    usage of the response at which plain's count crossed the threshold, and Claude Code
+    compacts at the same request as plain — by its own rule, with its own summary request and
+    transcript entry. Its own statistics keep the provider's counts."""
     names = ("a", "b", "c", "d")
     reads = [
         {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(tmp_path / "work" / n)}}]}
         for n in names
     ]
     compact = {"CLAUDE_CODE_AUTO_COMPACT_WINDOW": "100000", "CLAUDE_AUTOCOMPACT_PCT_OVERRIDE": "56"}
-    hint = "plain Claude Code would have compacted by now: /compact"
     (tmp_path / "work").mkdir()
     for n in names:
         (tmp_path / "work" / n).write_text(_notes(n))
+    steps = [*reads[:3], {"text": SUMMARY}, reads[3], {"text": "done"}]
 
     # plain Claude Code, same run: its summarisation request comes before the fourth read
-    with ScriptedModelServer([*reads[:3], {"text": SUMMARY}, reads[3], {"text": "done"}]) as srv:
+    with ScriptedModelServer(steps) as srv:
         env = claude_env(xdg.env(), home=tmp_path / "plain-home", base_url=srv.root_url)
         env.update(compact)
         proc = subprocess.run(
@@ -687,32 +689,62 @@ def test_past_plains_compaction_the_exit_line_says_so_and_a_compact_catches_up(
         plain = [is_compaction_request(r.body["messages"]) for r in srv.main_requests]
     assert plain == [False, False, False, True, False, False], plain
 
-    steps = [*reads, {"text": "done"}, {"text": SUMMARY}, {"text": "after"}]
     with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
         ce.env.update(compact)
         run = ce.run("read a to d")
-        assert run.result["result"] == "done"
+        assert run.result["result"] == "done", run.proc.stderr[-2000:]
         reqs = srv.main_requests
-        assert len(reqs) == 5 and not any(is_compaction_request(r.body["messages"]) for r in reqs)
-        assert "DROP-ME-MARKER" not in json.dumps(reqs[-1].body["messages"])  # all four hidden
-        line = [x for x in run.proc.stderr.splitlines() if x.startswith("ctxwrap: ")]
-        assert len(line) == 1 and f" · {hint} · resume: ctxwrap claude --resume " in line[0]
+        ours = [is_compaction_request(r.body["messages"]) for r in reqs]
+        # what ctxwrap sent was under the threshold: only plain's size made it compact there
+        assert reqs[2].usage is not None
+        sent = sum(
+            reqs[2].usage[k]
+            for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
+        assert sent < 44_800, reqs[2].usage
         sid = run.result["session_id"]
-        before = json.loads(ce.ctxwrap("stats", "--session", sid, "--json").stdout)["totals"]
-        assert before["cost"]["compactions"] == 0 and before["cost"]["plain_compactions"] >= 1
+        stats = json.loads(ce.ctxwrap("stats", "--session", sid, "--json").stdout)["totals"]
+    assert ours == plain, ours
+    assert "plain Claude Code would have compacted by now" not in run.proc.stderr
+    # the session compacted once, as plain did; the provider's counts are what it records
+    assert stats["cost"]["compactions"] == 1 and stats["cost"]["plain_compactions"] == 1
+    with sqlite3.connect(xdg.db) as db:
+        recorded = [
+            r[0]
+            for r in db.execute(
+                "SELECT input_tokens + cache_read_tokens + cache_write_tokens FROM turns"
+                " ORDER BY id"
+            )
+        ]
+    assert recorded[2] == sent
 
-        again = ce.run("/compact", "--continue")
-        assert is_compaction_request(srv.main_requests[-1].body["messages"])
-        assert hint not in again.proc.stderr
-        # and once the session goes on from its summary (the compaction then lies between two
-        # recorded requests, not after the last one)
-        on = ce.run("next", "--continue")
-        assert on.result["result"] == "after" and hint not in on.proc.stderr
-        after = json.loads(ce.ctxwrap("stats", "--session", sid, "--json").stdout)["totals"]
-    # the user's /compact is plain's, caught up: not one more plain would run
-    assert after["cost"]["compactions"] == 1
-    assert after["cost"]["plain_compactions"] == before["cost"]["plain_compactions"]
+
+def test_compact_in_step_off_leaves_claude_code_to_compact_on_its_own(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """`compact_in_step = false`: the usage passes as the provider sent it; Claude Code's
+    smaller context does not compact where plain did, and the exit line says plain would
+    have compacted by now."""
+    names = ("a", "b", "c", "d")
+    reads = [
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(tmp_path / "work" / n)}}]}
+        for n in names
+    ]
+    (tmp_path / "work").mkdir()
+    for n in names:
+        (tmp_path / "work" / n).write_text(_notes(n))
+    with ScriptedModelServer([*reads, {"text": "done"}], aux_rules=[DROP]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(
+            CLAUDE_CODE_AUTO_COMPACT_WINDOW="100000",
+            CLAUDE_AUTOCOMPACT_PCT_OVERRIDE="56",
+            PI_CTX_COMPACT_IN_STEP="0",
+        )
+        run = ce.run("read a to d")
+        assert run.result["result"] == "done"
+        assert not any(is_compaction_request(r.body["messages"]) for r in srv.main_requests)
+    assert "plain Claude Code would have compacted by now" in run.proc.stderr
 
 
 def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:

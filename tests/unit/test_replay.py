@@ -746,15 +746,22 @@ def test_write_idle_rounds_strips_a_write_once_its_file_is_left_alone() -> None:
 
 
 @pytest.mark.parametrize(
-    ("fmt", "like_plain", "with_plain"),
-    [("pi", True, False), ("pi", False, False), ("claude", True, False), ("claude", True, True)],
+    ("fmt", "like_plain", "with_plain", "in_step"),
+    [
+        ("pi", True, False, True),
+        ("pi", False, False, True),
+        ("claude", True, False, False),
+        ("claude", True, False, True),
+        ("claude", True, True, False),
+    ],
 )
 def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
-    fmt: str, like_plain: bool, with_plain: bool
+    fmt: str, like_plain: bool, with_plain: bool, in_step: bool
 ) -> None:
     """With compact_like_plain the bridge asks pi to compact when the run ends: replay
-    compacts ctxwrap's side before the next user prompt. Claude Code cannot be asked; the
-    study `compact_with_plain` compacts it at plain's very request."""
+    compacts ctxwrap's side before the next user prompt. Claude Code compacts at plain's very
+    request where the proxy reports plain's size (`compact_in_step`, agents/_proxy/in_step.py),
+    as the study `compact_with_plain` models every agent; without it, later."""
     from ctxwrap.replay._events import Header, Message
     from ctxwrap.replay._sim import SessionSimulator
 
@@ -764,13 +771,18 @@ def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
     # the run goes on two calls after plain's compaction, then the user's next prompt
     ts = events[at].ts
     events.insert(at + 3, Message("u2", None, "user", ts + 5, 20))
-    th = Thresholds(mask=False, compact_like_plain=like_plain, compact_with_plain=with_plain)
+    th = Thresholds(
+        mask=False,
+        compact_like_plain=like_plain,
+        compact_with_plain=with_plain,
+        compact_in_step=in_step,
+    )
     sim = SessionSimulator("s", th)
     sim.feed(events)
     r = sim.finish()
     first = next(c.index for c in r.calls if c.compaction)
     own = [c.index for c in r.calls if c.ours_compaction]
-    if with_plain:  # both sides summarise at plain's compaction; nothing carried after it
+    if with_plain or (in_step and fmt == "claude"):  # both sides summarise at plain's compaction; nothing carried after it
         assert r.compactions_deferred == 0 and own == [first]
         assert [a for a, _, _, _, _ in r.summarisations] == [first, first]
         assert all(c.saved["compaction"] == 0 for c in r.calls)
@@ -810,7 +822,9 @@ def test_the_study_mask_at_plain_compaction_tombstones_what_ctxwrap_carries(kind
     for i in range(10, 14):
         ev.append(Message(f"a{i}", None, "assistant", t, 200, [], request_key=f"q{i}"))
         t += 2
-    sim = SessionSimulator("s", Thresholds(mask=False, mask_at_plain_compaction=kinds))
+    sim = SessionSimulator(
+        "s", Thresholds(mask=False, mask_at_plain_compaction=kinds, compact_in_step=False)
+    )
     sim.feed(ev)
     r = sim.finish()
     assert r.compactions_deferred == 1
@@ -1017,7 +1031,7 @@ def test_a_recorded_read_its_own_content_explains_does_not_bind_ctxwrap() -> Non
     events[after] = dataclasses.replace(
         events[after], usage_cache_read_tokens=3000, usage_cache_write_tokens=9000
     )
-    sim = SessionSimulator("s", Thresholds(mask=False))
+    sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=False))
     sim.feed(events)
     r = sim.finish()
     at = next(c.index for c in r.calls if c.compaction)

@@ -9,6 +9,8 @@
   ``….cache.json``, 0600).
 - ``cache_state``: when a request is cold (TTL, model, tools/system) and which masks are safe.
 - ``daemon_link``: the daemon calls, each with a deadline, failing open.
+- ``in_step``: compaction in step with plain — a response's usage reported at plain's size
+  where plain would have compacted (the adapter reads and patches its own wire format).
 - ``body_encoding``: request bodies an agent compresses (Codex with a ChatGPT login: zstd),
   decoded to be read and encoded again as they came.
 

@@ -217,6 +217,11 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
                 if k.lower() not in HOP_BY_HOP:
                     self.send_header(k, v)
             length = resp.headers.get("content-length")
+            # a tap may change what the agent reads of a stream (in_step.py: the usage of one
+            # response): its length is then unknown ahead, so it goes chunked
+            rewrite = getattr(tap, "rewrite", None) if self.command != "HEAD" else None
+            if rewrite is not None:
+                length = None
             chunked = length is None and self.command != "HEAD"
             if length is not None:
                 self.send_header("Content-Length", length)
@@ -225,17 +230,30 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if self.command == "HEAD":
                 return
+            # a failing rewrite passes the chunk as it came
             for chunk in resp.iter_raw():
                 if not chunk:
                     continue
                 if tap is not None:
                     with contextlib.suppress(Exception):
                         tap.feed(chunk)
+                if rewrite is not None:
+                    try:
+                        chunk = rewrite(chunk)
+                    except Exception:
+                        rewrite = None
+                    if not chunk:
+                        continue
                 if chunked:
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                 else:
                     self.wfile.write(chunk)
                 self.wfile.flush()
+            if rewrite is not None:
+                flush = getattr(tap, "flush", None)
+                rest = flush() if flush is not None else b""
+                if rest:
+                    self.wfile.write(f"{len(rest):x}\r\n".encode() + rest + b"\r\n")
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()

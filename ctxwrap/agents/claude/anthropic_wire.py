@@ -353,3 +353,32 @@ class UsageReader(JsonEventStream):
                 with contextlib.suppress(Exception):
                     self.on_end()
         return self.usage
+
+
+def stream_input_tokens(event: JsonDict) -> int | None:
+    """In-step compaction (agents/_proxy/in_step.py): the input tokens a Messages stream names in `message_start` (fresh + cache)."""
+    if event.get("type") != "message_start":
+        return None
+    msg = event.get("message")
+    usage = msg.get("usage") if isinstance(msg, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    return sum(
+        v
+        for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        if isinstance(v := usage.get(k), int)
+    )
+
+
+def add_input_tokens(event: JsonDict, delta: int) -> bool:
+    """Add `delta` to the fresh input of `message_start`, and of a `message_delta` that
+    repeats the input counts (Claude Code keeps the latest)."""
+    usage: Any = None
+    if event.get("type") == "message_start" and isinstance(event.get("message"), dict):
+        usage = event["message"].get("usage")
+    elif event.get("type") == "message_delta":
+        usage = event.get("usage")
+    if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
+        return False
+    usage["input_tokens"] += delta
+    return True

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap
+from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap, in_step
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
 from ctxwrap.agents.claude.session import ClaudeSession, TagRound
@@ -204,6 +204,25 @@ class ClaudeProxy:
         return self.session(sid).handle_hook(event)
 
 
+class _InStepTap:
+    """Reads the response as the provider sent it (usage, tool calls) and hands the agent the
+    same bytes, but for the usage of a response at which plain would have compacted
+    (agents/_proxy/in_step.py)."""
+
+    def __init__(self, reader: wire.UsageReader, rewriter: in_step.SseUsageRewriter) -> None:
+        self.reader = reader
+        self.rewriter = rewriter
+
+    def feed(self, chunk: bytes) -> None:
+        self.reader.feed(chunk)
+
+    def rewrite(self, chunk: bytes) -> bytes:
+        return self.rewriter.rewrite(chunk)
+
+    def flush(self) -> bytes:
+        return self.rewriter.flush()
+
+
 class _Adapter:
     """The Claude Code side of the shared loopback proxy (agents/_proxy.ProxyAdapter)."""
 
@@ -238,19 +257,39 @@ class _Adapter:
         if not isinstance(ctx, _Context) or ctx.body is None or status != 200:
             return None
         streaming = "text/event-stream" in headers.get("content-type", "")
-        reader = wire.UsageReader(streaming, headers.get("content-encoding", "").lower())
+        encoding = headers.get("content-encoding", "").lower()
+        reader = wire.UsageReader(streaming, encoding)
         sess = ctx.sess
-        if sess is not None:
-            # The read-like calls of this message are tagged as one batch.
-            tag_round = ctx.round = sess.open_round()
-            reader.on_tool_use = lambda cid, name: sess.round_tool_use(tag_round, cid, name)
-            reader.on_end = lambda: sess.round_ended(tag_round)
-        return reader
+        if sess is None:
+            return reader
+        # The read-like calls of this message are tagged as one batch.
+        tag_round = ctx.round = sess.open_round()
+        reader.on_tool_use = lambda cid, name: sess.round_tool_use(tag_round, cid, name)
+        reader.on_end = lambda: sess.round_ended(tag_round)
+        threshold = sess.in_step_threshold()
+        if not streaming or encoding or threshold is None or ctx.original is None:
+            return reader
+        original, sent = len(ctx.original), len(exchange.body)
+
+        def decide(event: JsonDict) -> int | None:
+            counted = wire.stream_input_tokens(event)
+            if counted is None:
+                return None
+            delta = in_step.step_delta(
+                counted, in_step.plain_tokens(counted, original, sent), threshold
+            )
+            if delta:
+                sess.note_in_step(counted, counted + delta)
+            return delta
+
+        return _InStepTap(reader, in_step.SseUsageRewriter(decide, wire.add_input_tokens))
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
         ctx = exchange.context
         if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
             return
+        if isinstance(tap, _InStepTap):
+            tap = tap.reader  # the provider's own counts, not what the agent was told
         usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
         if ctx.round is not None:
             ctx.sess.round_ended(ctx.round)  # a stream cut short ends its round too

@@ -127,6 +127,9 @@ class ClaudeSession:
         self.conversations: dict[str, CacheState] = load_cache_states(self.cache_file)
         self.betas = ""  # the last main request's anthropic-beta header
         self.noted_model: tuple[str, int] | None = None  # (model, window) the daemon has
+        # plain Claude Code's auto-compact threshold for that model (None: reactive or off)
+        self.compact_threshold: int | None = None
+        self.in_step_reports: list[tuple[int, int]] = []  # (counted, reported) usages
         self.pending_compaction: JsonDict | None = None  # note_compaction's, not yet sent
 
     # -- persistence --------------------------------------------------------------------------
@@ -169,6 +172,12 @@ class ClaudeSession:
         window = auto_compact.context_window(model, self.betas)
         if self.noted_model == (model, window):
             return
+        compaction = auto_compact.compaction_settings(
+            window, os.environ, model, self.compact_config
+        )
+        reserve = compaction["reserve_tokens"]
+        # ahead of the limit only: a reactive compaction is the provider's refusal, not usage
+        self.compact_threshold = window - reserve if compaction["enabled"] and reserve else None
         reply = self.daemon.call(
             "/v1/sessions/model",
             {
@@ -179,14 +188,24 @@ class ClaudeSession:
                     "api": "anthropic-messages",
                     "context_window": window,
                 },
-                "compaction": auto_compact.compaction_settings(
-                    window, os.environ, model, self.compact_config
-                ),
+                "compaction": compaction,
             },
             timeout=1.5,
         )
         if reply is not None:  # else sent again with the next request
             self.noted_model = (model, window)
+
+    def in_step_threshold(self) -> int | None:
+        """Plain Claude Code's auto-compact threshold for the session's model, where the
+        proxy is to keep the session's compactions in step with plain's (agents/_proxy/
+        in_step.py); None: off, or Claude Code compacts only when the provider refuses."""
+        if self.cfg.get("compact_in_step", True) is False:
+            return None
+        return self.compact_threshold
+
+    def note_in_step(self, counted: int, reported: int) -> None:
+        """A response's usage was reported at plain's size: Claude Code compacts next."""
+        self.in_step_reports.append((counted, reported))
 
     def _cfg_int(self, key: str, default: int) -> int:
         v = self.cfg.get(key, default)
