@@ -149,3 +149,27 @@ def render(
             lines.append(rule)
         lines.append(line([(c.forms[f][1][r], c.styles[r]) for c, f in chosen]))
     return lines
+
+
+def short_ids(ids: Sequence[str], *, at_least: int = 8) -> list[str]:
+    """Each id cut to the shortest prefix (of `at_least` characters or more) that no other id
+    shares, with "…" when cut: pi's ids are UUIDv7, whose first 8 characters are a timestamp
+    that sessions started within a minute share. The full id is in `--json` and `sessions`;
+    a unique prefix is what `--session` takes."""
+    out = []
+    for i in ids:
+        n = min(at_least, len(i))
+        while n < len(i) and any(o != i and o.startswith(i[:n]) for o in ids):
+            n += 1
+        out.append(i if n >= len(i) else i[:n] + "…")
+    return out
+
+
+def hint(label: str, command: str, width: int) -> list[str]:
+    """`label command` on one line when it fits, else the command on a line of its own
+    (indented), so it is never broken where a person copies it."""
+    if len(label) + 1 + len(command) <= width:
+        return [f"{label} {command}"]
+    import textwrap
+
+    return [*textwrap.wrap(label, width=max(20, width), break_long_words=False), f"  {command}"]
