@@ -161,8 +161,47 @@ def test_report_refuses_a_file_that_is_no_session(tmp_path: Path) -> None:
     out = cli("report", "--replay", str(bad), "-o", str(tmp_path / "x.html"))
     assert out.returncode == 66 and "Traceback" not in out.stderr
     assert "no replayable session" in out.stderr and "binary file" in out.stderr
-    both = cli("report", "--replay", str(PI16), "--session", "x")
-    assert both.returncode == 2 and "exclude each other" in both.stderr
+    # --session with --replay picks among the replayed sessions: none starts with "x"
+    none = cli("report", "--replay", str(PI16), "--session", "x")
+    assert none.returncode == 64 and "no session in" in none.stderr
+    assert "with an id starting 'x'" in none.stderr
+
+
+def test_report_of_a_folder_lists_its_sessions_and_takes_session(tmp_path: Path) -> None:
+    """`report --replay DIR` with two sessions in DIR picks none silently (issue 44, item 19):
+    it lists them with the command to pick one, and `--session PREFIX` picks that one."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(PI16, folder / PI16.name)
+    shutil.copy(CLAUDE, folder / CLAUDE.name)
+    ids = {
+        g["path"]: g["session_id"]
+        for g in json.loads(cli("replay", "--json", str(folder)).stdout)["groups"]
+    }
+    assert len(ids) == 2, ids
+    out = tmp_path / "r.html"
+    env = {**os.environ, "COLUMNS": "60"}
+    listed = subprocess.run(
+        [*CTXWRAP, "report", "--replay", str(folder), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert listed.returncode == 64 and not out.exists()
+    assert "holds 2 sessions" in listed.stderr
+    assert f"ctxwrap report --replay {folder} --session ID" in listed.stderr
+    # each session listed by a prefix --session takes, its agent and calls, within 60 columns
+    for sid in ids.values():
+        assert re.search(rf"^  {re.escape(sid[:8])}\S*\s", listed.stderr, re.M), listed.stderr
+    assert "Claude Code" in listed.stderr or "claude" in listed.stderr
+    assert all(len(line) <= 60 for line in listed.stderr.splitlines() if line.startswith("  "))
+
+    claude_id = ids[str(folder / CLAUDE.name)]
+    picked = cli("report", "--replay", str(folder), "--session", claude_id[:12], "-o", str(out))
+    assert picked.returncode == 0, picked.stderr
+    page = out.read_text()
+    assert f"replay of {CLAUDE.name}" in page and f"replay of {PI16.name}" not in page
 
 
 @needs_chromium
