@@ -15,6 +15,7 @@ import re
 import select
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,3 +227,77 @@ def test_report_lines_at_60_columns(state: State, tmp_path: Path) -> None:
     unknown = run(state, "report", "--session", "zzzz", cwd=tmp_path)
     assert unknown.returncode == 66
     assert_fits(unknown.stderr, "report --session zzzz")
+
+
+# -- /ctx-stats inside pi's TUI on a 60-column terminal (item 12) --------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_ctx_stats_in_pi_fits_a_60_column_terminal(tmp_path: Path) -> None:
+    """The bridge asked the daemon for 90 columns whatever the terminal: on a 60-column one
+    every row of the table broke in two. Now each line of the text is one row on the screen."""
+    import signal
+
+    import pexpect
+    from support import client, pi_path, wait_ready
+    from terminal import Terminal
+
+    from ctxwrap.testing.model_server import ScriptedModelServer
+    from ctxwrap.testing.pi_home import MODEL, PROVIDER, make_pi_agent_dir, pi_env
+
+    rows, cols = 50, WIDTH
+    xdg = make_xdg(tmp_path)
+    home = tmp_path / "home"
+    work = home / "work"
+    work.mkdir(parents=True)
+    script = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 30000"}}]},
+        {"text": "ANSWER-DONE"},
+    ]
+    server = ScriptedModelServer(script)
+    server.start()
+    child = None
+    try:
+        agent_dir = make_pi_agent_dir(home, server.base_url)
+        env = xdg.env(pi_env(agent_dir, home))
+        env.pop("COLUMNS", None)  # the terminal's own size, as a person's shell has it
+        env.pop("LINES", None)
+        env.update(CTXWRAP_PI=str(pi_path("pi")), TERM="xterm-256color")
+        argv = [*CTXWRAP, "pi", "--offline", "--provider", PROVIDER, "--model", MODEL]
+        child = pexpect.spawn(
+            argv[0], argv[1:], env=env, cwd=str(work), dimensions=(rows, cols), timeout=60
+        )
+        screen = Terminal(child, rows, cols)
+        screen.wait_for(MODEL, 60)
+        for ch in "count":
+            child.send(ch)
+            time.sleep(0.05)
+        child.send("\r")
+        screen.wait_for("ANSWER-DONE", 90)
+        wait_ready(xdg)
+        with client(xdg) as c:
+            (sid,) = [s["session_id"] for s in c.get("/v1/sessions").json()["sessions"]]
+        screen.type("/ctx-stats")
+        time.sleep(0.5)
+        child.send("\r")
+        screen.wait_for("ctxwrap stats — session", 30)
+        screen.wait_for("total", 30)
+        time.sleep(1.0)
+        screen.pump(0.5)
+        shown = [line.strip() for line in screen.display.splitlines()]
+        with client(xdg) as c:
+            text = c.get("/v1/stats", params={"session": sid, "width": str(cols - 2)}).json()
+        table = [ln.strip() for ln in text["text"].splitlines() if ln.strip()]
+        # the table's rows (header, rules, every mechanism, total) each whole on one row
+        start = next(i for i, ln in enumerate(table) if ln.startswith(("what ctxwrap", "mech")))
+        body = table[start : next(i for i, ln in enumerate(table) if ln.startswith("total")) + 1]
+        assert len(body) >= 5
+        missing = [ln for ln in body if ln not in shown]
+        assert not missing, f"rows not whole on the screen: {missing}\n{screen.display}"
+    finally:
+        if child is not None:
+            if child.isalive():
+                child.kill(signal.SIGKILL)
+            child.close(force=True)
+        server.close()
+        xdg.kill_daemon()
