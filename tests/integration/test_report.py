@@ -826,3 +826,81 @@ def test_plain_and_ctxwrap_stay_apart_for_red_green_colour_blindness(
     }
     sim_rows = [b"".join(sim[row[x : x + 3]] for x in range(0, len(row), 3)) for row in rows]
     write_png(out / f"report-claude-1280-{theme}-deuteranopia.png", width, sim_rows)
+
+
+# -- a phone-sized page with the widest figures a session gives (issue 44, item 11) --------------
+
+_FIT_HARNESS = """<!doctype html><html><body style="margin:0">
+<iframe id="f" src="{src}" width="{w}" height="{h}" style="border:0;display:block"></iframe>
+<script>
+document.getElementById("f").addEventListener("load", () => {{
+  const d = document.getElementById("f").contentDocument;
+  const width = d.documentElement.clientWidth;
+  const right = (e) => e.getBoundingClientRect().right;
+  // a number is whole when its cell holds all of it and the cell is on the screen (or in a
+  // container that scrolls sideways, which then holds all of it too)
+  const scroller = (e) => e.closest(".scroll");
+  const cut = [...d.querySelectorAll("td.n, dd")].filter((e) =>
+    e.scrollWidth > e.clientWidth + 0.5 ||
+    (right(e) > width + 0.5 && !(scroller(e) && scroller(e).scrollWidth > scroller(e).clientWidth)))
+    .map((e) => e.textContent.slice(0, 40) + " @" + Math.round(right(e)));
+  const wide = [...d.querySelectorAll("body > *, section > *, header > *")]
+    .filter((e) => right(e) > width + 0.5).map((e) => e.tagName + "#" + e.id);
+  document.body.setAttribute("data-result", JSON.stringify({{
+    width: width, scrollWidth: d.documentElement.scrollWidth, cut: cut, wide: wide,
+    numbers: [...d.querySelectorAll("td.n")].map((e) => e.textContent),
+  }}));
+}});
+</script></body></html>"""
+
+
+def widest_report(path: Path) -> None:
+    """The pi fixture's report with the widest strings a session can give: seven-digit
+    figures, a two-mechanism needed-again line, a long path as a label and in a note."""
+    from dataclasses import replace
+
+    from ctxwrap.report import from_replay, render_html
+    from ctxwrap.report._data import AuxRow, InterventionRow
+
+    d = from_replay(PI16)
+    d.mechanisms = [
+        replace(
+            m,
+            saved_tokens=m.saved_tokens * 1000 + 1269,
+            needed_again=(1269, 22000),
+            needed_parts="writes 5 of 8, edits 1,269 of 22,222",
+        )
+        for m in d.mechanisms
+    ]
+    deep = "/home/someone/projects/a-rather-long-repository-name/src/deeply/nested/module.py"
+    d.interventions += [
+        InterventionRow(
+            "mask", 21, deep, 1_269_000, 22, "r1a2b3c4d5e6f7a8b9", note=f"masked: idle; {deep}"
+        )
+    ]
+    d.aux.append(AuxRow("summarise a long command's output", "bash", 1_269_000, 22_000, True))
+    path.write_text(render_html(d))
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [390, 1280])
+def test_no_card_runs_off_and_no_number_is_cut(tmp_path: Path, width: int) -> None:
+    """At 390 px the page was 485 px wide: the mechanism cards ran off the right edge (a
+    needed-again line that could not wrap) and numbers at the edge read `1,26` for 1,269."""
+    page = tmp_path / "widest.html"
+    widest_report(page)
+    harness = tmp_path / f"fit-{width}.html"
+    harness.write_text(_FIT_HARNESS.format(src=page.resolve().as_uri(), w=width, h=844))
+    flags = ["--allow-file-access-from-files", "--hide-scrollbars", "--virtual-time-budget=5000"]
+    dom, stderr, _ = chromium(tmp_path, harness, *flags, "--dump-dom")
+    assert console_messages(stderr) == []
+    m = re.search(r'data-result="([^"]+)"', dom)
+    assert m, dom[-500:]
+    got = json.loads(html.unescape(m.group(1)))
+    assert got["width"] == width
+    assert got["scrollWidth"] <= width, got
+    assert got["wide"] == [] and got["cut"] == [], got
+    assert "1,268,978" in got["numbers"] and "1,269,000" in got["numbers"]
+    shot = artifacts(tmp_path) / f"report-widest-{width}.png"
+    chromium(tmp_path, page, f"--window-size={width},2400", f"--screenshot={shot}")
+    assert png_info(shot)[:2] == (width, 2400)
