@@ -72,7 +72,7 @@ td,dd,li,p,h1{overflow-wrap:anywhere}
 .scroll{overflow-x:auto;max-width:100%}
 tr.total td{font-weight:600;border-top:2px solid var(--axis)}
 code{font-size:.92em;word-break:break-all}
-.range code,.lead code{white-space:nowrap;word-break:normal}
+.range code,.lead code,code.handle{white-space:nowrap;word-break:normal}
 .chart .narrow{display:none}
 .hint{display:none}
 dl.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(210px,1fr));gap:8px;margin:0}
@@ -648,7 +648,7 @@ def render_html(data: ReportData) -> str:
     rows = []
     for i in data.interventions:
         call = "–" if i.call_index is None else str(i.call_index + 1)
-        handle = f"<code>{_e(i.handle)}</code>" if i.handle else "–"
+        handle = f'<code class="handle">{_e(i.handle)}</code>' if i.handle else "–"
         user, name = kind_words(i.kind)
         note = f'<br><span class="muted">{_e(i.note)}</span>' if i.note else ""
         rows.append(
