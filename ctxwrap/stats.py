@@ -970,7 +970,7 @@ def render_text(
     else one line says how to see it (`more_hint`: the command, "" for none). `color=False`
     emits no escape codes; `charts` defaults to `color`."""
     if report.empty:
-        return nothing_message(report) + "\n"
+        return _wrap(nothing_message(report), width) + "\n"
     charts = color if charts is None else charts
     out = [_wrap(line, width) for line in header_lines(report, color=color)]
     out.append("")
