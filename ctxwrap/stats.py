@@ -856,9 +856,9 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
         style = "red bold" if (h.pct or 0) < 0 else "green bold"
         mostly = h.mostly() if (h.pct or 0) > 0 else ""
         money = money_of(t)
-        if t.unpriced_sessions and money.plain is not None:
+        hp = headline_of(replace(t, cost=t.priced_cost), _one_agent(report.agents))
+        if t.unpriced_sessions and money.plain is not None and hp.money():
             # the % counts every session; the money only the priced ones, and says so
-            hp = headline_of(replace(t, cost=t.priced_cost), _one_agent(report.agents))
             n = len(t.unpriced_sessions)
             head = f"{h.short()} · {hp.money()} on the priced sessions"
             what = (
