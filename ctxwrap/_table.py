@@ -156,13 +156,22 @@ def short_ids(ids: Sequence[str], *, at_least: int = 8) -> list[str]:
     shares, with "…" when cut: pi's ids are UUIDv7, whose first 8 characters are a timestamp
     that sessions started within a minute share. The full id is in `--json` and `sessions`;
     a unique prefix is what `--session` takes."""
-    out = []
-    for i in ids:
-        n = min(at_least, len(i))
-        while n < len(i) and any(o != i and o.startswith(i[:n]) for o in ids):
+
+    def common(a: str, b: str) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
             n += 1
-        out.append(i if n >= len(i) else i[:n] + "…")
-    return out
+        return n
+
+    # in sorted order, an id shares its longest prefix with a neighbour: O(n log n), so a
+    # store of thousands of sessions lists at once
+    order = sorted(set(ids))
+    need: dict[str, int] = {}
+    for k, i in enumerate(order):
+        near = [order[j] for j in (k - 1, k + 1) if 0 <= j < len(order)]
+        shared = max((common(i, o) for o in near), default=0)
+        need[i] = max(at_least, shared + 1)
+    return [i if need[i] >= len(i) else i[: need[i]] + "…" for i in ids]
 
 
 def hint(label: str, command: str, width: int) -> list[str]:

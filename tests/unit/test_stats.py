@@ -687,3 +687,14 @@ def test_cli_verbose_flag(state: Path) -> None:
     assert short.returncode == long.returncode == 0
     assert "requests through ctxwrap" not in short.stdout
     assert "requests through ctxwrap" in long.stdout
+
+
+def test_short_ids_are_unique_prefixes_marked_when_cut() -> None:
+    from ctxwrap._table import short_ids
+
+    # pi's UUIDv7 ids of sessions started within a minute share their first 8 characters
+    ids = ["01a24afc-4843-705e", "01a24afc-594c-7609", "bbbb2222-session-b", "abc", "abcd"]
+    assert short_ids(ids) == ["01a24afc-4…", "01a24afc-5…", "bbbb2222…", "abc", "abcd"]
+    for cut, whole in zip(short_ids(ids), ids, strict=True):
+        prefix = cut.rstrip("…")
+        assert [i for i in ids if i.startswith(prefix)] == [whole] or cut == whole
