@@ -149,3 +149,36 @@ def render(
             lines.append(rule)
         lines.append(line([(c.forms[f][1][r], c.styles[r]) for c, f in chosen]))
     return lines
+
+
+def short_ids(ids: Sequence[str], *, at_least: int = 8) -> list[str]:
+    """Each id cut to the shortest prefix (of `at_least` characters or more) that no other id
+    shares, with "…" when cut: pi's ids are UUIDv7, whose first 8 characters are a timestamp
+    that sessions started within a minute share. The full id is in `--json` and `sessions`;
+    a unique prefix is what `--session` takes."""
+
+    def common(a: str, b: str) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    # in sorted order, an id shares its longest prefix with a neighbour: O(n log n), so a
+    # store of thousands of sessions lists at once
+    order = sorted(set(ids))
+    need: dict[str, int] = {}
+    for k, i in enumerate(order):
+        near = [order[j] for j in (k - 1, k + 1) if 0 <= j < len(order)]
+        shared = max((common(i, o) for o in near), default=0)
+        need[i] = max(at_least, shared + 1)
+    return [i if need[i] >= len(i) else i[: need[i]] + "…" for i in ids]
+
+
+def hint(label: str, command: str, width: int) -> list[str]:
+    """`label command` on one line when it fits, else the command on a line of its own
+    (indented), so it is never broken where a person copies it."""
+    if len(label) + 1 + len(command) <= width:
+        return [f"{label} {command}"]
+    import textwrap
+
+    return [*textwrap.wrap(label, width=max(20, width), break_long_words=False), f"  {command}"]

@@ -384,20 +384,55 @@ def _status(as_json: bool, *, on_demand: bool = False) -> None:
                 f" (pid {out['pid']}, version {out['version']}, up {out['uptime_s']:.0f}s,"
                 f" {plural(out['sessions'] or 0, 'live session')})"
             )
-        click.echo(line)
-        click.echo(f"socket: {out['socket']}")
+        _echo_folded(line)
+        _echo_folded(f"socket: {_home_path(out['socket'])}")
         if out.get("reason") and out["state"] != "not-running":
-            click.echo(f"reason: {out['reason']}")
+            _echo_folded(f"reason: {out['reason']}")
         if out.get("hint"):
-            click.echo(f"hint: {out['hint']}")
+            _echo_folded(f"hint: {out['hint']}")
         if out["config_error"]:
-            click.echo(f"config error (last good config in force): {out['config_error']}")
+            _echo_folded(f"config error (last good config in force): {out['config_error']}")
         if out["degraded"]:
-            click.echo(f"degraded: {out['degraded']}")
+            _echo_folded(f"degraded: {out['degraded']}")
     if out["state"] == "unsafe":
         raise ExitCode(SocketSecurityError.exit_code)
     if out["state"] not in ("ready", "degraded", "not-running"):  # degraded serves sessions
         raise ExitCode(3)  # like `systemctl status`: scripts can test for "not running"
+
+
+def _width() -> int:
+    """The terminal's width: COLUMNS, else the terminal's, else 100 (a pipe)."""
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def _echo_folded(line: str, *, indent: str = "  ") -> None:
+    """A prose line folded at spaces to the terminal's width (a word longer than the line,
+    a path, stays whole on a line of its own rather than cut)."""
+    import textwrap
+
+    width = _width()
+    if len(line) <= width:
+        click.echo(line)
+        return
+    for part in textwrap.wrap(
+        line,
+        width=max(20, width),
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ):
+        click.echo(part)
+
+
+def _home_path(path: str | Path) -> str:
+    """A path under $HOME as ~/…: shorter, and still what a shell takes."""
+    text = str(path)
+    home = str(Path.home())
+    if home not in ("", "/") and (text == home or text.startswith(home + "/")):
+        return "~" + text[len(home) :]
+    return text
 
 
 def _not_running(reason: str) -> bool:
@@ -458,17 +493,17 @@ def sessions(as_json: bool, show_all: bool) -> None:
     if not rows:
         click.echo("no live sessions" if not show_all else "no sessions recorded")
         return
-    import shutil
-
     from ctxwrap import _table as T
     from ctxwrap.vocabulary import agent_name, plural
 
-    width = shutil.get_terminal_size((100, 24)).columns
+    width = _width()
     when = [time.strftime("%Y-%m-%d %H:%M", time.localtime(r["started_at"])) for r in rows]
     states = ["live" if r["live"] else "ended" for r in rows]
     cwds = [str(r.get("cwd") or "-") for r in rows]
+    ids = [str(r["session_id"]) for r in rows]
     cols = [
-        T.column("session", [(r["session_id"], r["session_id"][:8]) for r in rows], left=True),
+        # the whole id when it fits, else a unique prefix (what --session takes) marked "…"
+        T.column("session", list(zip(ids, T.short_ids(ids), strict=True)), left=True),
         T.column("state", states, left=True, drop=4),
         T.column("started", [(w, w[5:]) for w in when], left=True, drop=3),
         T.column(
@@ -484,8 +519,11 @@ def sessions(as_json: bool, show_all: bool) -> None:
     live = sum(1 for st in states if st == "live")
     title = plural(len(rows), "session") + (f", {live} live" if show_all else "")
     click.echo(title)
-    for line in T.render(cols, width=width, color=False):
+    lines = T.render(cols, width=width, color=False)
+    for line in lines:
         click.echo(line)
+    if len(lines) > 2 and not lines[2].startswith(ids[0]):  # the ids were cut
+        _echo_folded(f"whole ids: ctxwrap sessions{' --all' if show_all else ''} --json")
 
 
 @cli.command("facts")
@@ -519,18 +557,32 @@ def facts(session_id: str | None, as_json: bool) -> None:
     elif not rows:
         click.echo("no facts recorded")
     else:
-        for r in rows:
-            click.echo(f"{r['text']}  ({r['source']})")
+        for r in rows:  # a fact is a sentence: folded at spaces, its source kept at its end
+            _echo_folded(f"{r['text']}  ({r['source']})", indent="    ")
 
 
 @cli.command("show")
 @click.argument("handle")
 def show(handle: str) -> None:
-    """Print a raw output the model only saw summarised (by its recall handle)."""
+    """Print a raw output the model only saw summarised (by its recall handle).
+
+    Byte for byte into a pipe or file; on a terminal, a line wider than it is folded with a
+    `↩` at each break, so no character falls off the edge unmarked.
+    """
     path = _raw_output_path(handle)
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 16):
-            sys.stdout.buffer.write(chunk)
+    if not sys.stdout.isatty():
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 16):
+                sys.stdout.buffer.write(chunk)
+        return
+    width = max(20, _width())
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        for line in fh:
+            body = line.rstrip("\r\n")
+            while len(body) > width:
+                sys.stdout.write(body[: width - 1] + "↩\n")
+                body = body[width - 1 :]
+            sys.stdout.write(body + line[len(line.rstrip("\r\n")) :])
 
 
 # -- config -------------------------------------------------------------------------------------
@@ -561,11 +613,35 @@ def config_show(as_json: bool) -> None:
             }
         )
         return
-    click.echo(f"# config file: {loaded.file}{'' if loaded.file.exists() else ' (absent)'}")
+    width = _width()
+    absent = "" if loaded.file.exists() else " (absent)"
+    head = f"# config file{absent}: {_home_path(loaded.file)}"
+    click.echo(
+        head if len(head) <= width else f"# config file{absent}:\n#   {_home_path(loaded.file)}"
+    )
+    key_w = max(len(k) for k in values)
+    # the sources in one column: 28 wide for the values when there is room for "# default"
+    value_w = max(8, min(28, width - key_w - 3 - 1 - len("# default")))
+    cut = False
     for k, v in values.items():
         o = loaded.origins[k]
-        where = o.source if o.source == "default" else f"{o.source}: {o.detail}"
-        click.echo(f"{k:26} = {json.dumps(v):28} # {where}")
+        where = f"# {o.source if o.source == 'default' else f'{o.source}: {o.detail}'}"
+        value = json.dumps(v)
+        # key = value, the source beside it when there is room, else on the line above
+        room = width - key_w - 3
+        if len(value) > room:
+            value, cut = value[: max(1, room - 1)] + "…", True
+        line = f"{k:{key_w}} = {value}"
+        wide = f"{k:{key_w}} = {value:{value_w}} {where}"
+        if len(wide) <= width:
+            click.echo(wide)
+        elif len(line) + 1 + len(where) <= width:
+            click.echo(f"{line} {where}")
+        else:
+            _echo_folded(where, indent="#   ")
+            click.echo(line)
+    if cut:
+        _echo_folded("# values cut with … are whole in `ctxwrap config show --json`")
 
 
 @config.command("init")

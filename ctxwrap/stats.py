@@ -113,6 +113,10 @@ class Figures:
     provider: ProviderFigures
     mechanisms: tuple[MechanismFigures, ...]
     cost: CostFigures = field(default_factory=CostFigures)
+    # `cost` of the sessions whose every price is known, and the ids of the others: money is
+    # summed over the priced part, the rest is said to be unpriced (`cost.*_usd` is None then)
+    priced_cost: CostFigures = field(default_factory=CostFigures)
+    unpriced_sessions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,8 @@ class StatsReport:
     # models of these sessions that bind their thinking to the history (Claude Fable 5.1, the
     # 5.5 models): ctxwrap edits nothing a later thinking block follows, so masking saves little
     thinking_bound_models: tuple[str, ...] = ()
+    # models of the sessions in `totals.unpriced_sessions` (no known price)
+    unpriced_models: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -176,9 +182,13 @@ class _Raw:
     aux: dict[str, list[int]] = field(default_factory=dict)  # mechanism -> [n, failed, in, out]
     turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
     cost: CostFigures = field(default_factory=CostFigures)
+    priced: CostFigures = field(default_factory=CostFigures)  # `cost` of priced sessions
+    unpriced: set[str] = field(default_factory=set)  # sessions with a model of unknown price
 
     def add(self, other: _Raw) -> None:
         self.cost.add(other.cost)
+        self.priced.add(other.priced)
+        self.unpriced |= other.unpriced
         self.calls += other.calls
         self.heads += other.heads
         self.heads_compaction += other.heads_compaction
@@ -235,6 +245,8 @@ def figures_from(raw: _Raw) -> Figures:
         ),
         mechanisms=tuple(mechs),
         cost=raw.cost,
+        priced_cost=raw.priced,
+        unpriced_sessions=tuple(sorted(raw.unpriced)),
     )
 
 
@@ -364,6 +376,17 @@ def compute_stats(
     for sid, buckets in priced.items():
         for b in sorted(buckets):
             cell(sid, b).cost.add(buckets[b])
+    # A session is priced or not as a whole (its model, its aux model): one without a known
+    # price leaves the money of every row it is in to the sessions that have one.
+    whole: dict[str, CostFigures] = {}
+    for (sid, _), raw in cells.items():
+        whole.setdefault(sid, CostFigures()).add(raw.cost)
+    unpriced = {sid for sid, c in whole.items() if not is_priced(c)}
+    for (sid, _), raw in cells.items():
+        if sid in unpriced:
+            raw.unpriced.add(sid)
+        else:
+            raw.priced.add(raw.cost)
 
     infos = _session_infos(conn, session, {sid for sid, _ in cells}, is_alive)
     live = tuple(sorted(s.session_id for s in infos.values() if s.live))
@@ -415,7 +438,15 @@ def compute_stats(
                 }
             )
         ),
+        unpriced_models=tuple(
+            sorted({infos[s].model or "an unnamed model" for s in unpriced if s in infos})
+        ),
     )
+
+
+def is_priced(c: CostFigures) -> bool:
+    """Money is known for these figures: every call, aux call and summary had a price."""
+    return total_usd(c) is not None and total_plain_usd(c) is not None
 
 
 def _session_agents(conn: sqlite3.Connection) -> dict[str, str]:
@@ -596,6 +627,7 @@ def _figures_json(f: Figures, agent: str | None) -> dict[str, Any]:
             "cache_nothing": f.provider.cache_nothing,
         },
         "cost": _cost_json(f.cost),
+        "money": _money_json(f),
         "headline": _headline_json(f, agent),
         "mechanisms": [
             {
@@ -626,6 +658,19 @@ def _headline_json(f: Figures, agent: str | None) -> dict[str, Any]:
         "usd": _r(h.usd, 6),
         "plain": h.plain_name,
         "top_mechanisms": list(h.top_mechanisms),
+    }
+
+
+def _money_json(f: Figures) -> dict[str, Any]:
+    """The $ columns of the text: all of it, or the priced sessions' part (`partial`), or
+    nulls when no session of these is priced; `unpriced_sessions` are left out of the $."""
+    m = money_of(f)
+    return {
+        "plain_usd": _r(m.plain, 6),
+        "usd": _r(m.ours, 6),
+        "saved_usd": _r(m.saved, 6),
+        "partial": m.partial,
+        "unpriced_sessions": list(f.unpriced_sessions),
     }
 
 
@@ -703,6 +748,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
         "incomplete_sessions": list(report.incomplete_sessions),
         "needed_again": report.needed_again,
         "thinking_bound_models": list(report.thinking_bound_models),
+        "unpriced_models": list(report.unpriced_models),
         "totals": _figures_json(report.totals, _one_agent(report.agents)),
         "groups": groups,
     }
@@ -769,17 +815,18 @@ def _paint(text: str, style: str, color: bool) -> str:
     return paint(text, style, color)
 
 
-def _wrap(line: str, width: int) -> str:
+def _wrap(line: str, width: int, *, indent: str = "") -> str:
     """A prose line folded at spaces to `width`: a number never breaks across lines."""
     import textwrap
 
-    if len(_strip_sgr(line)) <= width:
-        return line
+    if len(indent) + len(_strip_sgr(line)) <= width:
+        return indent + line
     return "\n".join(
         textwrap.wrap(
             line,
             width=max(20, width),
-            subsequent_indent="  ",
+            initial_indent=indent,
+            subsequent_indent=indent + "  ",
             break_long_words=False,
             break_on_hyphens=False,
         )
@@ -794,41 +841,76 @@ def _strip_sgr(text: str) -> str:
 
 
 def header_lines(report: StatsReport, *, color: bool) -> list[str]:
-    """The lines above the table: scope, the headline, then the figures behind it."""
+    """The lines above the table: scope and the headline (the accounting is `verbose`)."""
     from ctxwrap.vocabulary import plural
 
     t = report.totals
     h = headline_of(t, _one_agent(report.agents))
-    plain = h.plain_name
     scope = f"session {report.session}" if report.session else "all sessions"
     if report.since is not None:
         scope += f" since {_when(report.since)}"
     live = f", {len(report.live_sessions)} live" if report.live_sessions else ""
     sessions = "" if report.session else f" ({plural(report.sessions, 'session')}{live})"
     out = [f"{_paint('ctxwrap stats', 'bold', color)} — {scope}{sessions}"]
-    c = t.cost
-    if c.calls and h.short():
+    if t.cost.calls and h.short():
         style = "red bold" if (h.pct or 0) < 0 else "green bold"
         mostly = h.mostly() if (h.pct or 0) > 0 else ""
+        money = money_of(t)
+        hp = headline_of(replace(t, cost=t.priced_cost), _one_agent(report.agents))
+        if t.unpriced_sessions and money.plain is not None and hp.money():
+            # the % counts every session; the money only the priced ones, and says so
+            n = len(t.unpriced_sessions)
+            head = f"{h.short()} · {hp.money()} on the priced sessions"
+            what = (
+                f"{hp.sentence().split(' — ')[0]};"
+                f" {plural(n, 'session')} unpriced ({', '.join(report.unpriced_models)})"
+            )
+        else:
+            head, what = h.short(), h.sentence().split(" — ")[0]
+        out.append(f"{_paint(head, style, color)}: {what}" + (f"; {mostly}" if mostly else ""))
+    return out
+
+
+def notes_lines(report: StatsReport, *, color: bool) -> list[str]:
+    """Under the table, always: what makes the figures a lower bound or small."""
+    from ctxwrap.vocabulary import plural
+
+    out = []
+    if report.incomplete_sessions:
+        ids = ", ".join(s[:8] for s in report.incomplete_sessions[:5])
+        more = "…" if len(report.incomplete_sessions) > 5 else ""
+        n = len(report.incomplete_sessions)
         out.append(
-            f"{_paint(h.short(), style, color)}: {h.sentence().split(' — ')[0]}"
-            + (f"; {mostly}" if mostly else "")
+            _paint(
+                f"incomplete: {plural(n, 'session')} lost records while the daemon was away"
+                f" or ended uncleanly ({ids}{more}); figures are a lower bound",
+                "yellow",
+                color,
+            )
         )
-    out.append(
-        f"{plural(t.llm_calls, 'LLM call')}: ≈{_n(t.sent_tokens)} tokens sent, {plain}"
-        f" ≈{_n(t.plain_tokens)} (estimated, chars/4)"
-        + (
-            f"; the provider counted {_n(h.provider_input_tokens)} input tokens"
-            if h.provider_input_tokens
-            else ""
-        )
-    )
+    if report.thinking_bound_models:
+        out.append(thinking_bound_line(report.thinking_bound_models))
+    return out
+
+
+def accounting_lines(report: StatsReport, *, color: bool) -> list[str]:
+    """`--verbose`: the figures behind the headline, each labelled by what it counts (the
+    requests ctxwrap saw, the replies the provider billed, estimated or counted tokens)."""
+    from ctxwrap.vocabulary import plural
+
+    t = report.totals
+    plain = headline_of(t, _one_agent(report.agents)).plain_name
+    out = [
+        f"requests through ctxwrap: {plural(t.llm_calls, 'LLM call')}, ≈{_n(t.sent_tokens)}"
+        f" tokens sent; {plain} would have sent ≈{_n(t.plain_tokens)}"
+    ]
     net = _paint(_n(t.net_tokens), "red" if t.net_tokens < 0 else "green", color)
     out.append(
         f"kept out ≈{_n(t.saved_tokens)} tokens ({_pct(t.saved_pct)}) − aux model"
-        f" {_n(t.aux_tokens)} ({plural(t.aux_calls, 'call')}, {_n(t.aux_failed)} failed)"
-        f" = net {net}"
+        f" {_n(t.aux_tokens)} tokens ({plural(t.aux_calls, 'aux call')}, {_n(t.aux_failed)}"
+        f" failed) = net {net}"
     )
+    c = t.cost
     if c.calls:
         out.append(
             f"cache (estimated): read {_n(c.cache_read_tokens)}, write"
@@ -848,18 +930,6 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
             out.append(
                 f"compactions {_n(c.compactions)}, {plain} {_n(c.plain_compactions)} ({tail})"
             )
-    if report.incomplete_sessions:
-        ids = ", ".join(s[:8] for s in report.incomplete_sessions[:5])
-        more = "…" if len(report.incomplete_sessions) > 5 else ""
-        n = len(report.incomplete_sessions)
-        out.append(
-            _paint(
-                f"incomplete: {plural(n, 'session')} lost records while the daemon was away"
-                f" or ended uncleanly ({ids}{more}); figures are a lower bound",
-                "yellow",
-                color,
-            )
-        )
     if t.head_changes:
         out.append(
             f"cache prefix changed {_n(t.head_changes)}× ({_n(t.head_changes_compaction)}"
@@ -868,14 +938,14 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
     need = needed_again.text_line(report.needed_again) if report.needed_again else None
     if need:
         out.append(need)
-    if report.thinking_bound_models:
-        out.append(thinking_bound_line(report.thinking_bound_models))
     p = t.provider
     if p.turns:
+        # the provider's input counts cached tokens apart: its "input" is the fresh part only
+        whole = p.input_tokens + p.cache_read_tokens + p.cache_write_tokens
         out.append(
-            f"provider-reported over {plural(p.turns, 'turn')}: input {_n(p.input_tokens)},"
-            f" output {_n(p.output_tokens)}, cache read {_n(p.cache_read_tokens)},"
-            f" cache write {_n(p.cache_write_tokens)}"
+            f"the provider's own count, over {plural(p.turns, 'reply', 'replies')}:"
+            f" {_n(whole)} input tokens ({_n(p.input_tokens)} fresh, {_n(p.cache_read_tokens)}"
+            f" cache read, {_n(p.cache_write_tokens)} cache write), {_n(p.output_tokens)} output"
         )
     if p.cache_older_entry or p.cache_head_only or p.cache_nothing:
         # why the bill is above what an ideal cache would cost (docs/accounting.md)
@@ -887,10 +957,20 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
     return out
 
 
-def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | None = None) -> str:
-    """Tables for a person. `color=False` emits no escape codes; `charts` defaults to `color`."""
+def render_text(
+    report: StatsReport,
+    *,
+    color: bool,
+    width: int,
+    charts: bool | None = None,
+    verbose: bool = False,
+    more_hint: str | None = None,
+) -> str:
+    """The headline, the table, then notes; `verbose` adds the accounting after the table,
+    else one line says how to see it (`more_hint`: the command, "" for none). `color=False`
+    emits no escape codes; `charts` defaults to `color`."""
     if report.empty:
-        return nothing_message(report) + "\n"
+        return _wrap(nothing_message(report), width) + "\n"
     charts = color if charts is None else charts
     out = [_wrap(line, width) for line in header_lines(report, color=color)]
     out.append("")
@@ -898,6 +978,20 @@ def render_text(report: StatsReport, *, color: bool, width: int, charts: bool | 
         out += _mechanism_table(report, color=color, width=width, charts=charts)
     else:
         out += _group_table(report, color=color, width=width, charts=charts)
+    out += [_wrap(line, width) for line in notes_lines(report, color=color)]
+    if verbose:
+        out += ["", _paint("how the figures are made (≈: estimated, chars/4)", "bold", color)]
+        out += [_wrap(line, width, indent="  ") for line in accounting_lines(report, color=color)]
+    else:
+        from ctxwrap._table import hint
+
+        if more_hint is None:
+            # 13 characters: a UUIDv7's whole millisecond timestamp, unique in practice and
+            # short enough for a 60-column line (resolve_session takes a unique prefix)
+            one = f" --session {report.session[:13]}" if report.session else ""
+            more_hint = f"ctxwrap stats{one} --verbose"
+        if more_hint:
+            out += hint("≈ estimated (chars/4); details:", more_hint, width)
     return "\n".join(out) + "\n"
 
 
@@ -961,7 +1055,12 @@ def _group_table(report: StatsReport, *, color: bool, width: int, charts: bool) 
     if report.by == "session":
         infos = [g.session for g in groups]
         cols.append(
-            T.column("session", [g.key[:8] for g in groups] + ["total"], styles=bold, left=True)
+            T.column(
+                "session",
+                [*T.short_ids([g.key for g in groups]), "total"],
+                styles=bold,
+                left=True,
+            )
         )
         cols.append(
             T.column(
@@ -1011,19 +1110,17 @@ def _group_table(report: StatsReport, *, color: bool, width: int, charts: bool) 
             )
         )
     cols.append(_num_col("calls", [f.llm_calls for f in figs[:-1]], t.llm_calls))
-    priced = all(
-        total_plain_usd(f.cost) is not None and total_usd(f.cost) is not None for f in figs
-    )
+    money = [money_of(f) for f in figs]
+    priced = any(m.plain is not None for m in money)
     if priced:
-        plain = [total_plain_usd(f.cost) for f in figs]
-        ours = [total_usd(f.cost) for f in figs]
-        saved = [f.cost.total_saved_usd for f in figs]
+        texts = [money_texts(m) for m in money]
+        saved = [m.saved for m in money]
         cols += [
-            T.column(("$ without ctxwrap", "$ plain"), [usd_text(v) for v in plain], styles=bold),
-            T.column(("$ with ctxwrap", "$ with"), [usd_text(v) for v in ours], styles=bold),
+            T.column(("$ without ctxwrap", "$ plain"), [t[0] for t in texts], styles=bold),
+            T.column(("$ with ctxwrap", "$ with"), [t[1] for t in texts], styles=bold),
             T.column(
                 "saved",
-                [usd_text(v) for v in saved],
+                [t[2] for t in texts],
                 styles=[
                     ("red " if (v or 0) < 0 else "") + b for v, b in zip(saved, bold, strict=True)
                 ],
@@ -1072,10 +1169,76 @@ def _group_table(report: StatsReport, *, color: bool, width: int, charts: bool) 
     if n == 1:
         lines = lines[:-1]  # one row: its total is the same row
     if not priced:
+        models = ", ".join(report.unpriced_models) or "these models"
         lines.append(
-            _wrap("cost in input-token equivalents: no price is known for some models", width)
+            _wrap(f"cost in input-token equivalents: no price is known for {models}", width)
         )
+    elif t.unpriced_sessions:
+        lines.append(_wrap(unpriced_note(len(t.unpriced_sessions), report.unpriced_models), width))
     return lines
+
+
+# -- money where it is known: one session without a price must not hide everyone's ------------
+
+
+@dataclass(frozen=True)
+class Money:
+    """A row's cost in money both ways. `plain`/`ours` None: no price is known for any of it;
+    `partial`: the sum of its priced part only (some of it has no known price)."""
+
+    plain: float | None
+    ours: float | None
+    partial: bool = False
+
+    @property
+    def saved(self) -> float | None:
+        return None if self.plain is None or self.ours is None else self.plain - self.ours
+
+
+def money_of(f: Figures) -> Money:
+    """A `Figures`' money: all of it when every session is priced, else its priced part."""
+    if not f.unpriced_sessions:
+        return Money(total_plain_usd(f.cost), total_usd(f.cost))
+    c = f.priced_cost
+    if not c.calls:
+        return Money(None, None)
+    return Money(total_plain_usd(c), total_usd(c), partial=True)
+
+
+def money_total(rows: Sequence[Money]) -> Money:
+    """The total row: the sum of what is priced, marked partial when any row is not whole."""
+    known = [r for r in rows if r.plain is not None and r.ours is not None]
+    if not known:
+        return Money(None, None)
+    return Money(
+        sum(r.plain or 0.0 for r in known),
+        sum(r.ours or 0.0 for r in known),
+        partial=len(known) < len(rows) or any(r.partial for r in known),
+    )
+
+
+def money_texts(m: Money) -> tuple[str, str, str]:
+    """Cells ($ plain, $ with, saved): `unpriced` where no price is known, a `*` on a sum of
+    the priced part only (`unpriced_note` says so under the table)."""
+    if m.plain is None or m.ours is None:
+        return "unpriced", "-", "-"
+    mark = "*" if m.partial else ""
+    return (
+        usd_text(m.plain) + mark,
+        usd_text(m.ours) + mark,
+        usd_text(m.plain - m.ours) + mark,
+    )
+
+
+def unpriced_note(sessions: int, models: Sequence[str]) -> str:
+    """The line under a table with `unpriced` or `*` cells."""
+    from ctxwrap.vocabulary import plural
+
+    named = ", ".join(models) or "some models"
+    return (
+        f"unpriced: no known price for {named} ({plural(sessions, 'session')}); $ marked *:"
+        " the priced sessions only; cost %: every session, in input-token equivalents"
+    )
 
 
 # -- command ------------------------------------------------------------------------------------
@@ -1156,6 +1319,12 @@ def _since_param(value: str | None) -> float | None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (schema 1).")
 @click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="After the table, the accounting behind the figures (tokens, cache, provider counts).",
+)
+@click.option(
     "--watch",
     type=float,
     is_flag=False,
@@ -1165,7 +1334,12 @@ def _since_param(value: str | None) -> float | None:
     help="Redraw every SECONDS (default 2) until Ctrl+C.",
 )
 def stats_command(
-    session: str | None, since: str | None, by: GroupBy, as_json: bool, watch: float | None
+    session: str | None,
+    since: str | None,
+    by: GroupBy,
+    as_json: bool,
+    verbose: bool,
+    watch: float | None,
 ) -> None:
     """What ctxwrap saved: the cost with and without it, and what each mechanism kept out.
 
@@ -1188,7 +1362,9 @@ def stats_command(
             return "no statistics recorded yet\n"
         color = _wants_color(sys.stdout)
         width = shutil.get_terminal_size((100, 24)).columns
-        text = render_text(report, color=color, width=width, charts=sys.stdout.isatty())
+        text = render_text(
+            report, color=color, width=width, charts=sys.stdout.isatty(), verbose=verbose
+        )
         if report.session and sys.stdout.isatty():  # one-line per-call chart (replay package)
             from ctxwrap.replay.chart import stats_chart
 

@@ -1858,7 +1858,7 @@ function install(pi: any): void {
 			description: "ctxwrap: what this session saved, per mechanism, net of ctxwrap's own model calls",
 			handler: async (_args: string, ctx: any) => {
 				const reply = sessionId
-					? await daemon.get<Json>(`/v1/stats?session=${encodeURIComponent(sessionId)}&width=90`, 3000)
+					? await daemon.get<Json>(`/v1/stats?session=${encodeURIComponent(sessionId)}&width=${ctxStatsWidth()}`, 3000)
 					: null;
 				const text = reply?.text ?? "ctxwrap: no statistics (the daemon is unavailable or nothing was recorded yet)";
 				updateStatus(ctx, reply?.totals);
@@ -1868,6 +1868,19 @@ function install(pi: any): void {
 			},
 		});
 	} catch {}
+}
+
+/**
+ * The width /ctx-stats' text is drawn for: the terminal's, read as pi's TUI reads it (pi-tui's
+ * ProcessTerminal.columns: stdout's columns, else COLUMNS, else 80), less the one column of
+ * padding pi puts on each side of a notice, so no row of the table is folded in two.
+ */
+export function ctxStatsWidth(
+	columns: number | undefined = process.stdout.columns,
+	envColumns: string | undefined = process.env.COLUMNS,
+): number {
+	const terminal = columns || Number(envColumns) || 80;
+	return Math.min(1000, Math.max(20, Math.floor(terminal) - 2)); // the daemon takes 20–1000
 }
 
 /** What find_capability needs of the session: its catalog at the daemon. */

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxwrap.errors import NotFoundError
+from ctxwrap.errors import CtxwrapError, NotFoundError
 from ctxwrap.replay._sim import tokens
 
 # Stacking order of the per-call bars (sent first, then what each mechanism kept out).
@@ -251,18 +251,92 @@ def _note_thinking_bound(data: ReportData, model: str | None) -> None:
         data.notes.append(line[:1].upper() + line[1:] + ".")
 
 
-def from_replay(path: Path, *, model: str | None = None) -> ReportData:
-    from ctxwrap.replay._run import MESSAGE_MECHANISMS, replay_paths
+class SessionChoice(CtxwrapError):
+    """`report --replay DIR` found several sessions and was not told which (`--session`)."""
+
+    exit_code = 64  # EX_USAGE
+
+
+def _session_list(sessions: list[dict[str, Any]], width: int) -> str:
+    """The sessions as a table for the hint: a unique id prefix (what --session takes), when,
+    agent, calls, file."""
+    import time
+
+    from ctxwrap import _table as T
+    from ctxwrap.vocabulary import agent_name
+
+    rows = sorted(sessions, key=lambda g: g.get("started_at") or 0.0)
+    when = [
+        time.strftime("%Y-%m-%d %H:%M", time.localtime(g["started_at"]))
+        if g.get("started_at")
+        else "-"
+        for g in rows
+    ]
+    agents = [g.get("format") or "pi" for g in rows]
+    cols = [
+        T.column("id", T.short_ids([str(g["session_id"]) for g in rows]), left=True),
+        T.column("started", [(w, w[5:]) for w in when], left=True, drop=3),
+        T.column("agent", [(agent_name(a), a) for a in agents], left=True, drop=4),
+        T.column("calls", [f"{g['llm_calls']:,}" for g in rows], drop=2),
+        T.column("file", [Path(g["path"]).name for g in rows], left=True, drop=5),
+    ]
+    return "\n".join("  " + line for line in T.render(cols, width=width - 2, color=False))
+
+
+def _replayed_session(
+    path: Path, session: str | None, model: str | None, width: int
+) -> dict[str, Any]:
+    """The one session of `path` to report (all of its calls): the only one there, or the one
+    `session` (an id prefix) names; several and no `session`: SessionChoice lists them."""
+    from ctxwrap.replay._run import replay_paths
     from ctxwrap.replay.command import _thresholds
 
-    run = replay_paths([path], thresholds=_thresholds(), per_call=True, model=model)
-    if not run.sessions:
+    def nothing(run: Any) -> NotFoundError:
         reasons = ", ".join(f"{n} × {r}" for r, n in {**run.skipped_files}.items())
-        raise NotFoundError(
+        return NotFoundError(
             f"no replayable session in {path}" + (f" ({reasons})" if reasons else ""),
-            hint="give one pi session file (~/.pi/agent/sessions/…) or Claude Code transcript",
+            hint="give a session file (or folder) of pi, Claude Code or Codex",
         )
-    s = max(run.sessions, key=lambda g: g["llm_calls"])
+
+    if path.is_file():  # one file is one session: replay it whole straight away
+        run = replay_paths([path], thresholds=_thresholds(), per_call=True, model=model)
+        if not run.sessions:
+            raise nothing(run)
+        found = run.sessions
+    else:  # list first (cheaper), then replay the chosen one call by call
+        run = replay_paths([path], thresholds=_thresholds(), model=model)
+        if not run.sessions:
+            raise nothing(run)
+        found = run.sessions
+    if session is not None:
+        found = [g for g in found if str(g["session_id"]).startswith(session)]
+        if len(found) != 1:
+            what = "no session" if not found else f"{len(found)} sessions"
+            raise SessionChoice(
+                f"{what} in {path} with an id starting {session!r}",
+                hint="give more of one of these ids:\n" + _session_list(run.sessions, width),
+            )
+    elif len(found) > 1:
+        raise SessionChoice(
+            f"{path} holds {len(found)} sessions; say which one:",
+            hint=f"ctxwrap report --replay {path} --session ID\n" + _session_list(found, width),
+        )
+    chosen = found[0]
+    if "calls" not in chosen:
+        again = replay_paths(
+            [Path(chosen["path"])], thresholds=_thresholds(), per_call=True, model=model
+        )
+        chosen = next(g for g in again.sessions if g["session_id"] == chosen["session_id"])
+    return dict(chosen)
+
+
+def from_replay(
+    path: Path, *, model: str | None = None, session: str | None = None, width: int = 100
+) -> ReportData:
+    """A replayed session's report; `session`: an id prefix, to pick one of several in `path`."""
+    from ctxwrap.replay._run import MESSAGE_MECHANISMS
+
+    s = _replayed_session(path, session, model, width)
     from ctxwrap.replay import _pricing
     from ctxwrap.replay._pricing import COST_MODEL
 
@@ -397,7 +471,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         row = conn.execute("SELECT session_id FROM llm_calls ORDER BY ts DESC LIMIT 1").fetchone()
         if row is None:
             raise NotFoundError(
-                "no session recorded yet", hint="run `ctxwrap pi` first, or use --replay PATH"
+                "no session recorded yet", hint="run `ctxwrap pi` first, or --replay PATH"
             )
         sid = str(row[0])
     else:
@@ -601,7 +675,7 @@ def load_db_report(session: str | None) -> ReportData:
     db = paths.db_path()
     if not db.exists():
         raise NotFoundError(
-            f"no ctxwrap database at {db}", hint="run `ctxwrap pi` first, or use --replay PATH"
+            f"no ctxwrap database at {db}", hint="run `ctxwrap pi` first, or --replay PATH"
         )
     conn = connect(db, readonly=True)
     try:
@@ -610,4 +684,4 @@ def load_db_report(session: str | None) -> ReportData:
         conn.close()
 
 
-__all__ = ["ReportData", "from_db", "from_replay", "load_db_report"]
+__all__ = ["ReportData", "SessionChoice", "from_db", "from_replay", "load_db_report"]

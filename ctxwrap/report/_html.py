@@ -66,11 +66,13 @@ svg .label{fill:var(--fg);font-weight:600}
 .sw.kept{opacity:.6}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 th,td{text-align:left;padding:5px 8px;border-bottom:1px solid var(--grid);vertical-align:top}
-th{font-weight:600}td.n,th.n{text-align:right;white-space:nowrap}
-td .name{display:block;font-size:.85em;color:var(--muted)}
+th{font-weight:600}td.n,th.n{text-align:right}td.n{white-space:nowrap}
+td .name{display:block;font-size:.85em;color:var(--muted);white-space:normal}
+td,dd,li,p,h1{overflow-wrap:anywhere}
+.scroll{overflow-x:auto;max-width:100%}
 tr.total td{font-weight:600;border-top:2px solid var(--axis)}
 code{font-size:.92em;word-break:break-all}
-.range code,.lead code{white-space:nowrap;word-break:normal}
+.range code,.lead code,code.handle{white-space:nowrap;word-break:normal}
 .chart .narrow{display:none}
 .hint{display:none}
 dl.figures{display:grid;grid-template-columns:repeat(auto-fit,minmax(210px,1fr));gap:8px;margin:0}
@@ -80,11 +82,15 @@ font-variant-numeric:tabular-nums}
 details summary{cursor:pointer;color:var(--muted)}
 @media (max-width:640px){body{padding:10px 12px;font-size:14px}h1{font-size:1.55em}
 .chart .wide{display:none}.chart .narrow{display:block}
+table.cards,table.cards tbody{display:block;width:100%}
 table.cards thead{display:none}
 table.cards tr{display:block;background:var(--card);border-radius:8px;margin:0 0 8px;padding:6px 10px}
-table.cards td{display:flex;justify-content:space-between;gap:12px;border:0;padding:2px 0;
-text-align:right}
-table.cards td::before{content:attr(data-label);color:var(--muted);text-align:left;flex:none}
+table.cards td{display:flex;flex-wrap:wrap;justify-content:flex-end;gap:0 12px;border:0;
+padding:2px 0;text-align:right;min-width:0}
+table.cards td>*{min-width:0}
+table.cards td::before{content:attr(data-label);color:var(--muted);text-align:left;flex:none;
+margin-right:auto}
+.range code,.lead code{white-space:normal;overflow-wrap:anywhere}
 table.cards td.what{display:block;text-align:left;font-weight:600}
 table.cards td.what::before{content:none}
 table.cards tr.total{border:2px solid var(--axis)}
@@ -573,8 +579,8 @@ def _mech_table(data: ReportData) -> str:
         + "</tr>"
     )
     return (
-        f'<table class="cards" id="mechanisms"><thead>{head}</thead>'
-        f"<tbody>{''.join(tr(m) for m in rows)}{total}</tbody></table>"
+        f'<div class="scroll"><table class="cards" id="mechanisms"><thead>{head}</thead>'
+        f"<tbody>{''.join(tr(m) for m in rows)}{total}</tbody></table></div>"
         '<p class="muted small">Tokens kept out are summed over every request that would have '
         "carried them. The aux model is the small model ctxwrap asks to summarise outputs, "
         "describe written files and tag reads; its tokens are what those calls cost."
@@ -642,7 +648,7 @@ def render_html(data: ReportData) -> str:
     rows = []
     for i in data.interventions:
         call = "–" if i.call_index is None else str(i.call_index + 1)
-        handle = f"<code>{_e(i.handle)}</code>" if i.handle else "–"
+        handle = f'<code class="handle">{_e(i.handle)}</code>' if i.handle else "–"
         user, name = kind_words(i.kind)
         note = f'<br><span class="muted">{_e(i.note)}</span>' if i.note else ""
         rows.append(
@@ -656,10 +662,10 @@ def render_html(data: ReportData) -> str:
             f'<td data-label="recall handle">{handle}</td></tr>'
         )
     interventions = (
-        '<table class="cards" id="interventions"><thead><tr><th>what happened</th>'
-        '<th class="n">call</th><th>to</th><th class="n">tokens before</th><th class="n">after</th>'
-        '<th class="n">kept out per request</th><th>recall handle</th>'
-        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        '<div class="scroll"><table class="cards" id="interventions"><thead><tr>'
+        '<th>what happened</th><th class="n">call</th><th>to</th><th class="n">tokens before</th>'
+        '<th class="n">after</th><th class="n">kept out per request</th><th>recall handle</th>'
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
         '<p class="muted small">A recall handle brings the full text back: '
         "<code>ctxwrap show HANDLE</code>.</p>"
         if rows
@@ -675,9 +681,9 @@ def render_html(data: ReportData) -> str:
         for a in data.aux
     )
     aux = (
-        '<table class="cards" id="aux"><thead><tr><th>task</th><th>for</th>'
+        '<div class="scroll"><table class="cards" id="aux"><thead><tr><th>task</th><th>for</th>'
         '<th class="n">input tokens</th><th class="n">output</th><th>result</th></tr></thead>'
-        f"<tbody>{aux_rows}</tbody></table>"
+        f"<tbody>{aux_rows}</tbody></table></div>"
         if aux_rows
         else '<p class="muted" id="aux">No aux model call.</p>'
     )

@@ -53,7 +53,7 @@ def test_report_of_a_ctxwrap_session(tmp_path: Path, xdg: Xdg) -> None:
     kinds = sorted(set(re.findall(r'data-kind="([a-z_]+)"', text)))
     assert kinds == ["digest", "strip", "tombstone"]
     # the digest row names its recall handle, which `ctxwrap show` resolves
-    handle = re.search(r"<code>(r[0-9a-f]{8})</code>", text)
+    handle = re.search(r"<code class=\"handle\">(r[0-9a-f]{8})</code>", text)
     assert handle and ctxwrap(xdg, "show", handle.group(1)).returncode == 0
     aux = re.findall(r'<tr class="aux"><td data-label="task">([a-z]+)</td>', text)
     assert sorted(set(aux)) == ["fact", "tag"] and len(aux) == stats["aux_calls"]

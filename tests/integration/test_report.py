@@ -161,8 +161,47 @@ def test_report_refuses_a_file_that_is_no_session(tmp_path: Path) -> None:
     out = cli("report", "--replay", str(bad), "-o", str(tmp_path / "x.html"))
     assert out.returncode == 66 and "Traceback" not in out.stderr
     assert "no replayable session" in out.stderr and "binary file" in out.stderr
-    both = cli("report", "--replay", str(PI16), "--session", "x")
-    assert both.returncode == 2 and "exclude each other" in both.stderr
+    # --session with --replay picks among the replayed sessions: none starts with "x"
+    none = cli("report", "--replay", str(PI16), "--session", "x")
+    assert none.returncode == 64 and "no session in" in none.stderr
+    assert "with an id starting 'x'" in none.stderr
+
+
+def test_report_of_a_folder_lists_its_sessions_and_takes_session(tmp_path: Path) -> None:
+    """`report --replay DIR` with two sessions in DIR picks none silently (issue 44, item 19):
+    it lists them with the command to pick one, and `--session PREFIX` picks that one."""
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    shutil.copy(PI16, folder / PI16.name)
+    shutil.copy(CLAUDE, folder / CLAUDE.name)
+    ids = {
+        g["path"]: g["session_id"]
+        for g in json.loads(cli("replay", "--json", str(folder)).stdout)["groups"]
+    }
+    assert len(ids) == 2, ids
+    out = tmp_path / "r.html"
+    env = {**os.environ, "COLUMNS": "60"}
+    listed = subprocess.run(
+        [*CTXWRAP, "report", "--replay", str(folder), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert listed.returncode == 64 and not out.exists()
+    assert "holds 2 sessions" in listed.stderr
+    assert f"ctxwrap report --replay {folder} --session ID" in listed.stderr
+    # each session listed by a prefix --session takes, its agent and calls, within 60 columns
+    for sid in ids.values():
+        assert re.search(rf"^  {re.escape(sid[:8])}\S*\s", listed.stderr, re.M), listed.stderr
+    assert "Claude Code" in listed.stderr or "claude" in listed.stderr
+    assert all(len(line) <= 60 for line in listed.stderr.splitlines() if line.startswith("  "))
+
+    claude_id = ids[str(folder / CLAUDE.name)]
+    picked = cli("report", "--replay", str(folder), "--session", claude_id[:12], "-o", str(out))
+    assert picked.returncode == 0, picked.stderr
+    page = out.read_text()
+    assert f"replay of {CLAUDE.name}" in page and f"replay of {PI16.name}" not in page
 
 
 @needs_chromium
@@ -787,3 +826,81 @@ def test_plain_and_ctxwrap_stay_apart_for_red_green_colour_blindness(
     }
     sim_rows = [b"".join(sim[row[x : x + 3]] for x in range(0, len(row), 3)) for row in rows]
     write_png(out / f"report-claude-1280-{theme}-deuteranopia.png", width, sim_rows)
+
+
+# -- a phone-sized page with the widest figures a session gives (issue 44, item 11) --------------
+
+_FIT_HARNESS = """<!doctype html><html><body style="margin:0">
+<iframe id="f" src="{src}" width="{w}" height="{h}" style="border:0;display:block"></iframe>
+<script>
+document.getElementById("f").addEventListener("load", () => {{
+  const d = document.getElementById("f").contentDocument;
+  const width = d.documentElement.clientWidth;
+  const right = (e) => e.getBoundingClientRect().right;
+  // a number is whole when its cell holds all of it and the cell is on the screen (or in a
+  // container that scrolls sideways, which then holds all of it too)
+  const scroller = (e) => e.closest(".scroll");
+  const cut = [...d.querySelectorAll("td.n, dd")].filter((e) =>
+    e.scrollWidth > e.clientWidth + 0.5 ||
+    (right(e) > width + 0.5 && !(scroller(e) && scroller(e).scrollWidth > scroller(e).clientWidth)))
+    .map((e) => e.textContent.slice(0, 40) + " @" + Math.round(right(e)));
+  const wide = [...d.querySelectorAll("body > *, section > *, header > *")]
+    .filter((e) => right(e) > width + 0.5).map((e) => e.tagName + "#" + e.id);
+  document.body.setAttribute("data-result", JSON.stringify({{
+    width: width, scrollWidth: d.documentElement.scrollWidth, cut: cut, wide: wide,
+    numbers: [...d.querySelectorAll("td.n")].map((e) => e.textContent),
+  }}));
+}});
+</script></body></html>"""
+
+
+def widest_report(path: Path) -> None:
+    """The pi fixture's report with the widest strings a session can give: seven-digit
+    figures, a two-mechanism needed-again line, a long path as a label and in a note."""
+    from dataclasses import replace
+
+    from ctxwrap.report import from_replay, render_html
+    from ctxwrap.report._data import AuxRow, InterventionRow
+
+    d = from_replay(PI16)
+    d.mechanisms = [
+        replace(
+            m,
+            saved_tokens=m.saved_tokens * 1000 + 1269,
+            needed_again=(1269, 22000),
+            needed_parts="writes 5 of 8, edits 1,269 of 22,222",
+        )
+        for m in d.mechanisms
+    ]
+    deep = "/home/someone/projects/a-rather-long-repository-name/src/deeply/nested/module.py"
+    d.interventions += [
+        InterventionRow(
+            "mask", 21, deep, 1_269_000, 22, "r1a2b3c4d5e6f7a8b9", note=f"masked: idle; {deep}"
+        )
+    ]
+    d.aux.append(AuxRow("summarise a long command's output", "bash", 1_269_000, 22_000, True))
+    path.write_text(render_html(d))
+
+
+@needs_chromium
+@pytest.mark.parametrize("width", [390, 1280])
+def test_no_card_runs_off_and_no_number_is_cut(tmp_path: Path, width: int) -> None:
+    """At 390 px the page was 485 px wide: the mechanism cards ran off the right edge (a
+    needed-again line that could not wrap) and numbers at the edge read `1,26` for 1,269."""
+    page = tmp_path / "widest.html"
+    widest_report(page)
+    harness = tmp_path / f"fit-{width}.html"
+    harness.write_text(_FIT_HARNESS.format(src=page.resolve().as_uri(), w=width, h=844))
+    flags = ["--allow-file-access-from-files", "--hide-scrollbars", "--virtual-time-budget=5000"]
+    dom, stderr, _ = chromium(tmp_path, harness, *flags, "--dump-dom")
+    assert console_messages(stderr) == []
+    m = re.search(r'data-result="([^"]+)"', dom)
+    assert m, dom[-500:]
+    got = json.loads(html.unescape(m.group(1)))
+    assert got["width"] == width
+    assert got["scrollWidth"] <= width, got
+    assert got["wide"] == [] and got["cut"] == [], got
+    assert "1,268,978" in got["numbers"] and "1,269,000" in got["numbers"]
+    shot = artifacts(tmp_path) / f"report-widest-{width}.png"
+    chromium(tmp_path, page, f"--window-size={width},2400", f"--screenshot={shot}")
+    assert png_info(shot)[:2] == (width, 2400)

@@ -124,7 +124,7 @@ def test_priced_figures_by_hand(tmp_path: Path) -> None:
     assert c.total_saved_pct == pytest.approx(round(100 * (2797.5 - 2167.5) / 2797.5, 2))
     assert c.sent_usd == pytest.approx((1050 * 0.3 + 450 * 3.75) / 1e6)
     assert c.saved_usd is not None and c.saved_usd > 0
-    text = render_text(compute_stats(conn, session=SID), color=False, width=120)
+    text = render_text(compute_stats(conn, session=SID), color=False, width=120, verbose=True)
     # the headline is the whole reduction (requests, aux, summaries): 630 / 2797.5 = 22.5 %
     assert "cost −23% · $" in text.splitlines()[1], text
     assert "compactions 1, plain pi 1 (0 avoided" in text
@@ -421,7 +421,7 @@ def test_the_users_own_compaction_happens_in_the_plain_session_too(
     assert c.compactions == 1
     if not plain_compacts:
         assert plain == [300, 600, 900, 900] and comps == [] and c.plain_compactions == 0
-        text = render_text(compute_stats(conn, session=SID), color=False, width=120)
+        text = render_text(compute_stats(conn, session=SID), color=False, width=120, verbose=True)
         assert "compactions 1, plain " in text and " 0 (1 more than plain " in text, text
         assert "-1 avoided" not in text
     else:
@@ -510,7 +510,7 @@ def test_live_stats_price_the_cache_entry_the_provider_reported(tmp_path: Path) 
         report = compute_stats(conn, session=SID)
         p = report.totals.provider
         assert (p.cache_nothing, p.cache_older_entry, p.cache_head_only) == (1, 0, 0)
-        text = render_text(report, color=False, width=120)
+        text = render_text(report, color=False, width=120, verbose=True)
         assert "the provider's cache missed: 1 request read nothing, 0 an older entry" in text, text
         # a --since after the miss counts only what follows it
         later = compute_stats(conn, session=SID, since=time.time() - 100 + 2.5).totals.provider

@@ -297,6 +297,7 @@ FIGURE_KEYS = {
     "provider",
     "mechanisms",
     "cost",
+    "money",
 }
 COST_KEYS = {
     "sent_weighted",
@@ -356,6 +357,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "incomplete_sessions",
         "needed_again",
         "thinking_bound_models",
+        "unpriced_models",
         "totals",
         "groups",
     }
@@ -373,6 +375,13 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "cache_nothing",
     }
     assert all(set(m) == MECH_KEYS for m in doc["totals"]["mechanisms"])
+    assert set(doc["totals"]["money"]) == {
+        "plain_usd",
+        "usd",
+        "saved_usd",
+        "partial",
+        "unpriced_sessions",
+    }
     assert set(doc["totals"]["cost"]) == COST_KEYS
     assert all(set(g["cost"]) == COST_KEYS for g in doc["groups"])
     for g in doc["groups"]:
@@ -591,3 +600,101 @@ def test_a_model_that_binds_thinking_is_named_where_masking_saves_little(state: 
     notes = from_db(connect(db, readonly=True), A).notes
     assert any(n.startswith("History masking saves little on claude-opus-5-5") for n in notes)
     assert not any("saves little" in n for n in from_db(connect(db, readonly=True), B).notes)
+
+
+# -- one unpriced model leaves the others' money (issue 44, item 8) ------------------------------
+
+
+def _price_session_a(state: Path) -> None:
+    """Session A on a model with a list price; B stays on `m/b`, which has none."""
+    rw = sqlite3.connect(state / "ctxwrap" / "ctxwrap.db")
+    rw.execute("UPDATE llm_calls SET model='claude-sonnet-4-5' WHERE session_id=?", (A,))
+    rw.execute("UPDATE sessions SET model='claude-sonnet-4-5' WHERE session_id=?", (A,))
+    rw.commit()
+    rw.close()
+
+
+@pytest.mark.parametrize("by", ["session", "day", "agent"])
+def test_one_unpriced_session_leaves_the_others_in_dollars(state: Path, by: str) -> None:
+    _price_session_a(state)
+    conn = connect(state / "ctxwrap" / "ctxwrap.db", readonly=True)
+    report = compute_stats(conn, by=by, prices={})  # type: ignore[arg-type]
+    a_only = compute_stats(conn, session=A, prices={}).totals
+    conn.close()
+    t = report.totals
+    assert t.unpriced_sessions == (B,) and report.unpriced_models == ("m/b",)
+    doc = json.loads(render_json(report))["totals"]["money"]
+    # the money is A's, all of it, and says it is a part
+    assert doc["partial"] is True and doc["unpriced_sessions"] == [B]
+    a_plain = a_only.cost.plain_usd
+    assert a_plain is not None and doc["plain_usd"] == pytest.approx(a_plain, abs=1e-6)
+    text = render_text(report, color=False, width=120)
+    assert "cost units" not in text and "input-token equivalents:" not in text
+    rows = text.splitlines()
+    total = next(line for line in rows if line.startswith("total") or line.startswith("pi "))
+    assert "$" in total and "*" in total  # a sum of the priced part, marked
+    assert any("unpriced: no known price for m/b (1 session)" in line for line in rows)
+    if by == "session":
+        a_row = next(line for line in rows if line.startswith("aaaa1111"))
+        b_row = next(line for line in rows if line.startswith("bbbb2222"))
+        assert "$" in a_row and "*" not in a_row and "unpriced" not in a_row
+        assert "unpriced" in b_row and "$" not in b_row
+    # the headline leads with the % of all and the priced sessions' money
+    assert "on the priced sessions" in rows[1] and "1 session unpriced (m/b)" in " ".join(
+        text.split()
+    )
+
+
+def test_no_priced_session_stays_in_cost_units_and_names_the_models(
+    conn: sqlite3.Connection,
+) -> None:
+    text = render_text(compute_stats(conn, by="session", prices={}), color=False, width=120)
+    assert "unpriced" not in text and "$" not in text
+    assert "cost in input-token equivalents: no price is known for m/a, m/b" in text
+
+
+# -- the layout: headline and table first, the accounting on request (issue 44, item 17) ---------
+
+
+def test_headline_and_table_lead_and_the_accounting_waits_for_verbose(
+    conn: sqlite3.Connection,
+) -> None:
+    report = compute_stats(conn)
+    lines = render_text(report, color=False, width=100).splitlines()
+    assert lines[0].startswith("ctxwrap stats — all sessions")
+    assert lines[1].startswith("cost ")  # the headline, then the table right after it
+    table = lines.index("") + 1
+    assert lines[table].startswith("what ctxwrap did") and table <= 4
+    short = "\n".join(lines)
+    for accounting in ("LLM call", "provider", "cache (estimated)", "kept out ≈"):
+        assert accounting not in short
+    assert lines[-1] == "≈ estimated (chars/4); details: ctxwrap stats --verbose"
+
+    verbose = render_text(report, color=False, width=100, verbose=True).splitlines()
+    assert verbose[: table + 8] == lines[: table + 8]  # the same head and table
+    after = verbose[verbose.index("how the figures are made (≈: estimated, chars/4)") :]
+    text = "\n".join(after)
+    # each count says what it counts: requests ctxwrap saw vs replies the provider billed, and
+    # the provider's input whole (fresh + cached), so neither looks like a contradiction
+    assert "requests through ctxwrap: 3 LLM calls" in text
+    assert "the provider's own count, over 1 reply: 650 input tokens (100 fresh, 500" in text
+    assert "kept out ≈2,648 tokens" in text and "net 1,083" in text
+
+
+def test_cli_verbose_flag(state: Path) -> None:
+    short = run_cli(state)
+    long = run_cli(state, "--verbose")
+    assert short.returncode == long.returncode == 0
+    assert "requests through ctxwrap" not in short.stdout
+    assert "requests through ctxwrap" in long.stdout
+
+
+def test_short_ids_are_unique_prefixes_marked_when_cut() -> None:
+    from ctxwrap._table import short_ids
+
+    # pi's UUIDv7 ids of sessions started within a minute share their first 8 characters
+    ids = ["01a24afc-4843-705e", "01a24afc-594c-7609", "bbbb2222-session-b", "abc", "abcd"]
+    assert short_ids(ids) == ["01a24afc-4…", "01a24afc-5…", "bbbb2222…", "abc", "abcd"]
+    for cut, whole in zip(short_ids(ids), ids, strict=True):
+        prefix = cut.rstrip("…")
+        assert [i for i in ids if i.startswith(prefix)] == [whole] or cut == whole

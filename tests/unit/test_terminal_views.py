@@ -129,8 +129,11 @@ def test_stats_by_day_reads_like_a_usage_report(state: Path, columns: int) -> No
     out = run(state, columns, "stats", "--by", "day").stdout
     table = out.split("\n\n", 1)[1]
     header = table.splitlines()[0]
-    # the Claude session is priced, the pi one (an unknown model) is not: cost units then
-    assert "cost" in header and "calls" in header, header
+    # the Claude session is priced, the pi one (an unknown model) is not: the day's dollars
+    # are the Claude session's, marked * and said so under the table
+    assert "cost" in header and "calls" in header and "$" in header, header
+    assert "*" in table and "unpriced: no known price for" in " ".join(table.split())
+    assert "cost units" not in out
     priced = run(state, columns, "stats", "--by", "day", "--since", "2026-01-01").stdout
     assert priced
 
