@@ -12,13 +12,16 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwrap import _table as T
 from ctxwrap.headline import pct_text, usd_text
 from ctxwrap.mechanisms.needed_again import parts_text, row_figure, row_parts
 from ctxwrap.replay._run import FIT_TOLERANCE
 from ctxwrap.vocabulary import agent_name, mechanism_label, mechanism_words, plural
+
+if TYPE_CHECKING:
+    from ctxwrap.stats import Money
 
 _HEAD_BYTES = 256 * 1024
 
@@ -135,10 +138,6 @@ def rows_of(doc: dict[str, Any], *, model: str | None) -> list[Row]:
     return rows
 
 
-def _money(v: float, priced: bool) -> str:
-    return usd_text(v) if priced else f"{v:,.0f}"
-
-
 def _pct(plain: float, ours: float) -> float | None:
     return 100.0 * (plain - ours) / plain if plain > 0 else None
 
@@ -154,17 +153,30 @@ def fit_text(g: dict[str, Any]) -> str:
     return f"{fit:.2f}" + ("" if src.get("fit_ok") else "!")
 
 
+def _weighted(rows: list[Row]) -> tuple[float, float]:
+    """Both sides in input-token equivalents (cache-priced): what every session has."""
+    return (
+        sum(r.doc["cost"]["plain"]["weighted_tokens"] for r in rows),
+        sum(r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in rows),
+    )
+
+
+def _row_money(rows: list[Row]) -> list[Money]:
+    from ctxwrap.stats import Money
+
+    return [Money(r.plain, r.ours) if r.priced else Money(None, None) for r in rows]
+
+
 def headline_of(doc: dict[str, Any], *, model: str | None = None) -> dict[str, Any]:
     """The figures of the text's first lines, for `--json`: the sessions not already run under
-    ctxwrap, main-model input only (output is the same on both sides), cache-priced."""
+    ctxwrap, main-model input only (output is the same on both sides), cache-priced. The cost
+    % is of input-token equivalents over every session; money sums the priced ones."""
+    from ctxwrap.stats import money_total
+
     counted = [r for r in rows_of(doc, model=model) if not r.under_ctxwrap]
-    priced = bool(counted) and all(r.priced for r in counted)
-    if priced:
-        tp, to = sum(r.plain for r in counted), sum(r.ours for r in counted)
-    else:
-        tp = sum(r.doc["cost"]["plain"]["weighted_tokens"] for r in counted)
-        to = sum(r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in counted)
-    pct = _pct(tp, to)
+    wp, wo = _weighted(counted)
+    pct = _pct(wp, wo)
+    money = money_total(_row_money(counted))
     off = [
         r.doc["session_id"]
         for r in counted
@@ -172,12 +184,15 @@ def headline_of(doc: dict[str, Any], *, model: str | None = None) -> dict[str, A
     ]
     return {
         "sessions": len(counted),
-        "unit": "usd" if priced else "input_token_equivalents",
-        "plain": round(tp, 6),
-        "ctxwrap": round(to, 6),
-        "saved": round(tp - to, 6),
+        "plain_weighted": round(wp, 1),
+        "ctxwrap_weighted": round(wo, 1),
         "cost_pct": None if pct is None else round(-pct, 1),
         "text": pct_text(pct),
+        "plain_usd": None if money.plain is None else round(money.plain, 6),
+        "ctxwrap_usd": None if money.ours is None else round(money.ours, 6),
+        "saved_usd": None if money.saved is None else round(money.saved, 6),
+        "usd_partial": money.partial,
+        "unpriced_sessions": [r.doc["session_id"] for r in counted if not r.priced],
         "sessions_off_the_bill": off,
     }
 
@@ -185,19 +200,20 @@ def headline_of(doc: dict[str, Any], *, model: str | None = None) -> dict[str, A
 def _session_table(
     rows: list[Row], *, width: int, color: bool, total: bool, costs: bool = True
 ) -> list[str]:
-    priced = all(r.priced for r in rows)
-    tp, to = sum(r.plain for r in rows), sum(r.ours for r in rows)
-    if not priced:  # one unit for the whole table
-        tp = sum(r.doc["cost"]["plain"]["weighted_tokens"] for r in rows)
-        to = sum(r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in rows)
-    plain = [r.plain if priced else r.doc["cost"]["plain"]["weighted_tokens"] for r in rows]
-    ours = [r.ours if priced else r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in rows]
-    pcts = [_pct(p, o) for p, o in zip(plain, ours, strict=True)]
+    from ctxwrap.stats import _wrap, money_texts, money_total, unpriced_note
+
+    money = _row_money(rows)
+    whole = money_total(money)
+    weighted = [
+        (r.doc["cost"]["plain"]["weighted_tokens"], r.doc["cost"]["ctxwrap"]["weighted_tokens"])
+        for r in rows
+    ]
+    pcts = [_pct(p, o) for p, o in weighted]
     extra: list[str | tuple[str, ...]] = ["total"] if total else []
     n = len(rows)
     bold = [""] * n + (["bold"] if total else [])
     calls = [r.doc["llm_calls"] for r in rows]
-    unit = "$" if priced else "units"
+    cells = [money_texts(m) for m in money] + ([money_texts(whole)] if total else [])
     dates: list[str | tuple[str, ...]] = [
         (
             time.strftime("%Y-%m-%d", time.localtime(r.started)),
@@ -227,19 +243,12 @@ def _session_table(
             [f"{c:,}" for c in calls] + ([f"{sum(calls):,}"] if total else []),
             styles=bold,
         ),
-        T.column(
-            f"{unit} plain",
-            [_money(v, priced) for v in plain] + ([_money(tp, priced)] if total else []),
-            styles=bold,
-        ),
-        T.column(
-            (f"{unit} with ctxwrap", f"{unit} with"),
-            [_money(v, priced) for v in ours] + ([_money(to, priced)] if total else []),
-            styles=bold,
-        ),
+        T.column("$ plain", [c[0] for c in cells], styles=bold),
+        T.column(("$ with ctxwrap", "$ with"), [c[1] for c in cells], styles=bold),
         T.column(
             "cost",
-            [pct_text(p) or "-" for p in pcts] + ([pct_text(_pct(tp, to)) or "-"] if total else []),
+            [pct_text(p) or "-" for p in pcts]
+            + ([pct_text(_pct(*_weighted(rows))) or "-"] if total else []),
             styles=bold,
         ),
     ]
@@ -254,11 +263,10 @@ def _session_table(
             )
         )
     lines = T.render(cols, width=width, color=color, total_rows=1 if total else 0)
-    if not priced and costs:
-        from ctxwrap.stats import _wrap
-
-        note = "cost in input-token equivalents (cache-priced): a model without a known price"
-        lines.append(_wrap(note, width))
+    unpriced = [r for r in rows if not r.priced]
+    if unpriced and costs:
+        models = sorted({str(r.doc.get("model") or "?") for r in unpriced})
+        lines.append(_wrap(unpriced_note(len(unpriced), models), width))
     return lines
 
 
@@ -389,29 +397,21 @@ def render_text(
         f" from {plural(doc['files'], 'file')} ({doc['bytes'] / 1e6:,.1f} MB); {how}"
     ]
     if counted:
-        priced = all(r.priced for r in counted)
-        tp = (
-            sum(r.plain for r in counted)
-            if priced
-            else sum(r.doc["cost"]["plain"]["weighted_tokens"] for r in counted)
-        )
-        to = (
-            sum(r.ours for r in counted)
-            if priced
-            else sum(r.doc["cost"]["ctxwrap"]["weighted_tokens"] for r in counted)
-        )
-        pct = pct_text(_pct(tp, to))
-        if priced:
-            saved = tp - to
-            money = f"{usd_text(abs(saved))} {'saved' if saved >= 0 else 'more'}"
+        h = headline_of(doc, model=model)
+        if h["saved_usd"] is not None:
+            saved, star = h["saved_usd"], "*" if h["usd_partial"] else ""
+            money = f"{usd_text(abs(saved))}{star} {'saved' if saved >= 0 else 'more'}"
             out.append(
-                f"cost {pct} · {money}: {usd_text(tp)} plain → {usd_text(to)} with ctxwrap"
-                " (main-model input, cache-priced; aux model in tokens below)"
+                f"cost {h['text']} · {money}: {usd_text(h['plain_usd'])}{star} plain →"
+                f" {usd_text(h['ctxwrap_usd'])}{star} with ctxwrap (main-model input,"
+                " cache-priced; aux model in tokens below"
+                + ("; $*: the priced sessions only)" if star else ")")
             )
         else:
             out.append(
-                f"cost {pct}: {tp:,.0f} → {to:,.0f} cost units (input-token equivalents,"
-                " cache-priced; aux model in tokens below)"
+                f"cost {h['text']}: {h['plain_weighted']:,.0f} → {h['ctxwrap_weighted']:,.0f}"
+                " cost units (input-token equivalents, cache-priced; aux model in tokens"
+                " below)"
             )
         out = [_wrap(line, width) for line in out]
         out.append("")

@@ -59,7 +59,9 @@ def test_one_row_per_session_sorted_with_total_and_it_fits(
     header = table[0].split()
     assert header[0] == "date" and "calls" in header and "cost" in header
     rows = [
-        ln for ln in table[2:] if ln and not ln.startswith(("-", " ", "cost in", "plain ÷ bill"))
+        ln
+        for ln in table[2:]
+        if ln and not ln.startswith(("-", " ", "cost in", "plain ÷ bill", "unpriced:"))
     ]
     assert rows[-1].startswith("total")
     dates = [r.split()[0] for r in rows[:-1]]
@@ -148,3 +150,24 @@ def test_each_mechanism_row_says_how_much_of_what_it_hid_was_needed_again(
     )
     group["needed_again"]["mechanisms"].pop("edits")
     assert "apart" not in render_text(doc, width=120)  # one mechanism: nothing to split
+
+
+def test_one_unpriced_model_leaves_the_priced_sessions_in_dollars(
+    sessions: Path, tmp_path: Path
+) -> None:
+    """The pi fixture runs on a model with no known price, the Claude Code one on a priced
+    model: the priced row stays in $, the other says unpriced, the total is the priced part
+    (marked *), and --json's headline carries the same figures the text prints."""
+    text = cli(str(sessions), columns=100, state=tmp_path).stdout
+    rows: dict[str, str] = {}
+    for ln in text.split("already run under ctxwrap")[0].splitlines():
+        if re.match(r"\d{4}-\d\d-\d\d ", ln):
+            rows[ln.split()[2]] = ln
+    assert "unpriced" in rows["pi"] and "$" not in rows["pi"], rows
+    assert re.search(r"\$\d", rows["Claude"]), rows
+    total = next(ln for ln in text.splitlines() if ln.startswith("total"))
+    assert "*" in total and "unpriced: no known price for" in text
+    doc = json.loads(cli("--json", str(sessions), state=tmp_path).stdout)
+    head = doc["headline"]
+    assert head["usd_partial"] and len(head["unpriced_sessions"]) == 1
+    assert f"cost {head['text']} · " in text.splitlines()[1]
