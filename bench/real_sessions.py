@@ -195,6 +195,9 @@ def session_row(g: dict[str, Any]) -> dict[str, Any]:
         "needed_again": need,
         "compaction_points": g.get("compaction_points", []),
         "recorded_cache": g.get("recorded_cache", {}),
+        # replay's plain over the bill the transcript records (docs/accounting.md)
+        "fit": g["plain_source"]["fit"],
+        "plain_source": g["plain_source"]["source"],
     }
 
 
@@ -233,6 +236,15 @@ def summary(rows: list[dict[str, Any]], min_calls: int) -> dict[str, Any]:
             ),
             "median_tokens_saved_pct": _median([r["tokens_saved_pct"] for r in rs]),
             "median_cost_ratio": _median([r["cost_ratio"] for r in rs]),
+            # how far the figures' base is from the bills: the worst fit, and the worst session
+            "worst_fit": max(
+                (r["fit"] for r in rs if r["fit"] is not None),
+                key=lambda f: abs(f - 1),
+                default=None,
+            ),
+            "estimated_sessions": sum(1 for r in rs if r["fit"] is None),
+            "worst_session": min(rs, key=lambda r: r["cost_saved_pct"] or 0.0)["session"],
+            "worst_cost_saved_pct": min(r["cost_saved_pct"] or 0.0 for r in rs),
             "needed_again": {
                 m: {
                     **t,
@@ -410,7 +422,7 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
         if sessions:
             lines.append(
                 f"   {'session':44} {'agent':6} {'calls':>5} {'cost−':>6} {'w/ re-read':>10}"
-                f" {'tok−':>6} {'ratio':>6}  needed again (per mechanism: needed/hidden)"
+                f" {'tok−':>6} {'ratio':>6} {'fit':>5}  needed again (per mechanism: needed/hidden)"
             )
             for r in res["sessions"]:
                 need = " ".join(
@@ -420,7 +432,8 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
                 lines.append(
                     f"   {r['session'][:44]:44} {r['agent']:6} {r['calls']:>5}"
                     f" {_f(r['cost_saved_pct'], '%'):>6} {_f(r['cost_saved_after_rereads_pct'], '%'):>10}"
-                    f" {_f(r['tokens_saved_pct'], '%'):>6} {_f(r['cost_ratio']):>6}  {need}"
+                    f" {_f(r['tokens_saved_pct'], '%'):>6} {_f(r['cost_ratio']):>6}"
+                    f" {'est.' if r['fit'] is None else format(r['fit'], '.2f'):>5}  {need}"
                 )
                 saved = " ".join(f"{m}={r['saved_tokens'].get(m, 0):,}" for m in MECHANISMS)
                 lines.append(f"   {'':44} saved tokens: {saved}")
@@ -456,6 +469,17 @@ def render(results: list[dict[str, Any]], *, sessions: bool) -> str:
                 f" (copies only {_f(m['median_cost_saved_after_copies_pct'], '%')}),"
                 f" tokens {_f(m['median_tokens_saved_pct'], '%')},"
                 f" cost ratio {_f(m['median_cost_ratio'])}; needed again: {need or 'none'}"
+            )
+            fit = m["worst_fit"]
+            lines.append(
+                f"   {'':6} worst session {m['worst_session'][:40]}"
+                f" {_f(m['worst_cost_saved_pct'], '%')}; plain ÷ recorded bill: worst"
+                f" {'-' if fit is None else format(fit, '.2f')}"
+                + (
+                    f", {m['estimated_sessions']} without usage (estimated)"
+                    if m["estimated_sessions"]
+                    else ""
+                )
             )
     return "\n".join(lines) + "\n"
 
