@@ -113,6 +113,8 @@ class Figures:
     provider: ProviderFigures
     mechanisms: tuple[MechanismFigures, ...]
     cost: CostFigures = field(default_factory=CostFigures)
+    # tries answered with an error status or not at all: no LLM call, no cost
+    failed_tries: int = 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,9 @@ class StatsReport:
     @property
     def empty(self) -> bool:
         t = self.totals
-        return not (t.llm_calls or t.aux_calls or t.provider.turns or self.live_sessions)
+        return not (
+            t.llm_calls or t.failed_tries or t.aux_calls or t.provider.turns or self.live_sessions
+        )
 
 
 # -- compute ------------------------------------------------------------------------------------
@@ -176,10 +180,12 @@ class _Raw:
     aux: dict[str, list[int]] = field(default_factory=dict)  # mechanism -> [n, failed, in, out]
     turns: list[int] = field(default_factory=lambda: [0, 0, 0, 0, 0])
     cost: CostFigures = field(default_factory=CostFigures)
+    failed_tries: int = 0
 
     def add(self, other: _Raw) -> None:
         self.cost.add(other.cost)
         self.calls += other.calls
+        self.failed_tries += other.failed_tries
         self.heads += other.heads
         self.heads_compaction += other.heads_compaction
         self.sent += other.sent
@@ -235,6 +241,7 @@ def figures_from(raw: _Raw) -> Figures:
         ),
         mechanisms=tuple(mechs),
         cost=raw.cost,
+        failed_tries=raw.failed_tries,
     )
 
 
@@ -350,6 +357,14 @@ def compute_stats(
         for i, v in enumerate(r[2:7]):
             turns[i] += v
 
+    if _has_failed_tries(conn):  # schema 12
+        for r in conn.execute(
+            f"""SELECT session_id, {bucket} b, COUNT(*) FROM failed_tries WHERE {cond}
+                GROUP BY session_id, b""",
+            params,
+        ):
+            cell(r[0], r[1]).failed_tries += r[2]
+
     # Cache-priced figures: each session is priced whole (a call's price depends on the calls
     # before it), per 15-minute bucket, as the daemon cached them unless the session changed
     # since; each bucket lands in its cell like the rows above.
@@ -416,6 +431,12 @@ def compute_stats(
             )
         ),
     )
+
+
+def _has_failed_tries(conn: sqlite3.Connection) -> bool:
+    """A store `ctxwrap stats` reads may predate schema 12."""
+    query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='failed_tries'"
+    return conn.execute(query).fetchone() is not None
 
 
 def _session_agents(conn: sqlite3.Connection) -> dict[str, str]:
@@ -571,6 +592,7 @@ def parse_since(text: str, *, now: float | None = None) -> float:
 def _figures_json(f: Figures, agent: str | None) -> dict[str, Any]:
     return {
         "llm_calls": f.llm_calls,
+        "failed_tries": f.failed_tries,
         "head_changes": f.head_changes,
         "head_changes_compaction": f.head_changes_compaction,
         "sent_chars": f.sent_chars,
@@ -823,6 +845,11 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
             else ""
         )
     )
+    if t.failed_tries:
+        out.append(
+            f"{plural(t.failed_tries, 'try', 'tries')} failed (an error or no answer from the"
+            " provider: not LLM calls, priced at nothing)"
+        )
     net = _paint(_n(t.net_tokens), "red" if t.net_tokens < 0 else "green", color)
     out.append(
         f"kept out ≈{_n(t.saved_tokens)} tokens ({_pct(t.saved_pct)}) − aux model"

@@ -279,6 +279,7 @@ def test_parse_since_forms() -> None:
 
 FIGURE_KEYS = {
     "llm_calls",
+    "failed_tries",
     "headline",
     "head_changes",
     "head_changes_compaction",

@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import hmac
 import secrets
+import socket
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,15 +74,38 @@ class ProxyAdapter(Protocol):
         """A reader for this response's bytes, or None."""
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
-        """After the response was passed on (run off the request thread)."""
+        """After a 2xx response was passed on (run off the request thread)."""
 
-    def unreachable(self, exc: Exception) -> bytes:
-        """The API-shaped JSON error body of a 502 when the upstream cannot be reached."""
+    def failed(self, exchange: Exchange, status: int | None) -> None:
+        """After a try that got no answer: an error status passed on as it came, or None for
+        an upstream connection that failed (run off the request thread). No LLM call."""
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.to_reset: set[Any] = set()
+        self._reset_lock = threading.Lock()
+
+    def reset_when_done(self, request: Any) -> None:
+        with self._reset_lock:
+            self.to_reset.add(request)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._reset_lock:
+            reset = request in self.to_reset
+            self.to_reset.discard(request)
+        if reset:
+            # An upstream connection that failed: the agent's connection fails the same way
+            # (a reset, no FIN and no response of ours), so its own network handling applies.
+            with contextlib.suppress(OSError):
+                request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_request(request)
+            return
+        super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         return  # a client that went away mid-stream is normal; never print on the user's TTY
@@ -112,8 +137,14 @@ class LoopbackProxy:
             timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0),
             follow_redirects=False,
         )
-        self.httpd = _Server(("127.0.0.1", 0), _make_handler(self))
+        self.httpd = _bind_server(_make_handler(self))
         self._thread: threading.Thread | None = None
+        # An upstream that refuses connections: the proxy stops listening until it is back.
+        self._outage_lock = threading.Lock()
+        self._listening = True
+        self._closing = threading.Event()
+        self._idle: set[Any] = set()  # client connections between requests (keep-alive)
+        self._idle_lock = threading.Lock()
 
     @property
     def port(self) -> int:
@@ -132,8 +163,58 @@ class LoopbackProxy:
         )
         self._thread.start()
 
+    def upstream_refused(self, url: str) -> None:
+        """The upstream refused a connection (or could not be reached at all): stop listening
+        until it answers again. The agent's next tries then fail to connect, as they would
+        against its own upstream — Codex waits for the network instead of spending its retry
+        budget, Claude Code says "Unable to connect to API (ConnectionRefused)"."""
+        with self._outage_lock:
+            if not self._listening or self._closing.is_set():
+                return
+            self._listening = False
+            self.httpd.shutdown()  # serve_forever runs on its own thread: returns when it stops
+            with contextlib.suppress(OSError):
+                self.httpd.socket.shutdown(socket.SHUT_RDWR)  # refused; the port stays bound
+            with self._idle_lock:
+                idle = list(self._idle)
+            for conn in idle:  # a pooled keep-alive connection would not see the refusal
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        threading.Thread(
+            target=self._wait_for_upstream, args=(url,), name=f"ctxwrap-{self.name}-outage"
+        ).start()
+
+    def upstream_down(self, url: str) -> bool:
+        """After a reset or a cut: whether the upstream now refuses connections (it went
+        down, as a crashing server resets its connections and then refuses)."""
+        origin = httpx.URL(url).copy_with(path="/", query=None, fragment=None)
+        try:
+            self.client.head(origin, timeout=2.0)
+        except httpx.HTTPError as exc:
+            return _refused(exc)
+        except Exception:
+            return False
+        return False
+
+    def _wait_for_upstream(self, url: str) -> None:
+        while not self._closing.wait(0.5):
+            if not self.upstream_down(url):
+                break
+        with self._outage_lock:
+            if self._closing.is_set():
+                return
+            try:
+                self.httpd.socket.listen(self.httpd.request_queue_size)
+            except OSError:
+                return  # cannot listen again: the agent sees its connection refused, as now
+            self._listening = True
+            self.start()
+
     def close(self) -> None:
-        if self._thread is not None:
+        self._closing.set()
+        with self._outage_lock:
+            listening = self._listening
+        if self._thread is not None and listening:
             self.httpd.shutdown()
             self._thread.join(timeout=5)
         self.httpd.server_close()
@@ -147,6 +228,26 @@ class LoopbackProxy:
         return "/" + rest
 
 
+def _refused(exc: Exception) -> bool:
+    """A connection to the upstream that could not be made (refused, unreachable, timed out)."""
+    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+
+
+def _bind_server(handler: type[BaseHTTPRequestHandler]) -> _Server:
+    """A server on a free loopback port bound by number: a socket bound so keeps its port
+    when it stops listening (`upstream_refused`) and can listen on it again."""
+    for _ in range(20):
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        try:
+            return _Server(("127.0.0.1", port), handler)
+        except OSError:
+            continue  # taken in between
+    return _Server(("127.0.0.1", 0), handler)
+
+
 def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -154,6 +255,24 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # never log: request lines and headers may carry credentials
+
+        def setup(self) -> None:
+            super().setup()
+            with proxy._idle_lock:
+                proxy._idle.add(self.connection)
+
+        def finish(self) -> None:
+            with proxy._idle_lock:
+                proxy._idle.discard(self.connection)
+            super().finish()
+
+        def handle_one_request(self) -> None:
+            try:
+                super().handle_one_request()
+            finally:
+                with proxy._idle_lock:
+                    if not self.close_connection:
+                        proxy._idle.add(self.connection)
 
         def _plain(self, status: int, data: bytes) -> None:
             self.send_response(status)
@@ -164,6 +283,8 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
 
         def _handle(self) -> None:
+            with proxy._idle_lock:
+                proxy._idle.discard(self.connection)
             rest = proxy.check_secret(self.path)
             if rest is None:
                 self.close_connection = True
@@ -198,18 +319,37 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
                 )
                 resp = proxy.client.send(req, stream=True)
             except httpx.HTTPError as exc:
-                self._plain(502, proxy.adapter.unreachable(exc))
+                # Refused, reset, timed out: no answer to pass on, so none of ours either.
+                if _refused(exc) or proxy.upstream_down(exchange.upstream_url):
+                    proxy.upstream_refused(exchange.upstream_url)
+                self._fail_connection()
+                in_background(lambda: proxy.adapter.failed(exchange, None), proxy.name)
                 return
             tap = None
             with contextlib.suppress(Exception):
                 tap = proxy.adapter.tap(exchange, resp.status_code, resp.headers)
             try:
                 self._relay(resp, tap)
-            except (BrokenPipeError, ConnectionResetError, httpx.HTTPError):
+            except httpx.HTTPError:
+                if proxy.upstream_down(exchange.upstream_url):
+                    proxy.upstream_refused(exchange.upstream_url)
+                self._fail_connection()  # the upstream stream broke: break this one alike
+            except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
             finally:
                 resp.close()
-            in_background(lambda: proxy.adapter.finished(exchange, tap), proxy.name)
+            if 200 <= resp.status_code < 300:
+                in_background(lambda: proxy.adapter.finished(exchange, tap), proxy.name)
+            else:
+                status = resp.status_code
+                in_background(lambda: proxy.adapter.failed(exchange, status), proxy.name)
+
+        def _fail_connection(self) -> None:
+            self.close_connection = True
+            with contextlib.suppress(Exception):
+                self.wfile.flush()
+            if isinstance(self.server, _Server):
+                self.server.reset_when_done(self.connection)
 
         def _relay(self, resp: httpx.Response, tap: ResponseTap | None) -> None:
             self.send_response(resp.status_code)

@@ -256,15 +256,15 @@ class _Adapter:
             ctx.sess.round_ended(ctx.round)  # a stream cut short ends its round too
         ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original)
 
-    def unreachable(self, exc: Exception) -> bytes:
-        err = {
-            "type": "error",
-            "error": {
-                "type": "api_error",
-                "message": f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})",
-            },
-        }
-        return json.dumps(err).encode()
+    def failed(self, exchange: Exchange, status: int | None) -> None:
+        """An error status or no answer: Claude Code tries again or fails as it would; the try
+        is counted apart, not as an LLM call, and priced at nothing."""
+        ctx = exchange.context
+        if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
+            return
+        ctx.sess.ensure_registered()
+        payload = {"session_id": ctx.sess.session_id, "status": status}
+        ctx.sess.daemon.call("/v1/failed_try", payload, timeout=3.0)
 
 
 UPSTREAM_OVERRIDE = "CTXWRAP_CLAUDE_UPSTREAM"

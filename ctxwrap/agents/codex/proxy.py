@@ -217,6 +217,12 @@ class CodexProxy:
             # a refused or cut-off summarisation is no compaction (Codex retries or fails)
             ctx.sess.record_compaction(usage, ctx.summarise)
 
-    def unreachable(self, exc: Exception) -> bytes:
-        msg = f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})"
-        return json.dumps({"error": {"message": msg, "type": "server_error"}}).encode()
+    def failed(self, exchange: Exchange, status: int | None) -> None:
+        """An error status or no answer: Codex retries, waits or fails as it would; the try is
+        counted apart, not as an LLM call, and priced at nothing."""
+        ctx = exchange.context
+        if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
+            return
+        ctx.sess.ensure_registered()
+        payload = {"session_id": ctx.sess.session_id, "status": status}
+        ctx.sess.daemon.call("/v1/failed_try", payload, timeout=3.0)
