@@ -1046,8 +1046,9 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             def write(data: bytes) -> None:
                 nonlocal sent
                 if reply.fault in ("cut", "stall") and sent >= max(1, total // 2):
-                    if reply.fault == "stall":
-                        time.sleep(reply.delay_s or 30.0)
+                    # a cut: the frames sent are read before the reset arrives, as over a
+                    # network (on loopback a reset right after them would discard them unread)
+                    time.sleep((reply.delay_s or 30.0) if reply.fault == "stall" else 0.3)
                     raise _StreamFault
                 self.wfile.write(data)
                 self.wfile.flush()

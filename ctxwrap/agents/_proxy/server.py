@@ -196,6 +196,16 @@ class LoopbackProxy:
             return False
         return False
 
+    def check_upstream(self, url: str) -> None:
+        """After a reset or a cut, off the request thread (the agent sees its connection
+        break at once, as it would): an upstream now refusing connections went down."""
+
+        def check() -> None:
+            if self.upstream_down(url):
+                self.upstream_refused(url)
+
+        in_background(check, self.name)
+
     def _wait_for_upstream(self, url: str) -> None:
         while not self._closing.wait(0.5):
             if not self.upstream_down(url):
@@ -320,8 +330,10 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
                 resp = proxy.client.send(req, stream=True)
             except httpx.HTTPError as exc:
                 # Refused, reset, timed out: no answer to pass on, so none of ours either.
-                if _refused(exc) or proxy.upstream_down(exchange.upstream_url):
+                if _refused(exc):
                     proxy.upstream_refused(exchange.upstream_url)
+                else:
+                    proxy.check_upstream(exchange.upstream_url)
                 self._fail_connection()
                 in_background(lambda: proxy.adapter.failed(exchange, None), proxy.name)
                 return
@@ -331,9 +343,8 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
             try:
                 self._relay(resp, tap)
             except httpx.HTTPError:
-                if proxy.upstream_down(exchange.upstream_url):
-                    proxy.upstream_refused(exchange.upstream_url)
                 self._fail_connection()  # the upstream stream broke: break this one alike
+                proxy.check_upstream(exchange.upstream_url)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
             finally:
