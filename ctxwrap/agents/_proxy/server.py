@@ -43,6 +43,9 @@ HOP_BY_HOP = frozenset(
 )
 
 
+NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class ResponseTap(Protocol):
     """Sees a response's bytes as they pass (usage, tool calls); must never raise."""
 
@@ -136,6 +139,9 @@ class LoopbackProxy:
         self.client = httpx.Client(
             timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0),
             follow_redirects=False,
+            # Nagle would hold a request's last partial segment until the upstream's delayed
+            # ACK (up to 40 ms); the agents' own clients send without it
+            transport=httpx.HTTPTransport(socket_options=[NODELAY]),
         )
         self.httpd = _bind_server(_make_handler(self))
         self._thread: threading.Thread | None = None
@@ -268,6 +274,9 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
 
         def setup(self) -> None:
             super().setup()
+            # headers, then each SSE frame as it comes: no Nagle wait between small writes
+            with contextlib.suppress(OSError):
+                self.connection.setsockopt(*NODELAY)
             with proxy._idle_lock:
                 proxy._idle.add(self.connection)
 
