@@ -15,6 +15,7 @@ go as they came. Targets: ≤ 5 ms p50 unedited, ≤ 10 ms edited at 100k tokens
 from __future__ import annotations
 
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -32,6 +33,7 @@ import httpx
 from ctxwrap.agents.claude.proxy import ClaudeProxy
 from ctxwrap.engine.edits import TombstoneEdit
 
+ROUTE = os.environ.get("CTXWRAP_BENCH_ROUTE", "/v1/messages?beta=true")  # another: not read
 SESSION = "5f0c2a7e-1b3d-4c5e-8f90-a1b2c3d4e5f6"
 SSE = (
     b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",'
@@ -152,8 +154,8 @@ def measure(sizes: Sequence[int], pairs: int) -> list[dict[str, Any]]:
                     assert proc.stdout is not None
                     base_url = proc.stdout.readline().strip()
                     with httpx.Client(timeout=30) as client:
-                        direct_url = f"{up_url}/v1/messages?beta=true"
-                        proxied_url = f"{base_url}/v1/messages?beta=true"
+                        direct_url = f"{up_url}{ROUTE}"
+                        proxied_url = f"{base_url}{ROUTE}"
                         for _ in range(3):  # warm-up: connections, the session's first call
                             _ttfb(client, direct_url, raw)
                             _ttfb(client, proxied_url, raw)

@@ -26,6 +26,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from ctxwrap.agents._proxy.frozen import flush_cache_states
+
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -235,6 +237,7 @@ class LoopbackProxy:
             self._thread.join(timeout=5)
         self.httpd.server_close()
         self.client.close()
+        flush_cache_states()  # the sessions' last cache states are on disk when we return
 
     def check_secret(self, path: str) -> str | None:
         """The path after the secret segment, or None for a request without the secret."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap
+from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap, body_encoding
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
 from ctxwrap.agents.claude.session import ClaudeSession, TagRound
@@ -161,7 +161,7 @@ class ClaudeProxy:
         if not (messages_call or wire.is_count_tokens(path)):
             return raw, None, None, []
         try:
-            body = json.loads(raw)
+            body = body_encoding.parse_json(raw)
         except ValueError:
             return raw, None, None, []
         if not isinstance(body, dict):
@@ -178,7 +178,7 @@ class ClaudeProxy:
         except Exception:
             # Our side failed mid-request: keep replaying what is already frozen.
             try:
-                body = json.loads(raw)
+                body = body_encoding.parse_json(raw)
                 applied = sess.replay(body)
             except Exception:
                 return raw, sess, None, []

@@ -169,7 +169,7 @@ class CodexProxy:
         if plain is None:
             return Exchange(raw, url)  # a body we cannot read goes as it is (no edit, no stats)
         try:
-            body = json.loads(plain)
+            body = body_encoding.parse_json(plain)
         except ValueError:
             return Exchange(raw, url)
         if not isinstance(body, dict):
@@ -189,7 +189,7 @@ class CodexProxy:
         except Exception:
             # Our side failed mid-request: keep replaying what is already frozen.
             try:
-                body = json.loads(plain)
+                body = body_encoding.parse_json(plain)
                 applied = sess.replay(body)
             except Exception:
                 return Exchange(raw, url)
