@@ -638,6 +638,7 @@ class ScriptedModelServer:
         side_text: str | None = None,
         cache_losses: Mapping[int, str] | None = None,
         preserved_thinking: bool = False,
+        tokens_per_s: float = 0.0,
     ) -> None:
         """preserved_thinking: every Anthropic main reply starts with a thinking block bound
         to the request it answers (system, tools, messages: `thinking_prefix_key`), and a
@@ -667,6 +668,9 @@ class ScriptedModelServer:
         self.side_text = side_text
         self.cache_losses = dict(cache_losses or {})
         self.preserved_thinking = preserved_thinking
+        # a streamed reply's pace (a realistic model; 0: as fast as it can be written): each
+        # frame is taken for ~8 tokens (a 32-char delta)
+        self.tokens_per_s = tokens_per_s
         self.prefix_failures: list[tuple[int, int]] = []
         for step, how in self.cache_losses.items():
             if how not in CACHE_LOSSES:  # said when the server is made, not mid-session
@@ -1050,6 +1054,8 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     # network (on loopback a reset right after them would discard them unread)
                     time.sleep((reply.delay_s or 30.0) if reply.fault == "stall" else 0.3)
                     raise _StreamFault
+                if server.tokens_per_s > 0 and sent:
+                    time.sleep(8 / server.tokens_per_s)
                 self.wfile.write(data)
                 self.wfile.flush()
                 sent += 1
@@ -1316,6 +1322,8 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             }
 
             def emit(payload: JsonObj | str) -> None:
+                if server.tokens_per_s > 0:
+                    time.sleep(8 / server.tokens_per_s)
                 data = payload if isinstance(payload, str) else json.dumps({**base, **payload})
                 frame = f"data: {data}\n\n".encode()
                 self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
