@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import os
 import secrets
 import socket
 import struct
@@ -22,7 +23,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 import httpx
 
@@ -131,12 +133,26 @@ def read_body(handler: BaseHTTPRequestHandler) -> bytes:
     return handler.rfile.read(length) if length else b""
 
 
+SECRET_HEADER = "x-ctxwrap-proxy"  # the "header" door's; never forwarded
+# How a request shows it is the agent's (docs/architecture.md, "the proxy's door"):
+# - path: the URL starts with the per-launch secret segment (Claude Code: it never prints it);
+# - header: the secret in SECRET_HEADER, the URL path the upstream's own (a Codex custom
+#   provider sends it from `env_http_headers`): an error line that prints the URL shows no secret;
+# - peer: the connecting socket belongs to this user and the request is no browser's (the
+#   built-in Codex provider, which takes no header of ours); Linux (/proc/net/tcp) only.
+Door = Literal["path", "header", "peer"]
+
+
 class LoopbackProxy:
     """The HTTP server on 127.0.0.1 with the per-launch secret, forwarding through `adapter`."""
 
-    def __init__(self, adapter: ProxyAdapter, *, name: str) -> None:
+    def __init__(
+        self, adapter: ProxyAdapter, *, name: str, door: Door = "path", base_path: str = ""
+    ) -> None:
         self.adapter = adapter
         self.name = name
+        self.door: Door = door if door != "peer" or _PROC_TCP.is_file() else "path"
+        self.base_path = "/" + base_path.strip("/") if base_path.strip("/") else ""
         self.secret = secrets.token_urlsafe(24)
         self.client = httpx.Client(
             timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0),
@@ -160,7 +176,9 @@ class LoopbackProxy:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{self.secret}"
+        if self.door == "path":
+            return f"http://127.0.0.1:{self.port}/{self.secret}"
+        return f"http://127.0.0.1:{self.port}{self.base_path}"
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -239,12 +257,59 @@ class LoopbackProxy:
         self.client.close()
         flush_cache_states()  # the sessions' last cache states are on disk when we return
 
+    def admit(self, path: str, headers: dict[str, str], connection: Any) -> str | None:
+        """The path to forward (after the secret segment or the base path), or None for a
+        request that did not come through the door."""
+        if self.door == "path":
+            return self.check_secret(path)
+        base = self.base_path
+        if base and not (path == base or path.startswith((base + "/", base + "?"))):
+            return None
+        rest = path[len(base) :] or "/"
+        if self.door == "header":
+            given = headers.get(SECRET_HEADER, "")
+            return rest if hmac.compare_digest(given.encode(), self.secret.encode()) else None
+        # peer: a browser says where it comes from (a page's fetch, a rebound name); Codex
+        # sends none of these
+        if "origin" in headers or "sec-fetch-site" in headers or "sec-fetch-mode" in headers:
+            return None
+        if headers.get("host") not in (f"127.0.0.1:{self.port}", f"localhost:{self.port}"):
+            return None
+        return rest if peer_uid(connection) == os.getuid() else None
+
     def check_secret(self, path: str) -> str | None:
         """The path after the secret segment, or None for a request without the secret."""
         prefix, _, rest = path.lstrip("/").partition("/")
         if not hmac.compare_digest(prefix.encode(), self.secret.encode()):
             return None
         return "/" + rest
+
+
+_PROC_TCP = Path("/proc/net/tcp")
+
+
+def peer_uid(connection: Any) -> int | None:
+    """The uid owning the other end of a loopback TCP connection (Linux: its row in
+    /proc/net/tcp, the client's address as local and ours as remote); None when unknown."""
+    try:
+        host, port = connection.getpeername()[:2]
+        our_host, our_port = connection.getsockname()[:2]
+        local = f"{_hex_ipv4(host)}:{port:04X}"
+        remote = f"{_hex_ipv4(our_host)}:{our_port:04X}"
+        with _PROC_TCP.open(encoding="ascii") as fh:
+            next(fh, None)
+            for line in fh:
+                parts = line.split()
+                if len(parts) > 7 and parts[1] == local and parts[2] == remote:
+                    return int(parts[7])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _hex_ipv4(host: str) -> str:
+    """An IPv4 address as /proc/net/tcp writes it (the 32-bit value in host byte order)."""
+    return f"{struct.unpack('=I', socket.inet_aton(host))[0]:08X}"
 
 
 def _refused(exc: Exception) -> bool:
@@ -307,12 +372,13 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
         def _handle(self) -> None:
             with proxy._idle_lock:
                 proxy._idle.discard(self.connection)
-            rest = proxy.check_secret(self.path)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            rest = proxy.admit(self.path, headers, self.connection)
             if rest is None:
                 self.close_connection = True
                 self._plain(404, b'{"error":"not found"}')
                 return
-            headers = {k.lower(): v for k, v in self.headers.items()}
+            headers.pop(SECRET_HEADER, None)
             refused = proxy.adapter.refuse(self.command, rest, headers)
             if refused is not None:
                 self.close_connection = True
@@ -328,7 +394,7 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
             out_headers = [
                 (k, overrides.get(k.lower(), v))
                 for k, v in self.headers.items()
-                if k.lower() not in HOP_BY_HOP
+                if k.lower() not in HOP_BY_HOP and k.lower() != SECRET_HEADER
             ]
             try:
                 req = proxy.client.build_request(

@@ -17,10 +17,12 @@ import json
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap, body_encoding
+from ctxwrap.agents._proxy.server import SECRET_HEADER
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.agents.codex.session import CodexSession
 from ctxwrap.agents.codex.upstream_aux import CREDENTIAL_HEADERS, ResponsesAux
@@ -73,7 +75,17 @@ class CodexProxy:
         self._lock = threading.Lock()
         self._credentials: dict[str, str] = {}  # memory only: the aux backend's key
         self._responses_url: str | None = None
-        self.server = LoopbackProxy(self, name="codex")
+        # Codex prints the URL it called in its error lines: no secret in it. A custom
+        # provider sends the secret in a header (`http_headers`, in Codex's argv as the secret
+        # path was: not in its environment, which its tools inherit whole); the built-in
+        # provider takes no header of ours, so its requests are let in by who connects (this
+        # user, not a browser). The URL path is the upstream's own, as plain Codex prints it.
+        self.server = LoopbackProxy(
+            self,
+            name="codex",
+            door="peer" if provider == "openai" else "header",
+            base_path=urlsplit(self.upstream or OPENAI_UPSTREAM).path,
+        )
         self.aux = ResponsesAux(
             self.server.client, lambda: self._responses_url, self.credentials, self._aux_model
         )
@@ -87,6 +99,13 @@ class CodexProxy:
     @property
     def secret(self) -> str:
         return self.server.secret
+
+    def launch_overrides(self) -> list[str]:
+        """Codex's `-c` arguments beside the base_url one: the header door's header."""
+        if self.server.door != "header":
+            return []
+        key = f"model_providers.{self.provider}.http_headers.{SECRET_HEADER}"
+        return ["-c", f"{key}={json.dumps(self.secret)}"]
 
     def start(self) -> None:
         self.server.start()
