@@ -114,6 +114,9 @@ def save_cache_states(path: Path | None, states: dict[str, CacheState]) -> None:
     cost milliseconds a request would wait for); the latest states of a path win."""
     if path is None:
         return
+    if not path.exists():  # a conversation's first request: the file is there when it returns
+        _write_states(path, dump_states(states))
+        return
     _cache_writer.put(path, dump_states(states))
 
 
