@@ -19,6 +19,11 @@ Figures printed:
 - the launcher's fixed cost: `ctxwrap pi --version` vs `pi --version`.
 
     .venv/bin/python bench/overhead.py [--runs 5] [--versions pi,pi-0.73]
+
+Two more modes (issue 43): ``--proxy`` prints the Claude proxy's added time to the first byte
+by request size, p50/p95 (bench/proxy_latency.py); ``--realistic`` runs whole sessions of pi,
+Claude Code and Codex at a realistic model latency (``--ttft``, ``--aux-ttft``, ``--tps``),
+plain vs wrapped in the same run, and prints each wall-time ratio (bench/realistic_latency.py).
 """
 
 from __future__ import annotations
@@ -306,8 +311,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--versions", default="pi,pi-0.73")
+    ap.add_argument("--proxy", action="store_true", help="the proxy's added time to first byte")
+    ap.add_argument("--pairs", type=int, default=30, help="--proxy: request pairs per row")
+    ap.add_argument("--sizes", default="15000,100000,200000", help="--proxy: request tokens")
+    ap.add_argument("--realistic", action="store_true", help="whole sessions, realistic latency")
+    ap.add_argument("--agents", default="pi,claude,codex", help="--realistic: which agents")
+    ap.add_argument("--ttft", type=float, default=1.5, help="--realistic: main model, s")
+    ap.add_argument("--aux-ttft", type=float, default=0.8, help="--realistic: aux model, s")
+    ap.add_argument("--tps", type=float, default=60.0, help="--realistic: tokens per second")
     args = ap.parse_args(argv)
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    sys.path.insert(0, str(Path(__file__).parent))
+    if args.proxy:
+        import proxy_latency
+
+        proxy_latency.report([int(x) for x in args.sizes.split(",")], args.pairs)
+        return 0
+    if args.realistic:
+        import realistic_latency
+
+        with isolated_xdg(Path(tempfile.mkdtemp(prefix="ctxwrap-real-"))) as xdg_env:
+            env = {**os.environ, **xdg_env}
+            realistic_latency.report(args.agents.split(","), args.runs, args, env)
+        return 0
     results = [r for n in args.versions.split(",") if (r := bench_version(n, args.runs))]
     print("\nsummary:")
     for r in results:

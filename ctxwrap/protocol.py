@@ -362,6 +362,14 @@ class ContextRequest(Request):
     keep: list[str] = Field(default_factory=list)
 
 
+class FailedTry(Request):
+    """A proxied try the upstream answered with an error status, or not at all (fire-and-forget):
+    counted apart from the LLM calls, priced at nothing."""
+
+    session_id: str
+    status: Annotated[int, Field(ge=100, le=599)] | None = None  # None: the connection failed
+
+
 class LlmCall(Request):
     """What one LLM request carried, measured by the bridge after edits (fire-and-forget)."""
 
@@ -494,6 +502,7 @@ __all__ = [
     "ErrorReply",
     "Fact",
     "FactList",
+    "FailedTry",
     "Health",
     "LlmCall",
     "MaskRequest",

@@ -117,6 +117,8 @@ class Figures:
     # summed over the priced part, the rest is said to be unpriced (`cost.*_usd` is None then)
     priced_cost: CostFigures = field(default_factory=CostFigures)
     unpriced_sessions: tuple[str, ...] = ()
+    # tries answered with an error status or not at all: no LLM call, no cost
+    failed_tries: int = 0
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,9 @@ class StatsReport:
     @property
     def empty(self) -> bool:
         t = self.totals
-        return not (t.llm_calls or t.aux_calls or t.provider.turns or self.live_sessions)
+        return not (
+            t.llm_calls or t.failed_tries or t.aux_calls or t.provider.turns or self.live_sessions
+        )
 
 
 # -- compute ------------------------------------------------------------------------------------
@@ -184,12 +188,14 @@ class _Raw:
     cost: CostFigures = field(default_factory=CostFigures)
     priced: CostFigures = field(default_factory=CostFigures)  # `cost` of priced sessions
     unpriced: set[str] = field(default_factory=set)  # sessions with a model of unknown price
+    failed_tries: int = 0
 
     def add(self, other: _Raw) -> None:
         self.cost.add(other.cost)
         self.priced.add(other.priced)
         self.unpriced |= other.unpriced
         self.calls += other.calls
+        self.failed_tries += other.failed_tries
         self.heads += other.heads
         self.heads_compaction += other.heads_compaction
         self.sent += other.sent
@@ -247,6 +253,7 @@ def figures_from(raw: _Raw) -> Figures:
         cost=raw.cost,
         priced_cost=raw.priced,
         unpriced_sessions=tuple(sorted(raw.unpriced)),
+        failed_tries=raw.failed_tries,
     )
 
 
@@ -362,6 +369,14 @@ def compute_stats(
         for i, v in enumerate(r[2:7]):
             turns[i] += v
 
+    if _has_failed_tries(conn):  # schema 12
+        for r in conn.execute(
+            f"""SELECT session_id, {bucket} b, COUNT(*) FROM failed_tries WHERE {cond}
+                GROUP BY session_id, b""",
+            params,
+        ):
+            cell(r[0], r[1]).failed_tries += r[2]
+
     # Cache-priced figures: each session is priced whole (a call's price depends on the calls
     # before it), per 15-minute bucket, as the daemon cached them unless the session changed
     # since; each bucket lands in its cell like the rows above.
@@ -447,6 +462,12 @@ def compute_stats(
 def is_priced(c: CostFigures) -> bool:
     """Money is known for these figures: every call, aux call and summary had a price."""
     return total_usd(c) is not None and total_plain_usd(c) is not None
+
+
+def _has_failed_tries(conn: sqlite3.Connection) -> bool:
+    """A store `ctxwrap stats` reads may predate schema 12."""
+    query = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='failed_tries'"
+    return conn.execute(query).fetchone() is not None
 
 
 def _session_agents(conn: sqlite3.Connection) -> dict[str, str]:
@@ -602,6 +623,7 @@ def parse_since(text: str, *, now: float | None = None) -> float:
 def _figures_json(f: Figures, agent: str | None) -> dict[str, Any]:
     return {
         "llm_calls": f.llm_calls,
+        "failed_tries": f.failed_tries,
         "head_changes": f.head_changes,
         "head_changes_compaction": f.head_changes_compaction,
         "sent_chars": f.sent_chars,
@@ -876,6 +898,12 @@ def notes_lines(report: StatsReport, *, color: bool) -> list[str]:
     from ctxwrap.vocabulary import plural
 
     out = []
+    t = report.totals
+    if t.failed_tries:
+        out.append(
+            f"{plural(t.failed_tries, 'try', 'tries')} failed (an error or no answer from the"
+            " provider: not LLM calls, priced at nothing)"
+        )
     if report.incomplete_sessions:
         ids = ", ".join(s[:8] for s in report.incomplete_sessions[:5])
         more = "…" if len(report.incomplete_sessions) > 5 else ""

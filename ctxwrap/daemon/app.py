@@ -221,6 +221,7 @@ def build_app(daemon: Daemon) -> Any:
         Route("/v1/context", post(P.ContextRequest, daemon.context), methods=["POST"]),
         Route("/v1/turn_end", post(P.TurnEnd, daemon.turn_end), methods=["POST"]),
         Route("/v1/llm_call", post(P.LlmCall, daemon.llm_call), methods=["POST"]),
+        Route("/v1/failed_try", post(P.FailedTry, daemon.failed_try), methods=["POST"]),
         Route("/v1/compaction", post(P.Compaction, daemon.compaction), methods=["POST"]),
         Route("/v1/catalog", post(P.CatalogUpdate, daemon.catalog_update), methods=["POST"]),
         Route("/v1/recall", post(P.RecallRequest, daemon.recall), methods=["POST"]),

@@ -333,6 +333,11 @@ class Daemon:
             cost_accounting.record_call_costs(self.store, req)
         return self._ack()
 
+    def failed_try(self, req: P.FailedTry) -> P.Ack:
+        self._rt(req.session_id)
+        accounting.record_failed_try(self.store, req)
+        return P.Ack()
+
     def compaction(self, req: P.Compaction) -> P.Ack:
         self._rt(req.session_id)
         cost_accounting.record_compaction(self.store, req)

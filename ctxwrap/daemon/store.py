@@ -19,7 +19,7 @@ from typing import Any
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -222,6 +222,18 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE turns ADD COLUMN llm_call_id INTEGER;
     ALTER TABLE llm_calls ADD COLUMN prefix_of INTEGER;
+    """,
+    # 12: a try the upstream answered with an error status (NULL: no answer at all, the
+    # connection failed): the agent tries again, the provider bills nothing, so it is no
+    # LLM call and costs nothing (docs/accounting.md)
+    """
+    CREATE TABLE failed_tries (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        ts REAL NOT NULL,
+        status INTEGER
+    );
+    CREATE INDEX failed_tries_session ON failed_tries(session_id, ts);
     """,
 ]
 

@@ -14,6 +14,14 @@ if TYPE_CHECKING:
     from ctxwrap.daemon.store import Store
 
 
+def record_failed_try(store: Store, req: P.FailedTry) -> None:
+    """A try that got an error or no answer: no LLM call, no cost; `ctxwrap stats` counts it."""
+    store.insert(
+        "failed_tries",
+        {"session_id": req.session_id, "ts": time.time(), "status": req.status},
+    )
+
+
 def record_llm_call(store: Store, req: P.LlmCall) -> bool:
     """Whether the call was recorded now (False: its record_id was recorded before)."""
     s, v = req.sent_chars, req.saved_chars

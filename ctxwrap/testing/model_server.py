@@ -12,6 +12,16 @@ Script (JSON list, or an object ``{"steps": [...], "aux_rules": [...], "aux_dela
     {"tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}], "text": "optional"}
     {"text": "slow", "delay_s": 1.5}          # sleep before answering
     {"status": 500, "text": "boom"}           # answer HTTP 500 with an error body
+    {"status": 429, "text": "slow down", "headers": {"retry-after": "1"},
+     "error_type": "rate_limit_error"}        # extra response headers, the error's type
+    {"fault": "reset"}                        # reset the connection, no response at all
+    {"fault": "down", "down_s": 3}            # reset it and refuse connections for 3 s
+    {"text": "...", "fault": "cut"}           # stream half the reply, then reset
+    {"text": "...", "fault": "stall", "delay_s": 30}  # stream half, go quiet, then reset
+
+A fault step is one try of the agent's (recorded as a main request) like an error status;
+``down`` also cuts every open connection (keep-alive ones included), so the next try of any
+client is refused until the server listens again on the same port.
 
 Several ``tool_calls`` in one step are parallel calls; their ids are ``call_<step>_<i>``
 (0-based script index, 0-based position). Past the end every main request gets the text
@@ -100,16 +110,19 @@ cache_creation_input_tokens = ceil(chars(all)/4)`` = the ``count_tokens`` answer
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
 import os
 import re
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -137,6 +150,8 @@ __all__ = [
 ]
 
 EXHAUSTED_TEXT = "(script exhausted)"
+# Connection-level faults a script step can inject (see the module docstring).
+FAULTS = ("reset", "down", "cut", "stall")
 MODEL_ID = "scripted-model"
 AUX_MARKER_RE = re.compile(r"^\s*\[ctxwrap-aux:([A-Za-z0-9_-]+)\]")
 _STREAM_TEXT_CHUNK = 32
@@ -166,12 +181,25 @@ class ScriptStep:
     tool_calls: tuple[ToolCall, ...] = ()
     delay_s: float = 0.0
     status: int | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # extra response headers (an error's retry-after)
+    error_type: str | None = None
+    fault: str | None = None  # one of FAULTS
+    down_s: float = 0.0
 
     @classmethod
     def from_json(cls, raw: object, index: int) -> ScriptStep:
         if not isinstance(raw, Mapping):
             raise ScriptError(f"script step {index} must be an object, got {raw!r}")
-        unknown = set(raw) - {"text", "tool_calls", "delay_s", "status"}
+        unknown = set(raw) - {
+            "text",
+            "tool_calls",
+            "delay_s",
+            "status",
+            "headers",
+            "error_type",
+            "fault",
+            "down_s",
+        }
         if unknown:
             raise ScriptError(f"script step {index} has unknown keys {sorted(unknown)}")
         text = raw.get("text")
@@ -185,12 +213,32 @@ class ScriptStep:
             calls.append(
                 ToolCall(call["name"], args if isinstance(args, str) else json.dumps(args))
             )
-        if text is None and not calls and raw.get("status") is None:
-            raise ScriptError(f"script step {index} needs text, tool_calls or status")
+        fault = raw.get("fault")
+        if fault is not None and fault not in FAULTS:
+            raise ScriptError(f"script step {index}: fault must be one of {FAULTS}")
+        if text is None and not calls and raw.get("status") is None and fault is None:
+            raise ScriptError(f"script step {index} needs text, tool_calls, status or fault")
         status = raw.get("status")
         if status is not None and not isinstance(status, int):
             raise ScriptError(f"script step {index}: status must be an integer")
-        return cls(text, tuple(calls), float(raw.get("delay_s", 0.0)), status)
+        headers = raw.get("headers") or {}
+        if not isinstance(headers, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            raise ScriptError(f"script step {index}: headers must map strings to strings")
+        error_type = raw.get("error_type")
+        if error_type is not None and not isinstance(error_type, str):
+            raise ScriptError(f"script step {index}: error_type must be a string")
+        return cls(
+            text,
+            tuple(calls),
+            float(raw.get("delay_s", 0.0)),
+            status,
+            tuple(headers.items()),
+            error_type,
+            fault,
+            float(raw.get("down_s", 0.0)),
+        )
 
 
 @dataclass(frozen=True)
@@ -247,6 +295,10 @@ class _Reply:
     cached_tokens: int | None = None  # simulated automatic prompt cache (cache_simulation)
     usage: JsonObj | None = None  # Anthropic: computed when the request is recorded
     thinking_signature: str | None = None  # Anthropic, `thinking`: the block's prefix key
+    headers: tuple[tuple[str, str], ...] = ()
+    error_type: str | None = None
+    fault: str | None = None
+    down_s: float = 0.0
 
 
 # -- simulated Anthropic prompt cache -------------------------------------------------------
@@ -526,8 +578,29 @@ def _iter_text_chunks(text: str) -> Iterator[str]:
         yield text[i : i + size]
 
 
+class _StreamFault(Exception):
+    """Raised inside a reply's writer where a scripted `cut` or `stall` ends the stream."""
+
+
 class _QuietHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: Any) -> None:
+        super().__init__(address, handler)
+        self.open_connections: set[socket.socket] = set()
+        self.to_reset: set[socket.socket] = set()
+        self.conn_lock = threading.Lock()
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.conn_lock:
+            self.open_connections.discard(request)
+            reset = request in self.to_reset
+            self.to_reset.discard(request)
+        if reset:  # no FIN first: the peer sees a reset, as from a crashed server
+            request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_request(request)
+            return
+        super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that aborts (pi cancelling an aux call at exit) resets the connection;
@@ -565,6 +638,7 @@ class ScriptedModelServer:
         side_text: str | None = None,
         cache_losses: Mapping[int, str] | None = None,
         preserved_thinking: bool = False,
+        tokens_per_s: float = 0.0,
     ) -> None:
         """preserved_thinking: every Anthropic main reply starts with a thinking block bound
         to the request it answers (system, tools, messages: `thinking_prefix_key`), and a
@@ -594,6 +668,9 @@ class ScriptedModelServer:
         self.side_text = side_text
         self.cache_losses = dict(cache_losses or {})
         self.preserved_thinking = preserved_thinking
+        # a streamed reply's pace (a realistic model; 0: as fast as it can be written): each
+        # frame is taken for ~8 tokens (a 32-char delta)
+        self.tokens_per_s = tokens_per_s
         self.prefix_failures: list[tuple[int, int]] = []
         for step, how in self.cache_losses.items():
             if how not in CACHE_LOSSES:  # said when the server is made, not mid-session
@@ -611,6 +688,7 @@ class ScriptedModelServer:
         self._httpd = _QuietHTTPServer(("127.0.0.1", port), _make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -640,6 +718,7 @@ class ScriptedModelServer:
         self._httpd.serve_forever(poll_interval=0.2)
 
     def close(self) -> None:
+        self._closed = True
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join(timeout=5)
@@ -788,12 +867,16 @@ class ScriptedModelServer:
                 step.status,
                 self.main_delay_s + step.delay_s,
                 cached_tokens=cached,
+                headers=step.headers,
+                error_type=step.error_type,
+                fault=step.fault,
+                down_s=step.down_s,
             )
         if api == "anthropic" and self.preserved_thinking and step is not None:
             reply.thinking_signature = thinking_prefix_key(body, body.get("messages") or [])
         if served in self.cache_losses and api == "anthropic":
             self.cache.forget(self.cache_losses[served])
-        if reply.status is None or reply.status < 400:
+        if (reply.status is None or reply.status < 400) and reply.fault not in ("reset", "down"):
             reply.usage = self._usage_of(api, body, reply, now, main=True)
         self._record(
             RecordedRequest("main", body, now, None, served, path, headers, usage=reply.usage)
@@ -825,6 +908,33 @@ class ScriptedModelServer:
             "cache_read_input_tokens": cache.cache_read_input_tokens,
             "output_tokens": estimate_completion_tokens(reply.text, calls),
         }
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def go_down(self, down_s: float, *, resetting: socket.socket | None = None) -> None:
+        """Stop listening for `down_s` seconds (connections are refused), cutting every open
+        connection, then listen again on the same port: an upstream outage."""
+        httpd, port = self._httpd, self.port
+        with contextlib.suppress(OSError):  # refused from now on, before any reset is seen
+            httpd.socket.shutdown(socket.SHUT_RDWR)
+        with httpd.conn_lock:
+            conns = [c for c in httpd.open_connections if c is not resetting]
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        threading.Thread(target=self._outage, args=(httpd, port, down_s), daemon=True).start()
+
+    def _outage(self, httpd: _QuietHTTPServer, port: int, down_s: float) -> None:
+        running = self._thread is not None
+        httpd.shutdown()
+        httpd.server_close()
+        time.sleep(down_s)
+        if self._closed:
+            return
+        self._httpd = _QuietHTTPServer(("127.0.0.1", port), _make_handler(self))
+        if running:
+            self._thread = None
+            self.start()
 
     def _record_other(
         self, kind: RequestKind, method: str, path: str, headers: dict[str, str], body: JsonObj
@@ -906,13 +1016,51 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet by design
             return
 
-        def _send_json(self, status: int, obj: object) -> None:
+        def setup(self) -> None:
+            super().setup()
+            httpd = self.server
+            if isinstance(httpd, _QuietHTTPServer):
+                with httpd.conn_lock:
+                    httpd.open_connections.add(self.connection)
+
+        def _reset(self) -> None:
+            """End this connection with a reset (and no response, unless one started)."""
+            httpd = self.server
+            if isinstance(httpd, _QuietHTTPServer):
+                with httpd.conn_lock:
+                    httpd.to_reset.add(self.connection)
+            self.close_connection = True
+
+        def _send_json(
+            self, status: int, obj: object, headers: Sequence[tuple[str, str]] = ()
+        ) -> None:
             data = json.dumps(obj).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
+            for name, value in headers:
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _frames(self, reply: _Reply, total: int) -> Callable[[bytes], None]:
+            """A chunk writer that injects the reply's `cut` or `stall` after half the frames."""
+            sent = 0
+
+            def write(data: bytes) -> None:
+                nonlocal sent
+                if reply.fault in ("cut", "stall") and sent >= max(1, total // 2):
+                    # a cut: the frames sent are read before the reset arrives, as over a
+                    # network (on loopback a reset right after them would discard them unread)
+                    time.sleep((reply.delay_s or 30.0) if reply.fault == "stall" else 0.3)
+                    raise _StreamFault
+                if server.tokens_per_s > 0 and sent:
+                    time.sleep(8 / server.tokens_per_s)
+                self.wfile.write(data)
+                self.wfile.flush()
+                sent += 1
+
+            return write
 
         def _headers(self) -> dict[str, str]:
             return {k.lower(): v for k, v in self.headers.items()}
@@ -972,20 +1120,31 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, {"input_tokens": anthropic_prompt_tokens(body)})
                 return
             reply = server._answer(body, self.path, headers, api)
-            if reply.delay_s > 0:
+            if reply.fault in ("reset", "down"):
+                self._reset()
+                if reply.fault == "down":
+                    server.go_down(reply.down_s, resetting=self.connection)
+                return
+            if reply.delay_s > 0 and reply.fault != "stall":
                 time.sleep(reply.delay_s)
             try:
                 if reply.status is not None and reply.status >= 400:
                     msg = reply.text or "scripted error"
                     if api == "anthropic":
-                        err = {"type": "api_error", "message": msg}
-                        self._send_json(reply.status, {"type": "error", "error": err})
+                        err = {"type": reply.error_type or "api_error", "message": msg}
+                        self._send_json(
+                            reply.status, {"type": "error", "error": err}, reply.headers
+                        )
                     elif api == "responses":
-                        err = {"message": msg, "type": "server_error", "code": "scripted"}
-                        self._send_json(reply.status, {"error": err})
+                        err = {
+                            "message": msg,
+                            "type": reply.error_type or "server_error",
+                            "code": "scripted",
+                        }
+                        self._send_json(reply.status, {"error": err}, reply.headers)
                     else:
-                        err = {"message": msg, "type": "scripted_error"}
-                        self._send_json(reply.status, {"error": err})
+                        err = {"message": msg, "type": reply.error_type or "scripted_error"}
+                        self._send_json(reply.status, {"error": err}, reply.headers)
                 elif api == "responses":
                     self._responses(body, reply)
                 elif api == "anthropic" and body.get("stream"):
@@ -996,6 +1155,8 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     self._stream(body, reply)
                 else:
                     self._send_json(200, self._completion(body, reply))
+            except _StreamFault:
+                self._reset()
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
 
@@ -1020,11 +1181,8 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
 
-            def write(data: bytes) -> None:
-                self.wfile.write(data)
-                self.wfile.flush()
-
-            responses_api.write_sse(write, body, items, reply.usage, serial)
+            total = sum(1 for _ in responses_api.sse_events(body, items, reply.usage, serial))
+            responses_api.write_sse(self._frames(reply, total), body, items, reply.usage, serial)
 
         def _anthropic_blocks(self, reply: _Reply) -> list[JsonObj]:
             blocks: list[JsonObj] = []
@@ -1066,11 +1224,13 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
 
+            # a cut or stall comes after half of the frames (a reply's text or call: ~2 + 3n)
+            out = self._frames(reply, 6 + 3 * len(self._anthropic_blocks(reply)))
+
             def emit(event: str, data: JsonObj) -> None:
                 frame = f"event: {event}\ndata: {json.dumps({'type': event, **data})}\n\n"
                 raw = frame.encode()
-                self.wfile.write(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
-                self.wfile.flush()
+                out(f"{len(raw):x}\r\n".encode() + raw + b"\r\n")
 
             usage = dict(reply.usage or {})
             start_usage = {**usage, "output_tokens": 1}
@@ -1162,6 +1322,8 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             }
 
             def emit(payload: JsonObj | str) -> None:
+                if server.tokens_per_s > 0:
+                    time.sleep(8 / server.tokens_per_s)
                 data = payload if isinstance(payload, str) else json.dumps({**base, **payload})
                 frame = f"data: {data}\n\n".encode()
                 self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")

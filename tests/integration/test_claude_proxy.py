@@ -8,6 +8,7 @@ from the stream, upstream failure as an Anthropic error).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -154,15 +155,34 @@ def test_frozen_edits_replay_from_the_session_file(tmp_path: Path) -> None:
                 assert KEY.encode() not in path.read_bytes()
 
 
-def test_upstream_down_is_an_anthropic_error(tmp_path: Path) -> None:
+def test_upstream_down_breaks_the_agents_connection_and_stops_listening(tmp_path: Path) -> None:
+    """No 502 of ours (issue 43): the agent's connection is reset with no response, then the
+    proxy refuses connections as the upstream does, so the agent's own network handling
+    applies; it listens again on the same port once the upstream answers."""
     with ScriptedModelServer([]) as srv:
         dead = srv.root_url
+        port = srv.port
     proxy = ClaudeProxy(upstream=dead, state_dir=None, socket_path=None, start_info={})
     proxy.start()
     try:
-        r = httpx.post(proxy.base_url + "/v1/messages", json={"messages": []}, timeout=20)
-        assert r.status_code == 502
-        assert r.json()["type"] == "error"
+        with pytest.raises(httpx.TransportError):
+            httpx.post(proxy.base_url + "/v1/messages", json={"messages": []}, timeout=20)
+        with pytest.raises(httpx.ConnectError):
+            httpx.post(proxy.base_url + "/v1/messages", json={"messages": []}, timeout=20)
+        with ScriptedModelServer([{"text": "back"}], port=port):
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    r = httpx.post(
+                        proxy.base_url + "/v1/messages",
+                        json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                        timeout=20,
+                    )
+                    break
+                except httpx.ConnectError:
+                    assert time.monotonic() < deadline, "the proxy never listened again"
+                    time.sleep(0.2)
+            assert r.status_code == 200, r.text
     finally:
         proxy.close()
 

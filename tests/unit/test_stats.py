@@ -279,6 +279,7 @@ def test_parse_since_forms() -> None:
 
 FIGURE_KEYS = {
     "llm_calls",
+    "failed_tries",
     "headline",
     "head_changes",
     "head_changes_compaction",
@@ -698,3 +699,35 @@ def test_short_ids_are_unique_prefixes_marked_when_cut() -> None:
     for cut, whole in zip(short_ids(ids), ids, strict=True):
         prefix = cut.rstrip("…")
         assert [i for i in ids if i.startswith(prefix)] == [whole] or cut == whole
+
+
+def test_failed_tries_are_counted_apart_and_cost_nothing(tmp_path: Path) -> None:
+    """Four tries answered with 429 and one refused connection (issue 43): no LLM call, no
+    cost, "5 tries failed"; one answered call beside them is the session's only call."""
+    db = tmp_path / "s.db"
+    store = Store(db)
+    store.upsert_session(
+        {
+            "session_id": A,
+            "session_file": None,
+            "cwd": "/w",
+            "pid": 1,
+            "pi_version": "2.1.197",
+            "pi_package": "@anthropic-ai/claude-code",
+            "model": "anthropic/claude-sonnet-4-5",
+            "started_at": DAY1 - 60,
+        }
+    )
+    for status in (429, 429, 429, 429, None):
+        store.insert("failed_tries", {"session_id": A, "ts": DAY1, "status": status})
+    conn = connect(db, readonly=True)
+    only_failed = compute_stats(conn, session=A)
+    assert only_failed.totals.llm_calls == 0 and only_failed.totals.failed_tries == 5
+    assert not only_failed.empty
+    assert only_failed.totals.cost.calls == 0
+    text = render_text(only_failed, color=False, width=120)
+    assert "5 tries failed" in text and "0 LLM calls" in text
+    store.insert("llm_calls", _call(A, 0, DAY1 + 5, (400, 4000, 400), message_count=2))
+    one_call = compute_stats(connect(db, readonly=True), session=A)
+    assert one_call.totals.llm_calls == 1 and one_call.totals.failed_tries == 5
+    assert json.loads(render_json(one_call))["totals"]["failed_tries"] == 5

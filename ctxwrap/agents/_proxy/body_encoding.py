@@ -10,8 +10,15 @@ goes upstream as it is (no edit, no stats), as before.
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from types import ModuleType
+from typing import Any
+
+try:  # 3x faster to parse, 20x to write a request body than the standard library (bench:
+    import orjson  # bench/proxy_latency.py); optional: without it the standard library
+except ImportError:  # pragma: no cover
+    orjson = None  # type: ignore[assignment]
 
 # Far past any request an agent sends (a full 1M-token context is a few MB of JSON): a body
 # that decodes to more is not read.
@@ -57,3 +64,30 @@ def encode(body: bytes, encoding: str) -> bytes:
     if enc == "gzip":
         return gzip.compress(body)
     return body
+
+
+def parse_json(raw: bytes) -> Any:
+    """A request body's JSON (ValueError when it is none). orjson where it accepts the text;
+    what it refuses (lone surrogate escapes, integers past 64 bits, NaN) the standard library
+    reads as before."""
+    if orjson is not None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
+def compact_json(body: Any) -> bytes:
+    """`body` as compact UTF-8 JSON, non-ASCII unescaped (the agents' own shape: JSON.stringify,
+    serde_json). orjson writes it byte for byte as the standard library does for every string,
+    integer and structure, and floats in the shortest form as the agents do (`1e-7`, where the
+    standard library writes `1e-07`); lone surrogates and big integers go the old way."""
+    if orjson is not None:
+        try:
+            return bytes(orjson.dumps(body))
+        except TypeError:
+            pass
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "surrogatepass"
+    )

@@ -158,8 +158,26 @@ def marked_ttl_s(body: Any) -> float | None:
 
 
 def _digest(value: Any) -> str:
-    text = json.dumps(strip_cache_control(value), ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(_strip_shallow(value), ensure_ascii=False, separators=(",", ":"))
+    if '"cache_control"' in text:  # deeper, or in a text: the whole walk (same result)
+        text = json.dumps(strip_cache_control(value), ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _strip_shallow(value: Any, depth: int = 3) -> Any:
+    """`strip_cache_control` down to `depth` (where agents put the markers: a block, a tool, a
+    message's block), copying only what changes; the caller checks nothing deeper remains."""
+    if depth == 0:
+        return value
+    if isinstance(value, dict):
+        if "cache_control" not in value and not any(
+            isinstance(v, dict | list) for v in value.values()
+        ):
+            return value
+        return {k: _strip_shallow(v, depth - 1) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_strip_shallow(v, depth - 1) for v in value]
+    return value
 
 
 def head_key(messages: list[Any]) -> str | None:

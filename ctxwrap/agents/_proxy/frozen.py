@@ -3,10 +3,12 @@ the prompt-cache state of its conversations (replaced whole)."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import threading
+import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,16 +110,94 @@ def load_cache_states(path: Path | None) -> dict[str, CacheState]:
 
 
 def save_cache_states(path: Path | None, states: dict[str, CacheState]) -> None:
-    """Replace the file atomically (0600); a failure keeps the old one."""
+    """Replace the file atomically (0600) soon, off the request path (a write and a rename
+    cost milliseconds a request would wait for); the latest states of a path win."""
     if path is None:
         return
+    if not path.exists():  # a conversation's first request: the file is there when it returns
+        _write_states(path, dump_states(states))
+        return
+    _cache_writer.put(path, dump_states(states))
+
+
+def flush_cache_states() -> None:
+    """Write what is pending now (the proxy's close, the process's exit)."""
+    _cache_writer.flush()
+
+
+def _write_states(path: Path, data: Any) -> None:
+    """Replace the file atomically (0600); a failure keeps the old one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(dump_states(states), fh)
+            json.dump(data, fh)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+WRITE_DELAY_S = 0.5
+
+
+class _CacheStateWriter:
+    """One thread writing each path's latest states; `flush` writes the rest at once."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Path, Any] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._writing = 0
+
+    def put(self, path: Path, data: Any) -> None:
+        with self._cond:
+            self._pending[path] = data
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="ctxwrap-cache-states", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _take(self) -> tuple[Path, Any] | None:
+        with self._cond:
+            if not self._pending:
+                return None
+            path = next(iter(self._pending))
+            self._writing += 1
+            return path, self._pending.pop(path)
+
+    def _done(self) -> None:
+        with self._cond:
+            self._writing -= 1
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    self._cond.wait()
+            # after the request it came with has gone upstream (not beside it, for the GIL),
+            # and one write for a burst of requests
+            time.sleep(WRITE_DELAY_S)
+            item = self._take()
+            if item is not None:
+                try:
+                    _write_states(*item)
+                finally:
+                    self._done()
+
+    def flush(self) -> None:
+        while (item := self._take()) is not None:
+            try:
+                _write_states(*item)
+            finally:
+                self._done()
+        with self._cond:  # one the thread took is on disk before this returns
+            self._cond.wait_for(lambda: self._writing == 0, timeout=5.0)
+
+
+_cache_writer = _CacheStateWriter()
+atexit.register(flush_cache_states)

@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import os
 import secrets
+import socket
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 import httpx
+
+from ctxwrap.agents._proxy.frozen import flush_cache_states
 
 HOP_BY_HOP = frozenset(
     {
@@ -39,6 +45,9 @@ HOP_BY_HOP = frozenset(
         "content-length",
     }
 )
+
+
+NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class ResponseTap(Protocol):
@@ -72,15 +81,38 @@ class ProxyAdapter(Protocol):
         """A reader for this response's bytes, or None."""
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
-        """After the response was passed on (run off the request thread)."""
+        """After a 2xx response was passed on (run off the request thread)."""
 
-    def unreachable(self, exc: Exception) -> bytes:
-        """The API-shaped JSON error body of a 502 when the upstream cannot be reached."""
+    def failed(self, exchange: Exchange, status: int | None) -> None:
+        """After a try that got no answer: an error status passed on as it came, or None for
+        an upstream connection that failed (run off the request thread). No LLM call."""
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.to_reset: set[Any] = set()
+        self._reset_lock = threading.Lock()
+
+    def reset_when_done(self, request: Any) -> None:
+        with self._reset_lock:
+            self.to_reset.add(request)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._reset_lock:
+            reset = request in self.to_reset
+            self.to_reset.discard(request)
+        if reset:
+            # An upstream connection that failed: the agent's connection fails the same way
+            # (a reset, no FIN and no response of ours), so its own network handling applies.
+            with contextlib.suppress(OSError):
+                request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.close_request(request)
+            return
+        super().shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         return  # a client that went away mid-stream is normal; never print on the user's TTY
@@ -101,19 +133,42 @@ def read_body(handler: BaseHTTPRequestHandler) -> bytes:
     return handler.rfile.read(length) if length else b""
 
 
+SECRET_HEADER = "x-ctxwrap-proxy"  # the "header" door's; never forwarded
+# How a request shows it is the agent's (docs/architecture.md, "the proxy's door"):
+# - path: the URL starts with the per-launch secret segment (Claude Code: it never prints it);
+# - header: the secret in SECRET_HEADER, the URL path the upstream's own (a Codex custom
+#   provider sends it from `env_http_headers`): an error line that prints the URL shows no secret;
+# - peer: the connecting socket belongs to this user and the request is no browser's (the
+#   built-in Codex provider, which takes no header of ours); Linux (/proc/net/tcp) only.
+Door = Literal["path", "header", "peer"]
+
+
 class LoopbackProxy:
     """The HTTP server on 127.0.0.1 with the per-launch secret, forwarding through `adapter`."""
 
-    def __init__(self, adapter: ProxyAdapter, *, name: str) -> None:
+    def __init__(
+        self, adapter: ProxyAdapter, *, name: str, door: Door = "path", base_path: str = ""
+    ) -> None:
         self.adapter = adapter
         self.name = name
+        self.door: Door = door if door != "peer" or _PROC_TCP.is_file() else "path"
+        self.base_path = "/" + base_path.strip("/") if base_path.strip("/") else ""
         self.secret = secrets.token_urlsafe(24)
         self.client = httpx.Client(
             timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0),
             follow_redirects=False,
+            # Nagle would hold a request's last partial segment until the upstream's delayed
+            # ACK (up to 40 ms); the agents' own clients send without it
+            transport=httpx.HTTPTransport(socket_options=[NODELAY]),
         )
-        self.httpd = _Server(("127.0.0.1", 0), _make_handler(self))
+        self.httpd = _bind_server(_make_handler(self))
         self._thread: threading.Thread | None = None
+        # An upstream that refuses connections: the proxy stops listening until it is back.
+        self._outage_lock = threading.Lock()
+        self._listening = True
+        self._closing = threading.Event()
+        self._idle: set[Any] = set()  # client connections between requests (keep-alive)
+        self._idle_lock = threading.Lock()
 
     @property
     def port(self) -> int:
@@ -121,7 +176,9 @@ class LoopbackProxy:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{self.secret}"
+        if self.door == "path":
+            return f"http://127.0.0.1:{self.port}/{self.secret}"
+        return f"http://127.0.0.1:{self.port}{self.base_path}"
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -132,12 +189,93 @@ class LoopbackProxy:
         )
         self._thread.start()
 
+    def upstream_refused(self, url: str) -> None:
+        """The upstream refused a connection (or could not be reached at all): stop listening
+        until it answers again. The agent's next tries then fail to connect, as they would
+        against its own upstream — Codex waits for the network instead of spending its retry
+        budget, Claude Code says "Unable to connect to API (ConnectionRefused)"."""
+        with self._outage_lock:
+            if not self._listening or self._closing.is_set():
+                return
+            self._listening = False
+            self.httpd.shutdown()  # serve_forever runs on its own thread: returns when it stops
+            with contextlib.suppress(OSError):
+                self.httpd.socket.shutdown(socket.SHUT_RDWR)  # refused; the port stays bound
+            with self._idle_lock:
+                idle = list(self._idle)
+            for conn in idle:  # a pooled keep-alive connection would not see the refusal
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+        threading.Thread(
+            target=self._wait_for_upstream, args=(url,), name=f"ctxwrap-{self.name}-outage"
+        ).start()
+
+    def upstream_down(self, url: str) -> bool:
+        """After a reset or a cut: whether the upstream now refuses connections (it went
+        down, as a crashing server resets its connections and then refuses)."""
+        origin = httpx.URL(url).copy_with(path="/", query=None, fragment=None)
+        try:
+            self.client.head(origin, timeout=2.0)
+        except httpx.HTTPError as exc:
+            return _refused(exc)
+        except Exception:
+            return False
+        return False
+
+    def check_upstream(self, url: str) -> None:
+        """After a reset or a cut, off the request thread (the agent sees its connection
+        break at once, as it would): an upstream now refusing connections went down."""
+
+        def check() -> None:
+            if self.upstream_down(url):
+                self.upstream_refused(url)
+
+        in_background(check, self.name)
+
+    def _wait_for_upstream(self, url: str) -> None:
+        while not self._closing.wait(0.5):
+            if not self.upstream_down(url):
+                break
+        with self._outage_lock:
+            if self._closing.is_set():
+                return
+            try:
+                self.httpd.socket.listen(self.httpd.request_queue_size)
+            except OSError:
+                return  # cannot listen again: the agent sees its connection refused, as now
+            self._listening = True
+            self.start()
+
     def close(self) -> None:
-        if self._thread is not None:
+        self._closing.set()
+        with self._outage_lock:
+            listening = self._listening
+        if self._thread is not None and listening:
             self.httpd.shutdown()
             self._thread.join(timeout=5)
         self.httpd.server_close()
         self.client.close()
+        flush_cache_states()  # the sessions' last cache states are on disk when we return
+
+    def admit(self, path: str, headers: dict[str, str], connection: Any) -> str | None:
+        """The path to forward (after the secret segment or the base path), or None for a
+        request that did not come through the door."""
+        if self.door == "path":
+            return self.check_secret(path)
+        base = self.base_path
+        if base and not (path == base or path.startswith((base + "/", base + "?"))):
+            return None
+        rest = path[len(base) :] or "/"
+        if self.door == "header":
+            given = headers.get(SECRET_HEADER, "")
+            return rest if hmac.compare_digest(given.encode(), self.secret.encode()) else None
+        # peer: a browser says where it comes from (a page's fetch, a rebound name); Codex
+        # sends none of these
+        if "origin" in headers or "sec-fetch-site" in headers or "sec-fetch-mode" in headers:
+            return None
+        if headers.get("host") not in (f"127.0.0.1:{self.port}", f"localhost:{self.port}"):
+            return None
+        return rest if peer_uid(connection) == os.getuid() else None
 
     def check_secret(self, path: str) -> str | None:
         """The path after the secret segment, or None for a request without the secret."""
@@ -145,6 +283,53 @@ class LoopbackProxy:
         if not hmac.compare_digest(prefix.encode(), self.secret.encode()):
             return None
         return "/" + rest
+
+
+_PROC_TCP = Path("/proc/net/tcp")
+
+
+def peer_uid(connection: Any) -> int | None:
+    """The uid owning the other end of a loopback TCP connection (Linux: its row in
+    /proc/net/tcp, the client's address as local and ours as remote); None when unknown."""
+    try:
+        host, port = connection.getpeername()[:2]
+        our_host, our_port = connection.getsockname()[:2]
+        local = f"{_hex_ipv4(host)}:{port:04X}"
+        remote = f"{_hex_ipv4(our_host)}:{our_port:04X}"
+        with _PROC_TCP.open(encoding="ascii") as fh:
+            next(fh, None)
+            for line in fh:
+                parts = line.split()
+                if len(parts) > 7 and parts[1] == local and parts[2] == remote:
+                    return int(parts[7])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _hex_ipv4(host: str) -> str:
+    """An IPv4 address as /proc/net/tcp writes it (the 32-bit value in host byte order)."""
+    return f"{struct.unpack('=I', socket.inet_aton(host))[0]:08X}"
+
+
+def _refused(exc: Exception) -> bool:
+    """A connection to the upstream that could not be made (refused, unreachable, timed out)."""
+    return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+
+
+def _bind_server(handler: type[BaseHTTPRequestHandler]) -> _Server:
+    """A server on a free loopback port bound by number: a socket bound so keeps its port
+    when it stops listening (`upstream_refused`) and can listen on it again."""
+    for _ in range(20):
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        try:
+            return _Server(("127.0.0.1", port), handler)
+        except OSError:
+            continue  # taken in between
+    return _Server(("127.0.0.1", 0), handler)
 
 
 def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
@@ -155,6 +340,27 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             return  # never log: request lines and headers may carry credentials
 
+        def setup(self) -> None:
+            super().setup()
+            # headers, then each SSE frame as it comes: no Nagle wait between small writes
+            with contextlib.suppress(OSError):
+                self.connection.setsockopt(*NODELAY)
+            with proxy._idle_lock:
+                proxy._idle.add(self.connection)
+
+        def finish(self) -> None:
+            with proxy._idle_lock:
+                proxy._idle.discard(self.connection)
+            super().finish()
+
+        def handle_one_request(self) -> None:
+            try:
+                super().handle_one_request()
+            finally:
+                with proxy._idle_lock:
+                    if not self.close_connection:
+                        proxy._idle.add(self.connection)
+
         def _plain(self, status: int, data: bytes) -> None:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -164,12 +370,15 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
 
         def _handle(self) -> None:
-            rest = proxy.check_secret(self.path)
+            with proxy._idle_lock:
+                proxy._idle.discard(self.connection)
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            rest = proxy.admit(self.path, headers, self.connection)
             if rest is None:
                 self.close_connection = True
                 self._plain(404, b'{"error":"not found"}')
                 return
-            headers = {k.lower(): v for k, v in self.headers.items()}
+            headers.pop(SECRET_HEADER, None)
             refused = proxy.adapter.refuse(self.command, rest, headers)
             if refused is not None:
                 self.close_connection = True
@@ -185,7 +394,7 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
             out_headers = [
                 (k, overrides.get(k.lower(), v))
                 for k, v in self.headers.items()
-                if k.lower() not in HOP_BY_HOP
+                if k.lower() not in HOP_BY_HOP and k.lower() != SECRET_HEADER
             ]
             try:
                 req = proxy.client.build_request(
@@ -198,18 +407,38 @@ def _make_handler(proxy: LoopbackProxy) -> type[BaseHTTPRequestHandler]:
                 )
                 resp = proxy.client.send(req, stream=True)
             except httpx.HTTPError as exc:
-                self._plain(502, proxy.adapter.unreachable(exc))
+                # Refused, reset, timed out: no answer to pass on, so none of ours either.
+                if _refused(exc):
+                    proxy.upstream_refused(exchange.upstream_url)
+                else:
+                    proxy.check_upstream(exchange.upstream_url)
+                self._fail_connection()
+                in_background(lambda: proxy.adapter.failed(exchange, None), proxy.name)
                 return
             tap = None
             with contextlib.suppress(Exception):
                 tap = proxy.adapter.tap(exchange, resp.status_code, resp.headers)
             try:
                 self._relay(resp, tap)
-            except (BrokenPipeError, ConnectionResetError, httpx.HTTPError):
+            except httpx.HTTPError:
+                self._fail_connection()  # the upstream stream broke: break this one alike
+                proxy.check_upstream(exchange.upstream_url)
+            except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
             finally:
                 resp.close()
-            in_background(lambda: proxy.adapter.finished(exchange, tap), proxy.name)
+            if 200 <= resp.status_code < 300:
+                in_background(lambda: proxy.adapter.finished(exchange, tap), proxy.name)
+            else:
+                status = resp.status_code
+                in_background(lambda: proxy.adapter.failed(exchange, status), proxy.name)
+
+        def _fail_connection(self) -> None:
+            self.close_connection = True
+            with contextlib.suppress(Exception):
+                self.wfile.flush()
+            if isinstance(self.server, _Server):
+                self.server.reset_when_done(self.connection)
 
         def _relay(self, resp: httpx.Response, tap: ResponseTap | None) -> None:
             self.send_response(resp.status_code)

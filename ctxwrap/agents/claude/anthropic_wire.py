@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwrap.agents._proxy import body_encoding
 from ctxwrap.agents._proxy.cache_state import request_blocks
 from ctxwrap.agents._proxy.sse import JsonEventStream
 from ctxwrap.engine.edits import (
@@ -89,9 +90,7 @@ def is_compaction_request(messages: list[Any]) -> bool:
 def encode_body(body: Any) -> bytes:
     # JSON.stringify's shape (compact, no ASCII escaping): an edited body differs from what
     # Claude Code sent only where an edit applies.
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
-        "utf-8", "surrogatepass"
-    )
+    return body_encoding.compact_json(body)
 
 
 def tool_result_text(block: Mapping[str, Any]) -> str:

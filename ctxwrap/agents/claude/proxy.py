@@ -25,7 +25,14 @@ from typing import Any
 
 import httpx
 
-from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap, in_step
+from ctxwrap.agents._proxy import (
+    DaemonLink,
+    Exchange,
+    LoopbackProxy,
+    ResponseTap,
+    body_encoding,
+    in_step,
+)
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
 from ctxwrap.agents.claude.session import ClaudeSession, TagRound
@@ -161,7 +168,7 @@ class ClaudeProxy:
         if not (messages_call or wire.is_count_tokens(path)):
             return raw, None, None, []
         try:
-            body = json.loads(raw)
+            body = body_encoding.parse_json(raw)
         except ValueError:
             return raw, None, None, []
         if not isinstance(body, dict):
@@ -178,7 +185,7 @@ class ClaudeProxy:
         except Exception:
             # Our side failed mid-request: keep replaying what is already frozen.
             try:
-                body = json.loads(raw)
+                body = body_encoding.parse_json(raw)
                 applied = sess.replay(body)
             except Exception:
                 return raw, sess, None, []
@@ -295,15 +302,15 @@ class _Adapter:
             ctx.sess.round_ended(ctx.round)  # a stream cut short ends its round too
         ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original)
 
-    def unreachable(self, exc: Exception) -> bytes:
-        err = {
-            "type": "error",
-            "error": {
-                "type": "api_error",
-                "message": f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})",
-            },
-        }
-        return json.dumps(err).encode()
+    def failed(self, exchange: Exchange, status: int | None) -> None:
+        """An error status or no answer: Claude Code tries again or fails as it would; the try
+        is counted apart, not as an LLM call, and priced at nothing."""
+        ctx = exchange.context
+        if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
+            return
+        ctx.sess.ensure_registered()
+        payload = {"session_id": ctx.sess.session_id, "status": status}
+        ctx.sess.daemon.call("/v1/failed_try", payload, timeout=3.0)
 
 
 UPSTREAM_OVERRIDE = "CTXWRAP_CLAUDE_UPSTREAM"

@@ -76,7 +76,7 @@ def _check_proxy() -> Check:
     try:
         proxy = CodexProxy(
             upstream="http://127.0.0.1:9",
-            provider="openai",
+            provider="custom",  # a custom provider's door: the secret header
             state_dir=None,
             socket_path=None,
             start_info={},

@@ -382,6 +382,7 @@ def run_codex(args: list[str]) -> int:
         }
     )
     override = ["-c", f"{route.override_key}={_toml_string(proxy.base_url)}"]
+    override += proxy.launch_overrides()
     try:
         return run_child([*codex.argv, *override, *rest], env)
     finally:

@@ -17,10 +17,12 @@ import json
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap, body_encoding
+from ctxwrap.agents._proxy.server import SECRET_HEADER
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.agents.codex.session import CodexSession
 from ctxwrap.agents.codex.upstream_aux import CREDENTIAL_HEADERS, ResponsesAux
@@ -73,7 +75,17 @@ class CodexProxy:
         self._lock = threading.Lock()
         self._credentials: dict[str, str] = {}  # memory only: the aux backend's key
         self._responses_url: str | None = None
-        self.server = LoopbackProxy(self, name="codex")
+        # Codex prints the URL it called in its error lines: no secret in it. A custom
+        # provider sends the secret in a header (`http_headers`, in Codex's argv as the secret
+        # path was: not in its environment, which its tools inherit whole); the built-in
+        # provider takes no header of ours, so its requests are let in by who connects (this
+        # user, not a browser). The URL path is the upstream's own, as plain Codex prints it.
+        self.server = LoopbackProxy(
+            self,
+            name="codex",
+            door="peer" if provider == "openai" else "header",
+            base_path=urlsplit(self.upstream or OPENAI_UPSTREAM).path,
+        )
         self.aux = ResponsesAux(
             self.server.client, lambda: self._responses_url, self.credentials, self._aux_model
         )
@@ -87,6 +99,13 @@ class CodexProxy:
     @property
     def secret(self) -> str:
         return self.server.secret
+
+    def launch_overrides(self) -> list[str]:
+        """Codex's `-c` arguments beside the base_url one: the header door's header."""
+        if self.server.door != "header":
+            return []
+        key = f"model_providers.{self.provider}.http_headers.{SECRET_HEADER}"
+        return ["-c", f"{key}={json.dumps(self.secret)}"]
 
     def start(self) -> None:
         self.server.start()
@@ -169,7 +188,7 @@ class CodexProxy:
         if plain is None:
             return Exchange(raw, url)  # a body we cannot read goes as it is (no edit, no stats)
         try:
-            body = json.loads(plain)
+            body = body_encoding.parse_json(plain)
         except ValueError:
             return Exchange(raw, url)
         if not isinstance(body, dict):
@@ -189,7 +208,7 @@ class CodexProxy:
         except Exception:
             # Our side failed mid-request: keep replaying what is already frozen.
             try:
-                body = json.loads(plain)
+                body = body_encoding.parse_json(plain)
                 applied = sess.replay(body)
             except Exception:
                 return Exchange(raw, url)
@@ -217,6 +236,12 @@ class CodexProxy:
             # a refused or cut-off summarisation is no compaction (Codex retries or fails)
             ctx.sess.record_compaction(usage, ctx.summarise)
 
-    def unreachable(self, exc: Exception) -> bytes:
-        msg = f"ctxwrap proxy: upstream unreachable ({type(exc).__name__})"
-        return json.dumps({"error": {"message": msg, "type": "server_error"}}).encode()
+    def failed(self, exchange: Exchange, status: int | None) -> None:
+        """An error status or no answer: Codex retries, waits or fails as it would; the try is
+        counted apart, not as an LLM call, and priced at nothing."""
+        ctx = exchange.context
+        if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
+            return
+        ctx.sess.ensure_registered()
+        payload = {"session_id": ctx.sess.session_id, "status": status}
+        ctx.sess.daemon.call("/v1/failed_try", payload, timeout=3.0)

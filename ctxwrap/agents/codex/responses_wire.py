@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwrap.agents._proxy import body_encoding
 from ctxwrap.agents._proxy.cache_state import request_blocks
 from ctxwrap.agents._proxy.sse import JsonEventStream
 from ctxwrap.agents.codex import commands
@@ -125,9 +126,7 @@ def side_thread(headers: Mapping[str, str]) -> bool:
 def encode_body(body: Any) -> bytes:
     # serde_json's shape (compact, UTF-8 unescaped): an edited body differs from what Codex
     # sent only where an edit applies.
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode(
-        "utf-8", "surrogatepass"
-    )
+    return body_encoding.compact_json(body)
 
 
 def output_text(output: Any) -> str:

@@ -1,0 +1,139 @@
+"""Whole scripted sessions at realistic model latency, each agent plain vs under ctxwrap (issue 43).
+
+The scripted server answers the main model after `--ttft` seconds and streams at `--tps`
+tokens per second; the aux model (tags, digests, facts) answers after `--aux-ttft`. One session
+per agent (pi, Claude Code `-p`, Codex `exec`): six tool rounds (large command outputs, reads,
+a listing) and a final answer. Plain and wrapped runs alternate, `--runs` each; printed: the
+median wall time of each side and their ratio, measured in the same run (a benchmark: it prints,
+it does not pass or fail).
+
+    .venv/bin/python bench/overhead.py --realistic [--runs 3] [--ttft 1.5] [--aux-ttft 0.8]
+        [--tps 60] [--agents pi,claude,codex]
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
+from ctxwrap.testing.codex_home import codex_env, codex_exec_args, find_codex
+from ctxwrap.testing.model_server import ScriptedModelServer
+from ctxwrap.testing.pi_home import find_pi, make_pi_agent_dir, pi_command, pi_env
+
+CTXWRAP = [sys.executable, "-m", "ctxwrap"]
+FINAL = "All done."
+
+
+def _work(root: Path) -> Path:
+    work = root / "work"
+    work.mkdir(parents=True)
+    (work / "notes.txt").write_text("".join(f"- note {i}: parser state\n" for i in range(300)))
+    (work / "app.py").write_text(
+        "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(300))
+    )
+    return work
+
+
+def _script(agent: str, work: Path) -> list[object]:
+    """Six tool rounds in each agent's own tool names, then the final answer."""
+    commands = ["seq 1 30000", "ls -la", "seq 5 20000 | sed 's/$/ lorem ipsum/'", "wc -l app.py"]
+    reads = ["notes.txt", "app.py"]
+    calls: list[dict[str, Any]] = []
+    for c in commands:
+        if agent == "pi":
+            calls.append({"name": "bash", "arguments": {"command": c}})
+        elif agent == "claude":
+            calls.append({"name": "Bash", "arguments": {"command": c}})
+        else:
+            calls.append({"name": "exec_command", "arguments": {"cmd": c}})
+    for r in reads:
+        if agent == "pi":
+            calls.append({"name": "read", "arguments": {"path": r}})
+        elif agent == "claude":
+            calls.append({"name": "Read", "arguments": {"file_path": str(work / r)}})
+        else:
+            calls.append({"name": "exec_command", "arguments": {"cmd": f"cat {r}"}})
+    return [{"tool_calls": [c], "text": "Next, I will look at this."} for c in calls] + [
+        {"text": FINAL}
+    ]
+
+
+def _run(agent: str, wrapped: bool, root: Path, xdg_env: dict[str, str], opts: Any) -> float:
+    root.mkdir(parents=True)
+    work = _work(root)
+    script = _script(agent, work)
+    with ScriptedModelServer(
+        script,
+        main_delay_s=opts.ttft,
+        aux_delay_s=opts.aux_ttft,
+        tokens_per_s=opts.tps,
+    ) as srv:
+        if agent == "pi":
+            pi = find_pi("pi")
+            assert pi is not None
+            env = pi_env(make_pi_agent_dir(root / "home", srv.base_url), root / "home")
+            if wrapped:
+                env.update(xdg_env, CTXWRAP_PI=str(pi))
+            argv = pi_command(pi, "run the session", wrapped=wrapped)
+        elif agent == "claude":
+            env = claude_env(xdg_env, home=root / "home", base_url=srv.root_url)
+            args = claude_print_args("run the session")
+            argv = [*CTXWRAP, "claude", *args] if wrapped else [env["CTXWRAP_CLAUDE"], *args]
+        else:
+            env = codex_env(xdg_env, home=root / "home", base_url=srv.base_url)
+            args = codex_exec_args("run the session")
+            argv = [*CTXWRAP, "codex", *args] if wrapped else [env["CTXWRAP_CODEX"], *args]
+        start = time.monotonic()
+        proc = subprocess.run(
+            argv,
+            cwd=work,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        took = time.monotonic() - start
+    if proc.returncode != 0 or FINAL not in proc.stdout:
+        print(f"    {agent} {'wrapped' if wrapped else 'plain'} failed: rc={proc.returncode}")
+        return float("nan")
+    return took
+
+
+AGENTS: dict[str, Callable[[], object]] = {
+    "pi": lambda: find_pi("pi"),
+    "claude": find_claude,
+    "codex": find_codex,
+}
+
+
+def report(agents: Sequence[str], runs: int, opts: Any, xdg_env: dict[str, str]) -> None:
+    print(
+        f"whole sessions, main model {opts.ttft:.2f} s to first token at {opts.tps:g} tokens/s,"
+        f" aux model {opts.aux_ttft:.2f} s; {runs} runs each, alternating:"
+    )
+    with tempfile.TemporaryDirectory(prefix="ctxwrap-bench-") as tmp:
+        for agent in agents:
+            if AGENTS[agent]() is None:
+                print(f"  {agent:7} not installed, skipped")
+                continue
+            plain: list[float] = []
+            wrapped: list[float] = []
+            for i in range(runs):
+                plain.append(_run(agent, False, Path(tmp) / f"{agent}-p{i}", xdg_env, opts))
+                wrapped.append(_run(agent, True, Path(tmp) / f"{agent}-w{i}", xdg_env, opts))
+            p = statistics.median(x for x in plain if x == x) if any(x == x for x in plain) else 0
+            w = (
+                statistics.median(x for x in wrapped if x == x)
+                if any(x == x for x in wrapped)
+                else 0
+            )
+            ratio = w / p if p else float("nan")
+            print(f"  {agent:7} plain {p:6.1f} s  ctxwrap {w:6.1f} s  ratio {ratio:.3f}")
