@@ -153,11 +153,12 @@ def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None
             # after Codex's own hint, ours: resume through ctxwrap, in Codex's TUI form
             said = child.before.decode(errors="replace")
             tid = r"[0-9a-f]{8}-[0-9a-f-]{27}"
-            assert re.search(
-                rf"ctxwrap: .*resume: ctxwrap codex resume ({tid}) · "
-                rf"details: ctxwrap stats --session \1\r?\n",
+            found = re.search(
+                rf"ctxwrap: .*details: ctxwrap stats --session ([0-9a-f]{{8}})\r?\n"
+                rf"ctxwrap: resume through ctxwrap with:\r?\nctxwrap codex resume ({tid})\r?\n",
                 said,
-            ), said[-1500:]
+            )
+            assert found and found.group(2).startswith(found.group(1)), said[-1500:]
             child.expect(pexpect.EOF, timeout=30)
             stty = child.before.decode(errors="replace")
             assert " icanon" in stty and " echo" in stty  # cooked mode is back
