@@ -32,7 +32,8 @@ OTHER_ENVIRONMENT = {
     "CTXWRAP_WRAP_CLAUDE": "1, when set before `ctxwrap init` runs in the shell's rc file, "
     "makes plain `claude` run as `ctxwrap claude` (`command claude` runs the plain one).",
     "XDG_RUNTIME_DIR": "The socket and pidfile live in $XDG_RUNTIME_DIR/ctxwrap (fallback: "
-    "/tmp/ctxwrap-$UID). An empty or relative value counts as unset, here and below.",
+    "/tmp/ctxwrap-$UID-HASH, HASH naming the state directory, so that each HOME has its own "
+    "daemon). An empty or relative value counts as unset, here and below.",
     "XDG_STATE_HOME": "State (database, raw outputs, logs) lives in $XDG_STATE_HOME/ctxwrap "
     "(default ~/.local/state/ctxwrap).",
     "XDG_CONFIG_HOME": "The config file is $XDG_CONFIG_HOME/ctxwrap/config.toml and the "
