@@ -100,7 +100,27 @@ def esc(text: str) -> str:
     text = text.replace("\\", "\\e").replace("-", "\\-")
     text = text.replace("\0", "\\:")
     text = re.sub(r"`([^`]+)`", r"\\fB\1\\fR", text)
-    return text
+    return text.translate(_GLYPHS)
+
+
+# Non-ASCII characters as groff glyph names, which every output device can draw (`\[->]` is
+# "->" under the C locale, "→" under UTF-8); the ellipsis has no ASCII fallback in groff
+# (`LC_ALL=C man` warned "can't find special character 'u2026'"), so it is three dots.
+# tests/unit/test_manpage.py renders the pages under LC_ALL=C: a new character fails there.
+_GLYPHS = str.maketrans(
+    {
+        "\u2026": "...",
+        "\u2192": "\\[->]",
+        "\u2212": "\\-",
+        "\u00b7": "\\[pc]",
+        "\u2248": "\\[~~]",
+        "\u2014": "\\[em]",
+        "\u2013": "\\[en]",
+        "\u00d7": "\\[mu]",
+        "\u2264": "\\[<=]",
+        "\u2265": "\\[>=]",
+    }
+)
 
 
 _BREAK_AT = re.compile(r"[,;|/](?=\S)")
