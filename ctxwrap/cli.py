@@ -87,7 +87,8 @@ class LazyGroup(FullHelpGroup):
 @click.option("--debug", is_flag=True, envvar="CTXWRAP_DEBUG", help="Show tracebacks on errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
-    """Keep a coding agent's context window small: run `ctxwrap pi` where you ran `pi`."""
+    """Keep a coding agent's context window small: run `ctxwrap pi`, `ctxwrap claude` or
+    `ctxwrap codex` where you ran `pi`, `claude` or `codex`."""
     ctx.obj = {"debug": debug}
 
 
@@ -439,7 +440,7 @@ def _readonly_db() -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--all", "show_all", is_flag=True, help="Include ended sessions.")
 def sessions(as_json: bool, show_all: bool) -> None:
-    """List agent sessions (pi, claude) the daemon knows (live ones by default)."""
+    """List agent sessions (pi, Claude Code, Codex) the daemon knows (live ones by default)."""
     from ctxwrap.daemon.pidfile import pid_alive
 
     conn = _readonly_db()

@@ -243,6 +243,8 @@ def render_ctxwrap_1(root: click.Group | None = None) -> str:
         "\\fBctxwrap pi\\fR [\\fIPI-ARGS\\fR...]",
         ".br",
         "\\fBctxwrap claude\\fR [\\fICLAUDE-ARGS\\fR...]",
+        ".br",
+        "\\fBctxwrap codex\\fR [\\fICODEX-ARGS\\fR...]",
     ]
     out += [".SH DESCRIPTION", *paragraphs(root.help or "")]
     out += paragraphs(
@@ -260,6 +262,12 @@ def render_ctxwrap_1(root: click.Group | None = None) -> str:
         "with a `ctxwrap recall HANDLE PATTERN` hint, Read/Grep/Glob results judged not needed "
         "become one-line tombstones, and large Write bodies a stub with a one-line fact. "
         "Credentials pass through the proxy and are never stored."
+    )
+    out += paragraphs(
+        "`ctxwrap codex` does the same for Codex CLI through a loopback Responses proxy: the "
+        "active provider's base_url is redirected for that launch only, by a -c override "
+        "(~/.codex/config.toml is never written), and Codex runs with --no-daemon, as any -c "
+        "override makes it. `ctxwrap codex resume ID` resumes a thread through ctxwrap."
     )
     out += _figures_section()
     out += [".SH OPTIONS"]

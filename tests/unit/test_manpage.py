@@ -127,3 +127,14 @@ def test_help_for_a_command() -> None:
     assert "Usage: ctxwrap daemon run" in done.stdout
     bad = ctxwrap("help", "nope")
     assert bad.returncode == 2 and "no such command" in bad.stderr
+
+
+def test_codex_is_named_beside_pi_and_claude() -> None:
+    """Issue 44 item 18: Codex was missing from the synopsis, `--help` and `sessions --help`."""
+    page = PAGE_1.read_text(encoding="utf-8")
+    synopsis = page.split(".SH SYNOPSIS", 1)[1].split(".SH", 1)[0]
+    assert all(f"ctxwrap {a}\\fR" in synopsis for a in ("pi", "claude", "codex"))
+    top = ctxwrap("--help").stdout
+    assert "`ctxwrap codex`" in top or "ctxwrap codex" in top.split("Options:")[0]
+    assert "Codex" in ctxwrap("sessions", "--help").stdout
+    assert "~/.codex/sessions" in ctxwrap("replay", "--help").stdout
