@@ -92,9 +92,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-_MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
-
-
 # Here, not in doctor.py: `ctxwrap pi` imports doctor's checks after pi failed (an old Node),
 # and that path must not load click.
 @cli.command("doctor")
@@ -113,15 +110,17 @@ def doctor_cmd(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"checks": [asdict(c) for c in checks]}, indent=2))
     else:
-        for c in checks:
-            click.echo(f"{_MARK[c.level]}  {c.name:12} {c.summary}")
-            if c.fix and c.level != "ok":
-                click.echo(f"      {'':12} fix: {c.fix}")
+        import shutil
+
+        from ctxwrap.doctor import render_text
+
+        for line in render_text(checks, shutil.get_terminal_size((80, 24)).columns):
+            click.echo(line)
     failed = [c.name for c in checks if c.level == "fail"]
     if failed:
         raise DoctorFailed(
             f"{plural(len(failed), 'check')} failed: {', '.join(failed)}",
-            hint="fix the FAIL lines above, then run `ctxwrap doctor` again",
+            hint="fix the FAIL lines, then run `ctxwrap doctor` again",
         )
 
 

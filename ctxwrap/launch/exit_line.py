@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import sys
 import threading
@@ -109,6 +110,16 @@ PREFIX = "ctxwrap: "
 RESUME_LABEL = PREFIX + "resume through ctxwrap with:"
 
 
+_UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-", re.I)
+
+
+def short_id(session_id: str) -> str:
+    """The id as `stats --session` takes it (a unique prefix): 8 characters, as its table
+    shows, but a time-ordered UUIDv7 (pi's sessions, Codex's threads) shares its first 12 hex
+    digits with every session started in the same minute, so up to its first random ones."""
+    return session_id[:18] if _UUID7.match(session_id) else session_id[:8]
+
+
 def width() -> int:
     """COLUMNS, else the terminal's (stderr's), else 80."""
     value = os.environ.get("COLUMNS", "")
@@ -152,8 +163,7 @@ def _figures(agent: str, session_id: str, savings: Savings | None) -> list[str]:
 
         parts.append(hint_text(_NO_COMPACT_ASKED[agent]))
     if parts:
-        # `stats --session` takes a unique prefix; eight characters are what its table shows
-        parts.append(f"details: ctxwrap stats --session {session_id[:8]}")
+        parts.append(f"details: ctxwrap stats --session {short_id(session_id)}")
     return parts
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from support import CTXWRAP, Xdg
 
+from ctxwrap.launch.exit_line import short_id
 from ctxwrap.testing.codex_home import (
     CHATGPT_ACCOUNT_ID,
     TEST_API_KEY,
@@ -257,7 +258,7 @@ def test_codex_exec_digest_tombstone_patch_strip(tmp_path: Path, xdg: Xdg) -> No
         lines = [x for x in ce.stderr.splitlines() if x.startswith("ctxwrap")]
         assert re.fullmatch(
             r"ctxwrap: cost −\d+% · [\d,]+ tokens kept out(?: · |\nctxwrap: )"
-            rf"details: ctxwrap stats --session {tid[:8]}\n"
+            rf"details: ctxwrap stats --session {short_id(tid)}\n"
             rf"ctxwrap: resume through ctxwrap with:\nctxwrap codex exec resume {tid}",
             "\n".join(lines),
         ), ce.stderr[-2000:]

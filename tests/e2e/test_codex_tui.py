@@ -154,7 +154,7 @@ def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None
             said = child.before.decode(errors="replace")
             tid = r"[0-9a-f]{8}-[0-9a-f-]{27}"
             found = re.search(
-                rf"ctxwrap: .*details: ctxwrap stats --session ([0-9a-f]{{8}})\r?\n"
+                rf"ctxwrap: .*details: ctxwrap stats --session ([0-9a-f-]{{8,18}})\r?\n"
                 rf"ctxwrap: resume through ctxwrap with:\r?\nctxwrap codex resume ({tid})\r?\n",
                 said,
             )

@@ -15,6 +15,7 @@ import pytest
 from support import CTXWRAP, PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi
 from terminal import Terminal
 
+from ctxwrap.launch.exit_line import short_id
 from ctxwrap.testing.claude_home import (
     claude_env,
     claude_print_args,
@@ -47,7 +48,7 @@ def test_pi_exit_line_matches_stats_and_resumes_through_ctxwrap(
     print(f"\n{pi}: {run.proc.stderr.strip().splitlines()[-1]}")
     pct, tokens, sid, agent, flag, resume = line
     assert (agent, flag) == ("pi", "--session")
-    assert len(sid) == 8
+    assert len(sid) in (8, 18)  # exit_line.short_id
     (session_file,) = run.session_files()
     assert Path(resume) == session_file  # pi's own session file: resumes from anywhere
     stats = json.loads(ctxwrap(xdg, "stats", "--session", sid, "--json").stdout)  # a prefix
@@ -115,7 +116,7 @@ def test_claude_exit_line_names_the_session_claude_ran(tmp_path: Path, xdg: Xdg)
     assert json.loads(proc.stdout)["session_id"] == sid
     (line,) = EXIT_LINE.findall(proc.stderr)
     print(f"\nclaude: {proc.stderr.strip().splitlines()[-1]}")
-    assert line[2:] == (sid[:8], "claude", "--resume", sid)
+    assert line[2:] == (short_id(sid), "claude", "--resume", sid)
     assert quiet.returncode == 0 and json.loads(quiet.stdout)["result"] == "quiet"
     assert "ctxwrap:" not in quiet.stderr
 

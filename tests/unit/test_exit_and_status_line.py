@@ -141,6 +141,17 @@ def test_exit_line_reads_the_same_figures_as_stats(
     assert f"details: ctxwrap stats --session {db_session[:8]}" in err
 
 
+def test_short_id_outlives_a_uuid7_minute() -> None:
+    """pi's and Codex's ids are UUIDv7: their first 8 hex digits are a timestamp that two
+    sessions a minute apart share, and `stats --session PREFIX` would be ambiguous."""
+    from ctxwrap.launch.exit_line import short_id
+
+    assert short_id(SID) == "3f2a9c1e"  # a random (v4) id: 8 characters, as stats shows
+    v7 = "01a24b0e-1234-7abc-8def-0123456789ab"
+    assert short_id(v7) == "01a24b0e-1234-7abc"
+    assert short_id("short") == "short"
+
+
 def _transcript(state: Path) -> None:
     """Claude Code's transcript of SID: the session is resumable."""
     home = state.parent.parent / "home"
