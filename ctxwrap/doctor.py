@@ -364,7 +364,7 @@ def check_socket_dir() -> Check:
     where = (
         "$XDG_RUNTIME_DIR/ctxwrap"
         if d.parent != Path("/tmp")
-        else "/tmp fallback (XDG_RUNTIME_DIR unset)"
+        else "XDG_RUNTIME_DIR unset: the /tmp fallback of this state dir"
     )
     try:
         st = d.lstat()

@@ -64,6 +64,10 @@ def test_two_homes_without_xdg_runtime_dir_get_two_daemons(tmp_path: Path) -> No
             # B sees no daemon of its own: not A's answering as if it were B's
             idle = run(b, "status")
             assert idle.returncode == 0 and "not running" in idle.stdout, idle.stdout
+            checks = {c["name"]: c for c in json.loads(run(b, "doctor", "--json").stdout)["checks"]}
+            assert checks["daemon"]["summary"].startswith("not running"), checks["daemon"]
+            assert str(run_b) in checks["socket dir"]["summary"]
+            assert "this state dir" in checks["socket dir"]["summary"]
             with daemon_for(b) as status_b:
                 assert status_a["pid"] != status_b["pid"]
                 assert str(run_a) in str(status_a["socket"])
