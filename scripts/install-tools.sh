@@ -34,9 +34,9 @@ want() { case "$wanted" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 NPM_GLOBALCONFIG=$(npm config get globalconfig 2>/dev/null || true)
 npm_install() { # dir spec
   if [ -n "$NPM_GLOBALCONFIG" ]; then
-    npm install --prefix "$1" --globalconfig "$NPM_GLOBALCONFIG" --no-audit --no-fund --loglevel=error "$2" >&2
+    npm install --prefix "$1" --globalconfig "$NPM_GLOBALCONFIG" --no-audit --no-fund --no-update-notifier --loglevel=error "$2" >&2
   else
-    npm install --prefix "$1" --no-audit --no-fund --loglevel=error "$2" >&2
+    npm install --prefix "$1" --no-audit --no-fund --no-update-notifier --loglevel=error "$2" >&2
   fi
 }
 
