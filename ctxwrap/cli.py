@@ -97,31 +97,31 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @cli.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def doctor_cmd(as_json: bool) -> None:
-    """Check pi, Node, the daemon, the socket directory, the config and the aux backend.
+    """Check pi and its Node, the daemon, the socket directory, the config, the aux backend,
+    Claude Code and Codex.
 
-    Prints what to fix; exits 1 when a check fails (warnings do not fail).
+    Prints what to fix, in lines that fit the terminal (COLUMNS); exits 1 when a check fails
+    (warnings do not fail).
     """
+    import shutil
     from dataclasses import asdict
 
-    from ctxwrap.doctor import DoctorFailed, run_checks
+    from ctxwrap.doctor import DoctorFailed, render_text, run_checks
     from ctxwrap.vocabulary import plural
 
     checks = run_checks()
+    width = shutil.get_terminal_size((80, 24)).columns
     if as_json:
         click.echo(json.dumps({"checks": [asdict(c) for c in checks]}, indent=2))
     else:
-        import shutil
-
-        from ctxwrap.doctor import render_text
-
-        for line in render_text(checks, shutil.get_terminal_size((80, 24)).columns):
+        for line in render_text(checks, width):
             click.echo(line)
     failed = [c.name for c in checks if c.level == "fail"]
     if failed:
-        raise DoctorFailed(
-            f"{plural(len(failed), 'check')} failed: {', '.join(failed)}",
-            hint="fix the FAIL lines, then run `ctxwrap doctor` again",
-        )
+        what = f"{plural(len(failed), 'check')} failed: {', '.join(failed)}"
+        if len("ctxwrap: error: ") + len(what) > width:  # the names are on the FAIL lines
+            what = f"{plural(len(failed), 'check')} failed"
+        raise DoctorFailed(what, hint="fix the FAIL lines, then run `ctxwrap doctor` again")
 
 
 # -- pi -----------------------------------------------------------------------------------------

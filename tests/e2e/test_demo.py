@@ -114,3 +114,17 @@ def test_doctor_after_the_demo_points_at_tools_bin(tmp_path: Path) -> None:
         assert f'export PATH="{tools}:$PATH"' in flat, out
         assert re.search(r"ok\s+node\b", out), out  # checked on .tools/bin/pi's own Node
         assert not re.search(r"FAIL\s+aux", out), out
+
+
+def test_doctor_failing_at_60_columns_stays_within_them(tmp_path: Path) -> None:
+    """The error line too: with every failing check named it would pass 60 columns."""
+    env = user_env(tmp_path, COLUMNS="60", CTXWRAP_PI=str(tmp_path / "no-such-pi"))
+    (tmp_path / "config" / "ctxwrap").mkdir(parents=True)
+    (tmp_path / "config" / "ctxwrap" / "config.toml").write_text(
+        'aux_backend = "http"\naux_base_url = "ftp://nowhere"\n'
+    )
+    done = ctxwrap(env, "doctor")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "FAIL" in out, out
+    assert not over(out, 60), over(out, 60)
+    assert "hint: fix the FAIL lines" in done.stderr
