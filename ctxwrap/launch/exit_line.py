@@ -110,13 +110,15 @@ PREFIX = "ctxwrap: "
 RESUME_LABEL = PREFIX + "resume through ctxwrap with:"
 
 
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-", re.I)
 
 
 def short_id(session_id: str) -> str:
     """The id as `stats --session` takes it (a unique prefix): 8 characters, as its table
-    shows, but a time-ordered UUIDv7 (pi's sessions, Codex's threads) shares its first 12 hex
-    digits with every session started in the same minute, so up to its first random ones."""
+    shows; but the first 8 hex digits of a time-ordered UUIDv7 (pi's sessions, Codex's
+    threads) are the top of a millisecond timestamp, the same for every session started within
+    about a minute, so such an id gives 18 characters, through its first random digits."""
     return session_id[:18] if _UUID7.match(session_id) else session_id[:8]
 
 
@@ -200,7 +202,7 @@ def resumable(agent: str, resume: list[str] | None) -> bool:
             return file.is_file() and file.stat().st_size > 0
         if agent == "claude" and len(resume) == 2 and resume[0] == "--resume":
             sid = resume[1]
-            if not sid or "/" in sid or sid.startswith("."):
+            if not _SAFE_ID.fullmatch(sid):  # a file name, no glob or path in it
                 return False
             projects = _claude_config_dir() / "projects"
             return any(p.stat().st_size > 0 for p in projects.glob(f"*/{sid}.jsonl"))

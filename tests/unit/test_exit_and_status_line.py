@@ -120,6 +120,7 @@ def test_resume_only_offered_for_a_session_the_agent_wrote(
     transcript.write_text("{}\n")
     assert resumable("claude", ["--resume", SID])
     assert not resumable("claude", ["--resume", "../*"])
+    assert not resumable("claude", ["--resume", "*"])  # a glob would match any transcript
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "elsewhere"))
     assert not resumable("claude", ["--resume", SID])  # Claude Code reads only its config dir
     assert resumable("codex", ["resume", SID])  # its launcher decides (a thread that ran)
