@@ -202,7 +202,8 @@ def _items(body: dict[str, Any]) -> dict[str, tuple[int, str]]:
         for call in m.get("tool_calls") or []:
             if call["function"]["name"] == "write":
                 args = call["function"]["arguments"]
-                out[call["id"] + ":args"] = (len(args), json.loads(args).get("content", "")[:80])
+                content = str(json.loads(args).get("content", ""))
+                out[call["id"] + ":args"] = (len(args), content.splitlines()[0] if content else "")
     return out
 
 
@@ -273,7 +274,7 @@ def run_demo(*, color: bool, width: int | None = None) -> int:
     echo = _Printer(width)
     last_plain, last_wrapped = plain.requests[-1], wrapped.requests[-1]
     a, b = _items(last_plain), _items(last_wrapped)
-    echo.line(bold("What the model received on its last call:"))
+    echo.wrap(bold("What the model received on its last call:"))
     rows: list[tuple[str, str, str, str]] = []
     for key, (pchars, _) in a.items():
         label = LABELS.get(key.split(":")[0], key) + (" (args)" if key.endswith(":args") else "")
@@ -314,7 +315,10 @@ def run_demo(*, color: bool, width: int | None = None) -> int:
     echo.line("")
     sid = _demo_session_id()
     for line in next_steps(sid):
-        echo.wrap(line, rest="  ")
+        if line.startswith("  ctxwrap "):
+            echo.line(line)  # a command: whole on its line, to copy
+        else:
+            echo.wrap(line, rest="  ")
     return 0
 
 
