@@ -409,6 +409,37 @@ def check_socket_dir() -> Check:
     return Check("socket dir", "ok", f"{d} 0700, socket 0{smode:o} ({where})")
 
 
+def legacy_runtime_dir() -> Path:
+    """Where ctxwrap before the per-state-dir fallback kept its socket without XDG_RUNTIME_DIR."""
+    return Path(f"/tmp/ctxwrap-{os.getuid()}")
+
+
+def check_legacy_daemon() -> Check | None:
+    """An older ctxwrap's daemon still running at /tmp/ctxwrap-<uid>, which every HOME of the
+    user shared: nothing of this version talks to it (its socket names the state dir now), and
+    with `idle_exit_s = 0` it would run until the next reboot. None when there is none."""
+    from ctxwrap.daemon.pidfile import pidfile_locked, read_pidfile
+
+    old = legacy_runtime_dir()
+    try:
+        if old.lstat().st_uid != os.getuid() or old == paths.runtime_dir():
+            return None
+    except OSError:
+        return None
+    pidfile = old / "daemon.pid"
+    found = read_pidfile(pidfile)
+    if found is None or not pidfile_locked(pidfile):
+        return None
+    pid, version = found
+    return Check(
+        "old daemon",
+        "warn",
+        f"pid {pid} (ctxwrap {version}) still runs at {old}, the socket every HOME shared "
+        "before; nothing uses it now",
+        f"stop it:\n$ kill {pid}",
+    )
+
+
 def check_config() -> tuple[Check, object | None]:
     from ctxwrap.config import load_config
     from ctxwrap.errors import ConfigError
@@ -492,6 +523,8 @@ def run_checks() -> list[Check]:
     checks = check_pi_and_node()
     checks.append(check_daemon())
     checks.append(check_socket_dir())
+    if (legacy := check_legacy_daemon()) is not None:
+        checks.append(legacy)
     cfg, settings = check_config()
     checks.append(cfg)
     pi_failed = [c.name for c in checks if c.name in {"pi", "node"} and c.level == "fail"]
