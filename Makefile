@@ -1,14 +1,25 @@
 # Developer entry points. `make demo` and `make test` work on a fresh machine: they create the
-# virtualenv and install Node 22 + the pinned pi versions into .tools/ first (no root needed).
+# virtualenv and install Node 22 and the agents into .tools/ first (no root needed).
+# Downloads: the virtualenv from PyPI (~200 MB installed); `make demo` then Node 22 and pi 1.x
+# from npm (~350 MB), `make setup`/`make test` all agents (+ pi 0.73, Claude Code, Codex:
+# ~1.2 GB). npm uses your own npm configuration (CA file, proxy, registry mirror).
+# TOOLS_DIR=/elsewhere puts the agents there instead of ./.tools.
 VENV      ?= .venv
 PYTHON    ?= python3
 PY        := $(VENV)/bin/python
-TOOLS_BIN := $(CURDIR)/.tools/bin
+TOOLS_DIR ?= $(CURDIR)/.tools
+export TOOLS_DIR
+export CTXWRAP_TOOLS_BIN := $(TOOLS_DIR)/bin
+TOOLS_BIN := $(TOOLS_DIR)/bin
 export PATH := $(TOOLS_BIN):$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup demo test test-fast lint bench clean
+.PHONY: setup demo-setup demo test test-fast lint bench clean
 
-setup: $(VENV)/.installed $(TOOLS_BIN)/pi
+# Everything the tests run (CI's `make test`): Node 22, pi 1.x and 0.73, Claude Code, Codex.
+setup: $(VENV)/.installed $(TOOLS_DIR)/.installed-all
+
+# Only what the demo runs: Node 22 and pi 1.x.
+demo-setup: $(VENV)/.installed $(TOOLS_BIN)/pi
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +28,13 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(TOOLS_BIN)/pi: scripts/install-tools.sh
-	bash scripts/install-tools.sh
+	bash scripts/install-tools.sh node22 pi1
 
-demo: setup
+$(TOOLS_DIR)/.installed-all: scripts/install-tools.sh
+	bash scripts/install-tools.sh
+	touch $@
+
+demo: demo-setup
 	$(VENV)/bin/ctxwrap demo
 
 # pytest's exit 5 ("no tests collected") is a failure here, not a pass. -rs lists each skip

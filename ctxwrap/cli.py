@@ -87,11 +87,9 @@ class LazyGroup(FullHelpGroup):
 @click.option("--debug", is_flag=True, envvar="CTXWRAP_DEBUG", help="Show tracebacks on errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
-    """Keep a coding agent's context window small: run `ctxwrap pi` where you ran `pi`."""
+    """Keep a coding agent's context window small: run `ctxwrap pi`, `ctxwrap claude` or
+    `ctxwrap codex` where you ran `pi`, `claude` or `codex`."""
     ctx.obj = {"debug": debug}
-
-
-_MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 
 
 # Here, not in doctor.py: `ctxwrap pi` imports doctor's checks after pi failed (an old Node),
@@ -99,29 +97,31 @@ _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
 @cli.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def doctor_cmd(as_json: bool) -> None:
-    """Check pi, Node, the daemon, the socket directory, the config and the aux backend.
+    """Check pi and its Node, the daemon, the socket directory, the config, the aux backend,
+    Claude Code and Codex.
 
-    Prints what to fix; exits 1 when a check fails (warnings do not fail).
+    Prints what to fix, in lines that fit the terminal (COLUMNS); exits 1 when a check fails
+    (warnings do not fail).
     """
+    import shutil
     from dataclasses import asdict
 
-    from ctxwrap.doctor import DoctorFailed, run_checks
+    from ctxwrap.doctor import DoctorFailed, render_text, run_checks
     from ctxwrap.vocabulary import plural
 
     checks = run_checks()
+    width = shutil.get_terminal_size((80, 24)).columns
     if as_json:
         click.echo(json.dumps({"checks": [asdict(c) for c in checks]}, indent=2))
     else:
-        for c in checks:
-            click.echo(f"{_MARK[c.level]}  {c.name:12} {c.summary}")
-            if c.fix and c.level != "ok":
-                click.echo(f"      {'':12} fix: {c.fix}")
+        for line in render_text(checks, width):
+            click.echo(line)
     failed = [c.name for c in checks if c.level == "fail"]
     if failed:
-        raise DoctorFailed(
-            f"{plural(len(failed), 'check')} failed: {', '.join(failed)}",
-            hint="fix the FAIL lines above, then run `ctxwrap doctor` again",
-        )
+        what = f"{plural(len(failed), 'check')} failed: {', '.join(failed)}"
+        if len("ctxwrap: error: ") + len(what) > width:  # the names are on the FAIL lines
+            what = f"{plural(len(failed), 'check')} failed"
+        raise DoctorFailed(what, hint="fix the FAIL lines, then run `ctxwrap doctor` again")
 
 
 # -- pi -----------------------------------------------------------------------------------------
@@ -474,7 +474,7 @@ def _readonly_db() -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--all", "show_all", is_flag=True, help="Include ended sessions.")
 def sessions(as_json: bool, show_all: bool) -> None:
-    """List agent sessions (pi, claude) the daemon knows (live ones by default)."""
+    """List agent sessions (pi, Claude Code, Codex) the daemon knows (live ones by default)."""
     from ctxwrap.daemon.pidfile import pid_alive
 
     conn = _readonly_db()

@@ -2,8 +2,15 @@
 embedded scripted model on 127.0.0.1, and what the model received each time.
 
 Nothing here is simulated except the model: pi, the bridge, the daemon, the tools and the
-files are real. The daemon runs in private temporary directories and is stopped afterwards,
-so the demo leaves the user's own statistics and sessions untouched.
+files are real. The daemon is a private one (its own socket directory and default settings,
+stopped afterwards: the user's own daemon and config.toml play no part, so no aux call can
+leave 127.0.0.1), but it records into the user's state directory: afterwards `ctxwrap stats`,
+`ctxwrap sessions --all` and `ctxwrap report` show the demo's session like any other, under
+the project name `ctxwrap-demo` and the model `scripted-model` — what the demo says it saved
+is then there to look at, and says plainly where it came from.
+
+The output fits the terminal's width (COLUMNS), 60 columns included: long cells end in "…",
+the build log's digest wraps.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +32,7 @@ from typing import Any
 import click
 
 from ctxwrap.errors import PiNotFound
+from ctxwrap.headline import pct_text
 from ctxwrap.testing.model_server import ScriptedModelServer, aux_task_of
 from ctxwrap.testing.pi_home import make_pi_agent_dir, pi_command, pi_env, tools_bin_dir
 
@@ -82,12 +91,14 @@ AUX_RULES: list[dict[str, Any]] = [
     },
 ]
 PROMPT = "The build fails. Find out why and fix it."
+PROJECT = "ctxwrap-demo"  # the project name the demo's session has in stats, sessions, report
 LABELS = {
     "call_0_0": "bash sh ./build.sh",
     "call_1_0": "read src/parser.c",
     "call_2_0": "read THIRD_PARTY_NOTICES.txt",
     "call_3_0": "write src/parser.c",
 }
+FACT_LABEL = "fact in place of the body"
 
 
 def find_pi_for_demo() -> Path:
@@ -106,7 +117,7 @@ def find_pi_for_demo() -> Path:
 
 
 def _workspace(root: Path) -> Path:
-    work = root / "project"
+    work = root / PROJECT
     (work / "src").mkdir(parents=True)
     (work / "build.sh").write_text(BUILD_SH)
     (work / "src/parser.c").write_text(PARSER_C)
@@ -151,12 +162,12 @@ def _run(pi: Path, root: Path, *, wrapped: bool, xdg_env: dict[str, str]) -> Dem
 
 
 def _aux_kinds(bodies: list[dict[str, Any]]) -> str:
-    """e.g. '3: 2 tag, 1 fact' — what ctxwrap actually asked its aux model."""
+    """e.g. '3 (1 fact, 2 tag)' — what ctxwrap actually asked its aux model."""
     counts: dict[str, int] = {}
     for body in bodies:
         task = aux_task_of(body) or "other"
         counts[task] = counts.get(task, 0) + 1
-    return f"{len(bodies)}: " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
+    return f"{len(bodies)} (" + ", ".join(f"{n} {t}" for t, n in sorted(counts.items())) + ")"
 
 
 def _tokens(chars: int) -> int:
@@ -191,7 +202,8 @@ def _items(body: dict[str, Any]) -> dict[str, tuple[int, str]]:
         for call in m.get("tool_calls") or []:
             if call["function"]["name"] == "write":
                 args = call["function"]["arguments"]
-                out[call["id"] + ":args"] = (len(args), json.loads(args).get("content", "")[:80])
+                content = str(json.loads(args).get("content", ""))
+                out[call["id"] + ":args"] = (len(args), content.splitlines()[0] if content else "")
     return out
 
 
@@ -212,11 +224,17 @@ def _facts(body: dict[str, Any]) -> list[str]:
 
 @contextlib.contextmanager
 def _private_daemon() -> Iterator[dict[str, str]]:
+    """A daemon of the demo's own (socket, pidfile, default config) recording into the user's
+    state directory (XDG_STATE_HOME as the user has it): stats, sessions and report see the
+    demo's session afterwards. Two daemons on one database is what SQLite's WAL mode is for."""
     with tempfile.TemporaryDirectory(prefix="ctxwrap-demo-", dir="/tmp") as tmp:
+        from ctxwrap import paths
+
         env = {
             "XDG_RUNTIME_DIR": f"{tmp}/run",
-            "XDG_STATE_HOME": f"{tmp}/state",
             "XDG_CONFIG_HOME": f"{tmp}/config",
+            # pi runs with a HOME of its own: name the user's state home, not HOME's default
+            "XDG_STATE_HOME": str(paths.state_dir().parent),
             "CTXWRAP_NO_SYSTEMD": "1",
         }
         Path(env["XDG_RUNTIME_DIR"]).mkdir(mode=0o700)
@@ -228,19 +246,21 @@ def _private_daemon() -> Iterator[dict[str, str]]:
                 os.kill(int(pidfile.read_text().split()[0]), signal.SIGTERM)
 
 
-def run_demo(*, color: bool) -> int:
+def run_demo(*, color: bool, width: int | None = None) -> int:
     pi = find_pi_for_demo()
     version = subprocess.run(
         [str(pi), "--version"], capture_output=True, text=True, timeout=60
     ).stdout.strip()
     bold = (lambda s: click.style(s, bold=True)) if color else (lambda s: s)
     green = (lambda s: click.style(s, fg="green")) if color else (lambda s: s)
-    click.echo(
-        bold(
-            f"ctxwrap demo — a real pi {version} session, run twice against a scripted model on 127.0.0.1"
-        )
-    )
-    click.echo(f'task: "{PROMPT}"  (a 20,000-line build log, two file reads, one file write)\n')
+    if width is None:
+        width = shutil.get_terminal_size((80, 24)).columns
+    intro = _Printer(width)
+    intro.wrap(bold(f"ctxwrap demo: a real pi {version} session, run twice"))
+    intro.wrap("against a scripted model on 127.0.0.1 (no API key, no network).")
+    intro.wrap(f'task: "{PROMPT}"', rest="  ")
+    intro.wrap("(a 20,000-line build log, two file reads, one file write)")
+    click.echo()
     with tempfile.TemporaryDirectory(prefix="ctxwrap-demo-") as tmp, _private_daemon() as xdg:
         root = Path(tmp)
         click.echo("running plain pi …")
@@ -251,27 +271,20 @@ def run_demo(*, color: bool) -> int:
         if run.returncode != 0 or not run.requests:
             click.echo(f"{name} failed (exit {run.returncode}):\n{run.stderr[-2000:]}", err=True)
             return 1
+    echo = _Printer(width)
     last_plain, last_wrapped = plain.requests[-1], wrapped.requests[-1]
     a, b = _items(last_plain), _items(last_wrapped)
-    click.echo(bold("What the model received on its last call:"))
-    click.echo(f"  {'':34} {'plain pi':>12} {'ctxwrap pi':>12}")
+    echo.wrap(bold("What the model received on its last call:"))
+    rows: list[tuple[str, str, str, str]] = []
     for key, (pchars, _) in a.items():
-        label = LABELS.get(key.split(":")[0], key) + (
-            " (arguments)" if key.endswith(":args") else ""
-        )
+        label = LABELS.get(key.split(":")[0], key) + (" (args)" if key.endswith(":args") else "")
         wchars, preview = b.get(key, (0, "(removed)"))
-        click.echo(
-            f"  {label:34} {_tokens(pchars):>8,} tok {_tokens(wchars):>8,} tok   {preview[:70]}"
-        )
+        rows.append((label, _tok(pchars), _tok(wchars), preview))
     for fact in _facts(last_wrapped):
-        click.echo(
-            f"  {'fact kept in place of the body':34} {'':>12} {_tokens(len(fact)):>8,} tok   {fact[:70]}"
-        )
+        rows.append((FACT_LABEL, "", _tok(len(fact)), fact))
     pr, wr = _request_chars(last_plain), _request_chars(last_wrapped)
-    click.echo(
-        f"  {'whole request':34} {_tokens(pr):>8,} tok {_tokens(wr):>8,} tok   "
-        + green(f"{100 * (wr - pr) / pr:+.0f}%")
-    )
+    rows.append(("whole request", _tok(pr), _tok(wr), ""))
+    echo.table(rows, change=green(pct_text(100 * (pr - wr) / pr)))
     total_plain = sum(_request_chars(r) for r in plain.requests)
     total_wrapped = sum(_request_chars(r) for r in wrapped.requests)
     aux_tokens = sum(_tokens(len(json.dumps(r["messages"]))) for r in wrapped.aux)
@@ -283,22 +296,125 @@ def run_demo(*, color: bool) -> int:
         ),
         "",
     )
-    click.echo("\n" + bold("The 20,000-line build log, as the model saw it through ctxwrap:"))
+    echo.line("")
+    echo.wrap(bold("The 20,000-line build log, as the model saw it through ctxwrap:"))
     for line in str(digest).splitlines():
-        click.echo(f"  │ {line}")
-    click.echo()
-    click.echo(
+        echo.wrap(line, first="  │ ", rest="  │   ")
+    echo.line("")
+    saved_pct = pct_text(100 * (total_plain - total_wrapped) / total_plain)
+    echo.wrap(
         bold(f"Across all {len(wrapped.requests)} calls:")
-        + f" plain pi sent {_tokens(total_plain):,} tokens, ctxwrap pi {_tokens(total_wrapped):,} "
-        + f"({100 * (total_wrapped - total_plain) / total_plain:+.0f}%)."
+        + f" plain pi sent {_tokens(total_plain):,} tokens, ctxwrap pi {_tokens(total_wrapped):,}"
+        + f" ({saved_pct})."
     )
-    click.echo(
-        f"ctxwrap's own aux-model calls ({_aux_kinds(wrapped.aux)}) cost about {aux_tokens:,} "
-        f"input tokens; net saved ≈ {_tokens(total_plain - total_wrapped) - aux_tokens:,} tokens."
+    echo.wrap(
+        f"ctxwrap's own aux-model calls: {_aux_kinds(wrapped.aux)}, ≈{aux_tokens:,} input tokens."
     )
-    click.echo(f"Both runs ended with the same answer: {wrapped.stdout.strip()!r}")
-    click.echo("\nNext: `ctxwrap pi` where you ran `pi`; `ctxwrap stats` shows what it saved.")
+    echo.wrap(f"Net saved ≈ {_tokens(total_plain - total_wrapped) - aux_tokens:,} tokens.")
+    echo.wrap(f"Both runs ended with the same answer: {wrapped.stdout.strip()!r}")
+    echo.line("")
+    sid = _demo_session_id()
+    for line in next_steps(sid):
+        if line.startswith("  ctxwrap "):
+            echo.line(line)  # a command: whole on its line, to copy
+        else:
+            echo.wrap(line, rest="  ")
     return 0
+
+
+def _tok(chars: int) -> str:
+    return f"{_tokens(chars):,} tok"
+
+
+def _clip(text: str, room: int) -> str:
+    """`text` in at most `room` characters, ending in "…" when cut."""
+    text = " ".join(text.split())
+    if len(text) <= room:
+        return text
+    return text[: max(0, room - 1)].rstrip() + "…" if room > 0 else ""
+
+
+class _Printer:
+    """Lines that fit `width` columns: prose wraps between words, table cells end in "…"."""
+
+    def __init__(self, width: int) -> None:
+        self.width = max(40, width)
+
+    def line(self, text: str) -> None:
+        click.echo(text)
+
+    def wrap(self, text: str, *, first: str = "", rest: str = "") -> None:
+        # click.style codes take no columns: wrap the plain text, colour kept per line
+        for line in textwrap.wrap(
+            text,
+            self.width,
+            initial_indent=first,
+            subsequent_indent=rest,
+            break_on_hyphens=False,
+            drop_whitespace=True,
+        ) or [first.rstrip()]:
+            click.echo(line)
+
+    def table(self, rows: list[tuple[str, str, str, str]], *, change: str) -> None:
+        """label | plain pi | ctxwrap pi | what the model saw (the preview gets what is left,
+        at least 16 columns, else it goes under its row)."""
+        num_w = max(10, *(len(r[1]) for r in rows), *(len(r[2]) for r in rows))
+        # room for the whole request's change ("−85%", "+100%") after the numbers
+        label_w = min(max(len(r[0]) for r in rows), self.width - 2 * num_w - 12)
+        fixed = 2 + label_w + 2 + num_w + 2 + num_w
+        room = self.width - fixed - 3
+        inline = room >= 16
+        click.echo(f"  {'':{label_w}}  {'plain pi':>{num_w}}  {'ctxwrap pi':>{num_w}}")
+        for i, (label, plain, ours, preview) in enumerate(rows):
+            last = i == len(rows) - 1
+            head = f"  {_clip(label, label_w):{label_w}}  {plain:>{num_w}}  {ours:>{num_w}}"
+            if last:
+                click.echo(f"{head} {change}")
+            elif inline and preview:
+                click.echo(f"{head}   {_clip(preview, room)}")
+            else:
+                click.echo(head)
+                if preview:
+                    click.echo(f"      {_clip(preview, self.width - 6)}")
+
+
+def _demo_session_id() -> str | None:
+    """The session the ctxwrap run just recorded (the newest of project `ctxwrap-demo`)."""
+    from ctxwrap import paths
+    from ctxwrap.daemon.store import connect
+
+    db = paths.db_path()
+    if not db.exists():
+        return None
+    try:
+        conn = connect(db, readonly=True)
+        try:
+            row = conn.execute(
+                "SELECT session_id FROM sessions WHERE cwd LIKE ? ORDER BY started_at DESC LIMIT 1",
+                (f"%/{PROJECT}",),
+            ).fetchone()
+        finally:
+            conn.close()
+    except Exception:  # a locked or older database: the hints go without the id
+        return None
+    return str(row[0]) if row else None
+
+
+def next_steps(session_id: str | None) -> list[str]:
+    """What to run next. The demo's ctxwrap session is in your statistics now (project
+    `ctxwrap-demo`, model `scripted-model`), so these commands show it."""
+    from ctxwrap.launch.exit_line import short_id
+
+    sid = short_id(session_id) if session_id else None
+    where = f"session {sid}, project {PROJECT}" if sid else f"project {PROJECT}"
+    steps = [
+        f"The ctxwrap run is recorded in your statistics ({where}):",
+        "  ctxwrap stats" + (f" --session {sid}" if sid else ""),
+        "  ctxwrap sessions --all",
+        "  ctxwrap report" + (f" --session {sid}" if sid else "") + " -o demo.html",
+        "Next, where you ran `pi`, `claude` or `codex`: ctxwrap pi, ctxwrap claude, ctxwrap codex.",
+    ]
+    return steps
 
 
 @click.command("demo")

@@ -61,8 +61,13 @@ def _fmt(v: tuple[int, int, int]) -> str:
     return ".".join(map(str, v))
 
 
+TOOLS_BIN = "the repository's .tools/bin"
+
+
 def find_pi_exe() -> tuple[Path | None, str]:
-    """(pi, how it was found): CTXWRAP_PI first, then PATH — the rule `ctxwrap pi` uses."""
+    """(pi, how it was found): CTXWRAP_PI first, then PATH — the rule `ctxwrap pi` uses —
+    and last the pi `make demo` installed into the checkout's .tools/bin, which `ctxwrap pi`
+    does not look in: the check then says how to put it on PATH."""
     override = os.environ.get("CTXWRAP_PI", "")
     if override:
         found = shutil.which(override)
@@ -70,7 +75,14 @@ def find_pi_exe() -> tuple[Path | None, str]:
             found = override
         return (Path(found) if found else None), f"CTXWRAP_PI={override}"
     found = shutil.which("pi")
-    return (Path(found) if found else None), "PATH"
+    if found:
+        return Path(found), "PATH"
+    from ctxwrap.testing.pi_home import tools_bin_dir
+
+    tools = tools_bin_dir()
+    if tools is not None and os.access(tools / "pi", os.X_OK):
+        return tools / "pi", TOOLS_BIN
+    return None, "PATH"
 
 
 def _launcher_node(exe: Path) -> tuple[Path | None, str | None]:
@@ -196,6 +208,17 @@ def check_pi_and_node() -> list[Check]:
                 "fail",
                 f"{exe}: cannot tell its version ({ran or 'no package.json'})",
                 "reinstall pi, or point CTXWRAP_PI at a working pi",
+            )
+        )
+    elif how == TOOLS_BIN:
+        checks.append(
+            Check(
+                "pi",
+                "warn",
+                f"not on PATH; {TOOLS_BIN} has {info.package or 'pi'} {version} "
+                "(installed by `make demo`), which `ctxwrap pi` does not look in",
+                "put it first on PATH (in your shell's rc file to keep it), or set CTXWRAP_PI "
+                f'to {exe}:\n$ export PATH="{exe.parent}:$PATH"',
             )
         )
     elif pv[0] == 1 or pv[:2] == (0, 73):
@@ -341,7 +364,7 @@ def check_socket_dir() -> Check:
     where = (
         "$XDG_RUNTIME_DIR/ctxwrap"
         if d.parent != Path("/tmp")
-        else "/tmp fallback (XDG_RUNTIME_DIR unset)"
+        else "XDG_RUNTIME_DIR unset: the /tmp fallback of this state dir"
     )
     try:
         st = d.lstat()
@@ -384,6 +407,37 @@ def check_socket_dir() -> Check:
             f"ctxwrap daemon stop; rm {sock}",
         )
     return Check("socket dir", "ok", f"{d} 0700, socket 0{smode:o} ({where})")
+
+
+def legacy_runtime_dir() -> Path:
+    """Where ctxwrap before the per-state-dir fallback kept its socket without XDG_RUNTIME_DIR."""
+    return Path(f"/tmp/ctxwrap-{os.getuid()}")
+
+
+def check_legacy_daemon() -> Check | None:
+    """An older ctxwrap's daemon still running at /tmp/ctxwrap-<uid>, which every HOME of the
+    user shared: nothing of this version talks to it (its socket names the state dir now), and
+    with `idle_exit_s = 0` it would run until the next reboot. None when there is none."""
+    from ctxwrap.daemon.pidfile import pidfile_locked, read_pidfile
+
+    old = legacy_runtime_dir()
+    try:
+        if old.lstat().st_uid != os.getuid() or old == paths.runtime_dir():
+            return None
+    except OSError:
+        return None
+    pidfile = old / "daemon.pid"
+    found = read_pidfile(pidfile)
+    if found is None or not pidfile_locked(pidfile):
+        return None
+    pid, version = found
+    return Check(
+        "old daemon",
+        "warn",
+        f"pid {pid} (ctxwrap {version}) still runs at {old}, the socket every HOME shared "
+        "before; nothing uses it now",
+        f"stop it:\n$ kill {pid}",
+    )
 
 
 def check_config() -> tuple[Check, object | None]:
@@ -469,6 +523,8 @@ def run_checks() -> list[Check]:
     checks = check_pi_and_node()
     checks.append(check_daemon())
     checks.append(check_socket_dir())
+    if (legacy := check_legacy_daemon()) is not None:
+        checks.append(legacy)
     cfg, settings = check_config()
     checks.append(cfg)
     pi_failed = [c.name for c in checks if c.name in {"pi", "node"} and c.level == "fail"]
@@ -476,6 +532,45 @@ def run_checks() -> list[Check]:
     for check_agent in agent_checks():
         checks += check_agent()
     return checks
+
+
+_MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
+
+
+def render_text(checks: list[Check], width: int) -> list[str]:
+    """`ctxwrap doctor`'s lines, none wider than `width` but a command too long to fit (a
+    path): a check's words wrap under its summary; a fix line starting with `$ ` is a command,
+    printed alone on its line and never broken. From 80 columns the names form a column."""
+    import textwrap
+
+    wide = width >= 80
+    out: list[str] = []
+
+    def para(text: str, first: str, indent: str) -> None:
+        out.extend(
+            textwrap.wrap(
+                text,
+                width=max(len(first) + 20, width),
+                initial_indent=first,
+                subsequent_indent=indent,
+                break_on_hyphens=False,
+            )
+            or [first.rstrip()]
+        )
+
+    for c in checks:
+        head = f"{_MARK[c.level]}  {c.name:12} " if wide else f"{_MARK[c.level]}  {c.name}: "
+        indent = " " * (19 if wide else 6)
+        para(c.summary, head, indent)
+        if c.fix and c.level != "ok":
+            for n, line in enumerate(c.fix.split("\n")):
+                if line.startswith("$ "):
+                    command = line[2:]
+                    fits = len(indent) + len(command) <= width
+                    out.append(indent + command if fits else command)
+                else:
+                    para(line, indent + ("fix: " if n == 0 else ""), indent)
+    return out
 
 
 def agent_checks() -> list[Callable[[], list[Check]]]:

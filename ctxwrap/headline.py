@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING
 
 from ctxwrap.vocabulary import agent_name
@@ -28,17 +29,46 @@ if TYPE_CHECKING:
 MINUS = "\u2212"  # −, the sign people read in a percentage
 
 
-def round_half_away(value: float) -> int:
-    """0.5 → 1, −0.5 → −1: the rounding every view uses (Python's round() goes to even, JS's
-    toFixed differs again; one rule here keeps the footer and `stats` equal)."""
-    return int(math.copysign(math.floor(abs(value) + 0.5), value))
+def round_half_away(value: float, places: int = 0) -> float:
+    """0.5 → 1, −0.5 → −1, 22.5 → 23: the one rounding every view uses, for percentages
+    and money alike (Python's round() and f"{x:.0f}" go to even, JS's toFixed differs again;
+    one rule here keeps the exit line, the footer, `stats`, `report` and `replay` equal).
+
+    Rounds the decimal the value prints as (`repr`), so 0.125 is 0.13 and 2.675 is 2.68, as a
+    person reading the unrounded figure would round it. `places=0` gives an int-valued float;
+    use `round_pct` for the integer a percentage shows."""
+    if not math.isfinite(value):
+        return value
+    step = Decimal(1).scaleb(-places)
+    return float(Decimal(repr(value)).quantize(step, rounding=ROUND_HALF_UP))
+
+
+def round_pct(value: float) -> int:
+    """The integer a percentage shows: 22.5 → 23, −22.5 → −23."""
+    return int(round_half_away(value))
+
+
+def usd_places(usd: float) -> int:
+    """Cents, or tenths of a cent for an amount under one cent."""
+    return 3 if 0 < abs(usd) < 0.01 else 2
+
+
+def usd_shown(usd: float) -> float:
+    """The amount `usd_text` prints, as a number: sums of shown amounts add up."""
+    return round_half_away(usd, usd_places(usd))
+
+
+def saved_usd_shown(plain_usd: float, usd: float) -> float:
+    """The saving a view prints beside `plain → with`: the difference of the two amounts as
+    shown, so `$0.52 → $0.37` says `$0.15 saved`, never the `$0.16` of the unrounded figures."""
+    return round(usd_shown(plain_usd) - usd_shown(usd), 3)
 
 
 def pct_text(saved_pct: float | None) -> str:
     """`−60%` for a saving of 60 %, `+5%` when ctxwrap cost more, `±0%` for none."""
     if saved_pct is None:
         return ""
-    n = round_half_away(saved_pct)
+    n = round_pct(saved_pct)
     if n == 0:
         return "±0%"
     return f"{MINUS}{n}%" if n > 0 else f"+{-n}%"
@@ -48,9 +78,10 @@ def usd_text(usd: float | None) -> str:
     """`$0.12`, `$1,204.50`; amounts under a cent as `$0.004`."""
     if usd is None:
         return ""
-    a = abs(usd)
-    body = f"${a:,.3f}" if 0 < a < 0.01 else f"${a:,.2f}"
-    return ("-" if usd < 0 and body not in ("$0.00", "$0.000") else "") + body
+    places = usd_places(usd)
+    a = round_half_away(abs(usd), places)
+    body = f"${a:,.{places}f}"
+    return ("-" if usd < 0 and a else "") + body
 
 
 def tokens_text(n: float) -> str:
@@ -98,15 +129,26 @@ class Headline:
     @property
     def pct(self) -> int | None:
         """The percentage shown, as an integer: 60 for `−60%`."""
-        return None if self.saved_pct is None else round_half_away(self.saved_pct)
+        return None if self.saved_pct is None else round_pct(self.saved_pct)
+
+    @property
+    def saved_usd_shown(self) -> float | None:
+        """The saving as shown: plain's amount as shown minus ctxwrap's as shown (the two
+        figures `sentence()` prints), so the three amounts a person reads add up."""
+        if self.saved_usd is None or not self.plain_usd:
+            return None
+        if self.usd is None:
+            return usd_shown(self.saved_usd)
+        return saved_usd_shown(self.plain_usd, self.usd)
 
     def money(self) -> str:
         """`$0.12 saved`, `$0.03 more`, or "" when a price is unknown."""
-        if self.saved_usd is None or not self.plain_usd:
+        saved = self.saved_usd_shown
+        if saved is None:
             return ""
-        if self.saved_usd < 0:
-            return f"{usd_text(-self.saved_usd)} more"
-        return f"{usd_text(self.saved_usd)} saved"
+        if saved < 0:
+            return f"{usd_text(-saved)} more"
+        return f"{usd_text(saved)} saved"
 
     def short(self) -> str:
         """The headline: `cost −60% · $0.12 saved` (or `cost −60%` without prices, or "")."""

@@ -32,7 +32,8 @@ OTHER_ENVIRONMENT = {
     "CTXWRAP_WRAP_CLAUDE": "1, when set before `ctxwrap init` runs in the shell's rc file, "
     "makes plain `claude` run as `ctxwrap claude` (`command claude` runs the plain one).",
     "XDG_RUNTIME_DIR": "The socket and pidfile live in $XDG_RUNTIME_DIR/ctxwrap (fallback: "
-    "/tmp/ctxwrap-$UID). An empty or relative value counts as unset, here and below.",
+    "/tmp/ctxwrap-$UID-HASH, HASH naming the state directory, so that each HOME has its own "
+    "daemon). An empty or relative value counts as unset, here and below.",
     "XDG_STATE_HOME": "State (database, raw outputs, logs) lives in $XDG_STATE_HOME/ctxwrap "
     "(default ~/.local/state/ctxwrap).",
     "XDG_CONFIG_HOME": "The config file is $XDG_CONFIG_HOME/ctxwrap/config.toml and the "
@@ -99,7 +100,27 @@ def esc(text: str) -> str:
     text = text.replace("\\", "\\e").replace("-", "\\-")
     text = text.replace("\0", "\\:")
     text = re.sub(r"`([^`]+)`", r"\\fB\1\\fR", text)
-    return text
+    return text.translate(_GLYPHS)
+
+
+# Non-ASCII characters as groff glyph names, which every output device can draw (`\[->]` is
+# "->" under the C locale, "→" under UTF-8); the ellipsis has no ASCII fallback in groff
+# (`LC_ALL=C man` warned "can't find special character 'u2026'"), so it is three dots.
+# tests/unit/test_manpage.py renders the pages under LC_ALL=C: a new character fails there.
+_GLYPHS = str.maketrans(
+    {
+        "\u2026": "...",
+        "\u2192": "\\[->]",
+        "\u2212": "\\-",
+        "\u00b7": "\\[pc]",
+        "\u2248": "\\[~~]",
+        "\u2014": "\\[em]",
+        "\u2013": "\\[en]",
+        "\u00d7": "\\[mu]",
+        "\u2264": "\\[<=]",
+        "\u2265": "\\[>=]",
+    }
+)
 
 
 _BREAK_AT = re.compile(r"[,;|/](?=\S)")
@@ -222,6 +243,8 @@ def render_ctxwrap_1(root: click.Group | None = None) -> str:
         "\\fBctxwrap pi\\fR [\\fIPI-ARGS\\fR...]",
         ".br",
         "\\fBctxwrap claude\\fR [\\fICLAUDE-ARGS\\fR...]",
+        ".br",
+        "\\fBctxwrap codex\\fR [\\fICODEX-ARGS\\fR...]",
     ]
     out += [".SH DESCRIPTION", *paragraphs(root.help or "")]
     out += paragraphs(
@@ -239,6 +262,12 @@ def render_ctxwrap_1(root: click.Group | None = None) -> str:
         "with a `ctxwrap recall HANDLE PATTERN` hint, Read/Grep/Glob results judged not needed "
         "become one-line tombstones, and large Write bodies a stub with a one-line fact. "
         "Credentials pass through the proxy and are never stored."
+    )
+    out += paragraphs(
+        "`ctxwrap codex` does the same for Codex CLI through a loopback Responses proxy: the "
+        "active provider's base_url is redirected for that launch only, by a -c override "
+        "(~/.codex/config.toml is never written), and Codex runs with --no-daemon, as any -c "
+        "override makes it. `ctxwrap codex resume ID` resumes a thread through ctxwrap."
     )
     out += _figures_section()
     out += [".SH OPTIONS"]

@@ -1,10 +1,16 @@
 """Where ctxwrap keeps its socket, state and config (XDG base directories).
 
 An empty or relative XDG variable counts as unset, as the XDG spec says.
+
+Without XDG_RUNTIME_DIR the socket lives in /tmp, which every HOME of a user shares (a test
+HOME, `sudo -u` with another HOME, a container bind-mounting /tmp): the fallback directory
+names the state directory it serves (`/tmp/ctxwrap-<uid>-<hash of the state dir>`), so a
+daemon started for another HOME, its state elsewhere, is never the one this HOME talks to.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -21,7 +27,14 @@ def runtime_dir() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR", "")
     if base and os.path.isabs(base):
         return Path(base) / "ctxwrap"
-    return Path(f"/tmp/ctxwrap-{os.getuid()}")
+    return fallback_runtime_dir()
+
+
+def fallback_runtime_dir() -> Path:
+    """`/tmp/ctxwrap-<uid>-<10 hex>`: the uid, and a hash of the state directory the daemon
+    there serves (one per HOME, or per XDG_STATE_HOME)."""
+    tag = hashlib.sha256(os.fsencode(state_dir())).hexdigest()[:10]
+    return Path(f"/tmp/ctxwrap-{os.getuid()}-{tag}")
 
 
 def state_dir() -> Path:

@@ -43,8 +43,9 @@ def status_text(totals: Any) -> str:
     pct = totals.cost_saved_pct
     if pct is None:
         return f"ctxwrap: {tokens}{compaction_hint(totals)}"
-    sign = "−" if pct >= 0 else "+"
-    return f"ctxwrap: cost {sign}{abs(pct):.0f}% · {tokens}{compaction_hint(totals)}"
+    from ctxwrap.headline import pct_text  # the one rounding (the writing side: the daemon)
+
+    return f"ctxwrap: cost {pct_text(pct)} · {tokens}{compaction_hint(totals)}"
 
 
 # Under ctxwrap Claude Code's context is smaller, so it compacts later than it would without

@@ -14,7 +14,7 @@
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import * as http from "node:http";
 import { spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { appendFileSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { homedir, tmpdir } from "node:os";
@@ -90,12 +90,18 @@ function trace(msg: string): void {
 	} catch {}
 }
 
-// Same rule as ctxwrap/paths.py: a relative XDG_RUNTIME_DIR counts as unset.
+// Same rule as ctxwrap/paths.py: a relative XDG_RUNTIME_DIR counts as unset, and the /tmp
+// fallback names the state dir its daemon serves (one per HOME). `ctxwrap pi` passes its path.
+export function fallbackRuntimeDir(): string {
+	const stateHome = env.XDG_STATE_HOME?.startsWith("/") ? env.XDG_STATE_HOME : join(homedir(), ".local", "state");
+	const tag = createHash("sha256").update(join(stateHome, "ctxwrap")).digest("hex").slice(0, 10);
+	return `/tmp/ctxwrap-${process.getuid?.() ?? 0}-${tag}`;
+}
 const SOCKET =
 	env.CTXWRAP_SOCKET ||
 	(env.XDG_RUNTIME_DIR?.startsWith("/")
 		? `${env.XDG_RUNTIME_DIR}/ctxwrap/daemon.sock`
-		: `/tmp/ctxwrap-${process.getuid?.() ?? 0}/daemon.sock`);
+		: `${fallbackRuntimeDir()}/daemon.sock`);
 const PROTOCOL = 2;
 
 /**

@@ -1,17 +1,25 @@
-"""The one line `ctxwrap pi`, `ctxwrap claude` and `ctxwrap codex` print on stderr when the
-agent exits.
+"""The lines `ctxwrap pi`, `ctxwrap claude` and `ctxwrap codex` print on stderr when the
+agent exits:
 
-    ctxwrap: this session saved 23% of its input cost (41,200 tokens) · resume: ctxwrap claude
-    --resume 3f2a… · details: ctxwrap stats --session 3f2a…
+    ctxwrap: cost −23% · 41,200 tokens kept out · details: ctxwrap stats --session 3f2a9c1e
+    ctxwrap: resume through ctxwrap with:
+    ctxwrap claude --resume 3f2a9c1e-0b7d-4c55-9e11-2a6f0d8b7c41
 
-Under Claude Code and Codex, which no proxy can ask to compact, the line also says when plain
+The figures wrap at the terminal's width (COLUMNS, else the terminal's, else 80) between their
+parts, never inside one; the resume command stands alone on the last line, so it is copied
+whole (a triple click) and never wraps inside the session id at 60 columns.
+
+Under Claude Code and Codex, which no proxy can ask to compact, the figures also say when plain
 would have compacted by now (the status line's hint, `statusline.compaction_hint`).
 
 The agents end with their own resume hint (`claude --resume …`, `pi --session …`, `codex resume
-…`), which resumes *without* ctxwrap; this line says how to resume through it. The figures are
-those of `ctxwrap stats --session ID` (the same compute over the SQLite file, opened read-only),
-worked out in a thread bounded to `TIMEOUT_S`: no database, no session in it, a slow disk or any
-failure gives a shorter line (or none), never a traceback, and never a different exit status.
+…`), which resumes *without* ctxwrap; these lines say how to resume through it — only when the
+agent wrote a session to resume (`resumable`): quitting pi or Claude Code before the first
+prompt leaves none, and their `--resume` would fail with "No conversation found". The figures
+are those of `ctxwrap stats --session ID` (the same compute over the SQLite file, opened
+read-only), worked out in a thread bounded to `TIMEOUT_S`: no database, no session in it, a
+slow disk or any failure gives shorter lines (or none), never a traceback, and never a
+different exit status.
 
 Quiet with `--ctxwrap-quiet`, or `exit_line = false` (PI_CTX_EXIT_LINE=0).
 """
@@ -20,10 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 QUIET_FLAG = "--ctxwrap-quiet"
@@ -96,41 +106,123 @@ def _bounded(session_id: str, timeout_s: float) -> Savings | None:
 
 # Agents no proxy can ask to compact (pi's bridge asks pi itself: `compact_like_plain`).
 _NO_COMPACT_ASKED = {"claude": "Claude Code", "codex": "Codex"}
+PREFIX = "ctxwrap: "
+RESUME_LABEL = PREFIX + "resume through ctxwrap with:"
 
 
-def render(agent: str, session_id: str, resume: list[str] | None, savings: Savings | None) -> str:
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-", re.I)
+
+
+def short_id(session_id: str) -> str:
+    """The id as `stats --session` takes it (a unique prefix): 8 characters, as its table
+    shows; but the first 8 hex digits of a time-ordered UUIDv7 (pi's sessions, Codex's
+    threads) are the top of a millisecond timestamp, the same for every session started within
+    about a minute, so such an id gives 18 characters, through its first random digits."""
+    return session_id[:18] if _UUID7.match(session_id) else session_id[:8]
+
+
+def width() -> int:
+    """COLUMNS, else the terminal's (stderr's), else 80."""
+    value = os.environ.get("COLUMNS", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return 80
+
+
+def _wrap(parts: list[str], columns: int) -> list[str]:
+    """`ctxwrap: a · b · c` lines of at most `columns`, broken between parts only."""
+    import textwrap
+
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 3 + len(part) <= columns:
+            lines[-1] += " · " + part
+        else:  # a part longer than a line (a narrow terminal) breaks between its words
+            room = max(20, columns - len(PREFIX))
+            lines += [PREFIX + piece for piece in textwrap.wrap(part, room, break_on_hyphens=False)]
+    return lines
+
+
+def _figures(agent: str, session_id: str, savings: Savings | None) -> list[str]:
+    from ctxwrap.headline import pct_text  # stdlib only, like this module
+
     parts: list[str] = []
     if savings is not None and savings.llm_calls:
-        tokens = f"{savings.net_tokens:,} tokens".replace("-", "−")
+        net = savings.net_tokens
+        tokens = f"{abs(net):,} tokens {'kept out' if net >= 0 else 'added'}"
         if savings.cost_pct is None:
-            parts.append(f"this session kept {tokens} out of the context")
-        elif savings.cost_pct >= 0:
-            parts.append(f"this session saved {savings.cost_pct:.0f}% of its input cost ({tokens})")
+            parts.append(tokens)
         else:
-            parts.append(f"ctxwrap cost this session {-savings.cost_pct:.0f}% more ({tokens})")
+            parts += [f"cost {pct_text(savings.cost_pct)}", tokens]
     if savings is not None and savings.compactions_behind > 0 and agent in _NO_COMPACT_ASKED:
         # the status line's hint (statusline.compaction_hint), for a `-p` run or a Codex user:
         # what the resumed session carries that plain's compaction had dropped
-        from ctxwrap.statusline import hint_text  # stdlib only, like this module
+        from ctxwrap.statusline import hint_text
 
         parts.append(hint_text(_NO_COMPACT_ASKED[agent]))
+    if parts:
+        parts.append(f"details: ctxwrap stats --session {short_id(session_id)}")
+    return parts
+
+
+def render(
+    agent: str,
+    session_id: str,
+    resume: list[str] | None,
+    savings: Savings | None,
+    *,
+    columns: int = 80,
+) -> str:
+    """The lines (joined by newlines), or "" when there is nothing to say."""
+    lines = _wrap(_figures(agent, session_id, savings), columns)
     if resume:
-        parts.append("resume: " + shlex.join(["ctxwrap", agent, *resume]))
-    if savings is not None:
-        parts.append(f"details: ctxwrap stats --session {session_id}")
-    return "ctxwrap: " + " · ".join(parts) if parts else ""
+        lines += [RESUME_LABEL, shlex.join(["ctxwrap", agent, *resume])]
+    return "\n".join(lines)
+
+
+def _claude_config_dir() -> Path:
+    override = os.environ.get("CLAUDE_CONFIG_DIR", "")
+    return Path(override) if override else Path.home() / ".claude"
+
+
+def resumable(agent: str, resume: list[str] | None) -> bool:
+    """Whether the agent wrote the session `resume` names. pi writes its session file, and
+    Claude Code its transcript (`<config>/projects/<project>/<id>.jsonl`), only once the
+    first prompt is sent: before that their resume fails ("No conversation found"). Codex's
+    launcher offers a resume only for a thread that reached the model."""
+    if not resume:
+        return False
+    try:
+        if agent == "pi" and len(resume) == 2 and resume[0] == "--session":
+            file = Path(resume[1])
+            return file.is_file() and file.stat().st_size > 0
+        if agent == "claude" and len(resume) == 2 and resume[0] == "--resume":
+            sid = resume[1]
+            if not _SAFE_ID.fullmatch(sid):  # a file name, no glob or path in it
+                return False
+            projects = _claude_config_dir() / "projects"
+            return any(p.stat().st_size > 0 for p in projects.glob(f"*/{sid}.jsonl"))
+    except OSError:
+        return False
+    return True
 
 
 def print_exit_line(
     agent: str, session_id: str | None, resume: list[str] | None, *, timeout_s: float = TIMEOUT_S
 ) -> None:
-    """One line on stderr for the session that just ended; never raises."""
+    """The lines on stderr for the session that just ended; never raises."""
     try:
         if not session_id or not enabled():
             return
-        line = render(agent, session_id, resume, _bounded(session_id, timeout_s))
-        if line:
-            sys.stderr.write(line + "\n")
+        if not resumable(agent, resume):
+            resume = None
+        text = render(agent, session_id, resume, _bounded(session_id, timeout_s), columns=width())
+        if text:
+            sys.stderr.write(text + "\n")
             sys.stderr.flush()
     except Exception:  # a courtesy line must never turn the agent's exit into a failure
         return

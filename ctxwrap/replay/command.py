@@ -48,7 +48,7 @@ def replay_cmd(
 
     One row per session: date, project, agent, calls, $ plain → $ with ctxwrap (cost units
     when the model has no known price), %. PATHS are session files or directories (default:
-    ~/.pi/agent/sessions and ~/.claude/projects); they are only read. Without --tag no model is
+    ~/.pi/agent/sessions, ~/.claude/projects and ~/.codex/sessions); they are only read. Without --tag no model is
     called, and the reads the aux model might have hidden are shown as a range.
     """
     from ctxwrap.replay._run import default_roots

@@ -153,11 +153,12 @@ def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None
             # after Codex's own hint, ours: resume through ctxwrap, in Codex's TUI form
             said = child.before.decode(errors="replace")
             tid = r"[0-9a-f]{8}-[0-9a-f-]{27}"
-            assert re.search(
-                rf"ctxwrap: .*resume: ctxwrap codex resume ({tid}) · "
-                rf"details: ctxwrap stats --session \1\r?\n",
+            found = re.search(
+                rf"ctxwrap: .*details: ctxwrap stats --session ([0-9a-f-]{{8,18}})\r?\n"
+                rf"ctxwrap: resume through ctxwrap with:\r?\nctxwrap codex resume ({tid})\r?\n",
                 said,
-            ), said[-1500:]
+            )
+            assert found and found.group(2).startswith(found.group(1)), said[-1500:]
             child.expect(pexpect.EOF, timeout=30)
             stty = child.before.decode(errors="replace")
             assert " icanon" in stty and " echo" in stty  # cooked mode is back
@@ -253,3 +254,41 @@ def test_approval_prompts_show_and_run_what_the_model_asked(tmp_path: Path, xdg:
             if child.isalive():
                 child.kill(signal.SIGKILL)
             child.close(force=True)
+
+
+@pytest.mark.timeout(180)
+def test_tui_launch_adds_no_codex_warning(tmp_path: Path, xdg: Xdg) -> None:
+    """Issue 44 item 18: the proxy's `-c` override put Codex in embedded mode, and every
+    `ctxwrap codex` launch showed "⚠ 1 warning" (running without the shared background server,
+    "-c … requires embedded mode") that plain `codex` does not; `--no-daemon` says so
+    explicitly and Codex is quiet. Other warnings (a missing bubblewrap) are the machine's."""
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    with ScriptedModelServer([{"text": ANSWER}] * 2) as srv:
+        env = tui_env(xdg, home, work, srv.base_url)
+        child, screen = spawn([*CTXWRAP, "codex"], env, work)
+        try:
+            screen.wait_for("Ask Codex", 60)
+            end = time.monotonic() + 4  # startup warnings arrive after the prompt box
+            while time.monotonic() < end:
+                screen.pump(0.3)
+            found = re.search(r"⚠ (\d+) warnings?", screen.display)
+            count = int(found.group(1)) if found else 0
+            seen = [screen.display]
+            if count:
+                child.send("\x1bOQ")  # F2: the warnings, one at a time
+                screen.wait_for("Warnings", 30)
+                seen.append(screen.display)
+                for _ in range(count - 1):
+                    child.send("\x1b[C")  # →: the next one
+                    time.sleep(0.5)
+                    screen.pump(0.5)
+                    seen.append(screen.display)
+        finally:
+            if child.isalive():
+                child.kill(signal.SIGKILL)
+            child.close(force=True)
+    text = "\n".join(seen)
+    assert "embedded mode" not in text and "shared background server" not in text, text
+    assert not (home / ".codex" / "packages").exists()  # and no background server started

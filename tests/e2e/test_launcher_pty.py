@@ -281,3 +281,20 @@ def test_exit_keys_leave_the_terminal_sane(name: str, keys: str, tmp_path: Path,
     assert "icanon" in stty and "echo" in stty, stty
     assert "-icanon" not in stty and "-echo" not in stty
     assert re.search(r"\bisig\b", " ".join(stty)) and "-isig" not in stty
+
+
+@pytest.mark.parametrize("name", PI_VERSIONS)
+@pytest.mark.timeout(300)
+def test_quit_before_the_first_prompt_offers_no_resume(name: str, tmp_path: Path, xdg: Xdg) -> None:
+    """Issue 44 item 15: pi writes its session file with the first prompt; quit before it and
+    `pi --session FILE` has nothing to open, so the exit line must not offer it."""
+    with ctxwrap_tui(name, tmp_path, xdg) as tui:
+        tui.wait_up()
+        tui.child.send("\x04")  # Ctrl+D on the empty editor
+        tui.child.expect(pexpect.EOF, timeout=60)
+        said = tui.child.before.decode(errors="replace")
+        tui.child.close()
+        assert tui.child.exitstatus == 0, said[-1500:]
+    assert not list((tmp_path / "home").rglob("sessions/**/*.jsonl"))  # pi wrote none
+    assert "ctxwrap pi --session" not in said and "resume through" not in said, said[-1500:]
+    assert "details: ctxwrap stats" not in said  # nothing sent: no figures to look at

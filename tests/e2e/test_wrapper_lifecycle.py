@@ -15,6 +15,7 @@ import pytest
 from support import CTXWRAP, PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi
 from terminal import Terminal
 
+from ctxwrap.launch.exit_line import short_id
 from ctxwrap.testing.claude_home import (
     claude_env,
     claude_print_args,
@@ -27,10 +28,12 @@ pytestmark = pytest.mark.e2e
 needs_claude = pytest.mark.skipif(find_claude() is None, reason="claude not installed")
 
 BIG = {"tool_calls": [{"name": "bash", "arguments": {"command": "seq 1 30000"}}]}
+# The figures (wrapped at 80 columns between their parts), then the resume command alone.
 EXIT_LINE = re.compile(
-    r"^ctxwrap: this session saved (\d+)% of its input cost \(([\d,]+) tokens\)"
-    r" · resume: ctxwrap (pi|claude) (--session|--resume) (\S+)"
-    r" · details: ctxwrap stats --session (\S+)$",
+    r"^ctxwrap: cost −(\d+)% · ([\d,]+) tokens kept out(?: · |\nctxwrap: )"
+    r"details: ctxwrap stats --session (\S+)\n"
+    r"ctxwrap: resume through ctxwrap with:\n"
+    r"ctxwrap (pi|claude) (--session|--resume) (\S+)$",
     re.M,
 )
 
@@ -43,11 +46,12 @@ def test_pi_exit_line_matches_stats_and_resumes_through_ctxwrap(
     assert run.proc.returncode == 0, run.proc.stderr
     (line,) = EXIT_LINE.findall(run.proc.stderr)
     print(f"\n{pi}: {run.proc.stderr.strip().splitlines()[-1]}")
-    pct, tokens, agent, flag, resume, sid = line
+    pct, tokens, sid, agent, flag, resume = line
     assert (agent, flag) == ("pi", "--session")
+    assert len(sid) in (8, 18)  # exit_line.short_id
     (session_file,) = run.session_files()
     assert Path(resume) == session_file  # pi's own session file: resumes from anywhere
-    stats = json.loads(ctxwrap(xdg, "stats", "--session", sid, "--json").stdout)
+    stats = json.loads(ctxwrap(xdg, "stats", "--session", sid, "--json").stdout)  # a prefix
     totals = stats["totals"]
     assert int(tokens.replace(",", "")) == totals["net_tokens"] > 1000
     cost = totals["cost"]
@@ -70,7 +74,7 @@ def test_pi_quiet_flag_and_setting(tmp_path: Path, xdg: Xdg) -> None:
     )
     assert run.proc.returncode == 0 and "ctxwrap:" not in run.proc.stderr
     run = run_ctxwrap_pi("pi", tmp_path, xdg, [{"text": "done"}])
-    assert "resume: ctxwrap pi --session" in run.proc.stderr
+    assert "ctxwrap: resume through ctxwrap with:\nctxwrap pi --session" in run.proc.stderr
 
 
 def test_pi_exit_line_keeps_pis_exit_status(tmp_path: Path, xdg: Xdg) -> None:
@@ -112,7 +116,7 @@ def test_claude_exit_line_names_the_session_claude_ran(tmp_path: Path, xdg: Xdg)
     assert json.loads(proc.stdout)["session_id"] == sid
     (line,) = EXIT_LINE.findall(proc.stderr)
     print(f"\nclaude: {proc.stderr.strip().splitlines()[-1]}")
-    assert line[2:] == ("claude", "--resume", sid, sid)
+    assert line[2:] == (short_id(sid), "claude", "--resume", sid)
     assert quiet.returncode == 0 and json.loads(quiet.stdout)["result"] == "quiet"
     assert "ctxwrap:" not in quiet.stderr
 
@@ -169,9 +173,49 @@ def test_claude_is_listed_at_launch_shows_its_status_line_and_says_how_to_resume
             child.expect(r"EXIT=(\d+)", timeout=30)
             assert child.match.group(1) == b"0"
             tail = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", " ", child.before.decode(errors="replace"))
-            assert f"resume: ctxwrap claude --resume {sid}" in tail, tail[-2000:]
+            assert f"ctxwrap claude --resume {sid}" in tail, tail[-2000:]
         finally:
             if child.isalive():
                 child.kill(signal.SIGKILL)
             child.close(force=True)
     assert not (xdg.state / "ctxwrap" / "status" / sid).exists()
+
+
+@needs_claude
+@pytest.mark.timeout(240)
+def test_claude_quit_before_the_first_prompt_offers_no_resume(tmp_path: Path, xdg: Xdg) -> None:
+    """Issue 44 item 15: Claude Code writes its transcript with the first prompt; quit before
+    it and `claude --resume ID` says "No conversation found", so the exit line must not
+    offer it. After a prompt it does (test above)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    seed_claude_home(home, work)
+    with ScriptedModelServer([{"text": "unused"}]) as srv:
+        env = claude_env(xdg.env(), home=home, base_url=srv.root_url)
+        env["TERM"] = "xterm-256color"
+        command = " ".join(f"'{a}'" for a in [*CTXWRAP, "claude"]) + "; echo EXIT=$?"
+        child = pexpect.spawn(
+            "bash", ["--norc", "-c", command], env=env, cwd=str(work), dimensions=(30, 100)
+        )
+        try:
+            child.expect_exact("Claude Code", timeout=90)
+            end = time.monotonic() + 30
+            live: list[dict[str, object]] = []
+            while not live and time.monotonic() < end:  # its SessionStart reached us
+                listed = json.loads(ctxwrap(xdg, "sessions", "--json").stdout)["sessions"]
+                live = [s for s in listed if s.get("live")]
+                time.sleep(0.3)
+            assert live, listed
+            child.sendcontrol("c")
+            time.sleep(0.3)
+            child.sendcontrol("c")
+            child.expect(r"EXIT=(\d+)", timeout=30)
+            assert child.match.group(1) == b"0"
+            said = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", " ", child.before.decode(errors="replace"))
+        finally:
+            if child.isalive():
+                child.kill(signal.SIGKILL)
+            child.close(force=True)
+    assert not list(home.rglob("projects/*/*.jsonl"))  # Claude Code wrote no transcript
+    assert "ctxwrap claude --resume" not in said and "resume through" not in said, said[-1500:]

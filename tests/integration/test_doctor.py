@@ -253,7 +253,7 @@ def test_human_output_names_the_fix(env: dict[str, str], tmp_path: Path) -> None
     lines = done.stdout.splitlines()
     assert any(ln.startswith("FAIL  node") for ln in lines), done.stdout
     assert any("fix: install Node >= 22.19" in ln for ln in lines), done.stdout
-    assert "hint: fix the FAIL lines above" in done.stderr
+    assert "hint: fix the FAIL lines, then run" in done.stderr
 
 
 @pytest.mark.parametrize(

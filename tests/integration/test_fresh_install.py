@@ -230,7 +230,7 @@ def test_demo_end_to_end(installed: Installed) -> None:
     )
     _must(out, "ctxwrap demo")
     line = next((ln for ln in out.stdout.splitlines() if "whole request" in ln), "")
-    assert re.search(r"-\d+%\s*$", line), out.stdout
+    assert re.search(r"−\d+%\s*$", line), out.stdout
     assert "Both runs ended with the same answer" in out.stdout
     # The README shows this output as a sample: each of its lines must be what the demo prints.
     # Per-item rows are exact; the whole-request totals also count pi's own prompt, which
@@ -251,7 +251,7 @@ def test_demo_end_to_end(installed: Installed) -> None:
             assert abs(want - got) <= want // 100, (sample_line, twin)  # counts: exact
 
 
-_TOTALS = ("whole request", "Across all", "ctxwrap's own aux-model calls")
+_TOTALS = ("whole request", "Across all", "ctxwrap's own aux-model calls", "Net saved")
 
 
 def _figures(line: str) -> list[int]:

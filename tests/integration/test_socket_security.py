@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from support import CTXWRAP, PI_VERSIONS, Xdg, isolated_env, pi_path, tool_contents
 
-from ctxwrap import PROTOCOL_VERSION, __version__
+from ctxwrap import PROTOCOL_VERSION, __version__, paths
 from ctxwrap.testing.model_server import ScriptedModelServer
 from ctxwrap.testing.pi_home import make_pi_agent_dir, pi_command, pi_env
 
@@ -235,9 +235,12 @@ def fallback_scenario(home: str, old_tmp: str, keep: list[str]) -> None:
             continue  # not under /tmp: still there
         os.makedirs(path, exist_ok=True)
         subprocess.run(["mount", "--bind", os.path.join(old_tmp, rel), path], check=True)
-    planted = Path(f"/tmp/ctxwrap-{os.getuid()}")
     logs = Path("/tmp/attacker")
     subprocess.run(as_other("mkdir", "-m", "0777", str(logs)), check=True)
+    with victim_env(Path(home), None) as env:
+        # the fallback names the victim's state dir, which an attacker can work out as well
+        os.environ["XDG_STATE_HOME"] = env["XDG_STATE_HOME"]
+        planted = paths.fallback_runtime_dir()
     plant_dir(planted)
     with victim_env(Path(home), None) as env, fake_daemon(planted, logs) as fake:
         proc = ctxwrap_run(env, "status")
@@ -252,7 +255,7 @@ def fallback_scenario(home: str, old_tmp: str, keep: list[str]) -> None:
 
 
 def test_planted_fallback_directory_without_xdg_runtime_dir(tmp_path: Path) -> None:
-    """The real fallback path, /tmp/ctxwrap-<uid>, pre-created by the other user.
+    """The real fallback path, /tmp/ctxwrap-<uid>-<hash>, pre-created by the other user.
 
     In a private mount namespace with a fresh /tmp: the host's /tmp/ctxwrap-<uid> may be a
     real daemon's, and is left alone.

@@ -6,7 +6,7 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writ
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { socketRefusal } from "../../ctxwrap/_bridge/ctxwrap-bridge.ts";
+import { fallbackRuntimeDir, socketRefusal } from "../../ctxwrap/_bridge/ctxwrap-bridge.ts";
 
 function listen(path: string): Promise<Server> {
   return new Promise((resolve) => {
@@ -46,5 +46,25 @@ test("socketRefusal: only a socket of ours in a private directory of ours", asyn
     assert.match(socketRefusal(join(other, "daemon.sock")) ?? "", /is not a socket/);
   } finally {
     rmSync(base, { recursive: true, force: true });
+  }
+});
+
+test("fallbackRuntimeDir: the /tmp directory paths.py names, one per state dir (HOME)", () => {
+  // values from ctxwrap/paths.py's fallback_runtime_dir() for the same environment
+  const saved = { HOME: process.env.HOME, XDG_STATE_HOME: process.env.XDG_STATE_HOME };
+  const uid = process.getuid?.() ?? 0;
+  try {
+    process.env.HOME = "/home/x";
+    delete process.env.XDG_STATE_HOME;
+    assert.equal(fallbackRuntimeDir(), `/tmp/ctxwrap-${uid}-cceabc75fc`);
+    process.env.XDG_STATE_HOME = "/s";
+    assert.equal(fallbackRuntimeDir(), `/tmp/ctxwrap-${uid}-afb6669a3f`);
+    process.env.XDG_STATE_HOME = "relative";  // counts as unset
+    assert.equal(fallbackRuntimeDir(), `/tmp/ctxwrap-${uid}-cceabc75fc`);
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
   }
 });

@@ -47,24 +47,49 @@ def test_quiet_flag_is_taken_out_before_the_agent_sees_it() -> None:
 
 
 def test_exit_line_says_savings_resume_and_stats() -> None:
-    line = render("claude", SID, ["--resume", SID], Savings(6, 23.4, 41200))
-    assert line == (
-        f"ctxwrap: this session saved 23% of its input cost (41,200 tokens)"
-        f" · resume: ctxwrap claude --resume {SID} · details: ctxwrap stats --session {SID}"
-    )
+    line = render("claude", SID, ["--resume", SID], Savings(6, 23.4, 41200), columns=100)
+    assert line.splitlines() == [
+        "ctxwrap: cost −23% · 41,200 tokens kept out · details: ctxwrap stats --session 3f2a9c1e",
+        "ctxwrap: resume through ctxwrap with:",
+        f"ctxwrap claude --resume {SID}",  # alone on its line: copied whole, never wrapped
+    ]
     pi = render("pi", SID, ["--session", "/home/u/my sessions/s.jsonl"], Savings(2, -3.2, -150))
-    assert "ctxwrap cost this session 3% more (−150 tokens)" in pi
-    assert "resume: ctxwrap pi --session '/home/u/my sessions/s.jsonl'" in pi  # pasteable
+    assert "ctxwrap: cost +3% · 150 tokens added" in pi
+    assert pi.splitlines()[-1] == "ctxwrap pi --session '/home/u/my sessions/s.jsonl'"  # pasteable
+
+
+def test_exit_line_rounds_like_every_other_view() -> None:
+    """Issue 44 item 10: 22.5 % is `−23%` here as in the headline (half away from zero), not
+    the `22%` of Python's round-half-to-even."""
+    from ctxwrap.headline import pct_text
+
+    for pct in (22.5, 0.5, -22.5, 59.5, 12.25):
+        assert f"cost {pct_text(pct)} ·" in render("pi", SID, None, Savings(3, pct, 10))
+    assert "cost −23% ·" in render("pi", SID, None, Savings(3, 22.5, 10))
+    t = P.SessionTotals(llm_calls=3, net_tokens=10, cost_saved_pct=22.5)
+    assert status_text(t).startswith("ctxwrap: cost −23% ·")
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100])
+def test_exit_line_fits_the_terminal(columns: int) -> None:
+    """Issue 44 item 13: no line over COLUMNS but the resume command itself (60 for Claude
+    Code's and Codex's ids), which stands alone so that a terminal's wrap never splits it."""
+    behind = Savings(40, 12.0, -12_345_678, compactions_behind=1)
+    for agent, resume in (("claude", ["--resume", SID]), ("codex", ["resume", SID])):
+        lines = render(agent, SID, resume, behind, columns=columns).splitlines()
+        assert all(len(line) <= columns for line in lines), lines
+        assert lines[-1] == f"ctxwrap {agent} {' '.join(resume)}"
+        assert lines[-2] == "ctxwrap: resume through ctxwrap with:"
+        assert sum(SID[:8] in line for line in lines) == 2  # details and resume, both whole
 
 
 def test_exit_line_says_when_plain_would_have_compacted() -> None:
     """A `-p` run or a Codex user sees no status line: the exit line carries the hint, for the
     agents no proxy can ask to compact (pi's bridge asks pi itself)."""
     behind = Savings(40, 12.0, 90_000, compactions_behind=1)
-    line = render("claude", SID, ["--resume", SID], behind)
+    line = render("claude", SID, ["--resume", SID], behind, columns=200)
     assert (
-        "(90,000 tokens) · plain Claude Code would have compacted by now: /compact · resume: "
-        in line
+        "90,000 tokens kept out · plain Claude Code would have compacted by now: /compact" in line
     )
     assert "plain Codex would have compacted by now" in render("codex", SID, None, behind)
     assert "compacted" not in render("pi", SID, None, behind)
@@ -73,9 +98,33 @@ def test_exit_line_says_when_plain_would_have_compacted() -> None:
 
 def test_exit_line_without_figures_still_says_how_to_resume() -> None:
     assert render("pi", SID, ["--session", "/s.jsonl"], None) == (
-        "ctxwrap: resume: ctxwrap pi --session /s.jsonl"
+        "ctxwrap: resume through ctxwrap with:\nctxwrap pi --session /s.jsonl"
     )
     assert render("pi", SID, None, None) == ""  # --no-session and no daemon: nothing to say
+
+
+def test_resume_only_offered_for_a_session_the_agent_wrote(
+    state: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44 item 15: pi and Claude Code write nothing before the first prompt; a resume
+    offered then fails. The real agents are driven in tests/e2e/test_exit_line_resume.py."""
+    from ctxwrap.launch.exit_line import resumable
+
+    file = tmp_path / "s.jsonl"
+    assert not resumable("pi", ["--session", str(file)])
+    file.write_text("{}\n")
+    assert resumable("pi", ["--session", str(file)])
+    assert not resumable("claude", ["--resume", SID])
+    transcript = tmp_path / "home" / ".claude" / "projects" / "-tmp-proj" / f"{SID}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text("{}\n")
+    assert resumable("claude", ["--resume", SID])
+    assert not resumable("claude", ["--resume", "../*"])
+    assert not resumable("claude", ["--resume", "*"])  # a glob would match any transcript
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "elsewhere"))
+    assert not resumable("claude", ["--resume", SID])  # Claude Code reads only its config dir
+    assert resumable("codex", ["resume", SID])  # its launcher decides (a thread that ran)
+    assert not resumable("pi", None)
 
 
 def test_exit_line_reads_the_same_figures_as_stats(
@@ -88,20 +137,40 @@ def test_exit_line_reads_the_same_figures_as_stats(
     assert report is not None and report.totals.llm_calls == 2
     exit_line.print_exit_line("claude", db_session, ["--resume", db_session])
     err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert f"{report.totals.net_tokens:,} tokens" in err
-    assert f"details: ctxwrap stats --session {db_session}" in err
+    assert "resume" not in err  # no transcript: no resume offered, figures only
+    assert f"{report.totals.net_tokens:,} tokens kept out" in err
+    assert f"details: ctxwrap stats --session {db_session[:8]}" in err
+
+
+def test_short_id_outlives_a_uuid7_minute() -> None:
+    """pi's and Codex's ids are UUIDv7: their first 8 hex digits are a timestamp that two
+    sessions a minute apart share, and `stats --session PREFIX` would be ambiguous."""
+    from ctxwrap.launch.exit_line import short_id
+
+    assert short_id(SID) == "3f2a9c1e"  # a random (v4) id: 8 characters, as stats shows
+    v7 = "01a24b0e-1234-7abc-8def-0123456789ab"
+    assert short_id(v7) == "01a24b0e-1234-7abc"
+    assert short_id("short") == "short"
+
+
+def _transcript(state: Path) -> None:
+    """Claude Code's transcript of SID: the session is resumable."""
+    home = state.parent.parent / "home"
+    (home / ".claude" / "projects" / "-tmp").mkdir(parents=True, exist_ok=True)
+    (home / ".claude" / "projects" / "-tmp" / f"{SID}.jsonl").write_text("{}\n")
 
 
 def test_exit_line_fails_open(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _transcript(state)
+    resume = f"ctxwrap: resume through ctxwrap with:\nctxwrap claude --resume {SID}\n"
     # no database at all
     exit_line.print_exit_line("claude", SID, ["--resume", SID])
-    assert capsys.readouterr().err == f"ctxwrap: resume: ctxwrap claude --resume {SID}\n"
+    assert capsys.readouterr().err == resume
     # a database that is garbage
     state.mkdir(parents=True, exist_ok=True)
     (state / "ctxwrap.db").write_bytes(b"not sqlite" * 100)
     exit_line.print_exit_line("claude", SID, ["--resume", SID])
-    assert capsys.readouterr().err == f"ctxwrap: resume: ctxwrap claude --resume {SID}\n"
+    assert capsys.readouterr().err == resume
 
 
 def test_exit_line_is_bounded_in_time(
@@ -112,10 +181,14 @@ def test_exit_line_is_bounded_in_time(
         return Savings(1, 50.0, 1)
 
     monkeypatch.setattr(exit_line, "session_savings", stuck)
+    file = state.parent.parent / "s.jsonl"
+    file.write_text("{}\n")
     began = time.monotonic()
-    exit_line.print_exit_line("pi", SID, ["--session", "/s"], timeout_s=0.3)
+    exit_line.print_exit_line("pi", SID, ["--session", str(file)], timeout_s=0.3)
     assert time.monotonic() - began < 2
-    assert capsys.readouterr().err == "ctxwrap: resume: ctxwrap pi --session /s\n"
+    assert capsys.readouterr().err == (
+        f"ctxwrap: resume through ctxwrap with:\nctxwrap pi --session {file}\n"
+    )
 
 
 def test_exit_line_setting(

@@ -89,6 +89,38 @@ def test_rounding_is_one_rule() -> None:
     assert pct_text(0.2) == "±0%"
     assert usd_text(0.004) == "$0.004"
     assert usd_text(1204.5) == "$1,204.50"
+    # half away from zero everywhere, money included (f"{x:.2f}" gives $0.12 and 22 %)
+    assert usd_text(0.125) == "$0.13" and usd_text(2.675) == "$2.68"
+    assert pct_text(22.5) == "−23%" and pct_text(-22.5) == "+23%"
+    assert usd_text(-0.001) == "-$0.001" and usd_text(-0.0001) == "$0.000"
+
+
+def test_shown_dollars_add_up() -> None:
+    """Issue 44 item 10: `$0.52 → $0.37 … $0.16 saved` came from rounding the saving on its
+    own; the saving shown is the difference of the two amounts shown."""
+    from ctxwrap.headline import Headline, saved_usd_shown
+
+    h = Headline(
+        agent="claude",
+        llm_calls=3,
+        cost=37.0,
+        plain_cost=52.0,
+        saved_pct=29.4,
+        usd=0.3651,
+        plain_usd=0.5249,
+        saved_usd=0.1598,
+        kept_out_tokens=0,
+        aux_tokens=0,
+        net_tokens=0,
+        sent_tokens=0,
+        provider_input_tokens=0,
+        compactions=0,
+        plain_compactions=0,
+    )
+    assert "$0.52; with ctxwrap $0.37" in h.sentence()
+    assert h.money() == "$0.15 saved" and h.short() == "cost −29% · $0.15 saved"
+    assert saved_usd_shown(0.5249, 0.3651) == 0.15
+    assert saved_usd_shown(0.3651, 0.5249) == -0.15
 
 
 def test_every_view_shows_the_same_headline(db: Path) -> None:

@@ -74,13 +74,18 @@ def test_a_new_command_fails_the_check() -> None:
     assert "frobnicate" not in PAGE_1.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
 @pytest.mark.parametrize("page", [PAGE_1, PAGE_8], ids=lambda p: p.name)
-def test_man_renders_without_warnings(page: Path) -> None:
+def test_man_renders_without_warnings(page: Path, locale: str) -> None:
+    """Under the C locale too (issue 44 item 14: `LC_ALL=C man ./man/ctxwrap.1` warned "can't
+    find special character 'u2026'"): the pages are ASCII, other glyphs groff names."""
     if shutil.which("man") is None or shutil.which("groff") is None:
         pytest.skip("man-db/groff not installed (apt-get install -y man-db groff)")
+    assert page.read_text(encoding="utf-8").isascii()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LC_") and k != "LANG"}
     done = subprocess.run(
         ["man", "--warnings", "-l", str(page)],
-        env={**os.environ, "MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat"},
+        env={**env, "LC_ALL": locale, "MANWIDTH": "80", "MANPAGER": "cat", "PAGER": "cat"},
         capture_output=True,
         text=True,
         timeout=60,
@@ -122,3 +127,14 @@ def test_help_for_a_command() -> None:
     assert "Usage: ctxwrap daemon run" in done.stdout
     bad = ctxwrap("help", "nope")
     assert bad.returncode == 2 and "no such command" in bad.stderr
+
+
+def test_codex_is_named_beside_pi_and_claude() -> None:
+    """Issue 44 item 18: Codex was missing from the synopsis, `--help` and `sessions --help`."""
+    page = PAGE_1.read_text(encoding="utf-8")
+    synopsis = page.split(".SH SYNOPSIS", 1)[1].split(".SH", 1)[0]
+    assert all(f"ctxwrap {a}\\fR" in synopsis for a in ("pi", "claude", "codex"))
+    top = ctxwrap("--help").stdout
+    assert "`ctxwrap codex`" in top or "ctxwrap codex" in top.split("Options:")[0]
+    assert "Codex" in ctxwrap("sessions", "--help").stdout
+    assert "~/.codex/sessions" in ctxwrap("replay", "--help").stdout

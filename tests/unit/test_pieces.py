@@ -18,9 +18,11 @@ from ctxwrap.errors import SocketSecurityError
 
 def test_relative_or_empty_xdg_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", "relative/dir")
-    assert paths.runtime_dir() == Path(f"/tmp/ctxwrap-{os.getuid()}")
+    fallback = paths.runtime_dir()
+    assert fallback.parent == Path("/tmp")
+    assert fallback.name.startswith(f"ctxwrap-{os.getuid()}-")
     monkeypatch.setenv("XDG_RUNTIME_DIR", "")
-    assert paths.runtime_dir() == Path(f"/tmp/ctxwrap-{os.getuid()}")
+    assert paths.runtime_dir() == fallback
     monkeypatch.setenv("XDG_STATE_HOME", "")
     assert paths.state_dir() == Path.home() / ".local/state/ctxwrap"
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/run/user/7")
@@ -173,3 +175,39 @@ def test_store_cap_evicts_oldest(tmp_path: Path) -> None:
     kept = [h for h in handles if raw.path_of(h) is not None]
     assert handles[-1] in kept and handles[0] not in kept
     assert sum((raw.root / f"{h}.txt").stat().st_size for h in kept) <= 30_000
+
+
+def test_fallback_runtime_dir_names_the_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44 item 5; tests/node/socket.test.ts checks the bridge's copy against these."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.setenv("HOME", "/home/x")
+    assert paths.runtime_dir() == Path(f"/tmp/ctxwrap-{os.getuid()}-cceabc75fc")
+    monkeypatch.setenv("XDG_STATE_HOME", "/s")
+    assert paths.socket_path() == Path(f"/tmp/ctxwrap-{os.getuid()}-afb6669a3f/daemon.sock")
+
+
+def test_doctor_names_an_older_daemon_on_the_shared_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the upgrade to a per-state-dir fallback, an older daemon at /tmp/ctxwrap-<uid>
+    (locked pidfile: it runs) is talked to by nothing; doctor says so and how to stop it."""
+    import fcntl
+
+    from ctxwrap import doctor
+
+    old = tmp_path / "ctxwrap-old"
+    old.mkdir(mode=0o700)
+    monkeypatch.setattr(doctor, "legacy_runtime_dir", lambda: old)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    assert doctor.check_legacy_daemon() is None  # no pidfile
+    pidfile = old / "daemon.pid"
+    pidfile.write_text("4242 0.9.0\n")
+    assert doctor.check_legacy_daemon() is None  # not locked: no daemon behind it
+    with open(pidfile) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        check = doctor.check_legacy_daemon()
+    assert check is not None and check.level == "warn"
+    assert "pid 4242 (ctxwrap 0.9.0)" in check.summary and str(old) in check.summary
+    assert check.fix is not None and check.fix.endswith("\n$ kill 4242")
+    assert doctor.check_legacy_daemon() is None  # released

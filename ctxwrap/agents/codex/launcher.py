@@ -382,6 +382,11 @@ def run_codex(args: list[str]) -> int:
         }
     )
     override = ["-c", f"{route.override_key}={_toml_string(proxy.base_url)}"]
+    # A -c override already makes Codex run without its shared background server (that server
+    # was started with other settings); said explicitly, Codex no longer warns about it at
+    # every TUI launch ("⚠ 1 warning: … requires embedded mode"). Once only: twice is an error.
+    if "--no-daemon" not in rest[: rest.index("--") if "--" in rest else len(rest)]:
+        override.insert(0, "--no-daemon")
     override += proxy.launch_overrides()
     try:
         return run_child([*codex.argv, *override, *rest], env)
