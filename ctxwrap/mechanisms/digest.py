@@ -20,6 +20,7 @@ from ctxwrap.aux import prompts
 from ctxwrap.daemon.session import PendingAux, SessionRuntime, chars_to_tokens, recall_call
 from ctxwrap.digest.redact import redact_secrets
 from ctxwrap.engine.bashout import open_trusted_spill, scrub_temp_paths, split_bash_text
+from ctxwrap.engine.shellread import read_kind
 
 if TYPE_CHECKING:
     from ctxwrap.digest import StreamingDigester
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
     cfg = d.cfg
     if chars_to_tokens(len(req.text)) < cfg.bash_min_tokens:
+        return P.ToolResultReply()
+    if read_kind(str(req.input.get("command", ""))) is not None:
+        # a file's content or a search's hits: the agent copies from it next (a `cat`, a
+        # `sed -n`, PowerShell's Get-Content), so it is never digested as a log
         return P.ToolResultReply()
     parsed = split_bash_text(req.text)
     exit_code = req.exit_code if req.exit_code is not None else parsed.exit_code

@@ -10,11 +10,11 @@ command "bash". Pure functions, no I/O.
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
-from collections.abc import Callable
 from typing import Any
+
+from ctxwrap.engine.shellread import read_kind
 
 READ = frozenset({"cat", "nl", "bat", "batcat", "less", "more", "head", "tail", "sed"})
 SEARCH = frozenset({"rg", "grep", "egrep", "fgrep", "ag", "ack"})
@@ -23,6 +23,17 @@ LIST = frozenset({"ls", "tree", "find", "fd", "fdfind"})
 FILTERS = frozenset(
     {"head", "tail", "sed", "wc", "sort", "uniq", "cut", "nl", "tr", "rg", "grep", "cat", "column"}
 )
+# PowerShell cmdlets and aliases → the program replay reads them as
+_POWERSHELL = {
+    "get-content": "cat",
+    "gc": "cat",
+    "type": "cat",
+    "select-string": "rg",
+    "sls": "rg",
+    "get-childitem": "ls",
+    "gci": "ls",
+    "dir": "ls",
+}
 NEUTRAL = frozenset({"cd", "pwd", "echo", "printf", "true"})
 SHELLS = frozenset({"bash", "sh", "zsh", "dash", "fish"})
 # Options of rg/grep that take a value (so the value is not the pattern or a path).
@@ -189,36 +200,28 @@ def _classify_stage(words: list[str]) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def _live_read_kind() -> Callable[[str], str | None] | None:
-    """The Codex adapter's own rule for what counts as a read-like command, when it is
-    installed: replay then treats a command as a read exactly when `ctxwrap codex` would."""
-    import importlib
-
-    try:
-        commands = importlib.import_module("ctxwrap.agents.codex.commands")
-    except ImportError:
-        return None
-    rule = getattr(commands, "read_kind", None)
-    return rule if callable(rule) else None
-
-
 def classify(command: str) -> tuple[str, dict[str, Any]]:
     """(kind, args) of a shell command: kind is "read", "grep", "find", "ls" or "bash"; args
     always hold `command`, and for reads the file (`path`, all of them in `paths`) and, when
     only part of it is shown, `offset`/`limit`; for searches `pattern`.
 
-    Where the Codex adapter is installed, its rule decides whether a command is read-like at
-    all (what the live proxy does); this module adds what was read."""
-    kind, args = _classify(command)
-    live = _live_read_kind()
-    if kind != "bash" and live is not None:
-        try:
-            if live(command) is None:
-                return "bash", {"command": command}
-        except Exception:  # the adapter's rule failing must not stop a read-only report
-            pass
+    The daemon's and the adapters' rule (`engine.shellread.read_kind`) decides whether a
+    command is read-like at all, as live; this module adds what was read."""
+    kind, args = _classify(_powershell_paths(command))
+    if kind != "bash" and read_kind(command) is None:
+        return "bash", {"command": command}
     return kind, args
+
+
+def _powershell_paths(command: str) -> str:
+    """A PowerShell read (Codex on Windows) as the POSIX reader below takes it: its Windows
+    paths with forward slashes (a backslash would be an escape), its cmdlet as the program
+    it stands for."""
+    first = command.split(None, 1)
+    if not first or first[0].lower() not in _POWERSHELL:
+        return command
+    rest = first[1] if len(first) > 1 else ""
+    return _POWERSHELL[first[0].lower()] + " " + rest.replace("\\", "/")
 
 
 def _classify(command: str) -> tuple[str, dict[str, Any]]:

@@ -64,6 +64,7 @@ from ctxwrap.engine.masking import (
     write_weight,
 )
 from ctxwrap.engine.rereads import pointer_text, result_digest
+from ctxwrap.engine.shellread import read_kind
 from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.mechanisms.digest import clearly_smaller, digest_header, digest_status
 from ctxwrap.mechanisms.masking import tombstone_text
@@ -1149,7 +1150,12 @@ class SessionSimulator:
         )
         replacement: str | None = None
         extract = command = ""
-        if self.th.bash and tool == "bash" and tokens(len(m.text)) >= self.th.bash_min_tokens:
+        if (
+            self.th.bash
+            and tool == "bash"
+            and tokens(len(m.text)) >= self.th.bash_min_tokens
+            and read_kind(str(args.get("command", ""))) is None  # as mechanisms/digest.py
+        ):
             command = str(args.get("command", ""))
             max_chars = min(self.th.bash_max_summary_tokens * 4 * 2, 16000)
             replacement, extract = _digest_text(m.text, command, max_chars)

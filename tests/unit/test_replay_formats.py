@@ -367,22 +367,22 @@ def test_whole_file_reads_have_no_range() -> None:
     assert shellcmd._classify("cat $(ls)")[0] == "bash"
 
 
-def test_the_codex_adapters_rule_decides_what_is_read_like(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import sys
-    import types
+def test_the_live_rule_decides_what_is_read_like_and_powershell_reads_are_reads() -> None:
+    """`engine.shellread.read_kind` — the daemon's and the Codex adapter's rule — decides
+    whether a command is read-like (a list with `&&` is not, as live), replay adds what was
+    read; Codex on Windows reads with Get-Content (its paths with backslashes)."""
+    from ctxwrap.agents.codex import commands
+    from ctxwrap.engine.shellread import read_kind
 
-    live = types.ModuleType("ctxwrap.agents.codex.commands")
-    live.read_kind = lambda cmd: "read" if cmd.startswith("cat ") else None  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "ctxwrap.agents.codex.commands", live)
-    shellcmd._live_read_kind.cache_clear()
-    try:
-        assert classify("cat a.py")[0] == "read"
-        assert classify("cd x && cat a.py") == ("bash", {"command": "cd x && cat a.py"})
-        assert classify("npm test")[0] == "bash"
-    finally:
-        shellcmd._live_read_kind.cache_clear()
+    assert commands.read_kind is read_kind  # one rule, re-exported where Codex reads commands
+    assert classify("cat a.py")[0] == "read"
+    assert classify("cd x && cat a.py") == ("bash", {"command": "cd x && cat a.py"})
+    assert classify("npm test")[0] == "bash"
+    kind, args = classify("Get-Content components\\events\\card.tsx")
+    assert kind == "read" and args["path"] == "components/events/card.tsx"
+    assert classify("Get-ChildItem -Force")[0] in ("ls", "find")
+    assert read_kind("Get-Content app\\page.tsx") == "read"
+    assert read_kind("Remove-Item app\\page.tsx") is None
 
 
 def test_patch_parsing() -> None:

@@ -13,25 +13,10 @@ import re
 import shlex
 from dataclasses import dataclass
 
-# The first word of a command that only reads → the mechanism's tool kind (pi's names).
-READ_COMMANDS = {
-    "cat": "read",
-    "head": "read",
-    "tail": "read",
-    "nl": "read",
-    "less": "read",
-    "bat": "read",
-    "sed": "read",  # only with -n (printing a range), checked below
-    "rg": "grep",
-    "grep": "grep",
-    "egrep": "grep",
-    "ag": "grep",
-    "ls": "find",
-    "find": "find",
-    "fd": "find",
-    "tree": "find",
-}
-_PUNCTUATION = frozenset("();<>|&")
+from ctxwrap.engine.shellread import READ_COMMANDS as READ_COMMANDS
+from ctxwrap.engine.shellread import read_kind as read_kind
+from ctxwrap.engine.shellread import shell_words as shell_words
+
 _OUTPUT_MARK = "\nOutput:\n"
 _EXIT_RE = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 # `tools.exec_command({cmd: "…"` as a JS literal: the first key, bare or quoted. A model
@@ -40,77 +25,6 @@ _JS_EXEC_CALL = "exec_command("
 _JS_EXEC_RE = re.compile(
     r"""exec_command\(\s*\{\s*(?:cmd|"cmd"|'cmd')\s*:\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')"""
 )
-
-
-def shell_words(command: str) -> list[str] | None:
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return None
-
-
-_FILTERS = frozenset({"wc", "sort", "uniq", "cut", "head", "tail", "grep", "rg", "nl", "tr"})
-
-
-def _stage_kind(words: list[str], *, first: bool) -> str | None:
-    if not words:
-        return None
-    prog = words[0].rsplit("/", 1)[-1]
-    if prog == "sed" and ("-n" not in words or any(w.startswith("-i") for w in words)):
-        return None
-    if prog == "find" and any(
-        w in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for w in words
-    ):
-        return None
-    if first:
-        return READ_COMMANDS.get(prog)
-    return "filter" if prog in _FILTERS or prog == "sed" else None
-
-
-def read_kind(command: str) -> str | None:
-    """ "read" / "grep" / "find" for a read-like command, else None.
-
-    One simple command, or a pipeline whose first stage reads and whose other stages only
-    filter (``nl -ba f | sed -n '1,200p'``, ``rg --files | rg x``); no lists, redirections,
-    subshells or substitutions: anything else may also write or run something. ``bash -lc X``
-    is unwrapped once. ``sed`` counts only with ``-n`` (printing), never with ``-i``.
-    """
-    words = shell_words(command)
-    if not words:
-        return None
-    if (
-        len(words) == 3
-        and words[0] in ("bash", "/bin/bash", "sh", "/bin/sh", "zsh")
-        and words[1] in ("-lc", "-c")
-    ):
-        return read_kind(words[2])
-    stages = _pipeline(command)
-    if stages is None:
-        return None
-    kind = _stage_kind(stages[0], first=True)
-    if kind is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
-        return None
-    return kind
-
-
-def _pipeline(command: str) -> list[list[str]] | None:
-    """The stages of a plain pipeline, or None when the command has any other operator."""
-    if "`" in command or "$(" in command:
-        return None
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    stages: list[list[str]] = [[]]
-    try:
-        for tok in lexer:
-            if tok == "|":
-                stages.append([])
-            elif tok and set(tok) <= _PUNCTUATION:
-                return None
-            else:
-                stages[-1].append(tok)
-    except ValueError:
-        return None
-    return stages if all(stages) else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,112 @@
+"""Whether a shell command only reads: one rule for the daemon, the adapters and replay.
+
+Agents read files through the shell (Codex: `cat`, `sed -n`, `rg`, `ls`; Claude Code and pi:
+a `cat` now and then; Codex on Windows: `Get-Content`). Such an output is a file's content or
+a search's hits, which the agent copies from next: a read for masking, never a log to digest
+(on the corpus, 14 of 40 digests of a Windows session's `Get-Content` outputs were copied
+from again). Nothing here runs or changes a command (invariant 9). Pure functions.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+# The first word of a command that only reads → the mechanism's tool kind (pi's names).
+READ_COMMANDS = {
+    "cat": "read",
+    "head": "read",
+    "tail": "read",
+    "nl": "read",
+    "less": "read",
+    "bat": "read",
+    "sed": "read",  # only with -n (printing a range), checked below
+    "rg": "grep",
+    "grep": "grep",
+    "egrep": "grep",
+    "ag": "grep",
+    "ls": "find",
+    "find": "find",
+    "fd": "find",
+    "tree": "find",
+    # PowerShell (Codex on Windows: `shell_command`), matched without case
+    "get-content": "read",
+    "gc": "read",
+    "type": "read",
+    "select-string": "grep",
+    "sls": "grep",
+    "get-childitem": "find",
+    "gci": "find",
+    "dir": "find",
+}
+_PUNCTUATION = frozenset("();<>|&")
+
+
+def shell_words(command: str) -> list[str] | None:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return None
+
+
+_FILTERS = frozenset({"wc", "sort", "uniq", "cut", "head", "tail", "grep", "rg", "nl", "tr"})
+
+
+def _stage_kind(words: list[str], *, first: bool) -> str | None:
+    if not words:
+        return None
+    prog = words[0].rsplit("/", 1)[-1]
+    if prog == "sed" and ("-n" not in words or any(w.startswith("-i") for w in words)):
+        return None
+    if prog == "find" and any(
+        w in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for w in words
+    ):
+        return None
+    if first:
+        return READ_COMMANDS.get(prog) or READ_COMMANDS.get(prog.lower())
+    return "filter" if prog in _FILTERS or prog == "sed" else None
+
+
+def read_kind(command: str) -> str | None:
+    """ "read" / "grep" / "find" for a read-like command, else None.
+
+    One simple command, or a pipeline whose first stage reads and whose other stages only
+    filter (``nl -ba f | sed -n '1,200p'``, ``rg --files | rg x``); no lists, redirections,
+    subshells or substitutions: anything else may also write or run something. ``bash -lc X``
+    is unwrapped once. ``sed`` counts only with ``-n`` (printing), never with ``-i``.
+    """
+    words = shell_words(command)
+    if not words:
+        return None
+    if (
+        len(words) == 3
+        and words[0] in ("bash", "/bin/bash", "sh", "/bin/sh", "zsh")
+        and words[1] in ("-lc", "-c")
+    ):
+        return read_kind(words[2])
+    stages = _pipeline(command)
+    if stages is None:
+        return None
+    kind = _stage_kind(stages[0], first=True)
+    if kind is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
+        return None
+    return kind
+
+
+def _pipeline(command: str) -> list[list[str]] | None:
+    """The stages of a plain pipeline, or None when the command has any other operator."""
+    if "`" in command or "$(" in command:
+        return None
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    stages: list[list[str]] = [[]]
+    try:
+        for tok in lexer:
+            if tok == "|":
+                stages.append([])
+            elif tok and set(tok) <= _PUNCTUATION:
+                return None
+            else:
+                stages[-1].append(tok)
+    except ValueError:
+        return None
+    return stages if all(stages) else None
