@@ -99,6 +99,15 @@ POLICIES: dict[str, Any] = {
     "cwp-nowrite": lambda: _with(compact_with_plain=True, write=False),
     "cwp-cold-nowrite": lambda: _with(compact_with_plain=True, write=False, mask_warm=False),
     "cwp-write-idle10": lambda: _with(compact_with_plain=True, write_idle_rounds=10),
+    "write-idle20": lambda: _with(write_idle_rounds=20),
+    "nomask": lambda: _with(mask=False),
+    "nomask-nowrite": lambda: _with(mask=False, write=False),
+    "mask-strict": lambda: _with(
+        mask_read_idle_rounds=30, mask_older_rounds=3, mask_min_chars=4000
+    ),
+    "mask-strict-nowrite": lambda: _with(
+        mask_read_idle_rounds=30, mask_older_rounds=3, mask_min_chars=4000, write=False
+    ),
     "default": _defaults,
     "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
     "cold-only": lambda: _with(mask_warm=False),

@@ -159,7 +159,7 @@ class Settings(BaseSettings):
     )
     compact_in_step: bool = Field(
         True,
-        description="Claude Code: where the request plain Claude Code would have sent counts past its own auto-compact threshold and ctxwrap's smaller one does not, the proxy reports plain's size in that response's usage, so Claude Code compacts where it would have without ctxwrap instead of carrying what plain's compaction dropped (docs/accounting.md, compaction timing).",
+        description="Claude Code and Codex: near the agent's own auto-compact threshold, while ctxwrap's smaller request is under it, the proxy reports in the response's usage the size the agent's unedited request would have had, so the agent compacts where it would have without ctxwrap instead of carrying what plain's compaction dropped (docs/accounting.md, compaction timing).",
     )
     compact_like_plain: bool = Field(
         True,

@@ -119,6 +119,7 @@ _GLYPHS = str.maketrans(
         "\u00d7": "\\[mu]",
         "\u2264": "\\[<=]",
         "\u2265": "\\[>=]",
+        "\u21a9": "\\[lA]",  # the fold mark `show` prints: a left arrow, "<=" under LC_ALL=C
     }
 )
 

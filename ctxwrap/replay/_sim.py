@@ -140,9 +140,9 @@ class Thresholds:
     # did, on every agent. Under Claude Code a proxy could get that only by refusing the
     # request as too long (its reactive compaction, which keeps the last turn): not built.
     compact_with_plain: bool = False
-    # Claude Code: the proxy reports plain's size in the usage of the response at which plain
-    # would have compacted, and Claude Code compacts there (agents/_proxy/in_step.py): at the
-    # request where plain did, as `compact_with_plain` models it
+    # Claude Code and Codex: the proxy reports plain's size in the usage of the response at
+    # which plain would have compacted, and the agent compacts there (agents/_proxy/
+    # in_step.py): at the request where plain did, as `compact_with_plain` models it
     compact_in_step: bool = True
     # > 0 (replay only, a study): strip a write body not in the round after the write but once
     # its file has been untouched this many rounds, at a masking pass (cold, or warm when the
@@ -823,7 +823,7 @@ class SessionSimulator:
             and last is not None
             and last.sent_chars < last.plain_chars
             and not self.th.compact_with_plain
-            and not (self.th.compact_in_step and self.r.fmt == "claude")
+            and not (self.th.compact_in_step and self.r.fmt in ("claude", "codex"))
         )
         if defer:
             assert last is not None

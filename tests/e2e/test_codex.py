@@ -695,3 +695,66 @@ def test_the_users_exec_rules_and_sandbox_decide_as_under_plain_codex(
         sent = [json.loads(c["arguments"])["cmd"] for c in calls(reqs[-1]).values()]
         assert sent == asked
         assert_prefix_chain(reqs)
+
+
+@pytest.mark.parametrize("in_step", [True, False])
+def test_codex_compacts_where_plain_codex_did_not_later(
+    tmp_path: Path, xdg: Xdg, in_step: bool
+) -> None:
+    """Three long command outputs (digested by ctxwrap), a 40k window: plain Codex, which holds
+    them whole, compacts on its own before the fourth request. Under ctxwrap its context stays
+    small, so on its own it would compact later; the proxy reports plain's size in the usage of
+    `response.completed` near the threshold, and Codex compacts at the same request — its own
+    local compaction, recorded as such."""
+    cmd = {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]}
+    steps = [cmd, cmd, cmd, {"text": "SUMMARY: three runs, one ERROR each"}, {"text": "done"}]
+
+    def run(wrapped: bool) -> list[bool]:
+        with ScriptedModelServer(steps) as srv:
+            root = tmp_path / ("wrapped" if wrapped else "plain")
+            root.mkdir()
+            ce = CodexEnv(root, xdg, srv)
+            config = ce.home / ".codex" / "config.toml"
+            config.write_text("model_context_window = 40000\n" + config.read_text())
+            (ce.work / "gen_log.py").write_text(GEN_LOG)
+            if wrapped:
+                ce.env["PI_CTX_COMPACT_IN_STEP"] = "1" if in_step else "0"
+                ce.run("run gen_log.py three times")
+            else:
+                proc = subprocess.run(
+                    [ce.env["CTXWRAP_CODEX"], *codex_exec_args("run gen_log.py three times")],
+                    cwd=ce.work,
+                    env=ce.env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=180,
+                )
+                assert proc.returncode == 0, proc.stderr[-3000:]
+            reqs = srv.main_requests
+            kinds = ["CONTEXT CHECKPOINT COMPACTION" in json.dumps(inputs(r)) for r in reqs]
+            if wrapped and in_step:
+                at = kinds.index(True)
+                counted = [(r.usage or {}).get("input_tokens", 0) for r in reqs]
+                # what ctxwrap sent before it was well under Codex's 36k limit …
+                assert counted[at - 1] < 36_000 * 0.5, counted
+                # … but Codex was told plain's size there (its rollout records what it read)
+                told = [
+                    e["payload"]["info"]["last_token_usage"]["input_tokens"]
+                    for f in (ce.home / ".codex" / "sessions").rglob("rollout-*.jsonl")
+                    for e in map(json.loads, f.read_text().splitlines())
+                    if e.get("type") == "event_msg"
+                    and e["payload"].get("type") == "token_count"
+                    and e["payload"].get("info")
+                ]
+                assert any(t > 2 * counted[at - 1] for t in told), (told, counted)
+                assert counted[0] in told  # far from the threshold: as the provider counted
+        return kinds
+
+    plain = run(False)
+    assert plain.count(True) == 1 and plain.index(True) >= 2, plain
+    ours = run(True)
+    if in_step:
+        assert ours == plain
+    else:  # on its own, Codex under ctxwrap compacts later, or not at all
+        assert True not in ours[: plain.index(True) + 1], ours

@@ -52,6 +52,29 @@ def step_delta(counted: int, plain: int, threshold: int | None) -> int:
     return plain - counted
 
 
+class InStepTap:
+    """Reads the response as the provider sent it (usage, tool calls: `reader`) and hands the
+    agent the same bytes but for the usage of a response at which plain would compact."""
+
+    def __init__(self, reader: Any, rewriter: SseUsageRewriter) -> None:
+        self.reader = reader
+        self.rewriter = rewriter
+
+    def feed(self, chunk: bytes) -> None:
+        self.reader.feed(chunk)
+
+    def rewrite(self, chunk: bytes) -> bytes:
+        return self.rewriter.rewrite(chunk)
+
+    def flush(self) -> bytes:
+        return self.rewriter.flush()
+
+
+def provider_tap(tap: Any) -> Any:
+    """What the provider sent, whether or not the agent was told plain's size."""
+    return tap.reader if isinstance(tap, InStepTap) else tap
+
+
 class SseUsageRewriter:
     """Rewrites the usage of one SSE response as it passes: `decide(event)` sees each event
     in order and returns the tokens to add (once, from the first event that names the

@@ -211,25 +211,6 @@ class ClaudeProxy:
         return self.session(sid).handle_hook(event)
 
 
-class _InStepTap:
-    """Reads the response as the provider sent it (usage, tool calls) and hands the agent the
-    same bytes, but for the usage of a response at which plain would have compacted
-    (agents/_proxy/in_step.py)."""
-
-    def __init__(self, reader: wire.UsageReader, rewriter: in_step.SseUsageRewriter) -> None:
-        self.reader = reader
-        self.rewriter = rewriter
-
-    def feed(self, chunk: bytes) -> None:
-        self.reader.feed(chunk)
-
-    def rewrite(self, chunk: bytes) -> bytes:
-        return self.rewriter.rewrite(chunk)
-
-    def flush(self) -> bytes:
-        return self.rewriter.flush()
-
-
 class _Adapter:
     """The Claude Code side of the shared loopback proxy (agents/_proxy.ProxyAdapter)."""
 
@@ -289,14 +270,13 @@ class _Adapter:
                 sess.note_in_step(counted, counted + delta)
             return delta
 
-        return _InStepTap(reader, in_step.SseUsageRewriter(decide, wire.add_input_tokens))
+        return in_step.InStepTap(reader, in_step.SseUsageRewriter(decide, wire.add_input_tokens))
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
         ctx = exchange.context
         if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
             return
-        if isinstance(tap, _InStepTap):
-            tap = tap.reader  # the provider's own counts, not what the agent was told
+        tap = in_step.provider_tap(tap)  # the provider's own counts, not what the agent was told
         usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
         if ctx.round is not None:
             ctx.sess.round_ended(ctx.round)  # a stream cut short ends its round too

@@ -21,7 +21,14 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ctxwrap.agents._proxy import DaemonLink, Exchange, LoopbackProxy, ResponseTap, body_encoding
+from ctxwrap.agents._proxy import (
+    DaemonLink,
+    Exchange,
+    LoopbackProxy,
+    ResponseTap,
+    body_encoding,
+    in_step,
+)
 from ctxwrap.agents._proxy.server import SECRET_HEADER
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.agents.codex.session import CodexSession
@@ -224,12 +231,31 @@ class CodexProxy:
         if not isinstance(ctx, _Context) or ctx.body is None or status != 200:
             return None
         streaming = "text/event-stream" in headers.get("content-type", "")
-        return wire.UsageReader(streaming, headers.get("content-encoding", "").lower())
+        encoding = headers.get("content-encoding", "").lower()
+        reader = wire.UsageReader(streaming, encoding)
+        sess = ctx.sess
+        if sess is None or not streaming or encoding or ctx.original is None or ctx.summarise:
+            return reader
+        threshold = sess.in_step_threshold(ctx.body.get("model"))
+        if threshold is None:
+            return reader
+        original = len(ctx.original)
+        sent = len(wire.encode_body(ctx.body))
+
+        def decide(event: JsonDict) -> int | None:
+            counted = wire.completed_input_tokens(event)
+            if counted is None:
+                return None
+            plain = in_step.plain_tokens(counted, original, sent)
+            return in_step.step_delta(counted, plain, threshold)
+
+        return in_step.InStepTap(reader, in_step.SseUsageRewriter(decide, wire.add_input_tokens))
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
         ctx = exchange.context
         if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
             return
+        tap = in_step.provider_tap(tap)  # the provider's own counts, not what Codex was told
         usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
         ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original)
         if ctx.summarise is not None and usage is not None and usage.seen:

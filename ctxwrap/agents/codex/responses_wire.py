@@ -460,3 +460,28 @@ class UsageReader(JsonEventStream):
             for item in data.get("output") or []:
                 self._item(item)
         return self.usage
+
+
+def completed_input_tokens(event: Mapping[str, Any]) -> int | None:
+    """In-step compaction (agents/_proxy/in_step.py): the input tokens `response.completed`
+    names (cached included), the count Codex compacts by."""
+    if event.get("type") != "response.completed":
+        return None
+    resp = event.get("response")
+    usage = resp.get("usage") if isinstance(resp, Mapping) else None
+    n = usage.get("input_tokens") if isinstance(usage, Mapping) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def add_input_tokens(event: dict[str, Any], delta: int) -> bool:
+    """Add `delta` to the input (and total) tokens of `response.completed`."""
+    resp = event.get("response")
+    usage = resp.get("usage") if isinstance(resp, dict) else None
+    if event.get("type") != "response.completed" or not isinstance(usage, dict):
+        return False
+    if not isinstance(usage.get("input_tokens"), int):
+        return False
+    usage["input_tokens"] += delta
+    if isinstance(usage.get("total_tokens"), int):
+        usage["total_tokens"] += delta
+    return True

@@ -136,6 +136,18 @@ class CodexSession:
         if reply is not None:  # else told again with the next call
             self.noted_model = model
 
+    def in_step_threshold(self, model: object) -> int | None:
+        """Where plain Codex compacts on this model (auto_compact.py), for the proxy to keep
+        the session's compactions in step with plain's (agents/_proxy/in_step.py); None: off,
+        or a model whose window is unknown."""
+        if self.cfg.get("compact_in_step", True) is False:
+            return None
+        name = model if isinstance(model, str) and model else self.noted_model
+        window = auto_compact.context_window(name, self.compact_config) if name else None
+        return (
+            None if window is None else auto_compact.compaction_limit(window, self.compact_config)
+        )
+
     def _cfg_int(self, key: str, default: int) -> int:
         v = self.cfg.get(key, default)
         return v if isinstance(v, int) and not isinstance(v, bool) else default
