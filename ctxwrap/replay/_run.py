@@ -355,6 +355,7 @@ def session_json(
         ],
         "tagged_by_aux": r.aux_real,  # --tag: amnesia figures decided and counted by the backend
         "plain_source": plain_source(r, costs),
+        "costs_more_because": costs_more_because(r, costs),
         **_figures(r.calls, r.aux),
         "cost": {"plain": _sum_costs(costs.plain), "ctxwrap": _sum_costs(costs.ctxwrap)},
         "interventions": {
@@ -463,6 +464,25 @@ def plain_source(r: SessionReplay, costs: CallCosts) -> dict[str, Any]:
         "fit": fit,
         "fit_ok": fit is not None and abs(fit - 1.0) <= FIT_TOLERANCE,
     }
+
+
+def costs_more_because(r: SessionReplay, costs: CallCosts) -> str | None:
+    """Why a session costs more under ctxwrap than plain (None: it does not): what ctxwrap
+    carried past plain's compaction, else the cache writes its rewrites (masking passes)
+    cost beyond what they kept out (DESIGN.md invariant 10: said, not only signed)."""
+    plain = sum(c.weighted_tokens for c in costs.plain)
+    ours = sum(c.weighted_tokens for c in costs.ctxwrap)
+    if ours <= plain:
+        return None
+    carried = max((c.carried_tokens for c in r.calls), default=0)
+    if carried > 0:
+        return f"carried up to {carried:,} tokens past plain's compaction"
+    writes = sum(c.cache_write_tokens for c in costs.ctxwrap) - sum(
+        c.cache_write_tokens for c in costs.plain
+    )
+    if writes > 0 and any(c.masked for c in r.calls):
+        return f"its masking passes rewrote the cache: {writes:,} more tokens written than plain"
+    return "the cache, as ctxwrap's requests would have used it, cost more than they saved"
 
 
 def _one_cost(c: Any) -> dict[str, Any]:

@@ -245,6 +245,7 @@ class CallFigures:
     # while it carries history plain's compaction dropped (at that history's density)
     kept_out_tokens: float = 0.0
     rate: float = 0.25  # the session's tokens per character (replay/_calibrate.py)
+    carried_tokens: int = 0  # of history plain's compaction dropped, ctxwrap still carries
     # the request's input tokens on each side, as priced (`_run.price_session`)
     tokens_plain: int = 0
     tokens_sent: int = 0
@@ -1601,6 +1602,7 @@ class SessionSimulator:
                 ),
                 usage=usage,
                 rate=self.r.rate,
+                carried_tokens=self.carried_tokens,
                 kept_out_tokens=self._kept_out_tokens(
                     self.saved, self.carried, self.carried_tokens
                 ),

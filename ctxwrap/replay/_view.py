@@ -430,6 +430,14 @@ def render_text(
                 width,
             )
         )
+        for r in counted:
+            why = r.doc.get("costs_more_because")
+            if why:
+                out.append(
+                    _wrap(
+                        f"costs more: {r.project_short} ({r.doc['session_id'][:8]}): {why}", width
+                    )
+                )
         out.append("")
         docs = [r.doc for r in counted]
         need = _needed_per_mechanism(docs)

@@ -782,7 +782,9 @@ def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
     r = sim.finish()
     first = next(c.index for c in r.calls if c.compaction)
     own = [c.index for c in r.calls if c.ours_compaction]
-    if with_plain or (in_step and fmt == "claude"):  # both sides summarise at plain's compaction; nothing carried after it
+    if with_plain or (
+        in_step and fmt == "claude"
+    ):  # both sides summarise at plain's compaction; nothing carried after it
         assert r.compactions_deferred == 0 and own == [first]
         assert [a for a, _, _, _, _ in r.summarisations] == [first, first]
         assert all(c.saved["compaction"] == 0 for c in r.calls)
@@ -863,9 +865,7 @@ def test_claude_codes_summarisation_reads_its_prefix_from_the_cache(
     for _, side, fresh, _, read in r.summarisations:
         before = r.calls[at - 1]
         # the context as the provider would count it (replay/_calibrate.py)
-        context = round(
-            r.plain_tokens(before) - (0 if side == "plain" else before.kept_out_tokens)
-        )
+        context = round(r.plain_tokens(before) - (0 if side == "plain" else before.kept_out_tokens))
         if cached:  # the whole request read, the instruction new
             assert (fresh, read) == (SUMMARY_PROMPT_TOKENS, context)
         else:
@@ -1041,3 +1041,27 @@ def test_a_recorded_read_its_own_content_explains_does_not_bind_ctxwrap() -> Non
     assert costs.ctxwrap[at].cache_read_tokens == prev.cache_read_tokens + prev.cache_write_tokens
     head = tokens(r.calls[at].system_chars) + tokens(r.calls[at].tools_chars)
     assert head == 3000 and costs.plain[at].cache_read_tokens == head
+
+
+def test_a_session_that_costs_more_says_why() -> None:
+    """Invariant 10: a session costing more than plain says which effect made it so — here
+    the history ctxwrap carried past plain's compaction (compaction in step turned off) — and
+    one that costs less says nothing."""
+    from ctxwrap.replay._events import Header
+    from ctxwrap.replay._run import session_json
+    from ctxwrap.replay._sim import SessionSimulator
+
+    reasons = {}
+    for in_step in (False, True):
+        events = _compacting_session("auto", None)
+        events[0] = Header("claude", "s", "/w", 0.0)
+        sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=in_step))
+        sim.feed(events)
+        r = sim.finish()
+        prices = _pricing.default_prices("claude-opus-4-5")
+        doc = session_json(r, price_session(r, prices, 300.0), per_call=False, prices=prices)
+        plain, ours = (doc["cost"][k]["weighted_tokens"] for k in ("plain", "ctxwrap"))
+        reasons[in_step] = (ours > plain, doc["costs_more_because"])
+    more, why = reasons[False]
+    assert more and why is not None and why.startswith("carried ") and "plain's compaction" in why
+    assert reasons[True] == (False, None)
