@@ -45,7 +45,8 @@ def everything_the_model_and_store_got(run, xdg: Xdg) -> str:  # type: ignore[no
 
 def cat_readme(pi: str, tmp_path: Path, xdg: Xdg, text: str, pi_tmp: Path):  # type: ignore[no-untyped-def]
     script = [
-        {"tool_calls": [{"name": "bash", "arguments": {"command": "cat README.md"}}]},
+        # a log-like command over the hostile file (a plain `cat` is a read: never digested)
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "awk 1 README.md"}}]},
         {"text": "done"},
     ]
     return run_ctxwrap_pi(
