@@ -69,4 +69,9 @@ def _check_hook() -> Check:
         return Check("claude hook", "fail", f"`{command}` did not run: {exc}")
     if run.returncode != 0:
         return Check("claude hook", "fail", f"`{command}` exited {run.returncode}")
-    return Check("claude hook", "ok", f"`{command}` runs (added per launch with --settings)")
+    return Check(
+        "claude hook",
+        "ok",
+        f"`{command}` runs (per launch the hooks POST to the proxy directly; this command "
+        "serves where an HTTP(S)_PROXY, the sandbox or allowedHttpHookUrls is in the way)",
+    )
