@@ -357,6 +357,16 @@ def run_claude(args: list[str]) -> int:
     claude = find_claude()
     if off:
         return run_child([*claude.argv, *args], dict(os.environ))
+    from ctxwrap.agents.claude import same_agent
+
+    first_party = talks_to_anthropic(dict(os.environ))
+    policy = same_agent.org_policy(dict(os.environ), claude_config_dir())
+    line = policy.launch_line() if first_party else None
+    if line:
+        sys.stderr.write(line)
+    if first_party and policy.eligible and policy.restricted:
+        # no supported switch makes Claude Code apply them behind a proxy: never weaker
+        return run_child([*claude.argv, *args], dict(os.environ))
     _ensure_daemon()
     from ctxwrap.agents.claude import auto_compact
     from ctxwrap.agents.claude.proxy import ClaudeProxy, upstream_from_env
@@ -373,9 +383,11 @@ def run_claude(args: list[str]) -> int:
     def fill_version() -> None:
         start_info["pi_version"] = claude_version(claude)
 
-    threading.Thread(target=fill_version, daemon=True).start()
+    version_thread = threading.Thread(target=fill_version, daemon=True)
+    version_thread.start()
     proxy = None
     settings_file: Path | None = None
+    same_env: dict[str, str] = {}  # what keeps first-party behaviour (same_agent.py)
     try:
         rest, user_settings = split_settings_arg(args)
         compact = auto_compact.UserConfig()
@@ -394,6 +406,21 @@ def run_claude(args: list[str]) -> int:
         url = proxy.hook_url if http_hooks_usable(dict(os.environ), layers) else None
         settings = merged_settings(user_settings, hook_settings(hook_command(), url))
         settings = lifecycle_settings(settings, user_settings, url)
+        if first_party:
+            version_thread.join(timeout=3.0)  # ran beside the daemon and proxy start-up
+            catalog = same_agent.catalog_for(
+                start_info["pi_version"], claude.argv[0], paths.state_dir()
+            )
+            if catalog is None:
+                sys.stderr.write(
+                    "ctxwrap: warning: cannot read this Claude Code's model catalog; behind "
+                    "the proxy its side requests go to the main model and a named 1M model "
+                    "gets a 200k window\n"
+                )
+            else:
+                same_env = same_agent.side_model_env(dict(os.environ), layers, catalog)
+                rest, one_m = same_agent.one_m_model(rest, dict(os.environ), layers, catalog)
+                same_env.update(one_m)
         runtime = paths.ensure_private_dir(paths.runtime_dir())
         settings_file = runtime / f"claude-settings-{os.getpid()}.json"
         _write_private(settings_file, json.dumps(settings))
@@ -410,6 +437,7 @@ def run_claude(args: list[str]) -> int:
         return run_child([*claude.argv, *args], dict(os.environ))
     env = dict(os.environ)
     env.update(first_party_env(env))  # before ANTHROPIC_BASE_URL becomes ours
+    env.update(same_env)
     env.update(
         {
             "ANTHROPIC_BASE_URL": proxy.base_url,
