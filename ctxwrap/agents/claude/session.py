@@ -34,6 +34,7 @@ from ctxwrap.agents._proxy.cache_state import (
 )
 from ctxwrap.agents._proxy.daemon_link import DaemonLink
 from ctxwrap.agents._proxy.frozen import FrozenEdits, load_cache_states, save_cache_states
+from ctxwrap.agents._proxy.tag_wait import TagWait
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
 from ctxwrap.engine.edits import (
@@ -115,6 +116,7 @@ class ClaudeSession:
         self.digests = self.frozen.digests
         self.pending_digests: dict[str, tuple[str, int]] = {}  # failure path: text, plain chars
         self.pending_tags: dict[str, threading.Event] = {}
+        self.tag_wait = TagWait()
         self.rounds: dict[str, TagRound] = {}  # read-like tool_use id → its unsent round
         self.seen: set[str] = set()
         self.first_request = True
@@ -238,8 +240,12 @@ class ClaudeSession:
         for r in due.values():
             self._send_round(r)
         if tail.messages or cold is not None:
-            deadline = time.monotonic() + self._cfg_int("tag_wait_ms", 400) / 1000
-            for ev in waits:  # still pending after the grace → RETAIN (invariant 4)
+            # A request waits for its tags only while the tagger answers within tag_wait_ms
+            # (agents/_proxy/tag_wait.py): one still pending is RETAIN (invariant 4), and a
+            # late DROP becomes a history mask where hiding is paid for anyway (issue 43).
+            budget = self.tag_wait.allowance(self._cfg_int("tag_wait_ms", 400) / 1000)
+            deadline = time.monotonic() + budget
+            for ev in waits:
                 ev.wait(max(0.0, deadline - time.monotonic()))
             with self.lock:
                 edited = self.frozen.result_edited(RESULT_EDITS)
@@ -705,8 +711,9 @@ class ClaudeSession:
             return
 
         def run() -> None:
+            started = time.monotonic()
             try:
-                deadline = time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
+                deadline = started + self._cfg_int("aux_timeout_ms", 20000) / 1000
                 for i in range(0, len(items), TAG_BATCH_MAX):
                     reply = self.daemon.call(
                         "/v1/tag_batch",
@@ -715,7 +722,11 @@ class ClaudeSession:
                     )
                     aux = (reply or {}).get("aux")
                     if isinstance(aux, dict) and self.aux is not None:
-                        self._run_aux(aux, deadline)
+                        pace = self.tag_wait.begin()  # the tagger's pace
+                        try:
+                            self._run_aux(aux, deadline)
+                        finally:
+                            self.tag_wait.end(pace)
             finally:
                 round_.done.set()
 

@@ -1,0 +1,54 @@
+"""How long a proxied request may wait for its tail's RETAIN/DROP tags (issue 43).
+
+A request on its way to the model is the agent's turn: it waits for a tag only while the
+tagger has been answering within the wait (`tag_wait_ms`), so a fast local tagger still drops
+in the tail, and a slow one (a remote small model, ~0.8 s) never holds a turn back. A tag
+that comes later is not lost: it is RETAIN now (invariant 4), and a late DROP becomes a history
+mask where hiding is paid for anyway (a cold boundary, or a warm rewrite that pays back).
+
+The first round of a session may wait once (nothing measured yet); each round's time is
+measured whether anyone waited or not.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import threading
+import time
+from collections import deque
+
+RECENT_ROUNDS = 3
+
+
+class TagWait:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._recent: deque[float] = deque(maxlen=RECENT_ROUNDS)
+        self._running: dict[int, float] = {}
+        self._tokens = itertools.count()
+
+    def begin(self) -> int:
+        """A tag round's aux call starts now; `end` with the token when it settled."""
+        with self._lock:
+            token = next(self._tokens)
+            self._running[token] = time.monotonic()
+            return token
+
+    def end(self, token: int) -> None:
+        with self._lock:
+            started = self._running.pop(token, None)
+            if started is not None:
+                self._recent.append(time.monotonic() - started)
+
+    def allowance(self, budget_s: float) -> float:
+        """Seconds this request may wait for pending tags: the budget while the tagger's
+        recent rounds fit in it (a round still running past it counts as one that did not),
+        else nothing."""
+        now = time.monotonic()
+        with self._lock:
+            seen = list(self._recent)
+            seen += [now - t for t in self._running.values() if now - t > budget_s]
+        if budget_s <= 0 or (seen and statistics.median(seen[-RECENT_ROUNDS:]) > budget_s):
+            return 0.0
+        return budget_s
