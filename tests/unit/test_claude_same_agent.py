@@ -85,15 +85,24 @@ CAT = same_agent.CATALOG["2.1.197"]
 
 
 @pytest.mark.skipif(find_claude() is None, reason="claude not installed")
-def test_the_pinned_table_is_what_the_pinned_binary_says(tmp_path: Path) -> None:
+def test_the_pinned_table_is_what_the_pinned_binary_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Bumping Claude Code without re-reading its catalog fails here."""
     claude = find_claude()
     assert claude is not None
     version = launcher.claude_version(launcher.ClaudeInstall([str(claude)]))
     assert version in same_agent.CATALOG
-    found = same_agent.catalog_for(None, str(claude), tmp_path)  # the binary itself, cached
-    assert found == same_agent.CATALOG[version]
+    binary = same_agent.binary_of(str(claude))
+    assert binary is not None and same_agent.version_beside(binary) == version
+    # another version's binary: its own catalog, read once, then from the cache
+    monkeypatch.setattr(same_agent, "CATALOG", {})
+    found = same_agent.catalog_for(None, str(claude), tmp_path)
     assert (tmp_path / "claude-catalog.json").is_file()
+    monkeypatch.undo()
+    assert found == same_agent.CATALOG[version]
+    monkeypatch.setattr(same_agent, "CATALOG", {})
+    monkeypatch.setattr(same_agent, "catalog_from_binary", lambda data: None)
     assert same_agent.catalog_for(None, str(claude), tmp_path) == found  # from the cache
 
 

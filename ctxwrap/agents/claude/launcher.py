@@ -407,10 +407,14 @@ def run_claude(args: list[str]) -> int:
         settings = merged_settings(user_settings, hook_settings(hook_command(), url))
         settings = lifecycle_settings(settings, user_settings, url)
         if first_party:
-            version_thread.join(timeout=3.0)  # ran beside the daemon and proxy start-up
-            catalog = same_agent.catalog_for(
-                start_info["pi_version"], claude.argv[0], paths.state_dir()
-            )
+            # the version beside the binary, else `claude --version` (run beside the daemon
+            # and proxy start-up), else the binary's own catalog, read once and cached
+            catalog = same_agent.catalog_for(None, claude.argv[0], paths.state_dir())
+            if catalog is None:
+                version_thread.join(timeout=3.0)
+                catalog = same_agent.catalog_for(
+                    start_info["pi_version"], claude.argv[0], paths.state_dir()
+                )
             if catalog is None:
                 sys.stderr.write(
                     "ctxwrap: warning: cannot read this Claude Code's model catalog; behind "

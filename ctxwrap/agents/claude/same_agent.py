@@ -102,13 +102,29 @@ def binary_of(launcher_path: str) -> Path | None:
     return None
 
 
+def version_beside(binary: Path) -> str | None:
+    """The version without running the binary: its npm package's package.json, or the
+    native installer's file name (…/versions/2.1.197)."""
+    if re.fullmatch(r"\d+\.\d+\.\d+", binary.name):
+        return binary.name
+    with contextlib.suppress(OSError, ValueError):
+        doc = json.loads((binary.parent.parent / "package.json").read_text())
+        if isinstance(doc, dict) and doc.get("name") == "@anthropic-ai/claude-code":
+            version = doc.get("version")
+            return version if isinstance(version, str) else None
+    return None
+
+
 def catalog_for(version: str | None, launcher_path: str, cache_dir: Path | None) -> Catalog | None:
-    """The pinned table for a known version, else the binary's own catalog (cached per file)."""
+    """The pinned table for a known version, else the binary's own catalog (cached per file).
+    `version` None: found beside the binary where it can be."""
     if version in CATALOG:
         return CATALOG[version]
     binary = binary_of(launcher_path)
     if binary is None:
         return None
+    if version is None and version_beside(binary) in CATALOG:
+        return CATALOG[str(version_beside(binary))]
     st = binary.stat()
     key = f"{binary}:{st.st_size}:{st.st_mtime_ns}"
     cache = cache_dir / "claude-catalog.json" if cache_dir is not None else None
