@@ -29,7 +29,9 @@ def test_the_hooks_post_straight_to_the_proxy() -> None:
     assert set("|".join(failure).split("|")) == {"Bash", "Read", "Grep", "Glob"}
     assert "PreToolUse" not in hooks  # never a rewritten command
     life = launcher.lifecycle_hooks("CMD", URL)["hooks"]
-    assert life["SessionStart"][0]["hooks"][0] == {"type": "http", "url": URL, "timeout": 10}
+    assert life["PostCompact"][0]["hooks"][0] == {"type": "http", "url": URL, "timeout": 10}
+    # Claude Code skips HTTP hooks for SessionStart (test_wrapper_lifecycle.py: listed at launch)
+    assert life["SessionStart"][0]["hooks"][0]["type"] == "command"
     # without a URL: the command hook, as before
     [cmd] = launcher.hook_settings("CMD")["hooks"]["PostToolUse"]
     assert cmd["hooks"][0] == {"type": "command", "command": "CMD", "timeout": 30}

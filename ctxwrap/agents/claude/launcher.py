@@ -246,13 +246,16 @@ def lifecycle_hooks(command: str, url: str | None = None) -> dict[str, Any]:
     """SessionStart (startup, resume, /clear): the proxy registers the session at once, so
     `ctxwrap status` lists it while it sits at its prompt, before its first request.
     PostCompact (auto and manual): Claude Code's own compactions are recorded (its summary's
-    size, what started it) beside the plain session's."""
-    entry: dict[str, Any] = (
-        {"type": "command", "command": command, "timeout": 10}
-        if url is None
-        else {"type": "http", "url": url, "timeout": 10}
-    )
-    return {"hooks": {"SessionStart": [{"hooks": [entry]}], "PostCompact": [{"hooks": [entry]}]}}
+    size, what started it) beside the plain session's. Claude Code 2.1.197 skips HTTP hooks
+    for SessionStart ("HTTP hooks are not supported for SessionStart"): it stays a command."""
+    command_entry: dict[str, Any] = {"type": "command", "command": command, "timeout": 10}
+    compact = command_entry if url is None else {"type": "http", "url": url, "timeout": 10}
+    return {
+        "hooks": {
+            "SessionStart": [{"hooks": [command_entry]}],
+            "PostCompact": [{"hooks": [compact]}],
+        }
+    }
 
 
 def statusline_command() -> str:
