@@ -197,3 +197,34 @@ def test_a_known_organization_policy_runs_plain_claude(
     else:  # plain: exactly the user's own arguments and environment
         assert "ANTHROPIC_SMALL_FAST_MODEL" not in seen_env
         assert seen_args == ["-p", "hi", "--model", "opus"]
+
+
+@pytest.mark.parametrize(
+    "user_env",
+    [
+        {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9/gw"},  # their gateway: as without us
+        {"CLAUDE_CODE_USE_BEDROCK": "1"},
+        {"ANTHROPIC_SMALL_FAST_MODEL": "mine"},
+    ],
+)
+def test_nothing_changes_where_plain_claude_code_is_not_at_anthropic(
+    tmp_path: Path, xdg: Xdg, user_env: dict[str, str]
+) -> None:
+    exe, dump = fake_claude(tmp_path)
+    env = {
+        k: v for k, v in xdg.env().items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "ENABLE_"))
+    }
+    env.update(user_env, CTXWRAP_CLAUDE=str(exe), HOME=str(tmp_path), ANTHROPIC_API_KEY="k")
+    proc = subprocess.run(
+        [*CTXWRAP, "claude", "-p", "hi", "--model", "opus"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen_env, seen_args = json.loads(dump.read_text())
+    assert seen_env.get("ANTHROPIC_SMALL_FAST_MODEL") == user_env.get("ANTHROPIC_SMALL_FAST_MODEL")
+    own = "ANTHROPIC_SMALL_FAST_MODEL" in user_env  # Anthropic's endpoint, their side model
+    assert seen_args[-2:] == ["--model", "opus[1m]" if own else "opus"]
+    assert ("does not fetch" in proc.stderr) is own  # a gateway's policy is not Anthropic's
