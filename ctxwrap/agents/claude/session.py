@@ -538,10 +538,9 @@ class ClaudeSession:
         if tool == "Write" and name == "PostToolUse":
             # The fact joins the stub that replaces the write's content in the next request
             # (hook additionalContext would be lost on --continue: the view must not change).
-            fact = self._write_fact(cid, event)
-            if fact:
-                with self.lock:
-                    self.facts[cid] = " ".join(fact.split())
+            # The daemon's own fact at once; the aux model's better one beside the turn, used
+            # if it is in before the stub is frozen (issue 43: no turn waits for it).
+            self._write_fact(cid, event)
         return {}
 
     def _digest(
@@ -732,10 +731,16 @@ class ClaudeSession:
 
         threading.Thread(target=run, name="ctxwrap-tag-round", daemon=True).start()
 
-    def _write_fact(self, cid: str, event: JsonDict) -> str | None:
+    def _set_fact(self, cid: str, fact: str | None) -> None:
+        if fact:
+            with self.lock:
+                if cid not in self.frozen.edits:  # a frozen stub keeps the fact it has
+                    self.facts[cid] = " ".join(fact.split())
+
+    def _write_fact(self, cid: str, event: JsonDict) -> None:
         tool_input = event.get("tool_input")
         if not isinstance(tool_input, dict) or not isinstance(tool_input.get("content"), str):
-            return None
+            return
         content: str = tool_input["content"]
         reply = self.daemon.call(
             "/v1/tool_result",
@@ -754,15 +759,27 @@ class ClaudeSession:
             timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000,
         )
         if not reply:
-            return None
-        fact = reply.get("text") if isinstance(reply.get("text"), str) else None
+            return
+        self._set_fact(cid, reply.get("text") if isinstance(reply.get("text"), str) else None)
         aux = reply.get("aux")
-        if isinstance(aux, dict):
-            better = self._run_aux(
-                aux, time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
-            )
-            fact = better or fact
-        return fact
+        if not isinstance(aux, dict) or self.aux is None:
+            return
+        done = threading.Event()
+        with self.lock:
+            self.pending_tags[cid] = done  # the next request may wait for it as for a tag
+
+        def run() -> None:
+            pace = self.tag_wait.begin()  # the aux model's pace, as for tags
+            try:
+                deadline = time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
+                self._set_fact(cid, self._run_aux(aux, deadline))
+            except Exception:
+                pass  # a thread of ours: nothing of it may reach the user's terminal
+            finally:
+                self.tag_wait.end(pace)
+                done.set()
+
+        threading.Thread(target=run, name="ctxwrap-write-fact", daemon=True).start()
 
     def _run_aux(self, aux: JsonDict, deadline: float) -> str | None:
         """Run a daemon-built aux request on the upstream backend; the daemon judges the answer."""

@@ -387,12 +387,30 @@ class CodexSession:
             return None
         fact = reply.get("text") if isinstance(reply.get("text"), str) else None
         aux = reply.get("aux")
-        if isinstance(aux, dict):
-            deadline = time.monotonic() + min(
-                TAG_DEADLINE_S, self._cfg_int("aux_timeout_ms", 20000) / 1000
-            )
-            fact = self._run_aux(aux, deadline) or fact
-        return fact
+        if not isinstance(aux, dict) or self.aux is None:
+            return fact
+        # The aux model's better fact beside the request, waited for only while it answers
+        # within tag_wait_ms (issue 43); else the daemon's own fact goes into the stub.
+        better: list[str | None] = []
+        done = threading.Event()
+
+        def run() -> None:
+            pace = self.tag_wait.begin()
+            try:
+                deadline = time.monotonic() + min(
+                    TAG_DEADLINE_S, self._cfg_int("aux_timeout_ms", 20000) / 1000
+                )
+                better.append(self._run_aux(aux, deadline))
+            except Exception:
+                pass  # a thread of ours: nothing of it may reach the user's terminal
+            finally:
+                self.tag_wait.end(pace)
+                done.set()
+
+        allowance = self.tag_wait.allowance(self._cfg_int("tag_wait_ms", 400) / 1000)
+        threading.Thread(target=run, name="ctxwrap-codex-fact", daemon=True).start()
+        done.wait(allowance)
+        return (better[0] if better else None) or fact
 
     def _run_aux(self, aux: JsonDict, deadline: float) -> str | None:
         """Run a daemon-built aux request on the session's upstream; the daemon judges it."""
