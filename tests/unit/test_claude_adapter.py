@@ -331,7 +331,7 @@ def test_doctor_checks_claude(monkeypatch: Any) -> None:
         ("claude", "ok"),
         ("claude proxy", "ok"),
         ("claude hook", "ok"),
-    ]  # then what differs from plain Claude Code: test_claude_same_agent.py
+    ]  # then what differs from plain Claude Code: test_claude_launch_same_agent.py
     assert "2.1." in checks[0].summary
 
 

@@ -18,7 +18,7 @@ restored here by a documented switch, or, where none exists, said at launch and 
   nothing is known, it says so at launch.
 
 The facts come from the pinned binary's model catalog (`CATALOG`, checked against the binary by
-tests/unit/test_claude_same_agent.py); another version's binary is read once and cached.
+tests/unit/test_claude_launch_same_agent.py); another version's binary is read once and cached.
 """
 
 from __future__ import annotations
