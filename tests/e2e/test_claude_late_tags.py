@@ -21,6 +21,7 @@ from ctxwrap.testing.model_server import ScriptedModelServer
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.serial,  # it measures when a request leaves against when its tag did
     pytest.mark.skipif(
         find_claude() is None, reason="claude not installed (scripts/install-tools.sh)"
     ),

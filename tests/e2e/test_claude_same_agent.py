@@ -82,6 +82,7 @@ def run_claude(
     return proc
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("login", LOGINS)
 def test_side_requests_go_where_plain_claude_code_sends_them(
@@ -109,6 +110,7 @@ def test_side_requests_go_where_plain_claude_code_sends_them(
     assert HAIKU not in ours[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("login", LOGINS)
 def test_a_named_1m_model_keeps_its_window(tmp_path: Path, xdg: Xdg, login: str) -> None:
@@ -125,6 +127,7 @@ def test_a_named_1m_model_keeps_its_window(tmp_path: Path, xdg: Xdg, login: str)
     assert windows == {False: [1_000_000], True: [1_000_000]}  # without the fix: 200,000
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("login", LOGINS)
 def test_the_organization_policy_is_said_not_silently_lost(

@@ -20,6 +20,7 @@ from ctxwrap.testing.model_server import ScriptedModelServer
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.serial,  # it measures when a request leaves against when its tag did
     pytest.mark.skipif(
         find_codex() is None, reason="codex not installed (scripts/install-tools.sh)"
     ),
