@@ -6,8 +6,8 @@ in the tail, and a slow one (a remote small model, ~0.8 s) never holds a turn ba
 that comes later is not lost: it is RETAIN now (invariant 4), and a late DROP becomes a history
 mask where hiding is paid for anyway (a cold boundary, or a warm rewrite that pays back).
 
-The first round of a session may wait once (nothing measured yet); each round's time is
-measured whether anyone waited or not.
+The first round of a session may wait `FIRST_WAIT_S` once (nothing measured yet); each round's
+time is measured whether anyone waited or not.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import time
 from collections import deque
 
 RECENT_ROUNDS = 3
+# Before the tagger's pace is known: enough for a local model's answer (tens of ms), a small
+# price once per session for a slow one.
+FIRST_WAIT_S = 0.15
 
 
 class TagWait:
@@ -51,4 +54,4 @@ class TagWait:
             seen += [now - t for t in self._running.values() if now - t > budget_s]
         if budget_s <= 0 or (seen and statistics.median(seen[-RECENT_ROUNDS:]) > budget_s):
             return 0.0
-        return budget_s
+        return budget_s if seen else min(budget_s, FIRST_WAIT_S)

@@ -247,12 +247,14 @@ def lifecycle_hooks(command: str, url: str | None = None) -> dict[str, Any]:
     `ctxwrap status` lists it while it sits at its prompt, before its first request.
     PostCompact (auto and manual): Claude Code's own compactions are recorded (its summary's
     size, what started it) beside the plain session's. Claude Code 2.1.197 skips HTTP hooks
-    for SessionStart ("HTTP hooks are not supported for SessionStart"): it stays a command."""
+    for SessionStart ("HTTP hooks are not supported for SessionStart"): it stays a command,
+    run in the background ("async"): its answer is empty, so Claude Code need not wait for
+    a Python start before its first request."""
     command_entry: dict[str, Any] = {"type": "command", "command": command, "timeout": 10}
     compact = command_entry if url is None else {"type": "http", "url": url, "timeout": 10}
     return {
         "hooks": {
-            "SessionStart": [{"hooks": [command_entry]}],
+            "SessionStart": [{"hooks": [{**command_entry, "async": True}]}],
             "PostCompact": [{"hooks": [compact]}],
         }
     }
