@@ -19,9 +19,9 @@ import time
 from collections import deque
 
 RECENT_ROUNDS = 3
-# Before the tagger's pace is known: enough for a local model's answer (tens of ms), a small
-# price once per session for a slow one.
-FIRST_WAIT_S = 0.15
+# Before the tagger's pace is known: enough for a local model's answer (tens of ms, more on a
+# loaded machine), a small price once per session for a slow one.
+FIRST_WAIT_S = 0.25
 
 
 class TagWait:
