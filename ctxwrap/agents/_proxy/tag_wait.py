@@ -46,12 +46,17 @@ class TagWait:
 
     def allowance(self, budget_s: float) -> float:
         """Seconds this request may wait for pending tags: the budget while the tagger's
-        recent rounds fit in it (a round still running past it counts as one that did not),
-        else nothing."""
+        recent rounds fit in it (a round still running past it counting as one that did not),
+        else nothing; before any round was measured, `FIRST_WAIT_S` unless a round has run
+        longer than that already."""
+        if budget_s <= 0:
+            return 0.0
         now = time.monotonic()
         with self._lock:
-            seen = list(self._recent)
-            seen += [now - t for t in self._running.values() if now - t > budget_s]
-        if budget_s <= 0 or (seen and statistics.median(seen[-RECENT_ROUNDS:]) > budget_s):
-            return 0.0
-        return budget_s if seen else min(budget_s, FIRST_WAIT_S)
+            recent = list(self._recent)
+            running = [now - t for t in self._running.values()]
+        if not recent:
+            first = min(budget_s, FIRST_WAIT_S)
+            return 0.0 if any(r > first for r in running) else first
+        seen = recent + [r for r in running if r > budget_s]
+        return 0.0 if statistics.median(seen[-RECENT_ROUNDS:]) > budget_s else budget_s
