@@ -181,6 +181,11 @@ def finish_tag(d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str 
 
 
 def _settle(d: AuxView, rt: SessionRuntime, cid: str, tool: str, decision: str) -> None:
+    if rt.tags.get(cid) == "PENDING" and cid in rt.past_tail:
+        # Tagged after its tail went out (a proxy never waits for a tag, and may even send the
+        # batch after the request that carries the result): late like any other.
+        rt.tags[cid] = "RETAIN"
+        rt.late_tags.add(cid)
     if rt.tags.get(cid) == "PENDING":
         rt.tags[cid] = decision
     elif decision == "DROP" and cid in rt.late_tags:
@@ -200,9 +205,12 @@ def _settle(d: AuxView, rt: SessionRuntime, cid: str, tool: str, decision: str) 
 
 
 async def wait_for_tail_tags(d: AuxView, rt: SessionRuntime, tail_ids: set[str]) -> None:
-    """http backend: give tags of the tail a short grace; whatever is still pending → RETAIN."""
+    """http backend: give tags of the tail a short grace; whatever is still pending → RETAIN.
+
+    Not for the proxies' agents (Claude Code, Codex): their request is on the wire while it
+    waits, and a late DROP still pays as a history mask later (issue 43)."""
     tasks = [t for cid, t in rt.tasks.items() if cid in tail_ids and not t.done()]
-    if tasks:
+    if tasks and rt.agent == "pi":
         await asyncio.wait(tasks, timeout=d.cfg.tag_wait_ms / 1000)
     rt.past_tail |= tail_ids
     for cid in tail_ids:

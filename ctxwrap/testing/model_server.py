@@ -621,6 +621,12 @@ class ScriptedModelServer:
     ``srv.base_url`` is ``http://127.0.0.1:<port>/v1`` (what pi's ``baseUrl`` wants).
     """
 
+    # Claude Code's organization policy endpoints (at Anthropic's API host; research/
+    # claude-code-base-url.md): what a GET of each path answers, None → 404 ("no policy").
+    POLICY_PATHS = ("/api/claude_code/policy_limits", "/api/claude_code/settings")
+    policy_limits: JsonObj | None = None
+    managed_settings: JsonObj | None = None
+
     def __init__(
         self,
         script: Sequence[object] = (),
@@ -767,6 +773,17 @@ class ScriptedModelServer:
     def side_requests(self) -> list[RecordedRequest]:
         """Claude Code's tool-less side requests (only told apart with ``side_text``)."""
         return [r for r in self.requests if r.kind == "side"]
+
+    @property
+    def side_models(self) -> list[str | None]:
+        """The model each side request asked for, in order (what plain Claude Code sends to
+        Haiku: titles, prompt hooks, …)."""
+        return [r.body.get("model") for r in self.side_requests]
+
+    @property
+    def policy_requests(self) -> list[RecordedRequest]:
+        """Fetches of the organization policy endpoints (`POLICY_PATHS`)."""
+        return [r for r in self.all_requests if r.path.split("?")[0] in self.POLICY_PATHS]
 
     @property
     def steps_consumed(self) -> int:
@@ -1084,6 +1101,16 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, {"object": "list", "data": [model]})
             elif self.path == "/health":
                 self._send_json(200, {"ok": True})
+            elif self.path.split("?")[0] in server.POLICY_PATHS:
+                policy = (
+                    server.policy_limits
+                    if self.path.startswith(server.POLICY_PATHS[0])
+                    else server.managed_settings
+                )
+                if policy is None:
+                    self._send_json(404, {"error": {"message": "no policy"}})
+                else:
+                    self._send_json(200, policy)
             else:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 

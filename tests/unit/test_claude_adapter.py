@@ -327,11 +327,11 @@ def test_doctor_checks_claude(monkeypatch: Any) -> None:
         pytest.skip("claude not installed")
     monkeypatch.setenv("CTXWRAP_CLAUDE", str(real))
     checks = check_claude()
-    assert [(c.name, c.level) for c in checks] == [
+    assert [(c.name, c.level) for c in checks[:3]] == [
         ("claude", "ok"),
         ("claude proxy", "ok"),
         ("claude hook", "ok"),
-    ]
+    ]  # then what differs from plain Claude Code: test_claude_launch_same_agent.py
     assert "2.1." in checks[0].summary
 
 

@@ -76,18 +76,58 @@ def hook_command() -> str:
     return f"{shlex.quote(sys.executable)} -m ctxwrap hook claude"
 
 
-def hook_settings(command: str) -> dict[str, Any]:
-    entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+# Claude Code's wait for our answer, per tool: a little over the proxy's own deadline for it
+# (bash digest 15 s; the Write fact a little longer; a read's is immediate).
+HTTP_HOOK_TIMEOUT_S = {"Bash": 20, "Write": 22, "Read|Grep|Glob": 3}
+
+
+def hook_settings(command: str, url: str | None = None) -> dict[str, Any]:
+    """Our PostToolUse hooks: `"type": "http"` straight to the running proxy when `url` is
+    given (no process start per tool call), else the `ctxwrap hook claude` command."""
+    if url is None:
+        entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
+        post = [{"matcher": HOOK_TOOLS, "hooks": [entry]}]
+        failure = [{"matcher": "Bash|Read|Grep|Glob", "hooks": [entry]}]
+    else:
+        post = [
+            {"matcher": tools, "hooks": [{"type": "http", "url": url, "timeout": timeout}]}
+            for tools, timeout in HTTP_HOOK_TIMEOUT_S.items()
+        ]
+        failure = [p for p in post if p["matcher"] != "Write"]
     return {
         "hooks": {
             # No PreToolUse: the command the model asked for is what Claude Code's permission
             # rules see and what runs (a rewritten one breaks `Bash(npm test:*)` rules).
-            "PostToolUse": [{"matcher": HOOK_TOOLS, "hooks": [entry]}],
+            "PostToolUse": post,
             # A failing command skips PostToolUse; its output is digested on the request path.
             # A failed Read/Grep/Glob ends its call, so its round's tag batch need not wait.
-            "PostToolUseFailure": [{"matcher": "Bash|Read|Grep|Glob", "hooks": [entry]}],
+            "PostToolUseFailure": failure,
         }
     }
+
+
+PROXY_VARS = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")
+
+
+def http_hooks_usable(env: dict[str, str], layers: list[Any]) -> bool:
+    """Claude Code would POST an HTTP hook straight to our loopback port.
+
+    Not when an HTTP(S)_PROXY variable would route it (a tool's output must never leave the
+    machine through the user's proxy; Claude Code skips one only for NO_PROXY hosts), when
+    its sandbox is on (hooks then go through the sandbox's network proxy), or when a settings
+    layer restricts HTTP hook URLs or has one we cannot read: the command hook then serves.
+    """
+    if any(env.get(v) for v in PROXY_VARS):
+        bypass = (env.get("no_proxy") or env.get("NO_PROXY") or "").replace(",", " ").split()
+        if not {"*", "127.0.0.1"} & {b.strip().lower() for b in bypass}:
+            return False
+    for layer in layers:
+        if layer is None or "allowedHttpHookUrls" in layer:
+            return False
+        sandbox = layer.get("sandbox")
+        if isinstance(sandbox, dict) and sandbox.get("enabled"):
+            return False
+    return True
 
 
 # Claude Code (2.1.197) switches some of its own behaviour off when ANTHROPIC_BASE_URL is not
@@ -202,21 +242,62 @@ def _path_with_ctxwrap(path: str) -> str:
 # -- lifecycle: registered at launch, the status line, the exit line -------------------------
 
 
-def lifecycle_hooks(command: str) -> dict[str, Any]:
+def lifecycle_hooks(command: str, url: str | None = None) -> dict[str, Any]:
     """SessionStart (startup, resume, /clear): the proxy registers the session at once, so
     `ctxwrap status` lists it while it sits at its prompt, before its first request.
     PostCompact (auto and manual): Claude Code's own compactions are recorded (its summary's
-    size, what started it) beside the plain session's."""
-    entry = {"type": "command", "command": command, "timeout": 10}
-    return {"hooks": {"SessionStart": [{"hooks": [entry]}], "PostCompact": [{"hooks": [entry]}]}}
+    size, what started it) beside the plain session's. Claude Code 2.1.197 skips HTTP hooks
+    for SessionStart ("HTTP hooks are not supported for SessionStart"): it stays a command,
+    run in the background ("async"): its answer is empty, so Claude Code need not wait for
+    a Python start before its first request."""
+    command_entry: dict[str, Any] = {"type": "command", "command": command, "timeout": 10}
+    compact = command_entry if url is None else {"type": "http", "url": url, "timeout": 10}
+    return {
+        "hooks": {
+            "SessionStart": [{"hooks": [{**command_entry, "async": True}]}],
+            "PostCompact": [{"hooks": [compact]}],
+        }
+    }
 
 
 def statusline_command() -> str:
     return f"{shlex.quote(sys.executable)} -m ctxwrap statusline claude"
 
 
+MANAGED_SETTINGS = Path("/etc/claude-code/managed-settings.json")
+
+
 def claude_config_dir() -> Path:
     return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+
+
+def settings_layers(user_settings: str | None, cwd: Path | None = None) -> list[Any]:
+    """Every settings source Claude Code would read, parsed, lowest precedence first (None:
+    unreadable): the user settings, the project's shared then local settings (from the
+    repository root down to the working directory), their `--settings`, the managed settings.
+    """
+    here = (cwd or Path.cwd()).resolve()
+    project: list[Path] = []
+    for d in (here, *here.parents):
+        project[:0] = [d / ".claude" / "settings.json", d / ".claude" / "settings.local.json"]
+        if (d / ".git").exists():
+            break
+    sources: list[str] = [
+        str(p) for p in (claude_config_dir() / "settings.json", *project) if p.is_file()
+    ]
+    if user_settings is not None:
+        sources.append(user_settings)
+    if MANAGED_SETTINGS.is_file():
+        sources.append(str(MANAGED_SETTINGS))
+    layers: list[Any] = []
+    for value in sources:
+        try:
+            text = value if value.lstrip().startswith("{") else Path(value).read_text()
+            data = json.loads(text)
+        except (OSError, ValueError):
+            data = None
+        layers.append(data if isinstance(data, dict) else None)
+    return layers
 
 
 def user_has_status_line(user_settings: str | None, cwd: Path | None = None) -> bool:
@@ -226,30 +307,10 @@ def user_has_status_line(user_settings: str | None, cwd: Path | None = None) -> 
     working directory up to the repository root) and the managed settings. An unreadable file
     counts as "has one": never risk replacing theirs.
     """
-    texts: list[str] = []
-    if user_settings is not None:
-        texts.append(user_settings)
-    here = (cwd or Path.cwd()).resolve()
-    candidates = [
-        claude_config_dir() / "settings.json",
-        Path("/etc/claude-code/managed-settings.json"),
-    ]
-    for d in (here, *here.parents):
-        candidates += [d / ".claude" / "settings.json", d / ".claude" / "settings.local.json"]
-        if (d / ".git").exists():
-            break
-    for path in candidates:
-        if path.is_file():
-            texts.append(str(path))
-    for value in texts:
-        try:
-            text = value if value.lstrip().startswith("{") else Path(value).read_text()
-            data = json.loads(text)
-        except (OSError, ValueError):
-            return True
-        if not isinstance(data, dict) or data.get("statusLine") is not None:
-            return True
-    return False
+    return any(
+        layer is None or layer.get("statusLine") is not None
+        for layer in settings_layers(user_settings, cwd)
+    )
 
 
 def status_line_enabled() -> bool:
@@ -267,12 +328,14 @@ def status_line_enabled() -> bool:
     return True
 
 
-def lifecycle_settings(settings: dict[str, Any], user_settings: str | None) -> dict[str, Any]:
+def lifecycle_settings(
+    settings: dict[str, Any], user_settings: str | None, url: str | None = None
+) -> dict[str, Any]:
     """Our lifecycle hooks appended to `settings`, and our status line unless the user has
     one of their own (or `stats_widget` is off)."""
     out = dict(settings)
     hooks = dict(out.get("hooks") or {})
-    for event, entries in lifecycle_hooks(hook_command())["hooks"].items():
+    for event, entries in lifecycle_hooks(hook_command(), url)["hooks"].items():
         hooks[event] = [*(hooks.get(event) or []), *entries]
     out["hooks"] = hooks
     if status_line_enabled() and not user_has_status_line(user_settings):
@@ -299,6 +362,16 @@ def run_claude(args: list[str]) -> int:
     claude = find_claude()
     if off:
         return run_child([*claude.argv, *args], dict(os.environ))
+    from ctxwrap.agents.claude import same_agent
+
+    first_party = talks_to_anthropic(dict(os.environ))
+    policy = same_agent.org_policy(dict(os.environ), claude_config_dir())
+    line = policy.launch_line() if first_party else None
+    if line:
+        sys.stderr.write(line)
+    if first_party and policy.eligible and policy.restricted:
+        # no supported switch makes Claude Code apply them behind a proxy: never weaker
+        return run_child([*claude.argv, *args], dict(os.environ))
     _ensure_daemon()
     from ctxwrap.agents.claude import auto_compact
     from ctxwrap.agents.claude.proxy import ClaudeProxy, upstream_from_env
@@ -315,19 +388,16 @@ def run_claude(args: list[str]) -> int:
     def fill_version() -> None:
         start_info["pi_version"] = claude_version(claude)
 
-    threading.Thread(target=fill_version, daemon=True).start()
+    version_thread = threading.Thread(target=fill_version, daemon=True)
+    version_thread.start()
     proxy = None
     settings_file: Path | None = None
+    same_env: dict[str, str] = {}  # what keeps first-party behaviour (same_agent.py)
     try:
         rest, user_settings = split_settings_arg(args)
         compact = auto_compact.UserConfig()
         with contextlib.suppress(Exception):  # a figure's input: never a reason to fail
             compact = auto_compact.read_user_config(user_settings, rest)
-        settings = merged_settings(user_settings, hook_settings(hook_command()))
-        settings = lifecycle_settings(settings, user_settings)
-        runtime = paths.ensure_private_dir(paths.runtime_dir())
-        settings_file = runtime / f"claude-settings-{os.getpid()}.json"
-        _write_private(settings_file, json.dumps(settings))
         proxy = ClaudeProxy(
             upstream=upstream_from_env(),
             state_dir=paths.state_dir(),
@@ -337,6 +407,32 @@ def run_claude(args: list[str]) -> int:
             compact_config=compact,
         )
         proxy.start()
+        layers = settings_layers(user_settings)
+        url = proxy.hook_url if http_hooks_usable(dict(os.environ), layers) else None
+        settings = merged_settings(user_settings, hook_settings(hook_command(), url))
+        settings = lifecycle_settings(settings, user_settings, url)
+        if first_party:
+            # the version beside the binary, else `claude --version` (run beside the daemon
+            # and proxy start-up), else the binary's own catalog, read once and cached
+            catalog = same_agent.catalog_for(None, claude.argv[0], paths.state_dir())
+            if catalog is None:
+                version_thread.join(timeout=3.0)
+                catalog = same_agent.catalog_for(
+                    start_info["pi_version"], claude.argv[0], paths.state_dir()
+                )
+            if catalog is None:
+                sys.stderr.write(
+                    "ctxwrap: warning: cannot read this Claude Code's model catalog; behind "
+                    "the proxy its side requests go to the main model and a named 1M model "
+                    "gets a 200k window\n"
+                )
+            else:
+                same_env = same_agent.side_model_env(dict(os.environ), layers, catalog)
+                rest, one_m = same_agent.one_m_model(rest, dict(os.environ), layers, catalog)
+                same_env.update(one_m)
+        runtime = paths.ensure_private_dir(paths.runtime_dir())
+        settings_file = runtime / f"claude-settings-{os.getpid()}.json"
+        _write_private(settings_file, json.dumps(settings))
     except Exception as exc:  # anything of ours unavailable → plain Claude Code
         sys.stderr.write(
             f"ctxwrap: warning: cannot set up the Claude Code proxy ({type(exc).__name__}: {exc}); "
@@ -350,6 +446,7 @@ def run_claude(args: list[str]) -> int:
         return run_child([*claude.argv, *args], dict(os.environ))
     env = dict(os.environ)
     env.update(first_party_env(env))  # before ANTHROPIC_BASE_URL becomes ours
+    env.update(same_env)
     env.update(
         {
             "ANTHROPIC_BASE_URL": proxy.base_url,

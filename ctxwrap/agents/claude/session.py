@@ -34,6 +34,7 @@ from ctxwrap.agents._proxy.cache_state import (
 )
 from ctxwrap.agents._proxy.daemon_link import DaemonLink
 from ctxwrap.agents._proxy.frozen import FrozenEdits, load_cache_states, save_cache_states
+from ctxwrap.agents._proxy.tag_wait import TagWait
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
 from ctxwrap.engine.edits import (
@@ -115,6 +116,7 @@ class ClaudeSession:
         self.digests = self.frozen.digests
         self.pending_digests: dict[str, tuple[str, int]] = {}  # failure path: text, plain chars
         self.pending_tags: dict[str, threading.Event] = {}
+        self.tag_wait = TagWait()
         self.rounds: dict[str, TagRound] = {}  # read-like tool_use id → its unsent round
         self.seen: set[str] = set()
         self.first_request = True
@@ -257,8 +259,12 @@ class ClaudeSession:
         for r in due.values():
             self._send_round(r)
         if tail.messages or cold is not None:
-            deadline = time.monotonic() + self._cfg_int("tag_wait_ms", 400) / 1000
-            for ev in waits:  # still pending after the grace → RETAIN (invariant 4)
+            # A request waits for its tags only while the tagger answers within tag_wait_ms
+            # (agents/_proxy/tag_wait.py): one still pending is RETAIN (invariant 4), and a
+            # late DROP becomes a history mask where hiding is paid for anyway (issue 43).
+            budget = self.tag_wait.allowance(self._cfg_int("tag_wait_ms", 400) / 1000)
+            deadline = time.monotonic() + budget
+            for ev in waits:
                 ev.wait(max(0.0, deadline - time.monotonic()))
             with self.lock:
                 edited = self.frozen.result_edited(RESULT_EDITS)
@@ -551,10 +557,9 @@ class ClaudeSession:
         if tool == "Write" and name == "PostToolUse":
             # The fact joins the stub that replaces the write's content in the next request
             # (hook additionalContext would be lost on --continue: the view must not change).
-            fact = self._write_fact(cid, event)
-            if fact:
-                with self.lock:
-                    self.facts[cid] = " ".join(fact.split())
+            # The daemon's own fact at once; the aux model's better one beside the turn, used
+            # if it is in before the stub is frozen (issue 43: no turn waits for it).
+            self._write_fact(cid, event)
         return {}
 
     def _digest(
@@ -724,8 +729,9 @@ class ClaudeSession:
             return
 
         def run() -> None:
+            started = time.monotonic()
             try:
-                deadline = time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
+                deadline = started + self._cfg_int("aux_timeout_ms", 20000) / 1000
                 for i in range(0, len(items), TAG_BATCH_MAX):
                     reply = self.daemon.call(
                         "/v1/tag_batch",
@@ -734,16 +740,26 @@ class ClaudeSession:
                     )
                     aux = (reply or {}).get("aux")
                     if isinstance(aux, dict) and self.aux is not None:
-                        self._run_aux(aux, deadline)
+                        pace = self.tag_wait.begin()  # the tagger's pace
+                        try:
+                            self._run_aux(aux, deadline)
+                        finally:
+                            self.tag_wait.end(pace)
             finally:
                 round_.done.set()
 
         threading.Thread(target=run, name="ctxwrap-tag-round", daemon=True).start()
 
-    def _write_fact(self, cid: str, event: JsonDict) -> str | None:
+    def _set_fact(self, cid: str, fact: str | None) -> None:
+        if fact:
+            with self.lock:
+                if cid not in self.frozen.edits:  # a frozen stub keeps the fact it has
+                    self.facts[cid] = " ".join(fact.split())
+
+    def _write_fact(self, cid: str, event: JsonDict) -> None:
         tool_input = event.get("tool_input")
         if not isinstance(tool_input, dict) or not isinstance(tool_input.get("content"), str):
-            return None
+            return
         content: str = tool_input["content"]
         reply = self.daemon.call(
             "/v1/tool_result",
@@ -762,15 +778,27 @@ class ClaudeSession:
             timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000,
         )
         if not reply:
-            return None
-        fact = reply.get("text") if isinstance(reply.get("text"), str) else None
+            return
+        self._set_fact(cid, reply.get("text") if isinstance(reply.get("text"), str) else None)
         aux = reply.get("aux")
-        if isinstance(aux, dict):
-            better = self._run_aux(
-                aux, time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
-            )
-            fact = better or fact
-        return fact
+        if not isinstance(aux, dict) or self.aux is None:
+            return
+        done = threading.Event()
+        with self.lock:
+            self.pending_tags[cid] = done  # the next request may wait for it as for a tag
+
+        def run() -> None:
+            pace = self.tag_wait.begin()  # the aux model's pace, as for tags
+            try:
+                deadline = time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
+                self._set_fact(cid, self._run_aux(aux, deadline))
+            except Exception:
+                pass  # a thread of ours: nothing of it may reach the user's terminal
+            finally:
+                self.tag_wait.end(pace)
+                done.set()
+
+        threading.Thread(target=run, name="ctxwrap-write-fact", daemon=True).start()
 
     def _run_aux(self, aux: JsonDict, deadline: float) -> str | None:
         """Run a daemon-built aux request on the upstream backend; the daemon judges the answer."""

@@ -27,6 +27,7 @@ from ctxwrap.agents._proxy import (
     load_cache_states,
     save_cache_states,
 )
+from ctxwrap.agents._proxy.tag_wait import TagWait
 from ctxwrap.agents.codex import auto_compact, commands
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.engine.edits import (
@@ -83,6 +84,7 @@ class CodexSession:
         self.frozen = FrozenEdits(state_file)
         self.frozen.load()
         self.facts: dict[str, str] = {}
+        self.tag_wait = TagWait()
         self.seen: set[str] = set()
         self.first_request = True
         self.last_prompt: str | None = None
@@ -296,8 +298,15 @@ class CodexSession:
         if not (digests or tags or writes):
             return []
         out: list[Edit] = []
+        tagged = threading.Event()
+        if tags:
+            # Out of band (issue 43): the request waits for its tags only while the tagger
+            # answers within tag_wait_ms (agents/_proxy/tag_wait.py); later they are RETAIN
+            # now, and a late DROP becomes a history mask where hiding is paid for anyway.
+            threading.Thread(
+                target=self._tag, args=(tags, tagged), name="ctxwrap-codex-tag", daemon=True
+            ).start()
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="ctxwrap-codex") as pool:
-            tag_job = pool.submit(self._tag, tags) if tags else None
             write_jobs = [pool.submit(self._write_fact, w) for w in writes]
             digest_jobs = [pool.submit(self._digest, *d) for d in digests]
             for digest_job in digest_jobs:
@@ -311,9 +320,8 @@ class CodexSession:
                     if fact:
                         with self.lock:
                             self.facts[info.call_id] = " ".join(fact.split())
-            if tag_job is not None:
-                with contextlib.suppress(Exception):
-                    tag_job.result()
+        if tags:
+            tagged.wait(self.tag_wait.allowance(self._cfg_int("tag_wait_ms", 400) / 1000))
         return out
 
     def _digest(self, cid: str, info: wire.CallInfo, text: str) -> Edit | None:
@@ -347,20 +355,28 @@ class CodexSession:
             self.frozen.digests[cid] = (plain, u16len(new))
         return TombstoneEdit(toolCallId=cid, text=new, savedChars=plain - u16len(new))
 
-    def _tag(self, items: list[JsonDict]) -> None:
-        """One tag batch for the round's read-like outputs; settled before /v1/context."""
-        deadline = time.monotonic() + min(
-            TAG_DEADLINE_S, self._cfg_int("aux_timeout_ms", 20000) / 1000
-        )
-        for i in range(0, len(items), TAG_BATCH_MAX):
-            reply = self.daemon.call(
-                "/v1/tag_batch",
-                {"session_id": self.session_id, "results": items[i : i + TAG_BATCH_MAX]},
-                timeout=self._timeout(),
-            )
-            aux = (reply or {}).get("aux")
-            if isinstance(aux, dict):
-                self._run_aux(aux, deadline)
+    def _tag(self, items: list[JsonDict], tagged: threading.Event) -> None:
+        """One tag batch for the round's read-like outputs, off the request path."""
+        started = time.monotonic()
+        deadline = started + min(TAG_DEADLINE_S, self._cfg_int("aux_timeout_ms", 20000) / 1000)
+        try:  # a thread of ours: nothing of it may reach the user's terminal
+            for i in range(0, len(items), TAG_BATCH_MAX):
+                reply = self.daemon.call(
+                    "/v1/tag_batch",
+                    {"session_id": self.session_id, "results": items[i : i + TAG_BATCH_MAX]},
+                    timeout=self._timeout(),
+                )
+                aux = (reply or {}).get("aux")
+                if isinstance(aux, dict):
+                    pace = self.tag_wait.begin()  # the tagger's pace
+                    try:
+                        self._run_aux(aux, deadline)
+                    finally:
+                        self.tag_wait.end(pace)
+        except Exception:
+            pass
+        finally:
+            tagged.set()
 
     def _write_fact(self, info: wire.CallInfo) -> str | None:
         if info.added is None:
@@ -383,12 +399,30 @@ class CodexSession:
             return None
         fact = reply.get("text") if isinstance(reply.get("text"), str) else None
         aux = reply.get("aux")
-        if isinstance(aux, dict):
-            deadline = time.monotonic() + min(
-                TAG_DEADLINE_S, self._cfg_int("aux_timeout_ms", 20000) / 1000
-            )
-            fact = self._run_aux(aux, deadline) or fact
-        return fact
+        if not isinstance(aux, dict) or self.aux is None:
+            return fact
+        # The aux model's better fact beside the request, waited for only while it answers
+        # within tag_wait_ms (issue 43); else the daemon's own fact goes into the stub.
+        better: list[str | None] = []
+        done = threading.Event()
+
+        def run() -> None:
+            pace = self.tag_wait.begin()
+            try:
+                deadline = time.monotonic() + min(
+                    TAG_DEADLINE_S, self._cfg_int("aux_timeout_ms", 20000) / 1000
+                )
+                better.append(self._run_aux(aux, deadline))
+            except Exception:
+                pass  # a thread of ours: nothing of it may reach the user's terminal
+            finally:
+                self.tag_wait.end(pace)
+                done.set()
+
+        allowance = self.tag_wait.allowance(self._cfg_int("tag_wait_ms", 400) / 1000)
+        threading.Thread(target=run, name="ctxwrap-codex-fact", daemon=True).start()
+        done.wait(allowance)
+        return (better[0] if better else None) or fact
 
     def _run_aux(self, aux: JsonDict, deadline: float) -> str | None:
         """Run a daemon-built aux request on the session's upstream; the daemon judges it."""
