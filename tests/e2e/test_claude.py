@@ -747,6 +747,29 @@ def test_compact_in_step_off_leaves_claude_code_to_compact_on_its_own(
     assert "plain Claude Code would have compacted by now" in run.proc.stderr
 
 
+def test_the_hooks_with_nothing_to_say_leave_no_trace_in_the_transcript(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """A Read whose output ctxwrap leaves as it is: its HTTP hook answers an empty body, so
+    Claude Code records no hook output — whose entry would carry the hook's URL, the proxy's
+    per-launch secret in it — in the transcript."""
+    small = tmp_path / "work" / "small.txt"
+    steps = [
+        {"tool_calls": [{"name": "Read", "arguments": {"file_path": str(small)}}]},
+        {"text": "read it"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        small.write_text("a small file\n")
+        run = ce.run("read small.txt")
+        assert run.result["result"] == "read it"
+    transcripts = list((tmp_path / "home" / ".claude" / "projects").rglob("*.jsonl"))
+    assert transcripts
+    text = "".join(p.read_text() for p in transcripts)
+    assert "a small file" in text  # the Read is there …
+    assert "_ctxwrap/hook" not in text and "127.0.0.1" not in text  # … the hook's URL is not
+
+
 def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:
     codes = []
     for extra in ((), ("--ctxwrap-off",)):

@@ -228,7 +228,9 @@ class _Adapter:
             out = self.proxy.handle_hook(raw)
         except Exception:
             out = {}  # fail open: Claude Code keeps the original output
-        return 200, json.dumps(out).encode()
+        # nothing to say: an empty body, not `{}` — Claude Code records the URL of an HTTP hook
+        # that answered something (the per-launch secret is in it) in its transcript
+        return 200, json.dumps(out).encode() if out else b""
 
     def prepare(self, method: str, rest: str, headers: dict[str, str], raw: bytes) -> Exchange:
         self.proxy.remember_credentials(headers)
