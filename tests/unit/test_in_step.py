@@ -82,3 +82,14 @@ def test_plain_is_told_only_near_the_threshold_and_while_ctxwrap_is_under_it() -
     assert step_delta(20_000, int(NEAR_SHARE * t) - 1, t) == 0  # far from it: as counted
     assert step_delta(45_000, 90_000, t) == 0  # ctxwrap's own request is past it already
     assert step_delta(20_000, 40_000, None) == 0  # reactive only, or off
+
+
+def test_a_stream_without_frame_ends_is_passed_on_not_held() -> None:
+    """Hostile or odd upstream bytes: no frame end within the cap → everything passes as it
+    came, nothing is held back any longer."""
+    from ctxwrap.agents._proxy.in_step import MAX_FRAME_BYTES
+
+    rw = _rewriter(19_000)
+    blob = b"x" * (MAX_FRAME_BYTES + 1)
+    assert rw.rewrite(blob) == blob
+    assert rw.rewrite(b"data: more\n\n") == b"data: more\n\n" and rw.flush() == b""

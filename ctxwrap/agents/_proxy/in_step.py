@@ -40,6 +40,8 @@ def plain_tokens(counted: int, original_chars: int, sent_chars: int) -> int:
 # threshold may be the last before plain compacts; reporting plain's size changes nothing
 # until the agent's own check crosses, which is where plain's did.
 NEAR_SHARE = 0.5
+# A stream whose frames are longer than this is passed on untouched (nothing held back).
+MAX_FRAME_BYTES = 4 << 20
 
 
 def step_delta(counted: int, plain: int, threshold: int | None) -> int:
@@ -95,6 +97,10 @@ class SseUsageRewriter:
         if self.delta == 0:
             return chunk  # nothing to change: the stream passes as it came
         self.buf += chunk
+        if len(self.buf) > MAX_FRAME_BYTES:
+            # no frame end in sight (not SSE as we know it): stop, pass everything as it came
+            self.delta, held, self.buf = 0, self.buf, b""
+            return held
         out: list[bytes] = []
         while True:
             end = self.buf.find(b"\n\n")
