@@ -636,6 +636,8 @@ class SessionSimulator:
             self.saved[k] -= v
             if it.rate is not None:
                 self.saved_tok[k] -= v * it.rate
+        if it.rate is None:  # gone before a request carried it: never to be rated
+            self.unrated = [u for u in self.unrated if u is not it]
 
     def _rate_tail(self, m: Message) -> None:
         """The request `m` first carries the unrated tail: its rate is the growth the

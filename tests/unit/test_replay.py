@@ -1065,3 +1065,18 @@ def test_a_session_that_costs_more_says_why() -> None:
     more, why = reasons[False]
     assert more and why is not None and why.startswith("carried ") and "plain's compaction" in why
     assert reasons[True] == (False, None)
+
+
+def test_what_leaves_the_context_before_any_request_carried_it_keeps_nothing_out() -> None:
+    """An item dropped (a branch, a compaction) before the request that would first carry it
+    is never rated: nothing of it counts as kept out afterwards."""
+    from ctxwrap.replay._events import Message
+    from ctxwrap.replay._sim import SessionSimulator, _Item
+
+    sim = SessionSimulator("s", Thresholds())
+    sim._add(_Item("kept", "tool_result", 2_000, {"bash": 1_500}, 0, "bash"))
+    sim._add(_Item("gone", "tool_result", 9_000, {"bash": 8_000}, 0, "bash"))
+    sim._uncredit_all(sim.items.pop())
+    sim._rate_tail(Message("a", None, "assistant", 1.0, 10, request_key="r"))
+    assert sim.saved["bash"] == 1_500
+    assert sim.saved_tok["bash"] == pytest.approx(1_500 * sim.r.rate)

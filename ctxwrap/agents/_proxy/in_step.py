@@ -72,6 +72,28 @@ class InStepTap:
         return self.rewriter.flush()
 
 
+def usage_tap(
+    reader: Any,
+    *,
+    original: int,
+    sent: int,
+    threshold: int,
+    read_input: Callable[[JsonDict], int | None],
+    add_input: Callable[[JsonDict, int], bool],
+) -> InStepTap:
+    """`reader` (the adapter's usage reader) with the agent told plain's size where it is
+    due: `original`/`sent`, the characters of the agent's request and of the one sent;
+    `read_input`/`add_input`, how the adapter's wire format names and patches the input."""
+
+    def decide(event: JsonDict) -> int | None:
+        counted = read_input(event)
+        if counted is None:
+            return None
+        return step_delta(counted, plain_tokens(counted, original, sent), threshold)
+
+    return InStepTap(reader, SseUsageRewriter(decide, add_input))
+
+
 def provider_tap(tap: Any) -> Any:
     """What the provider sent, whether or not the agent was told plain's size."""
     return tap.reader if isinstance(tap, InStepTap) else tap

@@ -259,20 +259,14 @@ class _Adapter:
         threshold = sess.in_step_threshold()
         if not streaming or encoding or threshold is None or ctx.original is None:
             return reader
-        original, sent = len(ctx.original), len(exchange.body)
-
-        def decide(event: JsonDict) -> int | None:
-            counted = wire.stream_input_tokens(event)
-            if counted is None:
-                return None
-            delta = in_step.step_delta(
-                counted, in_step.plain_tokens(counted, original, sent), threshold
-            )
-            if delta:
-                sess.note_in_step(counted, counted + delta)
-            return delta
-
-        return in_step.InStepTap(reader, in_step.SseUsageRewriter(decide, wire.add_input_tokens))
+        return in_step.usage_tap(
+            reader,
+            original=len(ctx.original),
+            sent=len(exchange.body),
+            threshold=threshold,
+            read_input=wire.stream_input_tokens,
+            add_input=wire.add_input_tokens,
+        )
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
         ctx = exchange.context

@@ -131,7 +131,6 @@ class ClaudeSession:
         self.noted_model: tuple[str, int] | None = None  # (model, window) the daemon has
         # plain Claude Code's auto-compact threshold for that model (None: reactive or off)
         self.compact_threshold: int | None = None
-        self.in_step_reports: list[tuple[int, int]] = []  # (counted, reported) usages
         self.pending_compaction: JsonDict | None = None  # note_compaction's, not yet sent
 
     # -- persistence --------------------------------------------------------------------------
@@ -204,10 +203,6 @@ class ClaudeSession:
         if self.cfg.get("compact_in_step", True) is False:
             return None
         return self.compact_threshold
-
-    def note_in_step(self, counted: int, reported: int) -> None:
-        """A response's usage was reported at plain's size: Claude Code compacts next."""
-        self.in_step_reports.append((counted, reported))
 
     def _cfg_int(self, key: str, default: int) -> int:
         v = self.cfg.get(key, default)

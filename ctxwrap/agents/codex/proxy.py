@@ -239,17 +239,14 @@ class CodexProxy:
         threshold = sess.in_step_threshold(ctx.body.get("model"))
         if threshold is None:
             return reader
-        original = len(ctx.original)
-        sent = len(wire.encode_body(ctx.body))
-
-        def decide(event: JsonDict) -> int | None:
-            counted = wire.completed_input_tokens(event)
-            if counted is None:
-                return None
-            plain = in_step.plain_tokens(counted, original, sent)
-            return in_step.step_delta(counted, plain, threshold)
-
-        return in_step.InStepTap(reader, in_step.SseUsageRewriter(decide, wire.add_input_tokens))
+        return in_step.usage_tap(
+            reader,
+            original=len(ctx.original),
+            sent=len(wire.encode_body(ctx.body)),  # decoded: the request may go compressed
+            threshold=threshold,
+            read_input=wire.completed_input_tokens,
+            add_input=wire.add_input_tokens,
+        )
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
         ctx = exchange.context
