@@ -20,6 +20,7 @@ import secrets
 import socket
 import struct
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -169,6 +170,8 @@ class LoopbackProxy:
         self._closing = threading.Event()
         self._idle: set[Any] = set()  # client connections between requests (keep-alive)
         self._idle_lock = threading.Lock()
+        # the uid at the other end of each client connection (the peer door), while it lives
+        self._peer_uids: weakref.WeakKeyDictionary[Any, int | None] = weakref.WeakKeyDictionary()
 
     @property
     def port(self) -> int:
@@ -275,7 +278,13 @@ class LoopbackProxy:
             return None
         if headers.get("host") not in (f"127.0.0.1:{self.port}", f"localhost:{self.port}"):
             return None
-        return rest if peer_uid(connection) == os.getuid() else None
+        # one look-up per connection, not per request: the peer of a keep-alive connection
+        # does not change
+        if connection in self._peer_uids:
+            uid = self._peer_uids[connection]
+        else:
+            uid = self._peer_uids[connection] = peer_uid(connection)
+        return rest if uid == os.getuid() else None
 
     def check_secret(self, path: str) -> str | None:
         """The path after the secret segment, or None for a request without the secret."""
