@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/redact.py [--synthetic-mb 50] [--baseline OLD_REDACT_PY]
 
-Redaction runs over ~64 KB blocks of whole lines (ctxwrap/daemon/rawstore.py). Prints MB/s on
+Redaction runs over ~64 KB blocks of whole lines (ctxwrap/state/rawstore.py). Prints MB/s on
 the captured corpus (tests/fixtures/outputs, which holds no secret: every marker there is a
 false positive, counted) and on a synthetic service log.
 """

@@ -26,13 +26,13 @@ from pathlib import Path
 
 from ctxwrap import protocol as P
 from ctxwrap.config import Settings
-from ctxwrap.daemon.store import Store, connect
 from ctxwrap.mechanisms.cost_accounting import (
     PricedSession,
     fill_cost_totals,
     record_session_model,
     refresh_cost_cache,
 )
+from ctxwrap.state.store import Store, connect
 from ctxwrap.stats import compute_stats
 
 TARGET_MS = 300.0

@@ -230,7 +230,7 @@ def recall(handle: str, pattern: str | None, line_range: str | None, context_lin
 
     Reads the raw-output store directly, like `ctxwrap show`: no daemon needed.
     """
-    from ctxwrap.daemon.rawstore import InvalidPattern, compile_pattern, scan
+    from ctxwrap.state.rawstore import InvalidPattern, compile_pattern, scan
 
     start = end = None
     if line_range:
@@ -462,7 +462,7 @@ def status(as_json: bool) -> None:
 
 
 def _readonly_db() -> Any:
-    from ctxwrap.daemon.store import connect
+    from ctxwrap.state.store import connect
 
     db = paths.db_path()
     if not db.exists():

@@ -381,7 +381,7 @@ class _Printer:
 def _demo_session_id() -> str | None:
     """The session the ctxwrap run just recorded (the newest of project `ctxwrap-demo`)."""
     from ctxwrap import paths
-    from ctxwrap.daemon.store import connect
+    from ctxwrap.state.store import connect
 
     db = paths.db_path()
     if not db.exists():

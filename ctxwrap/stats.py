@@ -1281,7 +1281,7 @@ def _wants_color(stream: Any) -> bool:
 
 def load_report(*, session: str | None, since: float | None, by: GroupBy) -> StatsReport | None:
     """The report from the default database, or None when nothing was ever recorded."""
-    from ctxwrap.daemon.store import connect
+    from ctxwrap.state.store import connect
 
     db = paths.db_path()
     if not db.exists():

@@ -28,7 +28,6 @@ from ctxwrap.config import load_config
 from ctxwrap.daemon.app import build_app
 from ctxwrap.daemon.pidfile import acquire_pidfile
 from ctxwrap.daemon.service import Daemon
-from ctxwrap.daemon.store import disk_write_failure, free_space
 from ctxwrap.errors import (
     ConfigError,
     CtxwrapError,
@@ -37,6 +36,7 @@ from ctxwrap.errors import (
     SocketSecurityError,
     StateWriteError,
 )
+from ctxwrap.state.store import disk_write_failure, free_space
 
 log = logging.getLogger("ctxwrap.daemon")
 SD_LISTEN_FDS_START = 3

@@ -19,11 +19,7 @@ from pathlib import Path
 from ctxwrap import __version__
 from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
-from ctxwrap.daemon.eventlog import EventLog
 from ctxwrap.daemon.pidfile import pid_alive
-from ctxwrap.daemon.rawstore import InvalidPattern, RawStore, compile_pattern, scan
-from ctxwrap.daemon.session import PendingAux, SessionRuntime
-from ctxwrap.daemon.store import Store
 from ctxwrap.digest.redact import load_patterns, redact_secrets
 from ctxwrap.mechanisms import (
     accounting,
@@ -39,6 +35,10 @@ from ctxwrap.mechanisms import (
 from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.mechanisms.aux import AuxCalls
 from ctxwrap.mechanisms.lazy import Capabilities
+from ctxwrap.state.eventlog import EventLog
+from ctxwrap.state.rawstore import InvalidPattern, RawStore, compile_pattern, scan
+from ctxwrap.state.session import PendingAux, SessionRuntime
+from ctxwrap.state.store import Store
 
 __all__ = ["Daemon", "RequestRefused", "prompt_segment_text"]
 

@@ -8,10 +8,10 @@ import time
 from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.session import chars_to_tokens
+from ctxwrap.state.session import chars_to_tokens
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.store import Store
+    from ctxwrap.state.store import Store
 
 
 def record_failed_try(store: Store, req: P.FailedTry) -> None:

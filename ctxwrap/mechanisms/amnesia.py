@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
-from ctxwrap.daemon.session import (
+from ctxwrap.engine.edits import args_sig
+from ctxwrap.engine.tagview import tag_view
+from ctxwrap.mechanisms import needed_again
+from ctxwrap.state.session import (
     PendingAux,
     SessionRuntime,
     call_label,
     chars_to_tokens,
     recall_call,
 )
-from ctxwrap.engine.edits import args_sig
-from ctxwrap.engine.tagview import tag_view
-from ctxwrap.mechanisms import needed_again
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import AuxView

@@ -18,13 +18,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.session import PendingAux, SessionRuntime
 from ctxwrap.digest.redact import redact_secrets
+from ctxwrap.state.session import PendingAux, SessionRuntime
 
 if TYPE_CHECKING:
     from ctxwrap.aux.http import HttpAuxBackend
     from ctxwrap.config import Settings
-    from ctxwrap.daemon.store import Store
+    from ctxwrap.state.store import Store
 
 MECHANISM_OF_TASK = {"digest": "bash", "tag": "amnesia", "fact": "writes"}
 # After an aux call ran out of time, calls the agent would wait for are skipped this long.

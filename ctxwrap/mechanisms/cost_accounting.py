@@ -41,7 +41,7 @@ from ctxwrap.engine.cost import (
 if TYPE_CHECKING:
     from ctxwrap import protocol as P
     from ctxwrap.config import Settings
-    from ctxwrap.daemon.store import Store
+    from ctxwrap.state.store import Store
 
 # -- writes (daemon) ---------------------------------------------------------------------------
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.session import ReadSeen, call_label, recall_call
 from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.rereads import pointer_text, result_digest
+from ctxwrap.state.session import ReadSeen, call_label, recall_call
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.session import SessionRuntime
     from ctxwrap.mechanisms.ports import StoreView
+    from ctxwrap.state.session import SessionRuntime
 
 # Only whole-file reads: a listing or a search can change without its arguments changing, a
 # read's content is exactly what is compared.

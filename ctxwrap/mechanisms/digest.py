@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
-from ctxwrap.daemon.session import PendingAux, SessionRuntime, chars_to_tokens, recall_call
 from ctxwrap.digest.redact import redact_secrets
 from ctxwrap.engine.bashout import open_trusted_spill, scrub_temp_paths, split_bash_text
 from ctxwrap.engine.shellread import read_kind
+from ctxwrap.state.session import PendingAux, SessionRuntime, chars_to_tokens, recall_call
 
 if TYPE_CHECKING:
     from ctxwrap.digest import StreamingDigester
@@ -338,7 +338,7 @@ def _store_and_digest_file(
 ) -> Any:
     # One pass over the spill file feeds both the digester and the redacted store, in blocks.
     def lines() -> Any:
-        from ctxwrap.daemon.rawstore import line_blocks_of_file
+        from ctxwrap.state.rawstore import line_blocks_of_file
 
         for block in line_blocks_of_file(source, 1 << 40):
             digester.feed(block + "\n")

@@ -17,7 +17,6 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.session import chars_to_tokens, recall_call
 from ctxwrap.engine.edits import MaskEdit, TailToolCall, edit_to_json, u16len
 from ctxwrap.engine.masking import (
     MaskCandidate,
@@ -32,11 +31,12 @@ from ctxwrap.engine.masking import (
     write_weight,
 )
 from ctxwrap.mechanisms import tool_kind
+from ctxwrap.state.session import chars_to_tokens, recall_call
 
 if TYPE_CHECKING:
     from ctxwrap.config import Settings
-    from ctxwrap.daemon.session import SessionRuntime
     from ctxwrap.mechanisms.ports import MaskView
+    from ctxwrap.state.session import SessionRuntime
 
 _WHY = {
     "superseded": "the file was read again or changed after it",

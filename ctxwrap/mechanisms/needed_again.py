@@ -21,8 +21,8 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.session import SessionRuntime
     from ctxwrap.mechanisms.ports import AuxView, StoreView
+    from ctxwrap.state.session import SessionRuntime
 
 # edits.kind → mechanism (a digest is a raw output of a bash-kind tool)
 KIND_MECHANISM = {

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Protocol
 
 from ctxwrap.config import Settings
-from ctxwrap.daemon.eventlog import EventLog
-from ctxwrap.daemon.rawstore import RawStore
-from ctxwrap.daemon.session import SessionRuntime
-from ctxwrap.daemon.store import Store
 from ctxwrap.mechanisms.aux import AuxCalls
+from ctxwrap.state.eventlog import EventLog
+from ctxwrap.state.rawstore import RawStore
+from ctxwrap.state.session import SessionRuntime
+from ctxwrap.state.store import Store
 
 
 class StoreView(Protocol):

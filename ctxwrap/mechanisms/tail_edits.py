@@ -15,8 +15,8 @@ from ctxwrap.engine.edits import decide_edits, dropped_signatures, edit_to_json
 from ctxwrap.mechanisms import amnesia, dedup, masking, writes
 
 if TYPE_CHECKING:
-    from ctxwrap.daemon.session import SessionRuntime
     from ctxwrap.mechanisms.ports import DaemonView
+    from ctxwrap.state.session import SessionRuntime
 
 
 async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.ContextReply:

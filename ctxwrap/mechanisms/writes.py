@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
-from ctxwrap.daemon.session import PendingAux, SessionRuntime
 from ctxwrap.engine.edits import TailToolCall
 from ctxwrap.engine.facts import aux_fact, heuristic_fact, line_count
+from ctxwrap.state.session import PendingAux, SessionRuntime
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import AuxView

@@ -40,7 +40,6 @@ from dataclasses import astuple, dataclass, field
 from typing import Any
 
 from ctxwrap.aux import prompts
-from ctxwrap.daemon.session import chars_to_tokens, recall_call
 from ctxwrap.engine.bashout import BashText, scrub_temp_paths, split_bash_text
 from ctxwrap.engine.cost import DEFAULT_SUMMARY_TOKENS, SUMMARY_PROMPT_TOKENS
 from ctxwrap.engine.edits import (
@@ -79,6 +78,7 @@ from ctxwrap.replay._events import (
     SystemPrompt,
     ToolCall,
 )
+from ctxwrap.state.session import chars_to_tokens, recall_call
 
 Tagger = Callable[
     [str, dict[str, Any], str, str], Any

@@ -62,7 +62,7 @@ def session_chart_line(
 def stats_chart(session_id: str, *, width: int, color: bool) -> str:
     """The chart line for `ctxwrap stats --session ID` (read-only store), or "" without data."""
     from ctxwrap import paths
-    from ctxwrap.daemon.store import connect
+    from ctxwrap.state.store import connect
 
     db = paths.db_path()
     if not db.exists():

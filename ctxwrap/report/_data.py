@@ -670,7 +670,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
 
 def load_db_report(session: str | None) -> ReportData:
     from ctxwrap import paths
-    from ctxwrap.daemon.store import connect
+    from ctxwrap.state.store import connect
 
     db = paths.db_path()
     if not db.exists():

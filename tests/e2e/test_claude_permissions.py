@@ -168,8 +168,10 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
         try:
             # the footer hint: "? for shortcuts", which ctxwrap's status line takes the place of
             assert screen.poll(
-                lambda: "❯" in screen.text
-                and ("for shortcuts" in screen.text or "for agents" in screen.text),
+                lambda: (
+                    "❯" in screen.text
+                    and ("for shortcuts" in screen.text or "for agents" in screen.text)
+                ),
                 timeout=90,
             ), f"the TUI did not come up; tail: {screen.text[-2000:]!r}"
             for _ in range(3):  # a loaded machine can drop keystrokes while the TUI settles

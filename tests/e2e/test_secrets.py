@@ -75,7 +75,9 @@ def session_bash_results(run: PiRun) -> list[str]:
 def model_saw(run: PiRun) -> tuple[str, str]:
     """(the bash digest, the write fact) as the last main request carried them."""
     last = run.main_bodies()[-1]
-    digest = next(c for c in tool_contents(last) if " digested by ctxwrap · " in c.split("\n", 1)[0])
+    digest = next(
+        c for c in tool_contents(last) if " digested by ctxwrap · " in c.split("\n", 1)[0]
+    )
     text = json.dumps(last["messages"], ensure_ascii=False)
     start = text.index("[Wrote src/settings.py")
     return digest, text[start : text.index("]", start) + 1]

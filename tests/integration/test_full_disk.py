@@ -20,8 +20,8 @@ import pytest
 from diskfull import fill, small_fs
 from support import CTXWRAP, Xdg, client, ctxwrap, daemon_process, make_xdg, pi_path
 
-from ctxwrap.daemon.rawstore import RawStore
-from ctxwrap.daemon.store import Store
+from ctxwrap.state.rawstore import RawStore
+from ctxwrap.state.store import Store
 from ctxwrap.testing.model_server import ScriptedModelServer
 from ctxwrap.testing.pi_home import make_pi_agent_dir, pi_command, pi_env
 

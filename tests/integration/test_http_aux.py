@@ -157,9 +157,7 @@ def test_http_backend_down_falls_back(tmp_path: Path, xdg: Xdg) -> None:
     assert failed == 2  # failures are counted as spent, not hidden
 
 
-def test_a_file_read_through_the_shell_is_never_digested_as_a_log(
-    tmp_path: Path, xdg: Xdg
-) -> None:
+def test_a_file_read_through_the_shell_is_never_digested_as_a_log(tmp_path: Path, xdg: Xdg) -> None:
     """`cat`, `sed -n`, PowerShell's Get-Content: the output is a file the agent copies from
     next, so the daemon leaves it whole (engine/shellread.py); the same size from `seq` is a
     log and is digested."""

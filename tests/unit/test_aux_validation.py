@@ -18,10 +18,10 @@ import pytest
 from ctxwrap.aux.prompts import clean_fact
 from ctxwrap.config import load_config
 from ctxwrap.daemon.service import Daemon
-from ctxwrap.daemon.session import PendingAux, SessionRuntime
 from ctxwrap.digest import digest_bash_output
 from ctxwrap.mechanisms.digest import accept_digest, digest_refusal
 from ctxwrap.mechanisms.writes import finish_fact
+from ctxwrap.state.session import PendingAux, SessionRuntime
 
 PYTEST_OUT = "\n".join(
     [

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.store import Store, connect, migrate
 from ctxwrap.mechanisms import cost_accounting as CA
+from ctxwrap.state.store import Store, connect, migrate
 from ctxwrap.stats import compute_stats, render_text
 
 SID = "cccc3333-cost-session"
@@ -167,7 +167,7 @@ def test_accounting_migration_keeps_old_rows_priced_as_append_only(tmp_path: Pat
     db = tmp_path / "old.db"
     conn = connect(db)
     conn.execute("PRAGMA user_version = 0")
-    from ctxwrap.daemon import store as store_mod
+    from ctxwrap.state import store as store_mod
 
     for stmt in filter(None, (s.strip() for s in store_mod.MIGRATIONS[1].split(";"))):
         conn.execute(stmt)

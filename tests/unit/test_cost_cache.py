@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from ctxwrap.config import Settings
-from ctxwrap.daemon.store import Store, connect
 from ctxwrap.mechanisms import cost_accounting as CA
+from ctxwrap.state.store import Store, connect
 from ctxwrap.stats import GroupBy, compute_stats
 
 NOW = 1_796_000_000.0

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.store import Store, connect
 from ctxwrap.headline import headline_of, pct_text, round_half_away, usd_text
 from ctxwrap.mechanisms.accounting import prompt_segment_text
+from ctxwrap.state.store import Store, connect
 from ctxwrap.stats import (
     MECHANISMS,
     compute_stats,

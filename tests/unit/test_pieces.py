@@ -9,11 +9,11 @@ import pytest
 
 from ctxwrap import paths
 from ctxwrap.aux.prompts import clean_fact, parse_tag
-from ctxwrap.daemon.rawstore import RawStore
-from ctxwrap.daemon.store import Store
 from ctxwrap.engine.bashout import scrub_temp_paths, split_bash_text
 from ctxwrap.engine.facts import heuristic_fact
 from ctxwrap.errors import SocketSecurityError
+from ctxwrap.state.rawstore import RawStore
+from ctxwrap.state.store import Store
 
 
 def test_relative_or_empty_xdg_counts_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:

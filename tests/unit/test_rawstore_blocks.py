@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from ctxwrap.daemon.rawstore import RawStore, line_blocks_of_file
-from ctxwrap.daemon.store import Store
 from ctxwrap.digest import StreamingDigester
 from ctxwrap.mechanisms.digest import _store_and_digest_file
+from ctxwrap.state.rawstore import RawStore, line_blocks_of_file
+from ctxwrap.state.store import Store
 
 CASES = {
     "seq": b"".join(b"%d\n" % i for i in range(1, 30001)),
@@ -74,7 +74,7 @@ def test_a_large_spill_file_is_read_in_blocks(tmp_path: Path) -> None:
 def test_recall_blocks_keep_every_byte_of_a_huge_line(tmp_path: Path) -> None:
     """Recall reads a stored output in ~1 MB blocks; a line longer than that comes in pieces,
     and no byte may fall between two pieces (the recall reader once dropped one per piece)."""
-    from ctxwrap.daemon.rawstore import _line_blocks
+    from ctxwrap.state.rawstore import _line_blocks
 
     line = "".join(chr(ord("a") + i % 26) for i in range(3 << 20))
     src = tmp_path / "stored.txt"

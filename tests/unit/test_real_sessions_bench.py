@@ -119,6 +119,7 @@ def test_sweep_finds_the_best_policy_under_each_needed_again_cap(one_claude_sess
         assert p["worst_share_pct"] == max(shares, default=0.0)
         # with the write strip off, no write is stripped, so none can be needed again
         assert ("writes" in p["needed_again"]) == p["settings"]["write"]
+
     # masking every result kind hides more than masking only what can be recalled
     def masked(p: dict[str, Any]) -> int:
         return int(p["needed_again"].get("masking", {}).get("interventions", 0))

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ctxwrap.aux import prompts
-from ctxwrap.daemon.rawstore import RawStore
-from ctxwrap.daemon.store import Store
 from ctxwrap.engine.facts import heuristic_fact
+from ctxwrap.state.rawstore import RawStore
+from ctxwrap.state.store import Store
 
 CORPUS = json.loads(
     (Path(__file__).resolve().parent.parent / "fixtures" / "secrets" / "corpus.json").read_text()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ctxwrap.config import Settings
 from ctxwrap.daemon.lifecycle import _RedactingFormatter
-from ctxwrap.daemon.store import Store
 from ctxwrap.mechanisms.aux import AuxCalls
+from ctxwrap.state.store import Store
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 OPENAI_KEY = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"

@@ -462,8 +462,8 @@ def test_a_prompt_quoting_our_markers_is_not_a_sign(tmp_path: Path) -> None:
 
 
 def test_a_session_in_ctxwrap_database_is_flagged(tmp_path: Path) -> None:
-    from ctxwrap.daemon.store import Store
     from ctxwrap.replay._read import ctxwrap_known_sessions
+    from ctxwrap.state.store import Store
 
     store = Store(tmp_path / "ctxwrap.db")
     store.upsert_session(

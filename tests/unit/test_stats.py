@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwrap.daemon.store import Store, connect, migrate
 from ctxwrap.errors import NotFoundError
+from ctxwrap.state.store import Store, connect, migrate
 from ctxwrap.stats import (
     MECHANISMS,
     chars_to_tokens,

@@ -6,7 +6,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from ctxwrap.daemon.store import Store, agent_of, connect
+from ctxwrap.state.store import Store, agent_of, connect
 from ctxwrap.stats import compute_stats
 
 
@@ -67,7 +67,7 @@ def test_agent_of_prefers_the_explicit_field() -> None:
 def test_old_database_migrates_to_agent_pi(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path)
-    from ctxwrap.daemon.store import MIGRATIONS
+    from ctxwrap.state.store import MIGRATIONS
 
     conn.executescript(MIGRATIONS[1])
     conn.execute(

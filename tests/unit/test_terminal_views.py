@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ctxwrap.daemon.store import Store
+from ctxwrap.state.store import Store
 from ctxwrap.stats import MECHANISMS
 
 CTXWRAP = Path(sys.executable).parent / "ctxwrap"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ctxwrap.daemon.session import recall_call
 from ctxwrap.mechanisms.digest import DIGEST_MAX_SHARE, clearly_smaller, digest_header
+from ctxwrap.state.session import recall_call
 
 
 def header(command: str = "sh ./build.sh", handle: str | None = "r50db904d", agent: str = "pi"):

@@ -23,8 +23,8 @@ from typing import Any, TextIO
 
 import re2
 
-from ctxwrap.daemon.store import Store, disk_write_failure
 from ctxwrap.digest import redact_secrets
+from ctxwrap.state.store import Store, disk_write_failure
 
 _CHUNK = 1 << 16
 MAX_LINE_CHARS = 4000  # one absurd line must not fill a recall answer
