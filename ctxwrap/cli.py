@@ -16,17 +16,9 @@ from typing import Any, ClassVar, NoReturn
 import click
 
 from ctxwrap import __version__, paths
-from ctxwrap.errors import CtxwrapError, NotFoundError, SocketSecurityError
+from ctxwrap.errors import CtxwrapError, ExitCode, NotFoundError, SocketSecurityError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-
-class ExitCode(Exception):
-    """Carry a child's exit status up to main() without calling sys.exit elsewhere."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
 
 
 def _echo_json(data: Any) -> None:
@@ -475,7 +467,7 @@ def _readonly_db() -> Any:
 @click.option("--all", "show_all", is_flag=True, help="Include ended sessions.")
 def sessions(as_json: bool, show_all: bool) -> None:
     """List agent sessions (pi, Claude Code, Codex) the daemon knows (live ones by default)."""
-    from ctxwrap.daemon.pidfile import pid_alive
+    from ctxwrap.state.pidfile import pid_alive
 
     conn = _readonly_db()
     rows = (

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwrap import PROTOCOL_VERSION, __version__, paths
 from ctxwrap.daemon.argv import daemon_run_argv
-from ctxwrap.daemon.pidfile import pidfile_locked, read_pidfile
 from ctxwrap.errors import DaemonStartError, DaemonUnreachable, SocketSecurityError
+from ctxwrap.state.pidfile import pidfile_locked, read_pidfile
 
 if TYPE_CHECKING:
     import httpx

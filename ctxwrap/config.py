@@ -24,6 +24,11 @@ from ctxwrap.errors import ConfigError, ConfigExists
 ENV_PREFIX = "PI_CTX_"
 
 
+# aux_backend's value for "the agent's adapter runs aux calls" (pi's providers, the proxies'
+# upstream): named after pi, where it began; users' config files keep that name
+AUX_BY_AGENT = "pi"
+
+
 class Settings(BaseSettings):
     """Every setting, with its default and a one-line meaning (shown by `config show`)."""
 

@@ -423,7 +423,7 @@ def next_steps(session_id: str | None) -> list[str]:
 )
 def demo_cmd(color: bool | None) -> None:
     """Run a real pi session with and without ctxwrap against a scripted model, and compare."""
-    from ctxwrap.cli import ExitCode
+    from ctxwrap.errors import ExitCode
 
     use_color = sys.stdout.isatty() and "NO_COLOR" not in os.environ if color is None else color
     raise ExitCode(run_demo(color=use_color))

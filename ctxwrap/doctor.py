@@ -418,7 +418,7 @@ def check_legacy_daemon() -> Check | None:
     """An older ctxwrap's daemon still running at /tmp/ctxwrap-<uid>, which every HOME of the
     user shared: nothing of this version talks to it (its socket names the state dir now), and
     with `idle_exit_s = 0` it would run until the next reboot. None when there is none."""
-    from ctxwrap.daemon.pidfile import pidfile_locked, read_pidfile
+    from ctxwrap.state.pidfile import pidfile_locked, read_pidfile
 
     old = legacy_runtime_dir()
     try:

@@ -84,3 +84,11 @@ __all__ = [
     "SocketSecurityError",
     "StateWriteError",
 ]
+
+
+class ExitCode(Exception):
+    """Carry a child's exit status up to main() without calling sys.exit elsewhere."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code

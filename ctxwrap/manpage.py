@@ -230,10 +230,9 @@ def _header(title: str, section: int, manual: str, name: str, what: str) -> list
     ]
 
 
-def render_ctxwrap_1(root: click.Group | None = None) -> str:
-    if root is None:
-        from ctxwrap.cli import cli as root
-    assert root is not None
+def render_ctxwrap_1(root: click.Group) -> str:
+    # the command tree comes from the caller (the running CLI, scripts/gen-man.py): the CLI
+    # loads this module lazily, so importing it back here would be a cycle
     out = _header(
         "CTXWRAP", 1, "User Commands", "ctxwrap", "keep a coding agent's context window small"
     )
@@ -302,10 +301,9 @@ def render_ctxwrap_1(root: click.Group | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_ctxwrap_daemon_8(root: click.Group | None = None) -> str:
-    if root is None:
-        from ctxwrap.cli import cli as root
-    assert root is not None
+def render_ctxwrap_daemon_8(root: click.Group) -> str:
+    # the command tree comes from the caller (the running CLI, scripts/gen-man.py): the CLI
+    # loads this module lazily, so importing it back here would be a cycle
     group = root.commands["daemon"]
     out = _header(
         "CTXWRAP-DAEMON",
@@ -426,10 +424,10 @@ def help_cmd(ctx: click.Context, as_man: bool, roff: bool, command: tuple[str, .
     click.echo(cmd.get_help(sub_ctx))
 
 
-def main_gen(out_dir: str) -> None:
-    """Write every page into `out_dir` (used by scripts/gen-man.py)."""
+def main_gen(out_dir: str, root: click.Group) -> None:
+    """Write every page of `root`'s tree into `out_dir` (used by scripts/gen-man.py)."""
     import pathlib
 
     for name, render in PAGES.items():
-        pathlib.Path(out_dir, name).write_text(render(), encoding="utf-8")
+        pathlib.Path(out_dir, name).write_text(render(root), encoding="utf-8")
         print(f"wrote {out_dir}/{name}", file=sys.stderr)

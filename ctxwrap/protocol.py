@@ -100,6 +100,66 @@ class SkillSpec(BaseModel):
     disable_model_invocation: bool = False
 
 
+Agent = Literal["pi", "claude", "codex"]
+
+
+class AgentProfile(BaseModel):
+    """What a mechanism may know of the agent that runs a session: traits, never its name.
+
+    An adapter declares its profile at session start (`SessionStart.profile`); one that sends
+    none gets its agent's entry of :data:`PROFILES`, the traits of the agents this protocol
+    version knows. A fourth agent adds an entry (or sends its own) and no mechanism changes.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # how the model gets a stored raw output back: a tool of ctxwrap's in the agent (pi's
+    # bridge registers ctx_recall), else the `ctxwrap recall` shell command
+    recall_tool: bool = False
+    # where the agent saves a long bash output and names it: a log in its temp dir named in the
+    # result's text and details (pi's spill file), a tool-results file named in the structured
+    # response only (Claude Code's), or none
+    spill: Literal["temp-log", "tool-results", "none"] = "none"
+    # the adapter reports a change of the context's head (a compaction) on every context step,
+    # so a pointer to an earlier identical result never outlives that result (re-read dedup)
+    reports_head_changes: bool = False
+    # the tail decision runs before the request is sent (pi's context hook), so it may wait a
+    # moment for the tail's tags; a proxy's request is already on the wire and never waits
+    tail_waits_for_tags: bool = False
+    # who runs the aux calls the daemon asks for: the agent's own providers, or its upstream
+    aux_runner: Literal["pi", "upstream"] = "upstream"
+    # the agent shows ctxwrap's status line (Claude Code's statusLine command reads a file)
+    status_line: bool = False
+    # the agent's compaction is a summarisation request of its own, one of the session's
+    # calls, that reads the cached conversation and keeps no recent tail (Claude Code, Codex);
+    # else a summary made aside that keeps the recent tail (pi)
+    compaction_is_call: bool = False
+    # when the agent checks its compaction threshold: after each turn, or only at a prompt
+    # (pi 0.73)
+    compaction_check: Literal["turn", "prompt"] = "turn"
+
+
+PROFILES: dict[str, AgentProfile] = {
+    "pi": AgentProfile(
+        recall_tool=True,
+        spill="temp-log",
+        reports_head_changes=True,
+        tail_waits_for_tags=True,
+        aux_runner="pi",
+    ),
+    "claude": AgentProfile(spill="tool-results", status_line=True, compaction_is_call=True),
+    "codex": AgentProfile(compaction_is_call=True),
+}
+# an agent's major version whose traits differ from its entry above
+PROFILES["pi@0"] = PROFILES["pi"].model_copy(update={"compaction_check": "prompt"})
+
+
+def profile_of(agent: str, version: str | None = None) -> AgentProfile:
+    """The profile of an agent that declared none (an unknown one gets the most careful)."""
+    major = (version or "").split(".", 1)[0]
+    return PROFILES.get(f"{agent}@{major}") or PROFILES.get(agent) or AgentProfile()
+
+
 class SessionStart(Request):
     session_id: str = Field(min_length=1, max_length=200)
     session_file: str | None = None
@@ -115,8 +175,10 @@ class SessionStart(Request):
     active_tools: list[str] = Field(default_factory=list)
     # Which agent runs the session (stored in sessions.agent; `ctxwrap stats --by agent`).
     # For "claude" / "codex", pi_version / pi_package name the agent's version and npm package.
-    agent: Literal["pi", "claude", "codex"] = "pi"
+    agent: Agent = "pi"
     compaction: CompactionSettings | None = None
+    # the adapter's traits (AgentProfile); None: its agent's entry of PROFILES
+    profile: AgentProfile | None = None
 
 
 class CatalogUpdate(Request):

@@ -207,6 +207,6 @@ def status_cmd() -> None:
     for line in lines:
         click.echo(line)
     if not healthy:
-        from ctxwrap.cli import ExitCode
+        from ctxwrap.errors import ExitCode
 
         raise ExitCode(3)  # like `systemctl status`: not running / not installed

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from ctxwrap import paths
-from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.errors import NotFoundError
 from ctxwrap.headline import (
@@ -43,6 +42,7 @@ from ctxwrap.mechanisms.cost_accounting import (
     has_column,
     priced_buckets,
 )
+from ctxwrap.state.pidfile import pid_alive
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -13,7 +13,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # the checkout's ctxwrap, even without an install
 
+from ctxwrap.cli import cli  # noqa: E402
 from ctxwrap.manpage import main_gen  # noqa: E402
 
 if __name__ == "__main__":
-    main_gen(str(REPO / "man") if len(sys.argv) < 2 else sys.argv[1])
+    main_gen(str(REPO / "man") if len(sys.argv) < 2 else sys.argv[1], cli)

@@ -26,7 +26,6 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from ctxwrap import __version__, paths
 from ctxwrap.config import load_config
 from ctxwrap.daemon.app import build_app
-from ctxwrap.daemon.pidfile import acquire_pidfile
 from ctxwrap.daemon.service import Daemon
 from ctxwrap.errors import (
     ConfigError,
@@ -36,6 +35,7 @@ from ctxwrap.errors import (
     SocketSecurityError,
     StateWriteError,
 )
+from ctxwrap.state.pidfile import acquire_pidfile
 from ctxwrap.state.store import disk_write_failure, free_space
 
 log = logging.getLogger("ctxwrap.daemon")

@@ -19,7 +19,6 @@ from pathlib import Path
 from ctxwrap import __version__
 from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
-from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.digest.redact import load_patterns, redact_secrets
 from ctxwrap.mechanisms import (
     accounting,
@@ -36,6 +35,7 @@ from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.mechanisms.aux import AuxCalls
 from ctxwrap.mechanisms.lazy import Capabilities
 from ctxwrap.state.eventlog import EventLog
+from ctxwrap.state.pidfile import pid_alive
 from ctxwrap.state.rawstore import InvalidPattern, RawStore, compile_pattern, scan
 from ctxwrap.state.session import PendingAux, SessionRuntime
 from ctxwrap.state.store import Store
@@ -173,7 +173,8 @@ class Daemon:
             # unknown: made live, it would count as a session forever and block idle exit. The
             # 409 tells the bridge to send session_start and try again.
             row = self.store.query(
-                "SELECT pid, agent, ended_at FROM sessions WHERE session_id=?", (session_id,)
+                "SELECT pid, agent, pi_version, ended_at FROM sessions WHERE session_id=?",
+                (session_id,),
             )
             if not row:
                 raise RequestRefused(409, UNKNOWN_SESSION, "register with /v1/sessions/start")
@@ -181,6 +182,7 @@ class Daemon:
             rt.dropped_sigs = self._hidden_signatures(session_id)
             if row[0]["agent"]:
                 rt.agent = str(row[0]["agent"])
+                rt.profile = P.profile_of(rt.agent, row[0]["pi_version"])
             if row[0]["ended_at"] is not None:
                 # Ended (shut down, or reaped while the daemon could not see it): serve this
                 # request, but do not count the session as live again until it registers.
@@ -205,7 +207,12 @@ class Daemon:
             }
         )
         cost_accounting.record_session_model(self.store, req.session_id, req.model, req.compaction)
-        rt = SessionRuntime(req.session_id, req.pid, agent=req.agent)
+        rt = SessionRuntime(
+            req.session_id,
+            req.pid,
+            agent=req.agent,
+            profile=req.profile or P.profile_of(req.agent, req.pi_version),
+        )
         rt.dropped_sigs = self._hidden_signatures(req.session_id)  # a resume keeps its guard
         self.sessions[req.session_id] = rt
         self.last_activity = time.monotonic()
@@ -220,7 +227,7 @@ class Daemon:
             pid=req.pid,
         )
         totals = self.session_totals(req.session_id)
-        if req.agent == "claude":
+        if rt.profile.status_line:
             self._status_line(req.session_id, totals)  # a resumed session shows its figures
         return P.SessionStartReply(config=bridge_view(self.cfg), totals=totals)
 
@@ -302,7 +309,7 @@ class Daemon:
             req.session_id,
             pending.task,
             # the adapter ran it: pi's own providers, or Claude Code's upstream
-            "pi" if rt.agent == "pi" else "upstream",
+            rt.profile.aux_runner,
             req.input_tokens,
             req.output_tokens,
             ok,
@@ -365,7 +372,7 @@ class Daemon:
         accounting.record_turn(self.store, req)
         totals = self.session_totals(req.session_id)
         self._prompt_segment(totals)
-        if rt.agent == "claude":
+        if rt.profile.status_line:
             self._status_line(req.session_id, totals)
         return P.TurnEndReply(totals=totals, config=self._config_view())
 

@@ -18,6 +18,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
+
+# where the agent saves a long output (AgentProfile.spill): a log in its temp dir named in the
+# result (pi's spill file), a tool-results file named in the structured response only (Claude
+# Code's), or none
+SpillKind = Literal["temp-log", "tool-results", "none"]
 
 # pi writes "\n\n[note]" after the shown tail, then at most "\n\n<status line>" (bash.js
 # formatOutput/appendStatus), so the note is anchored to the end of the body.
@@ -135,14 +141,16 @@ def spill_path_refusal(
     pi_tmpdir: str | None,
     from_note: bool,
     call_started_ms: float | None,
-    agent: str = "pi",
+    spill: SpillKind = "temp-log",
 ) -> str | None:
     """Why a reported spill path is not the agent's, judged on the name alone (None: plausible)."""
     if not os.path.isabs(path):
         return "not an absolute path"
     if os.path.normpath(path) != path:
         return "not a normalised path"
-    if agent == "claude":
+    if spill == "none":
+        return "the agent saves no output file"
+    if spill == "tool-results":
         # Only the structured response names it (Claude Code prints no note to trust).
         if from_note:
             return "Claude Code names its saved output only in the tool response"
@@ -164,7 +172,7 @@ def spill_path_refusal(
 
 
 def spill_stat_refusal(
-    st: os.stat_result, *, uid: int, call_started_ms: float | None, agent: str = "pi"
+    st: os.stat_result, *, uid: int, call_started_ms: float | None, spill: SpillKind = "temp-log"
 ) -> str | None:
     """Why an opened file is not the spill file pi wrote during this call (None: it is)."""
     if not stat.S_ISREG(st.st_mode):
@@ -173,7 +181,7 @@ def spill_stat_refusal(
         return f"owned by uid {st.st_uid}, not {uid}"
     # Claude Code hard-links its saved outputs itself, inside the user's own home; pi's spill
     # file sits in a shared temp dir where another user's hard link is the attack.
-    if st.st_nlink != 1 and agent != "claude":
+    if st.st_nlink != 1 and spill != "tool-results":
         return "has other hard links"
     if call_started_ms is not None:
         # A file pi spilled to during the call was created and written after it began;
@@ -191,7 +199,7 @@ def open_trusted_spill(
     pi_tmpdir: str | None,
     call_started_ms: float | None,
     uid: int | None = None,
-    agent: str = "pi",
+    spill: SpillKind = "temp-log",
 ) -> TrustedSpill:
     """Open pi's spill file for this tool call, or say why the output text must be used instead.
 
@@ -208,7 +216,7 @@ def open_trusted_spill(
         pi_tmpdir=pi_tmpdir,
         from_note=from_note,
         call_started_ms=call_started_ms,
-        agent=agent,
+        spill=spill,
     ):
         return TrustedSpill(None, path, why)
     try:
@@ -220,7 +228,7 @@ def open_trusted_spill(
             os.fstat(fd),
             uid=os.geteuid() if uid is None else uid,
             call_started_ms=call_started_ms,
-            agent=agent,
+            spill=spill,
         )
     except OSError as exc:
         why = f"cannot stat it: {exc.strerror}"

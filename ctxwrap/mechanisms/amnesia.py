@@ -210,7 +210,7 @@ async def wait_for_tail_tags(d: AuxView, rt: SessionRuntime, tail_ids: set[str])
     Not for the proxies' agents (Claude Code, Codex): their request is on the wire while it
     waits, and a late DROP still pays as a history mask later (issue 43)."""
     tasks = [t for cid, t in rt.tasks.items() if cid in tail_ids and not t.done()]
-    if tasks and rt.agent == "pi":
+    if tasks and rt.profile.tail_waits_for_tags:
         await asyncio.wait(tasks, timeout=d.cfg.tag_wait_ms / 1000)
     rt.past_tail |= tail_ids
     for cid in tail_ids:
@@ -228,5 +228,5 @@ def drop_tags(d: AuxView, rt: SessionRuntime) -> dict[str, str]:
 def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:
     label = rt.call_args.get(call_id, "tool result")
     handle = rt.handles.get(call_id)
-    recall = f"; recall with {recall_call(rt.agent, handle)}" if handle else ""
+    recall = f"; recall with {recall_call(rt.profile, handle)}" if handle else ""
     return f"[ctxwrap: {label} ({chars:,} chars) was judged not needed for the current task and hidden{recall}]"

@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ctxwrap import protocol as P
+from ctxwrap.config import AUX_BY_AGENT
 from ctxwrap.digest.redact import redact_secrets
 from ctxwrap.state.session import PendingAux, SessionRuntime
 
@@ -61,7 +62,7 @@ class AuxCalls:
 
     def delegated(self) -> bool:
         """The agent adapter runs aux calls (pi's providers, Claude Code's upstream)."""
-        return self.cfg.aux_backend == "pi"
+        return self.cfg.aux_backend == AUX_BY_AGENT
 
     def request(
         self,

@@ -41,6 +41,7 @@ from ctxwrap.engine.cost import (
 if TYPE_CHECKING:
     from ctxwrap import protocol as P
     from ctxwrap.config import Settings
+    from ctxwrap.protocol import AgentProfile
     from ctxwrap.state.store import Store
 
 # -- writes (daemon) ---------------------------------------------------------------------------
@@ -284,6 +285,10 @@ class PricedSession:
         if has_column(conn, "sessions", "agent"):  # schema 2
             row = conn.execute("SELECT agent FROM sessions WHERE session_id=?", (sid,)).fetchone()
             agent = row[0] if row else "pi"
+        # pydantic: imported here, not on the read-only views' import path
+        from ctxwrap.protocol import profile_of
+
+        profile = profile_of(agent, pi_version)
         window: int | None = None
         reserve, keep, enabled = 16384, 20000, True  # pi's defaults
         if new_schema:
@@ -321,7 +326,7 @@ class PricedSession:
             ):
                 comps.append((float(r[0]), int(r[1]), int(r[2]), r[3]))
                 as_call.append(bool(r[4]))
-                plain_too.append(_plain_compacts_too(agent, r[5], bool(r[6]), bool(r[4])))
+                plain_too.append(_plain_compacts_too(profile, r[5], bool(r[6]), bool(r[4])))
         self.comps = comps
         # Claude Code's and Codex's summarisation request is one of the session's calls, priced
         # as such
@@ -329,11 +334,8 @@ class PricedSession:
         self.plain_too = plain_too  # per compaction: does plain compact with it
         summaries = [tokens_of(c[2]) for c in comps if c[2] > 0]
         summary = round(sum(summaries) / len(summaries)) if summaries else DEFAULT_SUMMARY_TOKENS
-        # pi 0.73 checks at prompts only; Claude Code and Codex versions start "2." and "0.":
-        # the version alone does not say which agent it is
-        self.check: Literal["turn", "prompt"] = (
-            "prompt" if agent == "pi" and pi_version.startswith("0.") else "turn"
-        )
+        # pi 0.73 checks at prompts only (its profile says so)
+        self.check: Literal["turn", "prompt"] = profile.compaction_check
         # pi 0.73 can run a compaction twice back to back (its end-of-run check races the
         # next prompt's): two compactions in its session file, the second on the same
         # tokensBefore. Calls only come after the compactions read here.
@@ -355,8 +357,8 @@ class PricedSession:
             enabled=enabled,
             check=self.check,
             summary_tokens=summary,
-            summarise_cached=agent in ("claude", "codex"),
-            keeps_tail=agent not in ("claude", "codex"),
+            summarise_cached=profile.compaction_is_call,
+            keeps_tail=not profile.compaction_is_call,
         )
         self.growth_at = _growth_at_compactions(conn, sid, comps)
         # what has been read: calls (and the state of reading them), turns, aux calls
@@ -658,7 +660,7 @@ PlainToo = Literal["", "priced", "call", "behind"]
 
 
 def _plain_compacts_too(
-    agent: str, reason: object, from_extension: bool, as_call: bool
+    profile: AgentProfile, reason: object, from_extension: bool, as_call: bool
 ) -> PlainToo:
     """Whether the plain session compacts with one of the session's own (CallSizes):
     - the user's `/compact` (a manual one ctxwrap did not ask for) happens under plain too —
@@ -672,7 +674,7 @@ def _plain_compacts_too(
     """
     if reason == "manual" and not from_extension:
         return "call" if as_call else "priced"
-    if agent in ("claude", "codex") and as_call:
+    if profile.compaction_is_call and as_call:
         return "behind"
     return ""
 

@@ -33,9 +33,14 @@ _READERS = frozenset({"read"})
 def note_result(d: StoreView, rt: SessionRuntime, req: P.ToolResult) -> bool:
     """Record a read's result; True when it repeats an earlier one the model still has whole
     (its tail edit is then a pointer, made at the next context step)."""
-    # pi only: its bridge reports head changes (compaction) on every context step; the Claude
-    # Code proxy does not yet, and a pointer to a read compacted away would point at nothing.
-    if not d.cfg.dedup or rt.agent != "pi" or req.tool_name not in _READERS or req.is_error:
+    # Only where the adapter reports head changes (compaction) on every context step (pi's
+    # bridge; the proxies do not yet): a pointer to a read compacted away would point at nothing.
+    if (
+        not d.cfg.dedup
+        or not rt.profile.reports_head_changes
+        or req.tool_name not in _READERS
+        or req.is_error
+    ):
         return False
     sig = args_sig(req.tool_name, req.input)
     digest = result_digest(req.text)
@@ -80,7 +85,7 @@ def settle(d: StoreView, rt: SessionRuntime, req: P.ContextRequest) -> None:
 def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:
     earlier = rt.dedups.get(call_id)
     handle = rt.handles.get(earlier.tool_call_id) if earlier is not None else None
-    recall = recall_call(rt.agent, handle) if handle else None
+    recall = recall_call(rt.profile, handle) if handle else None
     return pointer_text(rt.call_args.get(call_id, "read"), chars, recall)
 
 

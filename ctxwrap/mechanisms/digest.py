@@ -56,10 +56,10 @@ async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P
     # Only the agent's own report names a spill file, and only a checked one is read (invariant 7).
     with open_trusted_spill(
         req.full_output_path,
-        parsed.full_output_path if rt.agent == "pi" else None,
+        parsed.full_output_path if rt.profile.spill == "temp-log" else None,
         pi_tmpdir=req.pi_tmpdir,
         call_started_ms=req.call_started_ms,
-        agent=rt.agent,
+        spill=rt.profile.spill,
     ) as spill:
         if spill.refused:
             d.events.write(
@@ -82,7 +82,7 @@ async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P
         lines=digest.original_lines,
         chars=digest.original_chars,
         handle=handle,
-        recall=recall_call(rt.agent, handle) if handle else None,
+        recall=recall_call(rt.profile, handle) if handle else None,
     )
     extract = scrub_temp_paths(digest.text)
     text = header + "\n" + extract

@@ -209,7 +209,7 @@ def _label(
 
 
 def _edit(rt: SessionRuntime, c: MaskCandidate, handle: str, label: str) -> MaskEdit:
-    text = tombstone_text(label, c.chars, c.reason, recall_call(rt.agent, handle))
+    text = tombstone_text(label, c.chars, c.reason, recall_call(rt.profile, handle))
     return MaskEdit(
         toolCallId=c.toolCallId, text=text, savedChars=c.chars - u16len(text), reason=c.reason
     )

@@ -68,6 +68,7 @@ from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.mechanisms.digest import clearly_smaller, digest_header, digest_status
 from ctxwrap.mechanisms.masking import tombstone_text
 from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
+from ctxwrap.protocol import PROFILES, profile_of
 from ctxwrap.replay._calibrate import Calibration
 from ctxwrap.replay._events import (
     ClearedResults,
@@ -387,7 +388,7 @@ def _digest_text(text: str, command: str, max_chars: int) -> tuple[str | None, s
         lines=digest.original_lines,
         chars=digest.original_chars,
         handle=PLACEHOLDER_HANDLE,
-        recall=recall_call("pi", PLACEHOLDER_HANDLE),
+        recall=recall_call(PROFILES["pi"], PLACEHOLDER_HANDLE),
     )
     extract = scrub_temp_paths(digest.text)
     out = header + "\n" + extract
@@ -544,6 +545,7 @@ class SessionSimulator:
         self.th = th
         self.tagger = tagger
         self.r = SessionReplay(path=path, fmt="?", session_id=path)
+        self.profile = profile_of("?")  # the adapter's traits, once the header names the agent
         if calibration is not None:
             self.r.rate = calibration.rate
             self.r.rate_source = calibration.source
@@ -796,6 +798,7 @@ class SessionSimulator:
                 self._cleared(ev)
             elif isinstance(ev, Header):
                 self.r.fmt = ev.fmt
+                self.profile = profile_of(ev.fmt)
                 self.r.session_id = ev.session_id
                 self.r.cwd = ev.cwd
                 self.r.started_at = ev.ts
@@ -1282,7 +1285,7 @@ class SessionSimulator:
         results the bridge sends: at least amnesia_min_tokens; the earlier result still whole)."""
         if (
             not self.th.dedup
-            or self.r.fmt != "pi"
+            or not self.profile.reports_head_changes
             or m.tool_name != "read"
             or tokens(m.chars) < self.th.amnesia_min_tokens
         ):
@@ -1395,7 +1398,7 @@ class SessionSimulator:
         )
         if not plan and not due:
             return None
-        recall = recall_call("pi" if self.r.fmt == "pi" else "claude", PLACEHOLDER_HANDLE)
+        recall = recall_call(self.profile, PLACEHOLDER_HANDLE)
         texts = [
             tombstone_text(by_call[c.toolCallId].label, c.chars, c.reason, recall) for c in plan
         ]
@@ -1580,7 +1583,7 @@ class SessionSimulator:
         saved = dict(self.saved)
         if self.th.lazy_skills:
             saved["skills"] = self.system.skills_chars
-        saved["tools"] = -OWN_TOOLS_CHARS if self.r.fmt == "pi" else 0
+        saved["tools"] = -OWN_TOOLS_CHARS if self.profile.recall_tool else 0
         self.r.calls.append(
             CallFigures(
                 index=index,

@@ -11,6 +11,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwrap.protocol import AgentProfile, profile_of
+
 
 def chars_to_tokens(chars: int) -> int:
     """The token estimate pi itself uses: chars/4, rounded up."""
@@ -36,6 +38,8 @@ class SessionRuntime:
     session_id: str
     pid: int
     agent: str = "pi"
+    # the adapter's traits: what a mechanism reads instead of the agent's name
+    profile: AgentProfile = field(default_factory=lambda: profile_of("pi"))
     user_prompt: str = ""
     tags: dict[str, str] = field(default_factory=dict)  # toolCallId → DROP | RETAIN | PENDING
     handles: dict[str, str] = field(default_factory=dict)  # toolCallId → raw-output handle
@@ -67,8 +71,8 @@ def call_label(tool: str, args: dict[str, Any]) -> str:
     return tool
 
 
-def recall_call(agent: str, handle: str) -> str:
-    """How the model gets at a stored raw output: pi has our tool, other agents run the CLI."""
-    if agent == "pi":
+def recall_call(profile: AgentProfile, handle: str) -> str:
+    """How the model gets at a stored raw output: our tool where the agent has it, else the CLI."""
+    if profile.recall_tool:
         return f'ctx_recall(handle="{handle}", pattern=...)'
     return f"the shell command `ctxwrap recall {handle} PATTERN`"

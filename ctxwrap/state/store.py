@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 log = logging.getLogger("ctxwrap.daemon")
 
@@ -240,8 +240,10 @@ MIGRATIONS: list[str] = [
 
 def agent_of(row: dict[str, Any]) -> str:
     """The session's agent: SessionStart.agent when the caller passes it, else from the package."""
+    from ctxwrap.protocol import Agent  # pydantic: not on the read-only views' import path
+
     agent = row.get("agent")
-    if agent in ("pi", "claude", "codex"):
+    if agent in get_args(Agent):
         return str(agent)
     return "claude" if "claude-code" in str(row.get("pi_package") or "") else "pi"
 

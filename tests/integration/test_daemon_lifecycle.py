@@ -24,8 +24,8 @@ import pytest
 from support import CTXWRAP, Xdg, client, ctxwrap, wait_ready
 
 from ctxwrap import __version__
-from ctxwrap.daemon.pidfile import pidfile_locked
 from ctxwrap.protocol import PROTOCOL_VERSION
+from ctxwrap.state.pidfile import pidfile_locked
 
 STATUS_FIELDS = {"state", "pid", "version", "socket", "uptime_s", "sessions"}
 
@@ -263,7 +263,7 @@ OLD_DAEMON = r'''
 import json, os, socketserver, sys
 from http.server import BaseHTTPRequestHandler
 from ctxwrap import __version__, paths
-from ctxwrap.daemon.pidfile import acquire_pidfile
+from ctxwrap.state.pidfile import acquire_pidfile
 
 lock = acquire_pidfile(paths.pidfile_path())
 

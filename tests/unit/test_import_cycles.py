@@ -66,15 +66,49 @@ def _imports(
                     yield from _imports(inner, package, mods, nested=nested)
 
 
+def _importlib_targets(tree: ast.Module, mods: dict[str, Path]) -> Iterator[str]:
+    """Modules a module loads through importlib: string constants naming a ctxwrap module
+    (`"ctxwrap.stats"`, or `"ctxwrap.stats:stats_command"` as the CLI's lazy table has them),
+    in a module that calls `import_module` — an edge no import statement shows."""
+    if not any(isinstance(n, ast.Attribute) and n.attr == "import_module" for n in ast.walk(tree)):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            target = node.value.partition(":")[0]
+            if target in mods:
+                yield target
+
+
 def import_graph(*, nested: bool) -> dict[str, set[str]]:
     mods = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        found = _imports(tree.body, package, mods, nested=nested)
+        found = set(_imports(tree.body, package, mods, nested=nested))
+        if nested:
+            found |= set(_importlib_targets(tree, mods))
         graph[name] = {m for m in found if m in mods and m != name}
     return graph
+
+
+def package_of(module: str) -> str:
+    """`ctxwrap.mechanisms.dedup` → `ctxwrap.mechanisms`; a top-level module is its own."""
+    parts = module.split(".")
+    if len(parts) > 2 or ((ROOT / parts[-1]).is_dir() and len(parts) == 2):
+        return ".".join(parts[:2])
+    return module
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        node = package_of(mod)
+        out.setdefault(node, set())
+        for dep in deps:
+            if package_of(dep) not in (node, "ctxwrap"):
+                out[node].add(package_of(dep))
+    return out
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -125,6 +159,11 @@ def test_no_module_level_import_cycle() -> None:
 
 def test_no_import_cycle_through_in_function_imports() -> None:
     assert cycles(import_graph(nested=True)) == []
+
+
+def test_the_graph_sees_importlib_edges() -> None:
+    graph = import_graph(nested=True)
+    assert "ctxwrap.replay.command" in graph["ctxwrap.cli"]  # the CLI's lazy command table
 
 
 def test_the_graph_sees_late_imports_but_not_type_checking_ones() -> None:

@@ -172,18 +172,18 @@ def test_claude_saved_output_is_trusted_only_in_its_tool_results_dir(tmp_path: P
     saved = results / "b3x9k2.txt"
     saved.write_text("line\n" * 10)
     with open_trusted_spill(
-        str(saved), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
+        str(saved), None, pi_tmpdir=None, call_started_ms=None, spill="tool-results"
     ) as spill:
         assert spill.refused is None and spill.source is not None
     elsewhere = tmp_path / "secret.txt"
     elsewhere.write_text("password\n")
     with open_trusted_spill(
-        str(elsewhere), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
+        str(elsewhere), None, pi_tmpdir=None, call_started_ms=None, spill="tool-results"
     ) as spill:
         assert spill.source is None and "tool-results" in (spill.refused or "")
     # A pi-style note in the output text never names a file for a Claude Code session.
     with open_trusted_spill(
-        None, str(saved), pi_tmpdir=None, call_started_ms=None, agent="claude"
+        None, str(saved), pi_tmpdir=None, call_started_ms=None, spill="tool-results"
     ) as spill:
         assert spill.source is None and spill.refused
 
@@ -196,7 +196,7 @@ def test_claude_saved_output_that_is_a_symlink_is_refused(tmp_path: Path) -> Non
     link = results / "abc.txt"
     link.symlink_to(target)
     with open_trusted_spill(
-        str(link), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
+        str(link), None, pi_tmpdir=None, call_started_ms=None, spill="tool-results"
     ) as spill:
         assert spill.source is None and spill.refused
 
@@ -208,6 +208,6 @@ def test_claude_saved_output_may_be_hard_linked_by_claude_code(tmp_path: Path) -
     saved.write_text("x\n" * 5)
     os.link(saved, tmp_path / "claude-own-copy.txt")  # Claude Code keeps a second link itself
     with open_trusted_spill(
-        str(saved), None, pi_tmpdir=None, call_started_ms=None, agent="claude"
+        str(saved), None, pi_tmpdir=None, call_started_ms=None, spill="tool-results"
     ) as spill:
         assert spill.refused is None and spill.source is not None

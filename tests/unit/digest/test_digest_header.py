@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ctxwrap.mechanisms.digest import DIGEST_MAX_SHARE, clearly_smaller, digest_header
+from ctxwrap.protocol import profile_of
 from ctxwrap.state.session import recall_call
 
 
@@ -16,7 +17,7 @@ def header(command: str = "sh ./build.sh", handle: str | None = "r50db904d", age
         lines=20006,
         chars=667198,
         handle=handle,
-        recall=recall_call(agent, handle) if handle else None,
+        recall=recall_call(profile_of(agent), handle) if handle else None,
     ).split("\n")
 
 

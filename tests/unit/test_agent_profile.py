@@ -1,0 +1,96 @@
+"""The core reads an agent's traits (AgentProfile), never its name (issue 42).
+
+Mechanisms, the daemon, the state, the engine, the digester and the aux plumbing run for every
+agent alike; what differs between pi, Claude Code and Codex is declared once, as a profile,
+and a fourth agent adds a profile, not a branch.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import ctxwrap
+from ctxwrap import protocol as P
+from ctxwrap.state.session import recall_call
+
+ROOT = Path(ctxwrap.__file__).parent
+CORE = ("mechanisms", "daemon", "state", "engine", "digest", "aux")
+NAMES = {"pi", "claude", "codex"}
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value} & NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {n for e in node.elts for n in _names_in(e)}
+    return set()
+
+
+def agent_name_branches(source: str) -> list[int]:
+    """Lines that compare something with an agent's name (`== "pi"`, `in ("claude", …)`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(
+            _names_in(side) for side in (node.left, *node.comparators)
+        ):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_core_never_branches_on_an_agents_name() -> None:
+    offenders = {
+        f"{path.relative_to(ROOT)}:{line}"
+        for package in CORE
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for line in agent_name_branches(path.read_text(encoding="utf-8"))
+    }
+    assert offenders == set()
+
+
+def test_the_check_sees_a_branch() -> None:
+    assert agent_name_branches('if rt.agent == "pi":\n    pass\n') == [1]
+    assert agent_name_branches('x = agent in ("claude", "codex")\n') == [1]
+    assert agent_name_branches("if rt.profile.recall_tool:\n    pass\n") == []
+
+
+def test_every_agent_has_a_profile_and_an_unknown_one_gets_the_careful_defaults() -> None:
+    for agent in P.PROFILES:
+        assert isinstance(P.profile_of(agent.partition("@")[0]), P.AgentProfile)
+    unknown = P.profile_of("aider")
+    assert unknown == P.AgentProfile()
+    # nothing that needs the agent's cooperation: no tool of ours, no spill file trusted, no
+    # wait before a request, no pointer without head-change reports
+    assert not (unknown.recall_tool or unknown.tail_waits_for_tags or unknown.reports_head_changes)
+    assert unknown.spill == "none"
+
+
+@pytest.mark.parametrize(
+    ("agent", "version", "check"), [("pi", "0.73.1", "prompt"), ("pi", "1.6.0", "turn")]
+)
+def test_a_version_with_other_traits_gets_its_own(agent: str, version: str, check: str) -> None:
+    assert P.profile_of(agent, version).compaction_check == check
+
+
+def test_a_declared_profile_is_what_the_session_start_carries() -> None:
+    req = P.SessionStart.model_validate(
+        {
+            "session_id": "s",
+            "cwd": "/",
+            "pid": 1,
+            "agent": "codex",
+            "profile": {"recall_tool": True},
+        }
+    )
+    assert req.profile is not None and req.profile.recall_tool
+    with pytest.raises(ValueError):
+        P.SessionStart.model_validate(
+            {"session_id": "s", "cwd": "/", "pid": 1, "profile": {"no_such_trait": 1}}
+        )
+
+
+def test_recall_wording_follows_the_trait_not_the_name() -> None:
+    assert recall_call(P.AgentProfile(recall_tool=True), "r1").startswith("ctx_recall(")
+    assert "`ctxwrap recall r1 PATTERN`" in recall_call(P.profile_of("codex"), "r1")
