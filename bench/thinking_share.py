@@ -20,11 +20,13 @@ every later request. Per Claude Code session this prints:
   prompt (cache read first: old thinking sits early in the prefix), as a share of the
   session's recorded input bill (input + cache reads + cache writes, weighted tokens, as
   `ctxwrap replay` prices the bill) and of its money with output;
-- of that, earlier turns: the thinking of turns before the last human prompt — what the
-  provider's `clear_thinking_20251015` (keep the last thinking turn) would leave out —
-  gross, and net of the cache rewrite each clearing costs (everything after the first cleared
-  block written again where the request read it); and `cold`: the same left out only at
-  requests that read no more than the fixed prefix anyway (no rewrite to pay).
+- of that, earlier turns: the thinking of turns before the last human prompt, which the
+  provider's `clear_thinking_20251015` can leave out server-side; and what each clearing rule
+  (RULES: at `every` prompt — keep the last thinking turn —, only at `cold` requests — those
+  that read no more than the fixed prefix anyway —, where it pays `payback` within as many
+  requests as the context has had, and with hindsight, `oracle`) would leave out, net of the
+  cache rewrite each clearing causes (everything after the first cleared block written again
+  where the request had read it), as a share of the same bill.
 
 Then the median and the worst over sessions of at least `--min-calls` requests. Nothing is
 copied out of the transcripts; they are read in place.
@@ -39,7 +41,7 @@ import itertools
 import json
 import statistics
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,13 +110,13 @@ class SessionShare:
     carried_weighted: float
     carried_usd: float | None
     earlier_weighted: float
-    rewrite_weighted: float  # cache rewrites clearing at every prompt costs
-    cold_weighted: float  # earlier turns left out only at cold requests
+    # per clearing rule (RULES): (weighted tokens it leaves out, weighted cost of the cache
+    # rewrites it causes, clearings)
+    policies: dict[str, tuple[float, float, int]]
     share_pct: float | None = None
     share_usd_pct: float | None = None
     earlier_pct: float | None = None
-    keep1_net_pct: float | None = None
-    cold_pct: float | None = None
+    net_pct: dict[str, float | None] = field(default_factory=dict)  # per rule: net share
     notes: list[str] = field(default_factory=list)
 
     def finish(self) -> SessionShare:
@@ -123,8 +125,7 @@ class SessionShare:
 
         self.share_pct = pct(self.carried_weighted)
         self.earlier_pct = pct(self.earlier_weighted)
-        self.keep1_net_pct = pct(self.earlier_weighted - self.rewrite_weighted)
-        self.cold_pct = pct(self.cold_weighted)
+        self.net_pct = {k: pct(saved - cost) for k, (saved, cost, _) in self.policies.items()}
         if self.bill_usd and self.carried_usd is not None:
             self.share_usd_pct = round(100.0 * self.carried_usd / self.bill_usd, 2)
         return self
@@ -295,63 +296,40 @@ def measure(
     keep_earlier = kept is None or kept >= 0.5
     model = next((r for r in (_model(e) for e in events) if r), None)
     prices = default_prices(model)
-    w_read = price_recorded(prices, uncached=0, read=1_000_000, write=0, write_1h=0, output=0)
     bill_w = 0.0
     bill_usd: float | None = 0.0
-    carried_w = earlier_w = rewrite_w = cold_w = 0.0
+    carried_w = earlier_w = 0.0
     carried_usd: float | None = 0.0
     carried_tokens = earlier_tokens = 0.0
-    # thinking of the current context: per turn, and where the last cold request stood
-    by_turn: dict[int, float] = {}
+    by_turn: dict[int, float] = {}  # thinking of the current context, per turn
     context = -1
-    cold_turn = -1  # turns before this one were left out at the last cold request
-    prev: Response | None = None
-    turn_start: dict[int, int] = {}  # turn → prompt size of its first request
     for r in rs:
         if r.context != context:
-            context, by_turn, cold_turn, prev, turn_start = r.context, {}, -1, None, {}
-        if r.prompt is None:
-            by_turn[r.turn] = by_turn.get(r.turn, 0.0) + r.thinking_tokens
-            continue
-        turn_start.setdefault(r.turn, r.prompt)
-        bill = price_recorded(
-            prices,
-            uncached=r.uncached,
-            read=r.read,
-            write=r.write,
-            write_1h=r.write_1h,
-            output=r.output,
-        )
-        bill_w += bill.weighted_tokens
-        bill_usd = None if bill_usd is None or bill.usd is None else bill_usd + bill.usd
-        this_turn = by_turn.get(r.turn, 0.0)
-        earlier = sum(v for t, v in by_turn.items() if t < r.turn) if keep_earlier else 0.0
-        carried = this_turn + earlier
-        carried_tokens += carried
-        earlier_tokens += earlier
-        w, usd = _slice_cost(r, carried, prices)
-        carried_w += w
-        carried_usd = None if carried_usd is None or usd is None else carried_usd + usd
-        ew, _ = _slice_cost(r, earlier, prices)
-        earlier_w += ew
-        cold = prev is not None and r.read < COLD_READ_SHARE * (prev.prompt or 0)
-        if keep_earlier and prev is not None and r.turn != prev.turn and not cold:
-            # clearing the previous turn's thinking rewrites everything after its first block
-            gone = by_turn.get(prev.turn, 0.0)
-            if gone > 0:
-                span = max(0.0, r.prompt - turn_start.get(prev.turn, r.prompt) - gone)
-                span = min(span, float(r.read))
-                # the rewrite: each token written instead of read
-                rw, _ = _slice_cost_write(r, span, prices)
-                rewrite_w += rw - span * w_read.weighted_tokens / 1_000_000
-        if keep_earlier and cold:
-            cold_turn = r.turn
-        if keep_earlier and cold_turn >= 0:
-            left_out = sum(v for t, v in by_turn.items() if t < cold_turn)
-            cw, _ = _slice_cost(r, left_out, prices)
-            cold_w += cw
-        by_turn[r.turn] = this_turn + r.thinking_tokens
-        prev = r
+            context, by_turn = r.context, {}
+        if r.prompt is not None:
+            bill = price_recorded(
+                prices,
+                uncached=r.uncached,
+                read=r.read,
+                write=r.write,
+                write_1h=r.write_1h,
+                output=r.output,
+            )
+            bill_w += bill.weighted_tokens
+            bill_usd = None if bill_usd is None or bill.usd is None else bill_usd + bill.usd
+            this_turn = by_turn.get(r.turn, 0.0)
+            earlier = sum(v for t, v in by_turn.items() if t < r.turn) if keep_earlier else 0.0
+            carried_tokens += this_turn + earlier
+            earlier_tokens += earlier
+            w, usd = _slice_cost(r, this_turn + earlier, prices)
+            carried_w += w
+            carried_usd = None if carried_usd is None or usd is None else carried_usd + usd
+            earlier_w += _slice_cost(r, earlier, prices)[0]
+        by_turn[r.turn] = by_turn.get(r.turn, 0.0) + r.thinking_tokens
+    policies = {
+        name: simulate_clearing(rs, prices, rule) if keep_earlier else (0.0, 0.0, 0)
+        for name, rule in RULES.items()
+    }
     with_usage = [r for r in rs if r.prompt is not None]
     thinkers = [r for r in with_usage if r.thinking]
     sig_total = sum(r.signature_chars for r in thinkers)
@@ -382,27 +360,99 @@ def measure(
         carried_weighted=round(carried_w, 1),
         carried_usd=None if carried_usd is None else round(carried_usd, 4),
         earlier_weighted=round(earlier_w, 1),
-        rewrite_weighted=round(rewrite_w, 1),
-        cold_weighted=round(cold_w, 1),
+        policies={k: (round(a, 1), round(b, 1), n) for k, (a, b, n) in policies.items()},
         notes=notes,
     ).finish()
 
 
-def _slice_cost_write(r: Response, tokens: float, prices: Any) -> tuple[float, float | None]:
-    """`tokens` of `r`'s prompt written to the cache at its own write rate (1-hour where its
-    writes were)."""
+def _rewrite_cost(r: Response, tokens: float, prices: Any) -> float:
+    """`tokens` of `r`'s prompt written to the cache (at its own write rate: 1-hour where its
+    writes were) instead of read: the weighted cost a clearing adds."""
     if tokens <= 0:
-        return 0.0, 0.0
+        return 0.0
+    n = round(tokens)
     one_hour = r.write > 0 and 2 * r.write_1h >= r.write
-    c = price_recorded(
-        prices,
-        uncached=0,
-        read=0,
-        write=round(tokens),
-        write_1h=round(tokens) if one_hour else 0,
-        output=0,
+    wrote = price_recorded(
+        prices, uncached=0, read=0, write=n, write_1h=n if one_hour else 0, output=0
     )
-    return c.weighted_tokens, c.input_usd
+    read = price_recorded(prices, uncached=0, read=n, write=0, write_1h=0, output=0)
+    return wrote.weighted_tokens - read.weighted_tokens
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a clearing rule is asked at a new human prompt or a cold request."""
+
+    per_request: float  # weighted tokens clearing saves on each later request
+    rewrite: float  # weighted cost of the cache rewrite it causes (0 when cold)
+    cold: bool  # the request read no more than the fixed prefix anyway
+    so_far: int  # requests of this context before this one
+    remaining: int  # requests of this context from this one on (hindsight: `oracle` only)
+
+
+# When to clear earlier turns' thinking (the provider's clear_thinking_20251015, keep = the
+# turns since the last clearing).
+Rule = Callable[[Decision], bool]
+PAYBACK_MIN_REQUESTS = 10  # the payback rule's horizon: at least this many later requests …
+RULES: dict[str, Rule] = {
+    # every prompt: keep = the last thinking turn (the API's default before Opus 4.5 and
+    # Sonnet 4.6)
+    "every": lambda d: True,
+    # only where the cache is cold anyway
+    "cold": lambda d: d.cold,
+    # where it pays back within as many later requests as the context has had (at least
+    # PAYBACK_MIN_REQUESTS): a context that has run long is taken to run about as long again
+    "payback": lambda d: d.cold or d.per_request * max(PAYBACK_MIN_REQUESTS, d.so_far) >= d.rewrite,
+    # with hindsight: where it pays back over the requests the context really had left
+    "oracle": lambda d: d.cold or d.per_request * d.remaining >= d.rewrite,
+}
+
+
+def simulate_clearing(rs: Sequence[Response], prices: Any, rule: Rule) -> tuple[float, float, int]:
+    """(weighted tokens of earlier thinking left out, weighted cost of the cache rewrites,
+    clearings) under `rule`, where the API keeps earlier turns' thinking. A clearing leaves
+    out every earlier turn's thinking and rewrites the cache from its first cleared block on
+    (the tokens after it that the request had read: written now, at the write rate)."""
+    saved = cost = 0.0
+    clears = 0
+    sizes: dict[int, int] = {}
+    for r in rs:
+        if r.prompt is not None:
+            sizes[r.context] = sizes.get(r.context, 0) + 1
+    so_far = 0
+    context = -1
+    by_turn: dict[int, float] = {}
+    turn_start: dict[int, int] = {}  # turn → prompt size of its first request
+    cleared_below = -1  # turns before this one have their thinking cleared
+    prev: Response | None = None
+    for r in rs:
+        if r.context != context:
+            context, by_turn, turn_start, cleared_below, prev = r.context, {}, {}, -1, None
+            so_far = 0
+        if r.prompt is not None:
+            turn_start.setdefault(r.turn, r.prompt)
+            cold = prev is not None and r.read < COLD_READ_SHARE * (prev.prompt or 0)
+            if prev is not None and (r.turn != prev.turn or cold):
+                pending = sorted(
+                    t for t, v in by_turn.items() if cleared_below <= t < r.turn and v > 0
+                )
+                if pending:
+                    gone = sum(by_turn[t] for t in pending)
+                    span = r.prompt - turn_start.get(pending[0], r.prompt) - gone
+                    span = 0.0 if cold else min(float(r.read), max(0.0, span))
+                    rewrite = _rewrite_cost(r, span, prices)
+                    per_request = _slice_cost(r, gone, prices)[0]
+                    left = sizes[context] - so_far
+                    if rule(Decision(per_request, rewrite, cold, so_far, left)):
+                        cost += rewrite
+                        cleared_below = r.turn
+                        clears += 1
+            left_out = sum(v for t, v in by_turn.items() if t < cleared_below)
+            saved += _slice_cost(r, left_out, prices)[0]
+            prev = r
+            so_far += 1
+        by_turn[r.turn] = by_turn.get(r.turn, 0.0) + r.thinking_tokens
+    return saved, cost, clears
 
 
 def _model(ev: Event) -> str | None:
@@ -448,19 +498,23 @@ def summarise(rows: Sequence[SessionShare], min_calls: int) -> dict[str, Any]:
         "median_share_pct": med("share_pct"),
         "median_share_usd_pct": med("share_usd_pct"),
         "median_earlier_pct": med("earlier_pct"),
-        "median_keep1_net_pct": med("keep1_net_pct"),
-        "median_cold_pct": med("cold_pct"),
+        "median_net_pct": {k: _median([r.net_pct.get(k) for r in big]) for k in RULES},
         "worst": None
         if worst is None
         else {"file": worst.file, "session": worst.session, "share_pct": worst.share_pct},
     }
 
 
+def _median(vals: Sequence[float | None]) -> float | None:
+    known = [v for v in vals if v is not None]
+    return round(statistics.median(known), 2) if known else None
+
+
 def render(rows: Sequence[SessionShare], summary: dict[str, Any]) -> str:
     head = (
         f"{'session':<34} {'model':<26} {'ver':<8} {'calls':>5} {'think':>5} {'rate':>5} "
         f"{'resid':>6} {'kept':>5} {'written':>8} {'carried':>10} {'share':>6} {'$share':>6} "
-        f"{'earlier':>7} {'keep1':>6} {'cold':>6}"
+        f"{'earlier':>7}" + "".join(f" {k:>7}" for k in RULES)
     )
     lines = [head]
 
@@ -474,14 +528,14 @@ def render(rows: Sequence[SessionShare], summary: dict[str, Any]) -> str:
             f"{r.thinking_responses:>5} {r.rate:>5.2f} {f(r.visible_residual, '.0f'):>6} "
             f"{f(r.kept, '.2f'):>5} {r.thinking_written:>8,} {r.carried_tokens:>10,} "
             f"{f(r.share_pct):>5}% {f(r.share_usd_pct):>5}% {f(r.earlier_pct):>6}% "
-            f"{f(r.keep1_net_pct):>5}% {f(r.cold_pct):>5}%"
+            + "".join(f" {f(r.net_pct.get(k)):>6}%" for k in RULES)
         )
     s = summary
     lines.append(
         f"sessions of >= {s['min_calls']} calls: {s['sessions']}; median share of the input "
         f"bill {f(s['median_share_pct'])}% (money with output {f(s['median_share_usd_pct'])}%); "
-        f"earlier turns {f(s['median_earlier_pct'])}%, net of rewrites "
-        f"{f(s['median_keep1_net_pct'])}%, at cold requests only {f(s['median_cold_pct'])}%"
+        f"earlier turns {f(s['median_earlier_pct'])}%; left out, net of the rewrites: "
+        + ", ".join(f"{k} {f(v)}%" for k, v in s["median_net_pct"].items())
     )
     lines.append(
         f"of them where the API kept earlier turns' thinking: {s['kept_sessions']}, median "

@@ -85,12 +85,17 @@ def test_thinking_the_api_kept_is_priced_in_every_later_request(tmp_path: Path) 
     bill = 10_000 * 1.25 + (12_370 + 12_777) * 0.1 + 2 * 37 * 1.25
     assert s.bill_weighted == pytest.approx(bill, abs=0.1)
     assert s.share_pct == pytest.approx(round(100 * 400 / bill, 2))
-    # clearing the first turn's thinking at request 2 rewrites what followed it: the 407
-    # tokens after its first block (12,407 - 10,000 - 2,000), written at 1.25 instead of read
+    # clearing the first turn's thinking at request 2 (what `every` and `payback` do) leaves
+    # it out of requests 2 and 3, and rewrites what followed it: the 407 tokens after its
+    # first block (12,407 - 10,000 - 2,000), written at 1.25 instead of read at 0.1
     rewrite = 407 * (1.25 - 0.1)
-    assert s.rewrite_weighted == pytest.approx(rewrite, abs=0.1)
-    assert s.keep1_net_pct == pytest.approx(round(100 * (400 - rewrite) / bill, 2), abs=0.01)
-    assert s.cold_pct == 0.0  # no request went cold
+    for rule in ("every", "payback"):
+        saved, cost, clears = s.policies[rule]
+        assert saved == pytest.approx(2 * T1 * 0.1) and clears == 1
+        assert cost == pytest.approx(rewrite, abs=0.1)
+        assert s.net_pct[rule] == pytest.approx(100 * (400 - rewrite) / bill, abs=0.01)
+    # no request went cold; with hindsight two requests left do not pay the rewrite back
+    assert s.policies["cold"] == (0.0, 0.0, 0) and s.policies["oracle"] == (0.0, 0.0, 0)
 
 
 def test_thinking_the_api_dropped_counts_only_within_its_own_turn(tmp_path: Path) -> None:
@@ -117,7 +122,8 @@ def test_thinking_the_api_dropped_counts_only_within_its_own_turn(tmp_path: Path
     [s] = ts.measure_file(f)
     assert s.kept == 0.0 and s.boundaries == 1
     assert s.carried_tokens == T1  # request 2 only: within the turn that thought
-    assert s.earlier_tokens == 0 and s.earlier_weighted == 0.0 and s.rewrite_weighted == 0.0
+    assert s.earlier_tokens == 0 and s.earlier_weighted == 0.0
+    assert all(p == (0.0, 0.0, 0) for p in s.policies.values())
     assert s.carried_weighted == pytest.approx(T1 * 0.1)
 
 
@@ -147,12 +153,12 @@ def test_summary_takes_the_median_and_the_worst_over_long_sessions(tmp_path: Pat
             carried_weighted=share,
             carried_usd=None,
             earlier_weighted=share,
-            rewrite_weighted=0.0,
-            cold_weighted=0.0,
+            policies={"every": (share, 1.0, 1)},
         ).finish()
         rows.append(row)
     s = ts.summarise(rows, 40)
     assert s["sessions"] == 3  # the 10-call session is under the bar
     assert s["median_share_pct"] == 5.0
     assert s["worst"]["file"] == "f2" and s["worst"]["share_pct"] == 30.0
+    assert s["median_net_pct"]["every"] == 4.0  # 5 left out less 1 of rewrites
     assert "median share of the input bill 5.0%" in ts.render(rows, s)
