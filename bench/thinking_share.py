@@ -22,11 +22,15 @@ every later request. Per Claude Code session this prints:
   `ctxwrap replay` prices the bill) and of its money with output;
 - of that, earlier turns: the thinking of turns before the last human prompt, which the
   provider's `clear_thinking_20251015` can leave out server-side; and what each clearing rule
-  (RULES: at `every` prompt — keep the last thinking turn —, only at `cold` requests — those
-  that read no more than the fixed prefix anyway —, where it pays `payback` within as many
-  requests as the context has had, and with hindsight, `oracle`) would leave out, net of the
-  cache rewrite each clearing causes (everything after the first cleared block written again
-  where the request had read it), as a share of the same bill.
+  (RULES) would leave out, net of the cache rewrite each clearing causes (everything after the
+  first cleared block written again where the request had read it), as a share of the same
+  bill. A rule is asked at every request that has earlier thinking to leave out: the edit's
+  `keep` is at least 1, so the latest turn that thought keeps its thinking and a clearing
+  reaches the previous turn only once the current one has thought. `every` clears whenever
+  it can, `cold` only at requests that read no more than the fixed prefix anyway, `payback`
+  where the saving per later request times the requests the context is expected to have
+  left (as many as it has had, at least 10, and no more than until the agent's compaction)
+  pays the rewrite, `oracle` the same with the requests really left.
 
 Then the median and the worst over sessions of at least `--min-calls` requests. Nothing is
 copied out of the transcripts; they are read in place.
@@ -381,13 +385,15 @@ def _rewrite_cost(r: Response, tokens: float, prices: Any) -> float:
 
 @dataclass(frozen=True)
 class Decision:
-    """What a clearing rule is asked at a new human prompt or a cold request."""
+    """What a clearing rule is asked at each request that has earlier thinking to leave out."""
 
     per_request: float  # weighted tokens clearing saves on each later request
     rewrite: float  # weighted cost of the cache rewrite it causes (0 when cold)
     cold: bool  # the request read no more than the fixed prefix anyway
     so_far: int  # requests of this context before this one
     remaining: int  # requests of this context from this one on (hindsight: `oracle` only)
+    to_compaction: float  # requests until the context, growing as it has, reaches the
+    # agent's compaction threshold (after which no earlier thinking is carried anyway)
 
 
 # When to clear earlier turns' thinking (the provider's clear_thinking_20251015, keep = the
@@ -395,14 +401,17 @@ class Decision:
 Rule = Callable[[Decision], bool]
 PAYBACK_MIN_REQUESTS = 10  # the payback rule's horizon: at least this many later requests …
 RULES: dict[str, Rule] = {
-    # every prompt: keep = the last thinking turn (the API's default before Opus 4.5 and
-    # Sonnet 4.6)
+    # whenever there is earlier thinking to leave out (keep = the last thinking turn)
     "every": lambda d: True,
     # only where the cache is cold anyway
     "cold": lambda d: d.cold,
     # where it pays back within as many later requests as the context has had (at least
-    # PAYBACK_MIN_REQUESTS): a context that has run long is taken to run about as long again
-    "payback": lambda d: d.cold or d.per_request * max(PAYBACK_MIN_REQUESTS, d.so_far) >= d.rewrite,
+    # PAYBACK_MIN_REQUESTS: a context that has run long is taken to run about as long again),
+    # and before the agent's compaction drops the thinking anyway
+    "payback": lambda d: (
+        d.cold
+        or d.per_request * min(max(PAYBACK_MIN_REQUESTS, d.so_far), d.to_compaction) >= d.rewrite
+    ),
     # with hindsight: where it pays back over the requests the context really had left
     "oracle": lambda d: d.cold or d.per_request * d.remaining >= d.rewrite,
 }
@@ -419,7 +428,12 @@ def simulate_clearing(rs: Sequence[Response], prices: Any, rule: Rule) -> tuple[
     for r in rs:
         if r.prompt is not None:
             sizes[r.context] = sizes.get(r.context, 0) + 1
+    # Claude Code's compaction threshold (agents/claude/auto_compact.py): its window less
+    # 20,000 output and 13,000 buffer; a session whose context went past 200k had the 1M one
+    window = 1_000_000 if max((r.prompt or 0) for r in rs) > 200_000 else 200_000
+    threshold = window - 33_000
     so_far = 0
+    first = 0
     context = -1
     by_turn: dict[int, float] = {}
     turn_start: dict[int, int] = {}  # turn → prompt size of its first request
@@ -431,11 +445,15 @@ def simulate_clearing(rs: Sequence[Response], prices: Any, rule: Rule) -> tuple[
             so_far = 0
         if r.prompt is not None:
             turn_start.setdefault(r.turn, r.prompt)
+            first = r.prompt if so_far == 0 else first
             cold = prev is not None and r.read < COLD_READ_SHARE * (prev.prompt or 0)
-            if prev is not None and (r.turn != prev.turn or cold):
-                pending = sorted(
-                    t for t, v in by_turn.items() if cleared_below <= t < r.turn and v > 0
-                )
+            if prev is not None:
+                # keep >= 1: the latest turn that thought keeps its thinking (the API counts
+                # turns that thought), so a clearing leaves out the turns before it: the
+                # previous turn's once the current one has thought
+                thought = [t for t, v in by_turn.items() if t <= r.turn and v > 0]
+                latest = max(thought, default=cleared_below)
+                pending = sorted(t for t in thought if cleared_below <= t < latest)
                 if pending:
                     gone = sum(by_turn[t] for t in pending)
                     span = r.prompt - turn_start.get(pending[0], r.prompt) - gone
@@ -443,9 +461,12 @@ def simulate_clearing(rs: Sequence[Response], prices: Any, rule: Rule) -> tuple[
                     rewrite = _rewrite_cost(r, span, prices)
                     per_request = _slice_cost(r, gone, prices)[0]
                     left = sizes[context] - so_far
-                    if rule(Decision(per_request, rewrite, cold, so_far, left)):
+                    growth = max(1.0, (r.prompt - first) / max(1, so_far))
+                    to_compaction = max(0.0, (threshold - r.prompt) / growth)
+                    decision = Decision(per_request, rewrite, cold, so_far, left, to_compaction)
+                    if rule(decision):
                         cost += rewrite
-                        cleared_below = r.turn
+                        cleared_below = latest
                         clears += 1
             left_out = sum(v for t, v in by_turn.items() if t < cleared_below)
             saved += _slice_cost(r, left_out, prices)[0]

@@ -224,15 +224,31 @@ def cleared_by_keep(
     return [b for b in blocks if b.turn not in kept_turns]
 
 
-def keep_for_clearing(messages: Sequence[Any], cleared_below: int) -> Keep:
-    """The `keep` that leaves out the thinking of turns before `cleared_below` (a turn number
-    of `turns`) and keeps every later one: a policy that cleared once sends this on every
-    later request, so the cleared part, and the cache after it, stay the same."""
-    kept = {b.turn for b in thinking_blocks(messages) if b.turn >= cleared_below}
-    cleared = {b.turn for b in thinking_blocks(messages) if b.turn < cleared_below}
-    if not cleared:
+def clearing_point(messages: Sequence[Any], turn: int) -> int | None:
+    """Where a clearing that wants to leave out the thinking of turns before `turn` can put
+    its point: `keep` counts turns that thought and is at least 1, so the latest turn that
+    thought always keeps its thinking (at a new human prompt: the previous turn's, until the
+    new one has thought). None: there is nothing before that point to leave out. A policy
+    stores this point, not `turn`, and sends `keep_for_clearing` with it on every later
+    request, so the cleared part and the cache after it stay the same."""
+    thought = sorted({b.turn for b in thinking_blocks(messages)})
+    point = min(turn, thought[-1]) if thought else None
+    if point is None or not any(t < point for t in thought):
+        return None
+    return point
+
+
+def keep_for_clearing(messages: Sequence[Any], point: int) -> Keep:
+    """The `keep` that leaves out the thinking of the turns before `point` (from
+    `clearing_point`) and keeps every later one's: the number of turns from `point` on that
+    thought; "all" when none before it did."""
+    thought = {b.turn for b in thinking_blocks(messages)}
+    kept = [t for t in thought if t >= point]
+    if not any(t < point for t in thought):
         return "all"
-    return max(1, len(kept))
+    if not kept:
+        raise ValueError(f"turn {point}: no turn from there on thought (see clearing_point)")
+    return len(kept)
 
 
 def with_clear_thinking(body: Mapping[str, Any], keep: Keep) -> dict[str, Any]:

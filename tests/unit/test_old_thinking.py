@@ -15,6 +15,7 @@ from ctxwrap.engine.thinking import (
     accepts_context_editing,
     clear_thinking_keep,
     cleared_by_keep,
+    clearing_point,
     is_human_prompt,
     keep_for_clearing,
     keeps_earlier_thinking,
@@ -141,15 +142,26 @@ def test_what_the_api_leaves_out_for_each_keep() -> None:
 
 
 def test_a_clearing_point_stays_where_it_was_as_turns_go_on() -> None:
-    msgs = _conversation()
+    msgs = _conversation()  # turns 1, 2 and 3 thought; turn 3 is in progress
     assert keep_for_clearing(msgs, 3) == 1  # clear turns 1 and 2
     assert keep_for_clearing(msgs, 2) == 2
     assert keep_for_clearing(msgs, 1) == "all"  # nothing before turn 1 to clear
-    # a later turn that thinks: the same clearing point keeps one turn more
-    later = [*msgs, {"role": "assistant", "content": [_think()]}, {"role": "user", "content": "y"}]
-    later.append({"role": "assistant", "content": [_think()]})
-    assert keep_for_clearing(later, 3) == 2
-    assert [b.turn for b in cleared_by_keep(later, keep_for_clearing(later, 3), "x")] == [1, 1, 2]
+    # a new prompt (turn 4) has not thought yet: keep >= 1 keeps turn 3's thinking, so the
+    # point a policy can store is turn 3, and the same cleared part follows from it once
+    # turn 4 has thought
+    prompt = [*msgs, {"role": "assistant", "content": [_think()]}, {"role": "user", "content": "y"}]
+    assert turns(prompt)[-1] == 4
+    point = clearing_point(prompt, 4)
+    assert point == 3
+    with pytest.raises(ValueError, match="clearing_point"):
+        keep_for_clearing(prompt, 4)
+    before = [b.message for b in cleared_by_keep(prompt, keep_for_clearing(prompt, point), "x")]
+    later = [*prompt, {"role": "assistant", "content": [_think(), _call(9)]}, _result(9)]
+    assert keep_for_clearing(later, point) == 2
+    after = [b.message for b in cleared_by_keep(later, keep_for_clearing(later, point), "x")]
+    assert before == after == [1, 3, 5]
+    assert clearing_point(msgs, 1) is None  # nothing before turn 1
+    assert clearing_point([{"role": "user", "content": "hi"}], 2) is None  # nothing thought
 
 
 def test_setting_the_keep_of_a_request() -> None:

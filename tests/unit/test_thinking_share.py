@@ -4,6 +4,7 @@ shows, carried thinking priced at what each request paid for it (issue 41, item 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -53,49 +54,77 @@ def _write(path: Path, entries: list[dict[str, Any]]) -> Path:
     return path
 
 
-def test_thinking_the_api_kept_is_priced_in_every_later_request(tmp_path: Path) -> None:
-    # P1 = 10,000 written; each later prompt grows by the previous output (thinking included:
-    # kept) and the 37 tokens of the new prompt, and reads all but those from the cache
-    f = _write(
+def _kept_session(tmp_path: Path) -> Path:
+    # two turns that think 2,000 tokens each, then two that do not; P1 = 10,000 written; each
+    # later prompt grows by the previous output (thinking included: kept) and the 37 tokens of
+    # the new prompt, and reads all but those from the cache
+    return _write(
         tmp_path / "kept.jsonl",
         [
             _entry(0, "user", PROMPT),
             _assistant(1, "m1", [THINK, TEXT], read=0, write=10_000, output=2370),
             _entry(2, "user", PROMPT),
-            _assistant(3, "m2", [TEXT], read=12_370, write=37, output=370),
+            _assistant(3, "m2", [THINK, TEXT], read=12_370, write=37, output=2370),
             _entry(4, "user", PROMPT),
-            _assistant(5, "m3", [TEXT], read=12_777, write=37, output=370),
+            _assistant(5, "m3", [TEXT], read=14_777, write=37, output=370),
+            _entry(6, "user", PROMPT),
+            _assistant(7, "m4", [TEXT], read=15_184, write=37, output=370),
         ],
     )
-    [s] = ts.measure_file(f)
+
+
+def test_thinking_the_api_kept_is_priced_in_every_later_request(tmp_path: Path) -> None:
+    [s] = ts.measure_file(_kept_session(tmp_path))
     assert (s.model, s.version, s.calls, s.thinking_responses) == (
         "claude-sonnet-4-6",
         "2.1.185",
-        3,
-        1,
+        4,
+        2,
     )
     assert s.rate == RATE and s.rate_source == "family"
     assert s.visible_residual == 0.0  # the responses without thinking: output = rate x text
-    assert s.thinking_written == T1
-    assert s.signature_chars == 400 and s.signature_chars_per_token == 0.2
-    assert s.kept == 1.0 and s.boundaries == 1  # the one boundary after a turn that thought
-    # requests 2 and 3 carry the first turn's 2,000 tokens, read from the cache at 0.1
-    assert s.carried_tokens == 2 * T1 and s.earlier_tokens == 2 * T1
-    assert s.carried_weighted == pytest.approx(2 * T1 * 0.1)
-    bill = 10_000 * 1.25 + (12_370 + 12_777) * 0.1 + 2 * 37 * 1.25
+    assert s.thinking_written == 2 * T1
+    assert s.signature_chars == 800 and s.signature_chars_per_token == 0.2
+    assert s.kept == 1.0 and s.boundaries == 2  # the two boundaries after a turn that thought
+    # request 2 carries turn 1's thinking, requests 3 and 4 both turns': read at 0.1
+    assert s.carried_tokens == 5 * T1 and s.earlier_tokens == 5 * T1
+    assert s.carried_weighted == pytest.approx(5 * T1 * 0.1)
+    bill = 10_000 * 1.25 + (12_370 + 14_777 + 15_184) * 0.1 + 3 * 37 * 1.25
     assert s.bill_weighted == pytest.approx(bill, abs=0.1)
-    assert s.share_pct == pytest.approx(round(100 * 400 / bill, 2))
-    # clearing the first turn's thinking at request 2 (what `every` and `payback` do) leaves
-    # it out of requests 2 and 3, and rewrites what followed it: the 407 tokens after its
-    # first block (12,407 - 10,000 - 2,000), written at 1.25 instead of read at 0.1
-    rewrite = 407 * (1.25 - 0.1)
-    for rule in ("every", "payback"):
-        saved, cost, clears = s.policies[rule]
-        assert saved == pytest.approx(2 * T1 * 0.1) and clears == 1
-        assert cost == pytest.approx(rewrite, abs=0.1)
-        assert s.net_pct[rule] == pytest.approx(100 * (400 - rewrite) / bill, abs=0.01)
-    # no request went cold; with hindsight two requests left do not pay the rewrite back
-    assert s.policies["cold"] == (0.0, 0.0, 0) and s.policies["oracle"] == (0.0, 0.0, 0)
+    assert s.share_pct == pytest.approx(round(100 * 5 * T1 * 0.1 / bill, 2))
+    # the API keeps the latest thinking turn (keep >= 1): turn 1's can go from request 3 on,
+    # rewriting the cache after its block: 14,814 - 10,000 - 2,000 tokens, written at 1.25
+    # instead of read at 0.1; it then saves 200 on requests 3 and 4
+    rewrite = 2814 * (1.25 - 0.1)
+    saved, cost, clears = s.policies["every"]
+    assert (saved, clears) == (pytest.approx(2 * T1 * 0.1), 1)
+    assert cost == pytest.approx(rewrite, abs=0.1)
+    assert s.net_pct["every"] == pytest.approx(100 * (400 - rewrite) / bill, abs=0.01)
+    # that does not pay back: the other rules leave it (no request went cold)
+    for rule in ("cold", "payback", "oracle"):
+        assert s.policies[rule] == (0.0, 0.0, 0) and s.net_pct[rule] == 0.0
+
+
+def test_a_clearing_rule_is_asked_with_what_it_saves_and_costs(tmp_path: Path) -> None:
+    f = _kept_session(tmp_path)
+    [(_header, events)] = list(ts.split_sessions(f))
+    rs = ts.responses(events)
+    ts.estimate_thinking(rs, RATE)
+    asked: list[ts.Decision] = []
+    prices = ts.default_prices("claude-sonnet-4-6")
+    ts.simulate_clearing(rs, prices, lambda d: asked.append(d) or False)
+    first = asked[0]  # request 3: turn 1's thinking can go
+    assert first.per_request == pytest.approx(200.0)
+    assert (first.cold, first.so_far, first.remaining) == (False, 2, 2)
+    assert first.rewrite == pytest.approx(2814 * 1.15, abs=0.1)
+    # 200k window: compaction at 167,000; the context grew 2,407 a request
+    assert first.to_compaction == pytest.approx((167_000 - 14_814) / 2407)
+    assert len(asked) == 2  # and again at request 4, still unpaid
+    payback = ts.RULES["payback"]
+    assert not payback(first)  # 200 x 10 requests < 3,236
+    assert payback(dataclasses.replace(first, so_far=20))  # 200 x 20 >= 3,236
+    assert not payback(dataclasses.replace(first, so_far=20, to_compaction=5))  # compacts first
+    assert payback(dataclasses.replace(first, cold=True))  # nothing to rewrite
 
 
 def test_thinking_the_api_dropped_counts_only_within_its_own_turn(tmp_path: Path) -> None:
