@@ -131,6 +131,7 @@ from typing import Any, Literal, Self
 
 from ctxwrap.agents._proxy import body_encoding
 from ctxwrap.testing import responses_api
+from ctxwrap.testing.model_server_thinking import ModelView, model_view, thinking_rules_error
 
 __all__ = [
     "EXHAUSTED_TEXT",
@@ -271,6 +272,9 @@ class RecordedRequest:
     headers: dict[str, str] = field(default_factory=dict)  # lower-cased names
     method: str = "POST"
     usage: JsonObj | None = None  # what the server reported (model calls)
+    # thinking_rules: the (message, block) of each thinking block the provider's rules left
+    # out of what the model read (server-side: the body above is as sent)
+    thinking_cleared: tuple[tuple[int, int], ...] = ()
 
     def to_json(self) -> JsonObj:
         return {
@@ -295,6 +299,7 @@ class _Reply:
     cached_tokens: int | None = None  # simulated automatic prompt cache (cache_simulation)
     usage: JsonObj | None = None  # Anthropic: computed when the request is recorded
     thinking_signature: str | None = None  # Anthropic, `thinking`: the block's prefix key
+    context_management: JsonObj | None = None  # Anthropic: what the context edits cleared
     headers: tuple[tuple[str, str], ...] = ()
     error_type: str | None = None
     fault: str | None = None
@@ -645,11 +650,20 @@ class ScriptedModelServer:
         cache_losses: Mapping[int, str] | None = None,
         preserved_thinking: bool = False,
         tokens_per_s: float = 0.0,
+        thinking_rules: bool = False,
     ) -> None:
         """preserved_thinking: every Anthropic main reply starts with a thinking block bound
         to the request it answers (system, tools, messages: `thinking_prefix_key`), and a
         request returning a block whose prefix has changed since is refused with the API's
         400 (`prefix_failures` lists them), as Claude Fable 5.1 and the 5.5 models do.
+
+        thinking_rules: every Anthropic main reply starts with a thinking block, and the
+        thinking the request sends back is handled as the provider does
+        (`model_server_thinking`): earlier turns' thinking dropped or kept by the model's
+        default, or as its `clear_thinking_20251015` edit says (400 on a malformed one),
+        server-side — the cache and the usage see the request without the cleared blocks,
+        the reply lists them in `context_management.applied_edits`, the recorded request
+        in `thinking_cleared`.
 
         cache_losses: script step → how the simulated Anthropic cache loses entries just
         before that step's request (`PromptCacheSim.forget`): a real provider's misses.
@@ -674,6 +688,7 @@ class ScriptedModelServer:
         self.side_text = side_text
         self.cache_losses = dict(cache_losses or {})
         self.preserved_thinking = preserved_thinking
+        self.thinking_rules = thinking_rules
         # a streamed reply's pace (a realistic model; 0: as fast as it can be written): each
         # frame is taken for ~8 tokens (a 32-char delta)
         self.tokens_per_s = tokens_per_s
@@ -859,6 +874,14 @@ class ScriptedModelServer:
                 reply = _Reply(PREFIX_MISMATCH.format(i=i, j=j), status=400)
                 self._record(RecordedRequest("main", body, now, None, None, path, headers))
                 return reply
+        view: ModelView | None = None
+        if api == "anthropic" and self.thinking_rules:
+            refused = thinking_rules_error(body, headers)
+            if refused is not None:
+                reply = _Reply(refused, status=400, error_type="invalid_request_error")
+                self._record(RecordedRequest("main", body, now, None, None, path, headers))
+                return reply
+            view = model_view(body, anthropic_prompt_tokens)
         cached = self._simulate_cache(body) if self.cache_simulation and api == "openai" else None
         with self._changed:
             index = self._next_step
@@ -889,14 +912,27 @@ class ScriptedModelServer:
                 fault=step.fault,
                 down_s=step.down_s,
             )
-        if api == "anthropic" and self.preserved_thinking and step is not None:
+        thinks = self.preserved_thinking or self.thinking_rules
+        if api == "anthropic" and thinks and step is not None:
             reply.thinking_signature = thinking_prefix_key(body, body.get("messages") or [])
         if served in self.cache_losses and api == "anthropic":
             self.cache.forget(self.cache_losses[served])
         if (reply.status is None or reply.status < 400) and reply.fault not in ("reset", "down"):
-            reply.usage = self._usage_of(api, body, reply, now, main=True)
+            seen = body if view is None else view.body
+            reply.usage = self._usage_of(api, seen, reply, now, main=True)
+            reply.context_management = None if view is None else view.response
         self._record(
-            RecordedRequest("main", body, now, None, served, path, headers, usage=reply.usage)
+            RecordedRequest(
+                "main",
+                body,
+                now,
+                None,
+                served,
+                path,
+                headers,
+                usage=reply.usage,
+                thinking_cleared=() if view is None else view.cleared,
+            )
         )
         return reply
 
@@ -1242,6 +1278,11 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
                 "stop_sequence": None,
                 "usage": reply.usage or {},
+                **(
+                    {"context_management": reply.context_management}
+                    if reply.context_management is not None
+                    else {}
+                ),
             }
 
         def _anthropic_stream(self, body: JsonObj, reply: _Reply) -> None:
@@ -1264,6 +1305,7 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             message = self._anthropic_message(body, reply)
             stop_reason = message["stop_reason"]
             message.update(content=[], stop_reason=None, usage=start_usage)
+            message.pop("context_management", None)  # it comes with message_delta
             emit("message_start", {"message": message})
             for i, block in enumerate(self._anthropic_blocks(reply)):
                 if block["type"] == "thinking":
@@ -1310,6 +1352,11 @@ def _make_handler(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 {
                     "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                     "usage": {"output_tokens": usage.get("output_tokens", 0)},
+                    **(
+                        {"context_management": reply.context_management}
+                        if reply.context_management is not None
+                        else {}
+                    ),
                 },
             )
             emit("message_stop", {})
