@@ -20,19 +20,10 @@ from ctxwrap import __version__
 from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.digest.redact import load_patterns, redact_secrets
-from ctxwrap.mechanisms import (
-    accounting,
-    amnesia,
-    cost_accounting,
-    dedup,
-    digest,
-    needed_again,
-    tail_edits,
-    tool_kind,
-    writes,
-)
+from ctxwrap.mechanisms import accounting, cost_accounting, needed_again, tail_edits, tool_kind
 from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.mechanisms.aux import AuxCalls
+from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.lazy import Capabilities
 from ctxwrap.state.eventlog import EventLog
 from ctxwrap.state.pidfile import pid_alive
@@ -76,9 +67,16 @@ def bound_heap_growth() -> None:
 
 class Daemon:
     def __init__(
-        self, loaded: LoadedConfig, *, socket: Path, state_dir: Path, systemd: bool = False
+        self,
+        loaded: LoadedConfig,
+        *,
+        socket: Path,
+        state_dir: Path,
+        systemd: bool = False,
+        mechanisms: Mechanisms | None = None,
     ) -> None:
         self.loaded = loaded
+        self.mechanisms = mechanisms or default_mechanisms()
         self.config_error: str | None = None
         self.config_generation = 0
         self.socket = socket
@@ -276,27 +274,29 @@ class Daemon:
         if cfg.off:
             return P.ToolResultReply()
         kind = tool_kind(req.tool_name)
-        if kind == "bash" and cfg.bash:
-            return await digest.bash_result(self, rt, req)
-        if kind == "amnesia" and cfg.amnesia:
-            if dedup.note_result(self, rt, req):
+        m = self.mechanisms
+        if kind == "bash" and m.digest.enabled(cfg):
+            return await m.digest.tool_result(self, rt, req)
+        if kind == "amnesia" and m.amnesia.enabled(cfg):
+            if m.rereads.tool_result(self, rt, req):
                 return P.ToolResultReply()  # a repeat of a result the model has: no tag needed
-            return amnesia.start_tag(self, rt, req)
-        if kind == "write" and cfg.write:
-            return await writes.write_result(self, rt, req)
+            return m.amnesia.tool_result(self, rt, req)
+        if kind == "write" and m.writes.enabled(cfg):
+            return await m.writes.tool_result(self, rt, req)
         return P.ToolResultReply()
 
     def tag_batch(self, req: P.TagBatch) -> P.TagBatchReply:
         rt = self._rt(req.session_id)
-        if self.cfg.off or not self.cfg.amnesia:
+        m = self.mechanisms
+        if self.cfg.off or not m.amnesia.enabled(self.cfg):
             return P.TagBatchReply()
         # A repeat of a result the model has becomes a pointer (dedup): no tag for it.
         fresh = [
             item
             for item in req.results
-            if not dedup.note_result(self, rt, item.as_result(req.session_id))
+            if not m.rereads.tool_result(self, rt, item.as_result(req.session_id))
         ]
-        return amnesia.start_tag_batch(self, rt, req.model_copy(update={"results": fresh}))
+        return m.amnesia.tag_batch(self, rt, req.model_copy(update={"results": fresh}))
 
     def aux_result(self, req: P.AuxResult) -> P.AuxResultReply:
         """An aux answer the adapter ran for us: record its cost, hand it to its mechanism."""
@@ -323,14 +323,8 @@ class Daemon:
     def _finish_aux(
         self, rt: SessionRuntime, pending: PendingAux, answer: str | None
     ) -> str | None:
-        if pending.task == "tag":
-            amnesia.finish_tag(self, rt, pending, answer)
-            return None
-        if pending.task == "digest":
-            return digest.accept_digest(self, rt, pending, answer)
-        if pending.task == "fact":
-            return writes.finish_fact(self, rt, pending, answer)
-        return None
+        mech = self.mechanisms.aux_task(pending.task)
+        return mech.aux_result(self, rt, pending, answer) if mech is not None else None
 
     # -- context: accounting and edit decisions ---------------------------------------------
 
@@ -353,7 +347,7 @@ class Daemon:
     async def context(self, req: P.ContextRequest) -> P.ContextReply:
         rt = self._rt(req.session_id)
         rt.aux_round_deadline = 0.0  # an LLM call ends the tool round: a fresh aux budget
-        return await tail_edits.decide(self, rt, req)
+        return await tail_edits.decide(self, rt, req, self.mechanisms)
 
     def session_totals(self, session_id: str) -> P.SessionTotals:
         # views: the figures and headline of `ctxwrap stats --session` (stats.session_totals)

@@ -17,6 +17,7 @@ from ctxwrap.aux import prompts
 from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.tagview import tag_view
 from ctxwrap.mechanisms import needed_again
+from ctxwrap.mechanisms.base import AmnesiaSettings, Mechanism
 from ctxwrap.state.session import (
     PendingAux,
     SessionRuntime,
@@ -50,7 +51,7 @@ def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | Non
             is_error=req.is_error,
         )
     rt.sizes[cid] = len(req.text)
-    if req.is_error or chars_to_tokens(len(req.text)) < cfg.amnesia_min_tokens:
+    if req.is_error or not Amnesia().wants(cfg, len(req.text)):
         return None, False
     if cid in rt.tags:
         return rt.handles.get(cid), False
@@ -230,3 +231,28 @@ def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:
     handle = rt.handles.get(call_id)
     recall = f"; recall with {recall_call(rt.profile, handle)}" if handle else ""
     return f"[ctxwrap: {label} ({chars:,} chars) was judged not needed for the current task and hidden{recall}]"
+
+
+class Amnesia(Mechanism):
+    """Read-like results tagged RETAIN/DROP by the aux model out of band; a DROP becomes a
+    tombstone at the tail, a late one a history mask."""
+
+    name = "amnesia"
+    switch = "amnesia"
+    settings = ("amnesia", "amnesia_min_tokens", "amnesia_max_chars", "tag_view_chars")
+
+    def wants(self, s: AmnesiaSettings, chars: int) -> bool:
+        """Whether a result is worth a tag: one too small to drop is never asked about."""
+        return chars_to_tokens(chars) >= s.amnesia_min_tokens
+
+    def tool_result(self, d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+        return start_tag(d, rt, req)
+
+    def tag_batch(self, d: AuxView, rt: SessionRuntime, req: P.TagBatch) -> P.TagBatchReply:
+        return start_tag_batch(d, rt, req)
+
+    def aux_result(
+        self, d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str | None
+    ) -> str | None:
+        finish_tag(d, rt, pending, answer)
+        return None

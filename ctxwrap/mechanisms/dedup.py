@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ctxwrap import protocol as P
 from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.rereads import pointer_text, result_digest
+from ctxwrap.mechanisms.base import Mechanism, RereadSettings
 from ctxwrap.state.session import ReadSeen, call_label, recall_call
 
 if TYPE_CHECKING:
@@ -30,17 +31,12 @@ if TYPE_CHECKING:
 _READERS = frozenset({"read"})
 
 
-def note_result(d: StoreView, rt: SessionRuntime, req: P.ToolResult) -> bool:
+def note_result(
+    d: StoreView, rt: SessionRuntime, req: P.ToolResult, mech: Rereads | None = None
+) -> bool:
     """Record a read's result; True when it repeats an earlier one the model still has whole
     (its tail edit is then a pointer, made at the next context step)."""
-    # Only where the adapter reports head changes (compaction) on every context step (pi's
-    # bridge; the proxies do not yet): a pointer to a read compacted away would point at nothing.
-    if (
-        not d.cfg.dedup
-        or not rt.profile.reports_head_changes
-        or req.tool_name not in _READERS
-        or req.is_error
-    ):
+    if not (mech or Rereads()).applies(d.cfg, rt.profile, req.tool_name, req.is_error):
         return False
     sig = args_sig(req.tool_name, req.input)
     digest = result_digest(req.text)
@@ -95,3 +91,27 @@ def _has_edit(d: StoreView, rt: SessionRuntime, tool_call_id: str) -> bool:
         (rt.session_id, tool_call_id),
     )
     return bool(rows)
+
+
+class Rereads(Mechanism):
+    """An unchanged re-read of a whole file → a pointer to the earlier result the model still
+    has whole."""
+
+    name = "rereads"
+    switch = "dedup"
+    settings = ("dedup",)
+
+    def applies(
+        self, s: RereadSettings, profile: P.AgentProfile, tool_name: str, is_error: bool
+    ) -> bool:
+        # Only where the adapter reports head changes (compaction) on every context step (pi's
+        # bridge; the proxies do not yet): a pointer to a read compacted away would point at
+        # nothing.
+        return s.dedup and profile.reports_head_changes and tool_name in _READERS and not is_error
+
+    def pointer(self, label: str, chars: int, recall: str | None = None) -> str:
+        return pointer_text(label, chars, recall)
+
+    def tool_result(self, d: StoreView, rt: SessionRuntime, req: P.ToolResult) -> bool:
+        """True: a repeat, answered by a pointer at the next context step (no tag needed)."""
+        return note_result(d, rt, req, self)

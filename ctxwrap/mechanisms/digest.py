@@ -20,6 +20,7 @@ from ctxwrap.aux import prompts
 from ctxwrap.digest.redact import redact_secrets
 from ctxwrap.engine.bashout import open_trusted_spill, scrub_temp_paths, split_bash_text
 from ctxwrap.engine.shellread import read_kind
+from ctxwrap.mechanisms.base import DigestSettings, Mechanism
 from ctxwrap.state.session import PendingAux, SessionRuntime, chars_to_tokens, recall_call
 
 if TYPE_CHECKING:
@@ -27,13 +28,12 @@ if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import DigestView
 
 
-async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+async def bash_result(
+    d: DigestView, rt: SessionRuntime, req: P.ToolResult, mech: BashDigest | None = None
+) -> P.ToolResultReply:
     cfg = d.cfg
-    if chars_to_tokens(len(req.text)) < cfg.bash_min_tokens:
-        return P.ToolResultReply()
-    if read_kind(str(req.input.get("command", ""))) is not None:
-        # a file's content or a search's hits: the agent copies from it next (a `cat`, a
-        # `sed -n`, PowerShell's Get-Content), so it is never digested as a log
+    mech = mech or BashDigest()
+    if not mech.wants(cfg, req.text, str(req.input.get("command", ""))):
         return P.ToolResultReply()
     parsed = split_bash_text(req.text)
     exit_code = req.exit_code if req.exit_code is not None else parsed.exit_code
@@ -51,7 +51,7 @@ async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P
     digester = StreamingDigester(
         command=command,
         exit_code=exit_code,
-        max_chars=min(cfg.bash_max_summary_tokens * 4 * 2, 16000),
+        max_chars=mech.max_chars(cfg),
     )
     # Only the agent's own report names a spill file, and only a checked one is read (invariant 7).
     with open_trusted_spill(
@@ -88,7 +88,7 @@ async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P
     text = header + "\n" + extract
     if status.startswith("exit code") and exit_code not in (None, 0):
         text += f"\n\nCommand exited with code {exit_code}"
-    if not clearly_smaller(len(text), len(req.text)):
+    if not mech.keeps(len(text), len(req.text)):
         # Not worth hiding the output for: the agent keeps the original (still stored).
         d.events.write(
             "bash_digest_kept_original",
@@ -129,7 +129,7 @@ async def bash_result(d: DigestView, rt: SessionRuntime, req: P.ToolResult) -> P
         if status.startswith("exit code") and exit_code not in (None, 0)
         else None,
     }
-    if len(extract) < cfg.bash_aux_min_chars:
+    if not mech.wants_aux(cfg, extract):
         return P.ToolResultReply(action="replace", text=text, handle=handle)
     aux_prompt = prompts.digest_prompt(
         command=command, exit_code=exit_code, user_prompt=rt.user_prompt, extract=extract
@@ -345,3 +345,38 @@ def _store_and_digest_file(
             yield block
 
     return d.raw.try_put_lines(lines(), **meta)  # type: ignore[arg-type]
+
+
+class BashDigest(Mechanism):
+    """bash-kind output over the threshold → the extractive digest, + an aux summary when the
+    extract is still long; the raw output stored for recall."""
+
+    name = "bash"
+    switch = "bash"
+    settings = ("bash", "bash_min_tokens", "bash_max_summary_tokens", "bash_aux_min_chars")
+
+    def wants(self, s: DigestSettings, text: str, command: str) -> bool:
+        """Whether an output is digested at all: long enough, and not a file's content or a
+        search's hits (a `cat`, a `sed -n`, PowerShell's Get-Content: the agent copies from
+        it next, so it is never digested as a log)."""
+        return chars_to_tokens(len(text)) >= s.bash_min_tokens and read_kind(command) is None
+
+    def max_chars(self, s: DigestSettings) -> int:
+        return min(s.bash_max_summary_tokens * 4 * 2, 16000)
+
+    def keeps(self, digest_chars: int, original_chars: int) -> bool:
+        """Whether the digest replaces the output (else the agent keeps the original)."""
+        return clearly_smaller(digest_chars, original_chars)
+
+    def wants_aux(self, s: DigestSettings, extract: str) -> bool:
+        return len(extract) >= s.bash_aux_min_chars
+
+    async def tool_result(
+        self, d: DigestView, rt: SessionRuntime, req: P.ToolResult
+    ) -> P.ToolResultReply:
+        return await bash_result(d, rt, req, self)
+
+    def aux_result(
+        self, d: DigestView, rt: SessionRuntime, pending: PendingAux, answer: str | None
+    ) -> str | None:
+        return accept_digest(d, rt, pending, answer)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
-from ctxwrap.engine.edits import MaskEdit, TailToolCall, edit_to_json, u16len
+from ctxwrap.engine.edits import MaskEdit, TailMessage, TailToolCall, edit_to_json, u16len
 from ctxwrap.engine.masking import (
     MaskCandidate,
     MaskPolicy,
@@ -31,10 +31,10 @@ from ctxwrap.engine.masking import (
     write_weight,
 )
 from ctxwrap.mechanisms import tool_kind
+from ctxwrap.mechanisms.base import MaskSettings, Mechanism
 from ctxwrap.state.session import chars_to_tokens, recall_call
 
 if TYPE_CHECKING:
-    from ctxwrap.config import Settings
     from ctxwrap.mechanisms.ports import MaskView
     from ctxwrap.state.session import SessionRuntime
 
@@ -54,11 +54,16 @@ def tombstone_text(label: str, chars: int, reason: MaskReason, recall: str) -> s
 
 
 def decide(
-    d: MaskView, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
+    d: MaskView,
+    rt: SessionRuntime,
+    req: P.ContextRequest,
+    tail_edited: Collection[str],
+    mech: Masking | None = None,
 ) -> list[P.Edit]:
     mask = req.mask
     cfg = d.cfg
-    if mask is None or not cfg.mask or (mask.reason == "warm" and not cfg.mask_warm):
+    mech = mech or Masking()
+    if mask is None or not mech.active(cfg, warm=mask.reason == "warm"):
         return []
     history = mask.history.messages
     stored = {
@@ -78,7 +83,8 @@ def decide(
         # Only what the model can get back: a stored output behind a recall handle.
         return tool_kind(call.name) in ("amnesia", "bash") and call.id in handles
 
-    plan = plan_masks(
+    plan = mech.plan(
+        cfg,
         history,
         paths=mask.paths,
         protected={m.toolCallId for m in req.tail.messages if m.toolCallId}
@@ -88,11 +94,12 @@ def decide(
         hidden_sigs=hidden_sigs,
         late_drops=rt.late_drops,
         maskable=maskable,
-        policy=mask_policy(cfg),
     )
     if not plan:
         return []
-    edits = [_edit(rt, c, handles[c.toolCallId], _label(rt, c, mask.paths, stored)) for c in plan]
+    edits = [
+        _edit(mech, rt, c, handles[c.toolCallId], _label(rt, c, mask.paths, stored)) for c in plan
+    ]
     removed = chars_to_tokens(sum(max(e.savedChars, 0) for e in edits))
     warm = mask.reason == "warm"
     counted, ttl_s = _counted_rate(d, req.session_id) if warm else (None, None)
@@ -105,9 +112,7 @@ def decide(
         counted,
     )
     weight = write_weight(ttl_s)
-    if warm and not warm_rewrite_pays(
-        removed, suffix, expected_remaining_calls(mask.calls), write_weight=weight
-    ):
+    if warm and not mech.pays(removed, suffix, mask.calls, ttl_s):
         return []
     cost = rewrite_cost_tokens(suffix, warm=warm, write_weight=weight)
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
@@ -141,7 +146,7 @@ def decide(
     return [P.Edit.model_validate(edit_to_json(e)) for e in edits]
 
 
-def mask_policy(cfg: Settings) -> MaskPolicy:
+def mask_policy(cfg: MaskSettings) -> MaskPolicy:
     return MaskPolicy(
         keep_rounds=cfg.mask_keep_rounds,
         min_chars=cfg.mask_min_chars,
@@ -208,8 +213,70 @@ def _label(
     return str(command)[:120] if command else c.call.name
 
 
-def _edit(rt: SessionRuntime, c: MaskCandidate, handle: str, label: str) -> MaskEdit:
-    text = tombstone_text(label, c.chars, c.reason, recall_call(rt.profile, handle))
+def _edit(mech: Masking, rt: SessionRuntime, c: MaskCandidate, handle: str, label: str) -> MaskEdit:
+    text = mech.tombstone(label, c.chars, c.reason, recall_call(rt.profile, handle))
     return MaskEdit(
         toolCallId=c.toolCallId, text=text, savedChars=c.chars - u16len(text), reason=c.reason
     )
+
+
+class Masking(Mechanism):
+    """Older results the model can recall become one-line tombstones at a cold boundary, or
+    while warm when the rewrite pays back (engine/masking.py has the policy)."""
+
+    name = "masking"
+    switch = "mask"
+    settings = (
+        "mask",
+        "mask_warm",
+        "mask_keep_rounds",
+        "mask_min_chars",
+        "mask_earlier_tasks",
+        "mask_stale_reads",
+        "mask_older_rounds",
+        "mask_read_idle_rounds",
+    )
+
+    def active(self, s: MaskSettings, *, warm: bool) -> bool:
+        return s.mask and (not warm or s.mask_warm)
+
+    def policy(self, s: MaskSettings) -> MaskPolicy:
+        return mask_policy(s)
+
+    def plan(
+        self,
+        s: MaskSettings,
+        history: Sequence[TailMessage],
+        *,
+        paths: Mapping[str, str],
+        protected: Collection[str],
+        edited: Collection[str],
+        hidden_sigs: Collection[str],
+        maskable: Callable[[TailToolCall], bool],
+        late_drops: Collection[str] = (),
+    ) -> list[MaskCandidate]:
+        return plan_masks(
+            history,
+            paths=paths,
+            protected=protected,
+            edited=edited,
+            hidden_sigs=hidden_sigs,
+            late_drops=late_drops,
+            maskable=maskable,
+            policy=self.policy(s),
+        )
+
+    def pays(self, removed: int, suffix: int, calls: int, ttl_s: float | None) -> bool:
+        """While warm: whether removing `removed` tokens pays back rewriting the cached
+        `suffix` over the calls still expected after `calls` so far."""
+        return warm_rewrite_pays(
+            removed, suffix, expected_remaining_calls(calls), write_weight=write_weight(ttl_s)
+        )
+
+    def tombstone(self, label: str, chars: int, reason: MaskReason, recall: str) -> str:
+        return tombstone_text(label, chars, reason, recall)
+
+    def context(
+        self, d: MaskView, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
+    ) -> list[P.Edit]:
+        return decide(d, rt, req, tail_edited, self)

@@ -12,15 +12,19 @@ from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
 from ctxwrap.engine.edits import decide_edits, dropped_signatures, edit_to_json
-from ctxwrap.mechanisms import amnesia, dedup, masking, writes
+from ctxwrap.mechanisms import amnesia, dedup
+from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import DaemonView
     from ctxwrap.state.session import SessionRuntime
 
 
-async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.ContextReply:
+async def decide(
+    d: DaemonView, rt: SessionRuntime, req: P.ContextRequest, mechs: Mechanisms | None = None
+) -> P.ContextReply:
     cfg = d.cfg
+    m = mechs or default_mechanisms()
     await amnesia.wait_for_tail_tags(
         d, rt, {m.toolCallId for m in req.tail.messages if m.toolCallId}
     )
@@ -32,12 +36,12 @@ async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.
         amnesia.drop_tags(d, rt),
         mode=cfg.amnesia_mode,
         dropped_sigs=rt.dropped_sigs,
-        write_min_bytes=cfg.write_min_bytes if cfg.write else 1 << 62,
+        write_min_bytes=m.writes.min_bytes(cfg),
         tombstone_for=lambda result, call: (
             dedup.tombstone if (result.toolCallId or call.id) in rt.dedups else amnesia.tombstone
         )(rt, result.toolCallId or call.id, result.chars or 0),
-        strip_marker_for=writes.strip_marker,
-        edit_min_chars=cfg.edit_min_chars if cfg.edit_strip else 0,
+        strip_marker_for=m.writes.marker,
+        edit_min_chars=m.edits.min_chars(cfg),
     )
     # what a checked thinking block binds stays as sent (the adapter would refuse the edit:
     # deciding or recording it would count a saving never made)
@@ -69,5 +73,5 @@ async def decide(d: DaemonView, rt: SessionRuntime, req: P.ContextRequest) -> P.
             edits=[(e.kind, e.toolCallId, e.savedChars) for e in out],
         )
     # A cold boundary (the adapter says so): older history may be masked once, here.
-    masks = masking.decide(d, rt, req, {e.toolCallId for e in out})
+    masks = m.masking.context(d, rt, req, {e.toolCallId for e in out})
     return P.ContextReply(edits=out + masks)

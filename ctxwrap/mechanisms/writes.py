@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
-from ctxwrap.engine.edits import TailToolCall
+from ctxwrap.engine.edits import TailToolCall, edit_strip_floor
 from ctxwrap.engine.facts import aux_fact, heuristic_fact, line_count
+from ctxwrap.mechanisms.base import EditSettings, Mechanism, WriteSettings
 from ctxwrap.state.session import PendingAux, SessionRuntime
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ async def write_result(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.T
         if req.content_bytes is not None
         else len(content.encode("utf-8", "replace"))
     )
-    if size < cfg.write_min_bytes:
+    if not WriteStrip().strips(cfg, size):
         return P.ToolResultReply()
     fact = heuristic_fact(path, content, total_bytes=size, total_lines=req.content_lines)
     store_fact(d, rt.session_id, req.tool_call_id, path, fact, "heuristic")
@@ -95,3 +96,48 @@ def strip_marker(call: TailToolCall) -> str:
         f"[content stripped by ctxwrap: {size or 0:,} bytes, {call.writeContentLines or 0:,} lines "
         f"of {call.writePath or 'the file'}; the file on disk is complete]"
     )
+
+
+class WriteStrip(Mechanism):
+    """A large write's body leaves later requests (a marker stays in the call, frozen like any
+    tail edit); a one-line fact follows the tool round."""
+
+    name = "writes"
+    switch = "write"
+    settings = ("write", "write_min_bytes", "write_max_content_chars", "write_fact_max_tokens")
+
+    def strips(self, s: WriteSettings, size_bytes: int) -> bool:
+        return s.write and size_bytes >= s.write_min_bytes
+
+    def min_bytes(self, s: WriteSettings) -> int:
+        """The tail decision's threshold (`engine.edits.decide_edits`): none when off."""
+        return s.write_min_bytes if s.write else 1 << 62
+
+    def marker(self, call: TailToolCall) -> str:
+        return strip_marker(call)
+
+    async def tool_result(
+        self, d: AuxView, rt: SessionRuntime, req: P.ToolResult
+    ) -> P.ToolResultReply:
+        return await write_result(d, rt, req)
+
+    def aux_result(
+        self, d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str | None
+    ) -> str | None:
+        return finish_fact(d, rt, pending, answer)
+
+
+class EditStrip(Mechanism):
+    """An applied edit's replaced text leaves its call from the next request on."""
+
+    name = "edits"
+    switch = "edit_strip"
+    settings = ("edit_strip", "edit_min_chars")
+
+    def min_chars(self, s: EditSettings) -> int:
+        """The tail decision's threshold (`engine.edits.decide_edits`): 0 is off."""
+        return s.edit_min_chars if s.edit_strip else 0
+
+    def floor(self, s: EditSettings) -> int:
+        """The shortest old text worth a marker, at `edit_min_chars`."""
+        return edit_strip_floor(s.edit_min_chars)

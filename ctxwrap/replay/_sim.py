@@ -49,24 +49,17 @@ from ctxwrap.engine.edits import (
     TailToolCall,
     args_sig,
     edit_old_texts,
-    edit_strip_floor,
     u16len,
 )
 from ctxwrap.engine.facts import heuristic_fact, line_count
 from ctxwrap.engine.masking import (
-    MaskPolicy,
-    expected_remaining_calls,
-    plan_masks,
     suffix_tokens,
     suffix_tokens_estimate,
-    warm_rewrite_pays,
-    write_weight,
 )
-from ctxwrap.engine.rereads import pointer_text, result_digest
-from ctxwrap.engine.shellread import read_kind
+from ctxwrap.engine.rereads import result_digest
 from ctxwrap.engine.thinking import checks_thinking_prefix
-from ctxwrap.mechanisms.digest import clearly_smaller, digest_header, digest_status
-from ctxwrap.mechanisms.masking import tombstone_text
+from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
+from ctxwrap.mechanisms.digest import digest_header, digest_status
 from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
 from ctxwrap.protocol import PROFILES, profile_of
 from ctxwrap.replay._calibrate import Calibration
@@ -184,16 +177,6 @@ class Thresholds:
             bash=s.bash,
             compact_like_plain=s.compact_like_plain,
             compact_in_step=s.compact_in_step,
-        )
-
-    def mask_policy(self) -> MaskPolicy:
-        return MaskPolicy(
-            keep_rounds=self.mask_keep_rounds,
-            min_chars=self.mask_min_chars,
-            stale_reads=self.mask_stale_reads,
-            older_after_rounds=self.mask_older_rounds,
-            read_idle_rounds=self.mask_read_idle_rounds,
-            earlier_tasks=self.mask_earlier_tasks,
         )
 
 
@@ -364,7 +347,9 @@ class SessionReplay:
         a["output_tokens"] += AUX_OUTPUT_ESTIMATE[task]
 
 
-def _digest_text(text: str, command: str, max_chars: int) -> tuple[str | None, str]:
+def _digest_text(
+    text: str, command: str, max_chars: int, keeps: Callable[[int, int], bool]
+) -> tuple[str | None, str]:
     """The daemon's replacement for a bash result (mechanisms/digest.py's shape; None where
     the daemon keeps the original: a digest not clearly smaller), and the bare extract."""
     from ctxwrap.digest import StreamingDigester
@@ -394,7 +379,7 @@ def _digest_text(text: str, command: str, max_chars: int) -> tuple[str | None, s
     out = header + "\n" + extract
     if status.startswith("exit code") and exit_code != 0:
         out += f"\n\nCommand exited with code {exit_code}"
-    return (out if clearly_smaller(len(out), len(text)) else None), extract
+    return (out if keeps(len(out), len(text)) else None), extract
 
 
 def _tombstone(label: str, chars: int) -> str:
@@ -541,8 +526,12 @@ class SessionSimulator:
         th: Thresholds,
         tagger: Tagger | None = None,
         calibration: Calibration | None = None,
+        mechanisms: Mechanisms | None = None,
     ) -> None:
         self.th = th
+        # the daemon's own mechanism objects: every decision below that a mechanism makes
+        # live is taken by the same object here (mechanisms/chain.py)
+        self.mech = mechanisms or default_mechanisms()
         self.tagger = tagger
         self.r = SessionReplay(path=path, fmt="?", session_id=path)
         self.profile = profile_of("?")  # the adapter's traits, once the header names the agent
@@ -1091,13 +1080,13 @@ class SessionSimulator:
             if (
                 c.name != "write"
                 or not isinstance(content, str)
-                or not self.th.write
+                or not self.mech.writes.enabled(self.th)
                 or (c.call_id in m.calls_before_thinking and self._thinking_checked())
             ):
                 visible += [ln for text in _strings(c.args) for ln in _lines(text)]
                 continue
             size = len(content.encode("utf-8", "replace"))
-            if size < self.th.write_min_bytes:
+            if not self.mech.writes.strips(self.th, size):
                 visible += _lines(content)
                 continue
             if self._thinking_checked():
@@ -1156,15 +1145,16 @@ class SessionSimulator:
         )
         replacement: str | None = None
         extract = command = ""
+        digest = self.mech.digest
         if (
-            self.th.bash
-            and tool == "bash"
-            and tokens(len(m.text)) >= self.th.bash_min_tokens
-            and read_kind(str(args.get("command", ""))) is None  # as mechanisms/digest.py
+            tool == "bash"
+            and digest.enabled(self.th)
+            and digest.wants(self.th, m.text, str(args.get("command", "")))
         ):
             command = str(args.get("command", ""))
-            max_chars = min(self.th.bash_max_summary_tokens * 4 * 2, 16000)
-            replacement, extract = _digest_text(m.text, command, max_chars)
+            replacement, extract = _digest_text(
+                m.text, command, digest.max_chars(self.th), digest.keeps
+            )
         if replacement is not None:
             item.saved["bash"] = m.chars - len(replacement)
             self.r.interventions.append(
@@ -1182,7 +1172,7 @@ class SessionSimulator:
             kept = set(item.lines)
             item.hid.append(len(self.r.interventions) - 1)
             self._hide(item.hid[-1], [ln for ln in _lines(m.text) if ln not in kept])
-            if len(extract) >= self.th.bash_aux_min_chars:
+            if digest.wants_aux(self.th, extract):
                 p = prompts.digest_prompt(
                     command=command, exit_code=None, user_prompt=self.user_prompt, extract=extract
                 )
@@ -1194,9 +1184,9 @@ class SessionSimulator:
                     item.read_key = key
             if self._reread(item, m, args, label):
                 pass  # a pointer to the earlier identical result: no tag
-            elif tokens(m.chars) >= self.th.amnesia_min_tokens and self.tagger is not None:
+            elif self.mech.amnesia.wants(self.th, m.chars) and self.tagger is not None:
                 self._tag_for_real(item, m, tool, args, label)
-            elif tokens(m.chars) >= self.th.amnesia_min_tokens:
+            elif self.mech.amnesia.wants(self.th, m.chars):
                 tomb = _tombstone(label, m.chars)
                 bound = m.chars - len(tomb)
                 self.bound += bound
@@ -1221,7 +1211,12 @@ class SessionSimulator:
                     max_chars=self.th.amnesia_max_chars,
                 )
                 self.r.add_aux("amnesia", "tag", len(prompts.TAG_SYSTEM) + len(p))
-        if self.th.edit_strip and call is not None and tool in _EDIT_NAMES and not m.is_error:
+        if (
+            self.mech.edits.enabled(self.th)
+            and call is not None
+            and tool in _EDIT_NAMES
+            and not m.is_error
+        ):
             self._edit_strip(call)
         if item.read_key is not None:
             self.latest_read[item.read_key] = len(self.items)
@@ -1249,7 +1244,7 @@ class SessionSimulator:
         hid are the old text's lines the new text does not repeat (what left the file)."""
         if call.call_id in self.thinking_bound and self._thinking_checked():
             return  # a thinking block after it in the same response has it in its prefix
-        least = edit_strip_floor(self.th.edit_min_chars)
+        least = self.mech.edits.floor(self.th)
         olds = [t for t in edit_old_texts(call.args) if u16len(t) >= least]
         pos = self.index.get(self.call_item.get(call.call_id, ""))
         if not olds or pos is None:
@@ -1283,12 +1278,9 @@ class SessionSimulator:
     def _reread(self, item: _Item, m: Message, args: dict[str, Any], label: str) -> bool:
         """An unchanged re-read becomes a pointer, as mechanisms/dedup.py decides it (pi only,
         results the bridge sends: at least amnesia_min_tokens; the earlier result still whole)."""
-        if (
-            not self.th.dedup
-            or not self.profile.reports_head_changes
-            or m.tool_name != "read"
-            or tokens(m.chars) < self.th.amnesia_min_tokens
-        ):
+        if not self.mech.rereads.applies(
+            self.th, self.profile, m.tool_name or "", m.is_error
+        ) or not self.mech.amnesia.wants(self.th, m.chars):  # the bridge sends no smaller
             return False
         sig = args_sig("read", args)
         digest = result_digest(m.text)
@@ -1300,7 +1292,7 @@ class SessionSimulator:
                 and not self.items[pos].saved.get("amnesia")
                 and not (self.items[pos].saved.get("masking"))
             ):
-                text = pointer_text(label, m.chars)
+                text = self.mech.rereads.pointer(label, m.chars)
                 item.saved["amnesia"] = m.chars - len(text)
                 self.pointed.add(sig)
                 self.hidden_sigs.add(sig)
@@ -1354,7 +1346,8 @@ class SessionSimulator:
         boundary, or while warm when the rewrite pays back. Returns the first call whose
         messages it changed (None: nothing masked)."""
         th = self.th
-        if not th.mask or call_index == 0 or (not cold and not th.mask_warm):
+        masking = self.mech.masking
+        if call_index == 0 or not masking.active(th, warm=not cold):
             return None
         history: list[TailMessage] = []
         for it in self.items:
@@ -1387,20 +1380,20 @@ class SessionSimulator:
             return self._recallable(it)
 
         due = self._due_writes(call_index)
-        plan = plan_masks(
+        plan = masking.plan(
+            th,
             history,
             paths=self.paths,
             protected=protected,
             edited=edited,
             hidden_sigs=self.hidden_sigs,
             maskable=maskable,
-            policy=th.mask_policy(),
         )
         if not plan and not due:
             return None
         recall = recall_call(self.profile, PLACEHOLDER_HANDLE)
         texts = [
-            tombstone_text(by_call[c.toolCallId].label, c.chars, c.reason, recall) for c in plan
+            masking.tombstone(by_call[c.toolCallId].label, c.chars, c.reason, recall) for c in plan
         ]
         removed = chars_to_tokens(
             sum(max(c.chars - len(t), 0) for c, t in zip(plan, texts, strict=True))
@@ -1425,12 +1418,7 @@ class SessionSimulator:
         suffix = suffix_tokens(
             suffix_tokens_estimate(sum(described[start:]), sum(described), sent), counted
         )
-        if not cold and not warm_rewrite_pays(
-            removed,
-            suffix,
-            expected_remaining_calls(call_index),
-            write_weight=write_weight(self.r.cache_ttl_s),
-        ):
+        if not cold and not masking.pays(removed, suffix, call_index, self.r.cache_ttl_s):
             return None
         first: int | None = None
         for eid, call, _gain in due:
