@@ -22,6 +22,7 @@ from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.digest.redact import load_patterns, redact_secrets
 from ctxwrap.mechanisms import accounting, cost_accounting, needed_again, tail_edits, tool_kind
 from ctxwrap.mechanisms.accounting import prompt_segment_text
+from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.aux import AuxCalls
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.lazy import Capabilities
@@ -152,7 +153,7 @@ class Daemon:
     def _end(self, session_id: str, reason: str, undelivered: int = 0) -> None:
         rt = self.sessions.pop(session_id, None)
         if rt:
-            for task in rt.tasks.values():
+            for task in rt.part(TagState).tasks.values():
                 task.cancel()
         self.store.end_session(session_id, reason, undelivered=undelivered)
         # priced once more with whatever came after its last turn: `ctxwrap stats` reads it
@@ -437,7 +438,7 @@ class Daemon:
 
     async def aclose(self) -> None:
         for rt in self.sessions.values():
-            for task in rt.tasks.values():
+            for task in rt.part(TagState).tasks.values():
                 task.cancel()
         await self.aux.aclose()
         self.capabilities_catalog.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
@@ -28,6 +29,17 @@ from ctxwrap.state.session import (
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import AuxView
+
+
+@dataclass
+class TagState:
+    """A session's tags (amnesia's own state; `rt.part(TagState)`)."""
+
+    tags: dict[str, str] = field(default_factory=dict)  # toolCallId → DROP | RETAIN | PENDING
+    late_tags: set[str] = field(default_factory=set)  # RETAIN only because the tag came late
+    late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
+    past_tail: set[str] = field(default_factory=set)  # results the model has seen (tail passed)
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
 
 
 def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | None, bool]:
@@ -53,7 +65,7 @@ def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | Non
     rt.sizes[cid] = len(req.text)
     if req.is_error or not Amnesia().wants(cfg, len(req.text)):
         return None, False
-    if cid in rt.tags:
+    if cid in rt.part(TagState).tags:
         return rt.handles.get(cid), False
     label = call_label(req.tool_name, req.input)
     stored = d.raw.try_put_text(
@@ -68,9 +80,9 @@ def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | Non
     rt.handles[cid] = stored.handle
     rt.call_args[cid] = label
     if args_sig(req.tool_name, req.input) in rt.dropped_sigs or (
-        cid in rt.past_tail and not cfg.mask
+        cid in rt.part(TagState).past_tail and not cfg.mask
     ):
-        rt.tags[cid] = "RETAIN"
+        rt.part(TagState).tags[cid] = "RETAIN"
         return stored.handle, False
     return stored.handle, True
 
@@ -87,7 +99,7 @@ def start_tag(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResult
     handle, taggable = _admit(d, rt, req)
     if not taggable:
         return P.ToolResultReply(handle=handle)
-    rt.tags[req.tool_call_id] = "PENDING"
+    rt.part(TagState).tags[req.tool_call_id] = "PENDING"
     prompt = prompts.tag_prompt(
         tool=req.tool_name,
         args=req.input,
@@ -102,7 +114,7 @@ def start_tag(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResult
         )
         return P.ToolResultReply(handle=handle, aux=aux)
     if d.aux.http_backend() is None:
-        rt.tags[req.tool_call_id] = "RETAIN"
+        rt.part(TagState).tags[req.tool_call_id] = "RETAIN"
         return P.ToolResultReply(handle=handle)
     pending = PendingAux("tag", req.tool_call_id, ctx)
 
@@ -112,7 +124,7 @@ def start_tag(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResult
         )
         finish_tag(d, rt, pending, answer)
 
-    rt.tasks[req.tool_call_id] = asyncio.create_task(run_tag())
+    rt.part(TagState).tasks[req.tool_call_id] = asyncio.create_task(run_tag())
     return P.ToolResultReply(handle=handle)
 
 
@@ -136,7 +148,7 @@ def start_tag_batch(d: AuxView, rt: SessionRuntime, req: P.TagBatch) -> P.TagBat
     if not items:
         return P.TagBatchReply(handles=handles)
     for item in items:
-        rt.tags[item.tool_call_id] = "PENDING"
+        rt.part(TagState).tags[item.tool_call_id] = "PENDING"
     prompt = prompts.tag_batch_prompt(
         items=[(i.tool_name, i.input, _view(d, i.text)) for i in items],
         user_prompt=rt.user_prompt,
@@ -152,7 +164,7 @@ def start_tag_batch(d: AuxView, rt: SessionRuntime, req: P.TagBatch) -> P.TagBat
         return P.TagBatchReply(handles=handles, aux=aux)
     if d.aux.http_backend() is None:
         for item in items:
-            rt.tags[item.tool_call_id] = "RETAIN"
+            rt.part(TagState).tags[item.tool_call_id] = "RETAIN"
         return P.TagBatchReply(handles=handles)
     pending = PendingAux("tag", first, ctx)
 
@@ -164,7 +176,7 @@ def start_tag_batch(d: AuxView, rt: SessionRuntime, req: P.TagBatch) -> P.TagBat
 
     task = asyncio.create_task(run_batch())
     for item in items:
-        rt.tasks[item.tool_call_id] = task
+        rt.part(TagState).tasks[item.tool_call_id] = task
     return P.TagBatchReply(handles=handles)
 
 
@@ -182,15 +194,15 @@ def finish_tag(d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str 
 
 
 def _settle(d: AuxView, rt: SessionRuntime, cid: str, tool: str, decision: str) -> None:
-    if rt.tags.get(cid) == "PENDING" and cid in rt.past_tail:
+    if rt.part(TagState).tags.get(cid) == "PENDING" and cid in rt.part(TagState).past_tail:
         # Tagged after its tail went out (a proxy never waits for a tag, and may even send the
         # batch after the request that carries the result): late like any other.
-        rt.tags[cid] = "RETAIN"
-        rt.late_tags.add(cid)
-    if rt.tags.get(cid) == "PENDING":
-        rt.tags[cid] = decision
-    elif decision == "DROP" and cid in rt.late_tags:
-        rt.late_drops.add(cid)  # too late for the tail; masking may hide it
+        rt.part(TagState).tags[cid] = "RETAIN"
+        rt.part(TagState).late_tags.add(cid)
+    if rt.part(TagState).tags.get(cid) == "PENDING":
+        rt.part(TagState).tags[cid] = decision
+    elif decision == "DROP" and cid in rt.part(TagState).late_tags:
+        rt.part(TagState).late_drops.add(cid)  # too late for the tail; masking may hide it
     d.store.insert(
         "tags",
         {
@@ -210,20 +222,22 @@ async def wait_for_tail_tags(d: AuxView, rt: SessionRuntime, tail_ids: set[str])
 
     Not for the proxies' agents (Claude Code, Codex): their request is on the wire while it
     waits, and a late DROP still pays as a history mask later (issue 43)."""
-    tasks = [t for cid, t in rt.tasks.items() if cid in tail_ids and not t.done()]
+    tasks = [t for cid, t in rt.part(TagState).tasks.items() if cid in tail_ids and not t.done()]
     if tasks and rt.profile.tail_waits_for_tags:
         await asyncio.wait(tasks, timeout=d.cfg.tag_wait_ms / 1000)
-    rt.past_tail |= tail_ids
+    rt.part(TagState).past_tail |= tail_ids
     for cid in tail_ids:
-        if rt.tags.get(cid) == "PENDING":
-            rt.tags[cid] = "RETAIN"  # too late: the model sees it now; only masking may hide it
-            rt.late_tags.add(cid)
-        rt.tasks.pop(cid, None)
+        if rt.part(TagState).tags.get(cid) == "PENDING":
+            rt.part(TagState).tags[cid] = (
+                "RETAIN"  # too late: the model sees it now; only masking may hide it
+            )
+            rt.part(TagState).late_tags.add(cid)
+        rt.part(TagState).tasks.pop(cid, None)
 
 
 def drop_tags(d: AuxView, rt: SessionRuntime) -> dict[str, str]:
     """The tags that drop, when amnesia is on."""
-    return {k: v for k, v in rt.tags.items() if v == "DROP"} if d.cfg.amnesia else {}
+    return {k: v for k, v in rt.part(TagState).tags.items() if v == "DROP"} if d.cfg.amnesia else {}
 
 
 def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:

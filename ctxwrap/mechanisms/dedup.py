@@ -14,13 +14,15 @@ deduplicated is kept whole (invariant 5, through the hidden signatures).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ctxwrap import protocol as P
 from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.rereads import pointer_text, result_digest
+from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.base import Mechanism, RereadSettings
-from ctxwrap.state.session import ReadSeen, call_label, recall_call
+from ctxwrap.state.session import call_label, recall_call
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import StoreView
@@ -29,6 +31,21 @@ if TYPE_CHECKING:
 # Only whole-file reads: a listing or a search can change without its arguments changing, a
 # read's content is exactly what is compared.
 _READERS = frozenset({"read"})
+
+
+@dataclass(frozen=True)
+class ReadSeen:
+    tool_call_id: str
+    digest: str  # of the result text
+
+
+@dataclass
+class ReadState:
+    """Re-reads' own per-session state (`rt.part(ReadState)`): the latest whole result of each
+    read signature, and the results that repeat one (toolCallId → the earlier result)."""
+
+    reads: dict[str, ReadSeen] = field(default_factory=dict)
+    dedups: dict[str, ReadSeen] = field(default_factory=dict)
 
 
 def note_result(
@@ -40,28 +57,30 @@ def note_result(
         return False
     sig = args_sig(req.tool_name, req.input)
     digest = result_digest(req.text)
-    earlier = rt.reads.get(sig)
+    earlier = rt.part(ReadState).reads.get(sig)
     if (
         earlier is not None
         and earlier.digest == digest
         and sig not in rt.dropped_sigs  # asked again after a hide: the model wants it whole
         and not _has_edit(d, rt, earlier.tool_call_id)
     ):
-        rt.dedups[req.tool_call_id] = earlier
-        rt.tags[req.tool_call_id] = "DROP"  # the tail-edit path turns it into the pointer
+        rt.part(ReadState).dedups[req.tool_call_id] = earlier
+        rt.part(TagState).tags[req.tool_call_id] = (
+            "DROP"  # the tail-edit path turns it into the pointer
+        )
         rt.sizes[req.tool_call_id] = len(req.text)
         rt.call_args[req.tool_call_id] = call_label(req.tool_name, req.input)
         return True
-    rt.reads[sig] = ReadSeen(req.tool_call_id, digest)
+    rt.part(ReadState).reads[sig] = ReadSeen(req.tool_call_id, digest)
     return False
 
 
 def forget(rt: SessionRuntime) -> None:
     """The earlier results may be gone from the context (compaction, a new process)."""
-    rt.reads.clear()
-    for cid in [c for c in rt.dedups if rt.tags.get(c) == "DROP"]:
-        rt.tags[cid] = "RETAIN"  # not applied yet: keep the result whole
-    rt.dedups.clear()
+    rt.part(ReadState).reads.clear()
+    for cid in [c for c in rt.part(ReadState).dedups if rt.part(TagState).tags.get(c) == "DROP"]:
+        rt.part(TagState).tags[cid] = "RETAIN"  # not applied yet: keep the result whole
+    rt.part(ReadState).dedups.clear()
 
 
 def settle(d: StoreView, rt: SessionRuntime, req: P.ContextRequest) -> None:
@@ -70,16 +89,16 @@ def settle(d: StoreView, rt: SessionRuntime, req: P.ContextRequest) -> None:
         forget(rt)
         return
     tail = {m.toolCallId for m in req.tail.messages if m.toolCallId}
-    for cid, earlier in list(rt.dedups.items()):
+    for cid, earlier in list(rt.part(ReadState).dedups.items()):
         if cid not in tail:
             continue  # decided at an earlier context step (frozen there) or not arrived yet
-        if rt.tags.get(cid) == "DROP" and _has_edit(d, rt, earlier.tool_call_id):
-            rt.tags[cid] = "RETAIN"
-            del rt.dedups[cid]
+        if rt.part(TagState).tags.get(cid) == "DROP" and _has_edit(d, rt, earlier.tool_call_id):
+            rt.part(TagState).tags[cid] = "RETAIN"
+            del rt.part(ReadState).dedups[cid]
 
 
 def tombstone(rt: SessionRuntime, call_id: str, chars: int) -> str:
-    earlier = rt.dedups.get(call_id)
+    earlier = rt.part(ReadState).dedups.get(call_id)
     handle = rt.handles.get(earlier.tool_call_id) if earlier is not None else None
     recall = recall_call(rt.profile, handle) if handle else None
     return pointer_text(rt.call_args.get(call_id, "read"), chars, recall)

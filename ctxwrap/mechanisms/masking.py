@@ -31,7 +31,9 @@ from ctxwrap.engine.masking import (
     write_weight,
 )
 from ctxwrap.mechanisms import tool_kind
+from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.base import MaskSettings, Mechanism
+from ctxwrap.mechanisms.needed_again import HiddenState
 from ctxwrap.state.session import chars_to_tokens, recall_call
 
 if TYPE_CHECKING:
@@ -92,7 +94,7 @@ def decide(
         | set(req.keep),
         edited=edited,
         hidden_sigs=hidden_sigs,
-        late_drops=rt.late_drops,
+        late_drops=rt.part(TagState).late_drops,
         maskable=maskable,
     )
     if not plan:
@@ -118,9 +120,11 @@ def decide(
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
     d.hide_signatures(rt, {c.call.argsSig for c in plan})
     for c in plan:
-        rt.hidden_by_sig[c.call.argsSig] = c.toolCallId
+        rt.part(HiddenState).hidden_by_sig[c.call.argsSig] = c.toolCallId
         if c.call.name in ("read", "Read") and c.toolCallId in mask.paths:
-            rt.hidden_reads.setdefault(mask.paths[c.toolCallId], []).append(c.toolCallId)
+            rt.part(HiddenState).hidden_reads.setdefault(mask.paths[c.toolCallId], []).append(
+                c.toolCallId
+            )
     now = time.time()
     for e in edits:
         d.store.insert(

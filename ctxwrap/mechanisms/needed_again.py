@@ -18,6 +18,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,6 +41,15 @@ KIND_MECHANISM = {
 # row's savings include the edit strip's (vocabulary: "writes and edits kept short"), whose
 # needed-again figure is kept apart above.
 ROW_MECHANISMS = {"writes": ("writes", "edits")}
+
+
+@dataclass
+class HiddenState:
+    """What a session hid, for telling when the agent asks for it again (`rt.part(...)`):
+    hidden call signature → its result id, and file → the ids of its hidden reads."""
+
+    hidden_by_sig: dict[str, str] = field(default_factory=dict)
+    hidden_reads: dict[str, list[str]] = field(default_factory=dict)
 
 
 def row_parts(per: Any, mechanism: str) -> list[tuple[str, int, int]]:
@@ -163,12 +173,14 @@ def on_result(
     file, not a file rewritten since), that hidden result was needed again. Replay applies the
     same rule (replay/_sim.py)."""
     is_read = tool_name.lower() == "read"
-    hidden = rt.hidden_by_sig.get(sig)
+    hidden = rt.part(HiddenState).hidden_by_sig.get(sig)
     candidates: list[str] = [] if hidden is None else [hidden]
     if is_read:
         path = args.get("path", args.get("file_path"))
         if isinstance(path, str):
-            candidates += [c for c in rt.hidden_reads.get(path, ()) if c != hidden]
+            candidates += [
+                c for c in rt.part(HiddenState).hidden_reads.get(path, ()) if c != hidden
+            ]
     if not candidates or (is_read and is_error):
         return
     new: list[str] | None = None

@@ -14,6 +14,8 @@ from ctxwrap import protocol as P
 from ctxwrap.engine.edits import decide_edits, dropped_signatures, edit_to_json
 from ctxwrap.mechanisms import amnesia, dedup
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
+from ctxwrap.mechanisms.dedup import ReadState
+from ctxwrap.mechanisms.needed_again import HiddenState
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import DaemonView
@@ -38,7 +40,9 @@ async def decide(
         dropped_sigs=rt.dropped_sigs,
         write_min_bytes=m.writes.min_bytes(cfg),
         tombstone_for=lambda result, call: (
-            dedup.tombstone if (result.toolCallId or call.id) in rt.dedups else amnesia.tombstone
+            dedup.tombstone
+            if (result.toolCallId or call.id) in rt.part(ReadState).dedups
+            else amnesia.tombstone
         )(rt, result.toolCallId or call.id, result.chars or 0),
         strip_marker_for=m.writes.marker,
         edit_min_chars=m.edits.min_chars(cfg),
@@ -52,7 +56,9 @@ async def decide(
     tail_calls = {c.id: c for m in req.tail.messages for c in m.toolCalls or ()}
     for e in edits:
         if e.kind in ("tombstone", "remove") and e.toolCallId in tail_calls:
-            rt.hidden_by_sig.setdefault(tail_calls[e.toolCallId].argsSig, e.toolCallId)
+            rt.part(HiddenState).hidden_by_sig.setdefault(
+                tail_calls[e.toolCallId].argsSig, e.toolCallId
+            )
     out = [P.Edit.model_validate(edit_to_json(e)) for e in edits]
     for edit in out:
         d.store.insert(

@@ -7,11 +7,12 @@ in the agent's own session (the adapter persists the frozen edit set).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ctxwrap.protocol import AgentProfile, profile_of
+
+T = TypeVar("T")
 
 
 def chars_to_tokens(chars: int) -> int:
@@ -27,12 +28,6 @@ class PendingAux:
     context: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class ReadSeen:
-    tool_call_id: str
-    digest: str  # of the result text
-
-
 @dataclass
 class SessionRuntime:
     session_id: str
@@ -41,26 +36,24 @@ class SessionRuntime:
     # the adapter's traits: what a mechanism reads instead of the agent's name
     profile: AgentProfile = field(default_factory=lambda: profile_of("pi"))
     user_prompt: str = ""
-    tags: dict[str, str] = field(default_factory=dict)  # toolCallId → DROP | RETAIN | PENDING
     handles: dict[str, str] = field(default_factory=dict)  # toolCallId → raw-output handle
     sizes: dict[str, int] = field(default_factory=dict)  # toolCallId → result chars
     call_args: dict[str, str] = field(default_factory=dict)  # toolCallId → short "tool args" label
+    # calls whose result ctxwrap hid: a repeat of one is kept whole (invariant 5)
     dropped_sigs: set[str] = field(default_factory=set)
-    # needed again (mechanisms/needed_again.py): hidden call signature → its result id, and
-    # file → ids of its hidden reads
-    hidden_by_sig: dict[str, str] = field(default_factory=dict)
-    hidden_reads: dict[str, list[str]] = field(default_factory=dict)
-    late_tags: set[str] = field(default_factory=set)  # RETAIN only because the tag came late
-    late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
-    past_tail: set[str] = field(default_factory=set)  # results the model has seen (tail passed)
-    pending: dict[str, PendingAux] = field(default_factory=dict)
-    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
+    pending: dict[str, PendingAux] = field(default_factory=dict)  # aux calls in flight
     # http backend: when this tool round's aux budget runs out (monotonic; 0 = no round yet).
     aux_round_deadline: float = 0.0
-    # Re-reads (mechanisms/dedup.py): the latest whole result of each read signature, and the
-    # results that repeat one (toolCallId → the earlier result they point at).
-    reads: dict[str, ReadSeen] = field(default_factory=dict)
-    dedups: dict[str, ReadSeen] = field(default_factory=dict)
+    # Each mechanism's own per-session state, keyed by its class, which the mechanism defines
+    # (amnesia.TagState, dedup.ReadState, needed_again.HiddenState): `rt.part(TagState)`.
+    parts: dict[type, Any] = field(default_factory=dict)
+
+    def part(self, kind: type[T]) -> T:
+        """This session's state of one mechanism (made empty on first use)."""
+        got = self.parts.get(kind)
+        if got is None:
+            got = self.parts[kind] = kind()
+        return cast(T, got)
 
 
 def call_label(tool: str, args: dict[str, Any]) -> str:

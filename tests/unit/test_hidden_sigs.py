@@ -10,6 +10,7 @@ from ctxwrap import protocol as P
 from ctxwrap.config import load_config
 from ctxwrap.daemon.service import Daemon
 from ctxwrap.engine.edits import args_sig
+from ctxwrap.mechanisms.amnesia import TagState
 
 READ = {"path": "THIRD_PARTY_NOTICES.txt"}
 BIG = "license text line\n" * 2000  # over amnesia_min_tokens: would be tagged
@@ -40,7 +41,7 @@ def test_a_hidden_call_repeated_after_a_restart_is_not_tagged_again(tmp_path: Pa
     restarted = _daemon(tmp_path)  # the old daemon died; the bridge just goes on
     reply = _read_again(restarted, "c-2")
     assert reply.aux is None, "the repeat of a hidden call was sent to the tagger"
-    assert restarted.sessions["s1"].tags["c-2"] == "RETAIN"
+    assert restarted.sessions["s1"].part(TagState).tags["c-2"] == "RETAIN"
     restarted.store.close()
 
     resumed = _daemon(tmp_path)

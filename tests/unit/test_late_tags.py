@@ -13,6 +13,7 @@ from ctxwrap import protocol as P
 from ctxwrap.agents._proxy.tag_wait import TagWait
 from ctxwrap.config import load_config
 from ctxwrap.daemon.service import Daemon
+from ctxwrap.mechanisms.amnesia import TagState
 
 LICENSE = "".join(f"irrelevant line {i} of a vendored license\n" for i in range(400))
 
@@ -51,7 +52,9 @@ def test_a_batch_sent_after_its_context_call_is_late(tmp_path: Path) -> None:
     assert reply.aux is not None  # masking on: still worth a tag
     d.aux_result(P.AuxResult(session_id="s1", aux_id=reply.aux.aux_id, text='{"1": "DROP"}'))
     rt = d.sessions["s1"]
-    assert rt.tags["t1"] == "RETAIN" and "t1" in rt.late_drops  # without the fix: DROP, unused
+    assert (
+        rt.part(TagState).tags["t1"] == "RETAIN" and "t1" in rt.part(TagState).late_drops
+    )  # without the fix: DROP, unused
     d.store.close()
 
 
@@ -69,7 +72,7 @@ def test_a_pending_tag_at_the_context_call_is_late_too(tmp_path: Path) -> None:
     assert time.monotonic() - started < 0.2  # the daemon holds no proxied request either
     d.aux_result(P.AuxResult(session_id="s1", aux_id=reply.aux.aux_id, text='{"1": "DROP"}'))
     rt = d.sessions["s1"]
-    assert rt.tags["t1"] == "RETAIN" and "t1" in rt.late_drops
+    assert rt.part(TagState).tags["t1"] == "RETAIN" and "t1" in rt.part(TagState).late_drops
     d.store.close()
 
 

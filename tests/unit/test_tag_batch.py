@@ -22,6 +22,7 @@ from ctxwrap.aux.http import HttpAuxBackend
 from ctxwrap.config import load_config
 from ctxwrap.daemon.service import Daemon
 from ctxwrap.engine.edits import args_sig
+from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.testing.model_server import ScriptedModelServer, tag_batch_items
 
 BIG_SOURCE = "def parse_config(path):\n" + "".join(
@@ -68,7 +69,7 @@ def _rows(d: Daemon, sql: str) -> list[sqlite3.Row]:
 
 
 async def _settled(d: Daemon, sid: str) -> None:
-    tasks = set(d.sessions[sid].tasks.values())
+    tasks = set(d.sessions[sid].part(TagState).tasks.values())
     if tasks:
         await asyncio.wait(tasks, timeout=10)
 
@@ -190,7 +191,7 @@ def test_one_aux_call_tags_a_round_and_is_accounted_once(
         assert ans.input_tokens > 0
 
     asyncio.run(go())
-    assert d.sessions["s1"].tags == {"r1": "RETAIN", "r3": "DROP"}
+    assert d.sessions["s1"].part(TagState).tags == {"r1": "RETAIN", "r3": "DROP"}
     assert [r.aux_task for r in server.aux_requests] == ["tag"]  # one request for the round
     calls = _rows(d, "SELECT task, input_tokens FROM aux_calls")
     assert len(calls) == 1 and calls[0]["task"] == "tag" and calls[0]["input_tokens"] > 0
@@ -215,10 +216,10 @@ def test_an_answer_reaching_outside_its_batch_retains_everything(tmp_path: Path)
         )
     )
     rt = d.sessions["s1"]
-    assert rt.tags["b1"] == rt.tags["b2"] == "RETAIN"
-    assert rt.tags["o1"] == "PENDING"  # another batch's result is out of reach
+    assert rt.part(TagState).tags["b1"] == rt.part(TagState).tags["b2"] == "RETAIN"
+    assert rt.part(TagState).tags["o1"] == "PENDING"  # another batch's result is out of reach
     d.aux_result(P.AuxResult(session_id="s1", aux_id=other.aux.aux_id, text='{"1": "DROP"}'))
-    assert rt.tags["o1"] == "DROP"
+    assert rt.part(TagState).tags["o1"] == "DROP"
     d.store.close()
 
 
@@ -227,7 +228,9 @@ def test_no_tag_for_results_that_could_not_be_dropped(tmp_path: Path) -> None:
     _start(d, "s1")
     rt = d.sessions["s1"]
     d.hide_signatures(rt, {args_sig("read", {"path": "hidden.txt"})})
-    rt.past_tail.add("seen1")  # the model saw it already (its round's context call passed)
+    rt.part(TagState).past_tail.add(
+        "seen1"
+    )  # the model saw it already (its round's context call passed)
     results = [
         _item("hid", LICENSE, "hidden.txt"),  # a repeat of a hidden call: kept anyway
         _item("seen1", LICENSE, "seen.txt"),  # past the tail, masking off: cannot be dropped
@@ -235,7 +238,7 @@ def test_no_tag_for_results_that_could_not_be_dropped(tmp_path: Path) -> None:
     ]
     reply = d.tag_batch(P.TagBatch(session_id="s1", results=results))
     assert reply.aux is None
-    assert rt.tags == {"hid": "RETAIN", "seen1": "RETAIN"}
+    assert rt.part(TagState).tags == {"hid": "RETAIN", "seen1": "RETAIN"}
     assert set(reply.handles) == {"hid", "seen1"}  # still recallable
     first = d.tag_batch(P.TagBatch(session_id="s1", results=[_item("again", LICENSE)]))
     resent = d.tag_batch(P.TagBatch(session_id="s1", results=[_item("again", LICENSE)]))
@@ -247,7 +250,7 @@ def test_with_masking_a_seen_result_is_still_tagged(tmp_path: Path) -> None:
     """A late DROP is what history masking hides at the next cold boundary."""
     d = _daemon(tmp_path)
     _start(d, "s1")
-    d.sessions["s1"].past_tail.add("seen1")
+    d.sessions["s1"].part(TagState).past_tail.add("seen1")
     reply = d.tag_batch(P.TagBatch(session_id="s1", results=[_item("seen1", LICENSE)]))
     assert reply.aux is not None
     d.store.close()
@@ -303,7 +306,10 @@ def test_batched_and_single_tags_decide_the_same(
         await _settled(d, "batch")
 
     asyncio.run(go())
-    single, batch = d.sessions["single"].tags, d.sessions["batch"].tags
+    single, batch = (
+        d.sessions["single"].part(TagState).tags,
+        d.sessions["batch"].part(TagState).tags,
+    )
     assert single == batch
     # and they are the decisions the cases stand for: the license texts go, the code stays
     assert [single[c[0]] for c in cases] == ["DROP", "RETAIN", "DROP", "DROP", "RETAIN"]
