@@ -78,7 +78,7 @@ def enabled() -> bool:
 
 def session_savings(session_id: str) -> Savings | None:
     """`ctxwrap stats --session ID`'s totals; None when nothing is recorded for it."""
-    from ctxwrap.stats import load_report
+    from ctxwrap.stats.compute import load_report
 
     report = load_report(session=session_id, since=None, by="mechanism")
     if report is None or report.session is None:

@@ -52,7 +52,7 @@ def replay_cmd(
     called, and the reads the aux model might have hidden are shown as a range.
     """
     from ctxwrap.replay._run import default_roots
-    from ctxwrap.stats import parse_since
+    from ctxwrap.stats.compute import parse_since
 
     since_ts = None
     if since is not None:

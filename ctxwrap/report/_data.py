@@ -244,7 +244,7 @@ def _usd_per_unit(prices: Any) -> float | None:
 def _note_thinking_bound(data: ReportData, model: str | None) -> None:
     """A session on a model that binds thinking to the history: why masking saved little."""
     from ctxwrap.engine.thinking import checks_thinking_prefix
-    from ctxwrap.stats import thinking_bound_line
+    from ctxwrap.stats.render import thinking_bound_line
 
     if model is not None and checks_thinking_prefix(model):
         line = thinking_bound_line([model])
@@ -465,7 +465,7 @@ def from_replay(
 
 def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     from ctxwrap.replay import _pricing
-    from ctxwrap.stats import resolve_session
+    from ctxwrap.stats.compute import resolve_session
 
     if session is None:
         row = conn.execute("SELECT session_id FROM llm_calls ORDER BY ts DESC LIMIT 1").fetchone()
@@ -492,7 +492,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     # the first call at or after them; plain pi's simulated compactions to the call they
     # precede.
     from ctxwrap.mechanisms.cost_accounting import load_session_costs
-    from ctxwrap.stats import cost_settings, session_agent, session_figures
+    from ctxwrap.stats.compute import cost_settings, session_agent, session_figures
 
     ttl_s, overrides = cost_settings()
     totals = session_figures(conn, sid, ttl_s=ttl_s, prices=overrides)

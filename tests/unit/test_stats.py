@@ -22,14 +22,8 @@ from hypothesis import strategies as st
 
 from ctxwrap.errors import NotFoundError
 from ctxwrap.state.store import Store, connect, migrate
-from ctxwrap.stats import (
-    MECHANISMS,
-    chars_to_tokens,
-    compute_stats,
-    parse_since,
-    render_json,
-    render_text,
-)
+from ctxwrap.stats.compute import MECHANISMS, chars_to_tokens, compute_stats, parse_since
+from ctxwrap.stats.render import render_json, render_text
 
 CTXWRAP = Path(sys.executable).parent / "ctxwrap"
 DAY1 = datetime(2026, 11, 28, 12, 0).timestamp()  # local time, like the CLI's day rows
