@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.unit.test_import_cycles import _modules, import_graph
 
 VIEWS_ONLY = {"ctxwrap.stats.render", "ctxwrap.stats.command", "ctxwrap.cli", "ctxwrap.shell"}
@@ -99,3 +101,23 @@ def test_the_stats_package_imports_none_of_its_modules() -> None:
     init = _modules()["ctxwrap.stats"]
     tree = ast.parse(init.read_text(encoding="utf-8"))
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_each_adapter_holds_its_own_doctor_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pi's checks live in `agents/pi/doctor_check.py` like Claude Code's and Codex's; the
+    doctor only runs them (pi's first: the aux backend's check reads its result)."""
+    import ctxwrap.doctor as doctor
+    from ctxwrap.agents.pi import doctor_check as pi_check
+
+    for agent in ("pi", "claude", "codex"):
+        assert f"ctxwrap.agents.{agent}.doctor_check" in _modules()
+    assert not hasattr(doctor, "check_pi_and_node") and not hasattr(doctor, "inspect_pi")
+    monkeypatch.setenv("CTXWRAP_PI", "/nonexistent/pi")
+    for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_RUNTIME_DIR"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    checks = doctor.run_checks()
+    assert [c.name for c in checks[:2]] == ["pi", "node"]
+    assert checks[0].level == "fail" and "CTXWRAP_PI=/nonexistent/pi" in checks[0].summary
+    assert pi_check.node_too_old  # `ctxwrap pi` asks it after pi failed
