@@ -12,6 +12,19 @@ from typing import Any
 from ctxwrap.errors import CtxwrapError, NotFoundError
 from ctxwrap.replay._sim import tokens
 
+# What to do when there is nothing to report: every agent, and where each keeps its sessions
+NOTHING_RECORDED_HINT = (
+    "start a session with `ctxwrap pi`, `ctxwrap claude`\n"
+    "or `ctxwrap codex`, or replay one you already ran:\n"
+    "--replay PATH (pi: ~/.pi/agent/sessions, Claude Code:\n"
+    "~/.claude/projects, Codex: ~/.codex/sessions)"
+)
+REPLAY_PATH_HINT = (
+    "give a session file (or folder) of pi\n"
+    "(~/.pi/agent/sessions), Claude Code (~/.claude/projects)\n"
+    "or Codex (~/.codex/sessions)"
+)
+
 # Stacking order of the per-call bars (sent first, then what each mechanism kept out).
 SENT_PARTS = ("system", "tools", "messages")
 KEPT_PARTS = ("bash", "amnesia", "dedup", "writes", "masking", "skills", "tools")
@@ -295,7 +308,7 @@ def _replayed_session(
         reasons = ", ".join(f"{n} × {r}" for r, n in {**run.skipped_files}.items())
         return NotFoundError(
             f"no replayable session in {path}" + (f" ({reasons})" if reasons else ""),
-            hint="give a session file (or folder) of pi, Claude Code or Codex",
+            hint=REPLAY_PATH_HINT,
         )
 
     if path.is_file():  # one file is one session: replay it whole straight away
@@ -470,9 +483,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     if session is None:
         row = conn.execute("SELECT session_id FROM llm_calls ORDER BY ts DESC LIMIT 1").fetchone()
         if row is None:
-            raise NotFoundError(
-                "no session recorded yet", hint="run `ctxwrap pi` first, or --replay PATH"
-            )
+            raise NotFoundError("no session recorded yet", hint=NOTHING_RECORDED_HINT)
         sid = str(row[0])
     else:
         sid = resolve_session(conn, session)
@@ -674,9 +685,7 @@ def load_db_report(session: str | None) -> ReportData:
 
     db = paths.db_path()
     if not db.exists():
-        raise NotFoundError(
-            f"no ctxwrap database at {db}", hint="run `ctxwrap pi` first, or --replay PATH"
-        )
+        raise NotFoundError(f"no ctxwrap database at {db}", hint=NOTHING_RECORDED_HINT)
     conn = connect(db, readonly=True)
     try:
         return from_db(conn, session)

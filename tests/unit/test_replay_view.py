@@ -122,6 +122,12 @@ def test_nothing_readable_exits_non_zero_with_the_reason(tmp_path: Path) -> None
     assert "no session could be read" in out.stderr and "Claude Code entry" in out.stderr
     missing = cli(str(tmp_path / "nope"), state=tmp_path)
     assert missing.returncode == 66 and "no session file found" in missing.stderr
+    # the hint names where each of the three agents keeps its sessions, at 60 columns
+    hint = missing.stderr[missing.stderr.index("hint: ") :]
+    for where in ("~/.pi/agent/sessions", "~/.claude/projects", "~/.codex/sessions"):
+        assert where in hint
+    assert "Codex" in hint
+    assert max(len(line) for line in hint.splitlines()) <= 60
 
 
 def test_each_mechanism_row_says_how_much_of_what_it_hid_was_needed_again(
