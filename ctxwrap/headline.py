@@ -96,6 +96,20 @@ def tokens_text(n: float) -> str:
     return ("-" if n < 0 else "") + s
 
 
+# -- why a session cost more than plain (DESIGN.md invariant 10: said, not only signed) --------
+
+
+def carried_text(tokens: int) -> str:
+    """The commonest cause, worded once for every view (replay says it the same way): the
+    agent under ctxwrap did not compact where plain did, so it carried what plain dropped."""
+    return f"carried up to {tokens:,} tokens past plain's compaction"
+
+
+def why_text(cause: str) -> str:
+    """`why: carried up to 40,000 tokens past plain's compaction`: a cause as a view's part."""
+    return f"why: {cause}"
+
+
 @dataclass(frozen=True)
 class Headline:
     """A session's (or any set of calls') figures as people see them."""

@@ -22,7 +22,7 @@ from ctxwrap import paths
 from ctxwrap.daemon.pidfile import pid_alive
 from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.errors import NotFoundError
-from ctxwrap.headline import Headline, headline_of, total_plain_usd, total_usd
+from ctxwrap.headline import Headline, carried_text, headline_of, total_plain_usd, total_usd
 from ctxwrap.mechanisms import needed_again
 from ctxwrap.mechanisms.cost_accounting import (
     BUCKET_S,
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from ctxwrap import protocol as P
     from ctxwrap.engine.cost import Prices
+    from ctxwrap.mechanisms.cost_accounting import SessionCosts
 
 MECHANISMS = ("bash", "amnesia", "writes", "skills", "tools")
 GroupBy = Literal["mechanism", "session", "day", "agent"]
@@ -581,6 +582,103 @@ def session_totals(
         headline=h.short(),
         headline_pct=h.pct,
     )
+
+
+# -- why a session cost more than plain ------------------------------------------------------
+
+
+CauseKind = Literal["carried", "aux", "summaries", "rewrites", "own_tools"]
+
+
+@dataclass(frozen=True)
+class CostCause:
+    """Which effect made a session cost more than plain (DESIGN.md invariant 10: a loss is
+    said, not only signed). `weighted`: its share of the loss, input-equivalent tokens;
+    `tokens`: the figure the words give (tokens carried, tokens written to the cache)."""
+
+    kind: CauseKind
+    text: str
+    weighted: float
+    tokens: int = 0
+
+
+def carried_per_call(costs: SessionCosts) -> list[int]:
+    """Per recorded call, the tokens ctxwrap's request carried beyond plain's while plain had
+    compacted more often than the session (the agent under ctxwrap compacts later, on its
+    smaller context: docs/accounting.md, "Compaction timing"); 0 elsewhere."""
+    compactions = sorted(ts for ts, _c in costs.compactions)
+    out: list[int] = []
+    plain_n = 0
+    for ts, a, p, comp in costs.calls:
+        plain_n += comp is not None
+        real_n = sum(1 for c in compactions if c <= ts)
+        out.append(max(0, a.input_tokens - p.input_tokens) if plain_n > real_n else 0)
+    return out
+
+
+def cost_cause(costs: SessionCosts, figures: CostFigures) -> CostCause | None:
+    """Why the session cost more than plain, None when it did not: of the parts of the loss
+    (requests carrying history past plain's compaction, the aux model's calls, ctxwrap's own
+    compactions' summaries, the other requests: rewrites of the cached history, ctxwrap's own
+    tool specs), the largest."""
+    if figures.total_saved_weighted >= 0 or not costs.calls:
+        return None
+    carried = carried_per_call(costs)
+    carried_w = sum(
+        max(0.0, a.weighted_tokens - p.weighted_tokens)
+        for (_ts, a, p, _c), n in zip(costs.calls, carried, strict=True)
+        if n > 0
+    )
+    requests = figures.sent_weighted - figures.plain_weighted - carried_w
+    writes = figures.cache_write_tokens - figures.plain_cache_write_tokens
+    parts = [
+        CostCause("carried", carried_text(max(carried)), carried_w, max(carried)),
+        CostCause(
+            "aux",
+            "its aux-model calls cost more than the context they kept out",
+            figures.aux_weighted,
+        ),
+        CostCause(
+            "summaries",
+            "its own compactions' summaries cost more than plain's",
+            figures.compaction_weighted - figures.plain_compaction_weighted,
+        ),
+        CostCause(
+            "rewrites",
+            f"its rewrites of the history wrote {writes:,} more tokens to the cache than plain",
+            requests,
+            writes,
+        )
+        if writes > 0
+        else CostCause(
+            "own_tools", "its own tool specs and facts added more than it kept out", requests
+        ),
+    ]
+    worst = max(parts, key=lambda c: c.weighted)
+    return worst if worst.weighted > 0 else None
+
+
+def session_cost_cause(
+    conn: sqlite3.Connection,
+    session_id: str,
+    *,
+    ttl_s: float | None = None,
+    prices: Mapping[str, Prices] | None = None,
+) -> CostCause | None:
+    """`cost_cause` of one recorded session, priced as `ctxwrap stats` prices it (the same
+    settings); None when it did not cost more. Prices the session call by call: asked only of
+    a session whose figures say it cost more."""
+    from ctxwrap.mechanisms.cost_accounting import load_session_costs
+
+    if ttl_s is None or prices is None:
+        cfg_ttl, cfg_prices = cost_settings()
+        ttl_s = cfg_ttl if ttl_s is None else ttl_s
+        prices = cfg_prices if prices is None else prices
+    figures = session_figures(conn, session_id, ttl_s=ttl_s, prices=prices)
+    if figures.cost.total_saved_weighted >= 0:
+        return None
+    costs = load_session_costs(conn, [session_id], ttl_s=ttl_s, overrides=prices)[session_id]
+    return cost_cause(costs, figures.cost)
 
 
 # -- --since ------------------------------------------------------------------------------------
