@@ -173,3 +173,76 @@ def test_the_exit_line_says_why(
     exit_line.print_exit_line("pi", SID, None)
     err = capsys.readouterr().err
     assert "cost −" in err and "why" not in err
+
+
+def _calls_carried(page: str) -> list[int]:
+    import re
+
+    return [int(n) for n in re.findall(r'<g class="call" [^>]*data-carried="(\d+)"', page)]
+
+
+def test_the_report_of_a_live_session_says_why_and_draws_what_it_carried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ctxwrap report` of a session that ran under ctxwrap: the cause under the hero, and the
+    carried tokens as their own hatched part of each request's bar."""
+    import html
+
+    from ctxwrap.report import from_db, render_html
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    conn = connect(build(tmp_path / "ctxwrap.db", CARRYING), readonly=True)
+    costs = CA.load_session_costs(conn, [SID])[SID]
+    carried = carried_per_call(costs)
+    data = from_db(conn, SID)
+    cause = session_cost_cause(conn, SID)
+    assert cause is not None and data.costs_more_because == cause.text
+    # the carried part is taken out of the conversation, not added: each bar's height stays
+    assert [c.sent.get("carried", 0) for c in data.calls] == carried
+    assert [c.sent_total for c in data.calls] == [sent for sent, _plain in CARRYING]
+    page = render_html(data)
+    assert 'id="costs-more"' in page
+    assert f"Why it cost more than plain pi: {html.escape(cause.text)}." in page
+    assert _calls_carried(page) == carried
+    assert 'fill="url(#carried-wide)"' in page and 'id="carried-wide"' in page
+    assert "sent: carried past plain&#x27;s compaction" in page  # the legend names it
+    # a session that cost less: no why, nothing hatched
+    conn = connect(build(tmp_path / "less.db", SAVING), readonly=True)
+    page = render_html(from_db(conn, SID))
+    assert 'id="costs-more"' not in page and "carried-wide" not in page
+
+
+def test_the_report_of_a_replay_says_why_and_draws_what_it_carried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`ctxwrap report --replay`: replay's own cause (`costs_more_because`), and per call the
+    history plain's compaction had dropped that the session still carried (replay's per-call
+    `carried_tokens`), drawn apart from the conversation."""
+    import html
+
+    from ctxwrap.replay import _pricing
+    from ctxwrap.replay._run import price_session, session_json
+    from ctxwrap.replay._sim import SessionSimulator, Thresholds
+    from ctxwrap.report import _data, render_html
+    from tests.unit.test_replay import _compacting_session
+
+    sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=False))
+    sim.feed(_compacting_session(None, 184_000))
+    r = sim.finish()
+    prices = _pricing.default_prices("claude-opus-4-5")
+    doc = session_json(r, price_session(r, prices, 300.0), per_call=True, prices=prices)
+    assert doc["costs_more_because"] is not None
+    for c, f in zip(doc["calls"], r.calls, strict=True):
+        c.setdefault("carried_tokens", f.carried_tokens)  # the simulator's per-call figure
+    assert any(c["carried_tokens"] for c in doc["calls"])
+    monkeypatch.setattr(_data, "_replayed_session", lambda *_a, **_k: dict(doc))
+    data = _data.from_replay(Path("s"))
+    assert data.costs_more_because == doc["costs_more_because"]
+    assert [c.sent.get("carried", 0) for c in data.calls] == [
+        c["carried_tokens"] for c in doc["calls"]
+    ]
+    page = render_html(data)
+    why = html.escape(doc["costs_more_because"])
+    assert f"Why it would have cost more than plain pi: {why}." in page
+    assert _calls_carried(page) == [c.sent.get("carried", 0) for c in data.calls]
+    assert 'fill="url(#carried-wide)"' in page
