@@ -90,25 +90,13 @@ def session_savings(session_id: str) -> Savings | None:
     t = report.totals
     c = t.cost
     pct = c.total_saved_pct if c.calls else t.saved_pct
-    cause = None
-    if c.calls and c.total_saved_weighted < 0:  # it cost more: say which effect made it so
-        cause = _cause(report.session)
     return Savings(
-        t.llm_calls, pct, t.net_tokens, max(0, c.plain_compactions - c.compactions), cause
+        t.llm_calls,
+        pct,
+        t.net_tokens,
+        max(0, c.plain_compactions - c.compactions),
+        report.costs_more_because,  # it cost more: which effect made it so
     )
-
-
-def _cause(session_id: str) -> str | None:
-    from ctxwrap import paths
-    from ctxwrap.state.store import connect
-    from ctxwrap.stats.compute import session_cost_cause
-
-    conn = connect(paths.db_path(), readonly=True)
-    try:
-        found = session_cost_cause(conn, session_id)
-    finally:
-        conn.close()
-    return found.text if found is not None else None
 
 
 def _bounded(session_id: str, timeout_s: float) -> Savings | None:

@@ -149,6 +149,9 @@ class StatsReport:
     thinking_bound_models: tuple[str, ...] = ()
     # models of the sessions in `totals.unpriced_sessions` (no known price)
     unpriced_models: tuple[str, ...] = ()
+    # one session (`session`) that cost more than plain: why, in words (`cost_cause`); set by
+    # `load_report` (the CLI's views), never in the daemon's turn-end path
+    costs_more_because: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -753,7 +756,17 @@ def load_report(*, session: str | None, since: float | None, by: GroupBy) -> Sta
     ttl_s, prices = cost_settings()
     conn = connect(db, readonly=True)
     try:
-        return compute_stats(conn, session=session, since=since, by=by, ttl_s=ttl_s, prices=prices)
+        report = compute_stats(
+            conn, session=session, since=since, by=by, ttl_s=ttl_s, prices=prices
+        )
+        c = report.totals.cost
+        if report.session is not None and c.calls and c.total_saved_weighted < 0:
+            from ctxwrap.mechanisms.cost_accounting import load_session_costs
+
+            costs = load_session_costs(conn, [report.session], ttl_s=ttl_s, overrides=prices)
+            cause = cost_cause(costs[report.session], c)
+            report = replace(report, costs_more_because=cause.text if cause else None)
+        return report
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):  # created by a daemon that never migrated it
             return None

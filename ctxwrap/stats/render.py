@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ctxwrap.headline import headline_of, pct_text, tokens_text, usd_text
+from ctxwrap.headline import headline_of, pct_text, tokens_text, usd_text, why_text
 from ctxwrap.mechanisms import needed_again
 from ctxwrap.mechanisms.cost_accounting import CostFigures
 from ctxwrap.stats.compute import Figures, Group, Money, StatsReport, money_of
@@ -175,6 +175,7 @@ def report_to_json(report: StatsReport) -> dict[str, Any]:
         "needed_again": report.needed_again,
         "thinking_bound_models": list(report.thinking_bound_models),
         "unpriced_models": list(report.unpriced_models),
+        "costs_more_because": report.costs_more_because,
         "totals": _figures_json(report.totals, _one_agent(report.agents)),
         "groups": groups,
     }
@@ -294,6 +295,8 @@ def header_lines(report: StatsReport, *, color: bool) -> list[str]:
         else:
             head, what = h.short(), h.sentence().split(" — ")[0]
         out.append(f"{_paint(head, style, color)}: {what}" + (f"; {mostly}" if mostly else ""))
+        if report.costs_more_because:
+            out.append(_paint(why_text(report.costs_more_because), "red", color))
     return out
 
 

@@ -246,3 +246,27 @@ def test_the_report_of_a_replay_says_why_and_draws_what_it_carried(
     assert f"Why it would have cost more than plain pi: {why}." in page
     assert _calls_carried(page) == [c.sent.get("carried", 0) for c in data.calls]
     assert 'fill="url(#carried-wide)"' in page
+
+
+def test_stats_of_the_session_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ctxwrap stats --session ID` (where the exit line sends the user): a `why:` line under
+    the headline, and `costs_more_because` in --json; none for the whole store."""
+    import json
+
+    from ctxwrap.stats.compute import load_report
+    from ctxwrap.stats.render import render_json, render_text
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    db = tmp_path / "state" / "ctxwrap" / "ctxwrap.db"
+    db.parent.mkdir(parents=True)
+    build(db, CARRYING)
+    report = load_report(session=SID[:8], since=None, by="mechanism")
+    assert report is not None
+    cause = session_cost_cause(connect(db, readonly=True), SID)
+    assert cause is not None and report.costs_more_because == cause.text
+    lines = render_text(report, color=False, width=100).splitlines()
+    assert lines[1].startswith("cost +") and lines[2] == f"why: {cause.text}"
+    assert json.loads(render_json(report))["costs_more_because"] == cause.text
+    whole = load_report(session=None, since=None, by="mechanism")
+    assert whole is not None and whole.costs_more_because is None

@@ -353,6 +353,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "needed_again",
         "thinking_bound_models",
         "unpriced_models",
+        "costs_more_because",  # --session ID that cost more than plain: why (else null)
         "totals",
         "groups",
     }
