@@ -53,6 +53,9 @@ def test_the_daemon_and_the_mechanisms_reach_no_view_and_no_cli() -> None:
     assert "ctxwrap.stats.compute" in reached  # the turn totals
     assert "ctxwrap.statusline" in reached  # the status line and the prompt segment
     assert reached & VIEWS_ONLY == set()
+    # nor another view or an adapter (stats -> replay -> agents -> launch -> stats was a loop)
+    above = ("ctxwrap.replay", "ctxwrap.report", "ctxwrap.launch", "ctxwrap.agents")
+    assert sorted(m for m in reached if m.startswith(above)) == []
     loads = {m: _third_party(mods[m]) & {"click", "rich"} for m in reached}
     assert {m: s for m, s in loads.items() if s} == {}
 
