@@ -33,7 +33,7 @@ from ctxwrap.mechanisms.cost_accounting import (
     refresh_cost_cache,
 )
 from ctxwrap.state.store import Store, connect
-from ctxwrap.stats import compute_stats
+from ctxwrap.stats.compute import compute_stats
 
 TARGET_MS = 300.0
 

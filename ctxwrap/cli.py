@@ -48,7 +48,7 @@ class LazyGroup(FullHelpGroup):
     """
 
     lazy: ClassVar[dict[str, str]] = {
-        "stats": "ctxwrap.stats:stats_command",
+        "stats": "ctxwrap.stats.command:stats_command",
         "demo": "ctxwrap.demo:demo_cmd",
         "help": "ctxwrap.manpage:help_cmd",
         "init": "ctxwrap.shell:init_cmd",

@@ -208,7 +208,7 @@ class Settings(BaseSettings):
     # -- lifecycle of the wrappers (ctxwrap/launch/exit_line.py) --
     exit_line: bool = Field(
         True,
-        description="On exit, `ctxwrap pi` / `ctxwrap claude` print one line on stderr: what the session saved, how to resume it through ctxwrap, its stats command (`--ctxwrap-quiet` for one run).",
+        description="On exit, `ctxwrap pi`, `ctxwrap claude` and `ctxwrap codex` print one line on stderr: what the session saved, how to resume it through ctxwrap, its stats command (`--ctxwrap-quiet` for one run).",
     )
 
 

@@ -1,7 +1,7 @@
 """The one headline every view shows ("cost −60% · $0.12 saved") and its rounding.
 
-`Headline` is made from a session's figures by `headline_of`; `stats.session_headline` is the
-source of one session's: it runs `ctxwrap stats`' compute path (`stats.compute_stats`, which
+`Headline` is made from a session's figures by `headline_of`; `stats.compute.session_headline` is
+the source of one session's: it runs `ctxwrap stats`' compute path (`compute_stats`, which
 prices through `mechanisms.cost_accounting` and `engine.cost`) and hands the figures here. This
 module only formats (it imports nothing of the compute). `ctxwrap stats` (text and
 `--json`), `/ctx-stats`, pi's footer and the shell prompt segment (through the daemon's
@@ -24,7 +24,7 @@ from ctxwrap.vocabulary import agent_name
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.cost_accounting import CostFigures
-    from ctxwrap.stats import Figures
+    from ctxwrap.stats.compute import Figures
 
 MINUS = "\u2212"  # −, the sign people read in a percentage
 
@@ -94,6 +94,20 @@ def tokens_text(n: float) -> str:
     else:
         s = f"{a:.0f}"
     return ("-" if n < 0 else "") + s
+
+
+# -- why a session cost more than plain (DESIGN.md invariant 10: said, not only signed) --------
+
+
+def carried_text(tokens: int) -> str:
+    """The commonest cause, worded once for every view (replay says it the same way): the
+    agent under ctxwrap did not compact where plain did, so it carried what plain dropped."""
+    return f"carried up to {tokens:,} tokens past plain's compaction"
+
+
+def why_text(cause: str) -> str:
+    """`why: carried up to 40,000 tokens past plain's compaction`: a cause as a view's part."""
+    return f"why: {cause}"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ OTHER_ENVIRONMENT = {
     "`pi` on PATH.",
     "CTXWRAP_CLAUDE": "The Claude Code executable to run (a name looked up on PATH, or a path); "
     "default: `claude` on PATH.",
+    "CTXWRAP_CODEX": "The Codex CLI executable to run (a name looked up on PATH, or a path); "
+    "default: `codex` on PATH.",
     "ANTHROPIC_BASE_URL": "`ctxwrap claude`: the upstream its loopback proxy forwards to (the "
     "user's own value, else https://api.anthropic.com); Claude Code itself is pointed at the proxy.",
     "CTXWRAP_DEBUG": "1 shows tracebacks on errors, like --debug.",
@@ -80,12 +82,15 @@ EXIT_STATUS = [
     ),
     ("77", "The socket directory or socket is not private to this user."),
     ("78", "The configuration is invalid."),
-    ("127", "pi or claude was not found (CTXWRAP_PI, CTXWRAP_CLAUDE or PATH)."),
+    (
+        "127",
+        "pi, claude or codex was not found (CTXWRAP_PI, CTXWRAP_CLAUDE, CTXWRAP_CODEX or PATH).",
+    ),
     ("130", "Interrupted."),
     (
         "any",
-        "`ctxwrap pi` and `ctxwrap claude` exit with the agent's own status (a signal N gives "
-        "128+N).",
+        "`ctxwrap pi`, `ctxwrap claude` and `ctxwrap codex` exit with the agent's own status (a "
+        "signal N gives 128+N).",
     ),
 ]
 

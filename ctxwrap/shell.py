@@ -2,7 +2,7 @@
 
 The scripts live in `shell/` (shipped in the wheel); only the self-path line is rewritten, so
 the printed script is the tested file. The prompt segment reads a cache file that
-`write_prompt_segment` keeps: the prompt path never talks to the daemon.
+`statusline.write_prompt_segment` keeps: the prompt path never talks to the daemon.
 """
 
 from __future__ import annotations
@@ -11,16 +11,13 @@ import os
 import shlex
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
-from ctxwrap import paths
 from ctxwrap._data_files import read_data_text
 
 SHELLS = {"bash": "ctxwrap.bash", "zsh": "ctxwrap.zsh", "fish": "ctxwrap.fish"}
-PROMPT_SEGMENT_MAX = 64
 
 
 def self_command() -> str:
@@ -55,30 +52,6 @@ def render_init_script(shell: str, bin_path: str | None = None) -> str:
     if marker not in text:  # a script edit that drops the line must fail loudly, not silently
         raise RuntimeError(f"{SHELLS[shell]} has no self-path line {marker.strip()!r}")
     return text.replace(marker, marker.replace("ctxwrap\n", _quote(shell, target) + "\n"), 1)
-
-
-def prompt_segment_path() -> Path:
-    """The one-line cache `ctxwrap_prompt_segment` prints (same rule as the shell scripts)."""
-    return paths.state_dir() / "prompt-segment"
-
-
-def write_prompt_segment(text: str) -> None:
-    """Replace the prompt segment atomically: a prompt never reads a half-written line.
-
-    Called by whoever knows the savings (`ctxwrap stats`, the daemon at turn end); an empty
-    `text` clears the segment.
-    """
-    line = "".join(ch for ch in text.splitlines()[0] if ch.isprintable()) if text else ""
-    target = prompt_segment_path()
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".prompt-segment.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(line[:PROMPT_SEGMENT_MAX] + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @click.command("init")

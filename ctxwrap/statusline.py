@@ -1,7 +1,9 @@
-"""Claude Code's status line under `ctxwrap claude`: the session's savings so far.
+"""The lines the daemon writes at every turn end: Claude Code's status line under `ctxwrap
+claude`, and the shell's prompt segment (`ctxwrap init`'s `ctxwrap_prompt_segment` prints it).
 
-The daemon writes one small file per live session at every turn end (`write_status`), next to
-the shell prompt segment, and removes it when the session ends; `ctxwrap statusline claude`
+No CLI framework here: the daemon imports this module in its turn-end path. It writes one
+small file per live Claude Code session (`write_status`) and removes it when the session ends,
+and one prompt-segment file for the user (`write_prompt_segment`); `ctxwrap statusline claude`
 (run by Claude Code at every refresh, JSON on stdin) prints that file and nothing else — no
 daemon round trip, standard library only (ctxwrap/entry.py runs it without the CLI framework).
 """
@@ -17,6 +19,7 @@ from typing import IO, Any
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 MAX_CHARS = 120
+PROMPT_SEGMENT_MAX = 64
 WAITING = "ctxwrap: nothing saved yet"
 
 
@@ -71,17 +74,38 @@ def compaction_hint(totals: Any) -> str:
 
 def write_status(session_id: str, text: str) -> None:
     """Replace the session's line atomically (a refresh never reads half a line)."""
+    target = status_path(session_id)
+    if target is not None:
+        _replace_line(target, text, MAX_CHARS, ".status.")
+
+
+def prompt_segment_path() -> Path:
+    """The one-line cache `ctxwrap_prompt_segment` prints (same rule as the shell scripts)."""
+    from ctxwrap import paths
+
+    return paths.state_dir() / "prompt-segment"
+
+
+def write_prompt_segment(text: str) -> None:
+    """Replace the prompt segment atomically: a prompt never reads a half-written line.
+
+    Called by whoever knows the savings (the daemon at turn end); an empty `text` clears the
+    segment.
+    """
+    _replace_line(prompt_segment_path(), text, PROMPT_SEGMENT_MAX, ".prompt-segment.")
+
+
+def _replace_line(target: Path, text: str, most: int, prefix: str) -> None:
+    """`text`'s first line, printable characters only, at most `most` of them, written to a
+    temporary file beside `target` and renamed over it."""
     import tempfile  # not at the top: the reading side runs at every refresh
 
-    target = status_path(session_id)
-    if target is None:
-        return
     line = "".join(ch for ch in text.splitlines()[0] if ch.isprintable()) if text else ""
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".status.")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(line[:MAX_CHARS] + "\n")
+            fh.write(line[:most] + "\n")
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

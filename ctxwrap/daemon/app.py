@@ -169,7 +169,8 @@ def build_app(daemon: Daemon) -> Any:
 
     async def stats(request: Request) -> Response:
         """One session's breakdown as text, for /ctx-stats inside pi."""
-        from ctxwrap.stats import compute_stats, render_text
+        from ctxwrap.stats.compute import compute_stats
+        from ctxwrap.stats.render import render_text
 
         session = request.query_params.get("session")
         width_arg = request.query_params.get("width", "100")

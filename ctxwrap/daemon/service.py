@@ -353,7 +353,7 @@ class Daemon:
     def session_totals(self, session_id: str) -> P.SessionTotals:
         # views: the figures and headline of `ctxwrap stats --session` (stats.session_totals)
         from ctxwrap.mechanisms.cost_accounting import settings_overrides
-        from ctxwrap.stats import session_totals
+        from ctxwrap.stats.compute import session_totals
 
         return session_totals(
             self.store.conn,
@@ -373,7 +373,7 @@ class Daemon:
 
     def _prompt_segment(self, totals: P.SessionTotals | None) -> None:
         """The shell prompt's savings line (`ctxwrap_prompt_segment` reads it): one small write."""
-        from ctxwrap.shell import write_prompt_segment
+        from ctxwrap.statusline import write_prompt_segment
 
         try:
             write_prompt_segment(prompt_segment_text(totals) if totals else "")

@@ -10,7 +10,9 @@ parts, never inside one; the resume command stands alone on the last line, so it
 whole (a triple click) and never wraps inside the session id at 60 columns.
 
 Under Claude Code and Codex, which no proxy can ask to compact, the figures also say when plain
-would have compacted by now (the status line's hint, `statusline.compaction_hint`).
+would have compacted by now (the status line's hint, `statusline.compaction_hint`). A session
+that cost more than plain says why, after its cost (`why: carried up to 40,000 tokens past
+plain's compaction`; `stats.compute.cost_cause`).
 
 The agents end with their own resume hint (`claude --resume …`, `pi --session …`, `codex resume
 …`), which resumes *without* ctxwrap; these lines say how to resume through it — only when the
@@ -47,6 +49,8 @@ class Savings(NamedTuple):
     net_tokens: int  # tokens kept out of the context, net of the aux model's
     # how many more times plain would have compacted by now (its context is the bigger one)
     compactions_behind: int = 0
+    # why it cost more than plain (`stats.compute.cost_cause`), None when it did not
+    cause: str | None = None
 
 
 def take_quiet_flag(args: list[str]) -> tuple[list[str], bool]:
@@ -78,7 +82,7 @@ def enabled() -> bool:
 
 def session_savings(session_id: str) -> Savings | None:
     """`ctxwrap stats --session ID`'s totals; None when nothing is recorded for it."""
-    from ctxwrap.stats import load_report
+    from ctxwrap.stats.compute import load_report
 
     report = load_report(session=session_id, since=None, by="mechanism")
     if report is None or report.session is None:
@@ -86,7 +90,13 @@ def session_savings(session_id: str) -> Savings | None:
     t = report.totals
     c = t.cost
     pct = c.total_saved_pct if c.calls else t.saved_pct
-    return Savings(t.llm_calls, pct, t.net_tokens, max(0, c.plain_compactions - c.compactions))
+    return Savings(
+        t.llm_calls,
+        pct,
+        t.net_tokens,
+        max(0, c.plain_compactions - c.compactions),
+        report.costs_more_because,  # it cost more: which effect made it so
+    )
 
 
 def _bounded(session_id: str, timeout_s: float) -> Savings | None:
@@ -148,7 +158,7 @@ def _wrap(parts: list[str], columns: int) -> list[str]:
 
 
 def _figures(agent: str, session_id: str, savings: Savings | None) -> list[str]:
-    from ctxwrap.headline import pct_text  # stdlib only, like this module
+    from ctxwrap.headline import pct_text, why_text  # stdlib only, like this module
 
     parts: list[str] = []
     if savings is not None and savings.llm_calls:
@@ -157,7 +167,10 @@ def _figures(agent: str, session_id: str, savings: Savings | None) -> list[str]:
         if savings.cost_pct is None:
             parts.append(tokens)
         else:
-            parts += [f"cost {pct_text(savings.cost_pct)}", tokens]
+            parts.append(f"cost {pct_text(savings.cost_pct)}")
+            if savings.cause:
+                parts.append(why_text(savings.cause))
+            parts.append(tokens)
     if savings is not None and savings.compactions_behind > 0 and agent in _NO_COMPACT_ASKED:
         # the status line's hint (statusline.compaction_hint), for a `-p` run or a Codex user:
         # what the resumed session carries that plain's compaction had dropped

@@ -21,7 +21,7 @@ from ctxwrap.replay._run import FIT_TOLERANCE
 from ctxwrap.vocabulary import agent_name, mechanism_label, mechanism_words, plural
 
 if TYPE_CHECKING:
-    from ctxwrap.stats import Money
+    from ctxwrap.stats.compute import Money
 
 _HEAD_BYTES = 256 * 1024
 
@@ -162,7 +162,7 @@ def _weighted(rows: list[Row]) -> tuple[float, float]:
 
 
 def _row_money(rows: list[Row]) -> list[Money]:
-    from ctxwrap.stats import Money
+    from ctxwrap.stats.compute import Money
 
     return [Money(r.plain, r.ours) if r.priced else Money(None, None) for r in rows]
 
@@ -171,7 +171,7 @@ def headline_of(doc: dict[str, Any], *, model: str | None = None) -> dict[str, A
     """The figures of the text's first lines, for `--json`: the sessions not already run under
     ctxwrap, main-model input only (output is the same on both sides), cache-priced. The cost
     % is of input-token equivalents over every session; money sums the priced ones."""
-    from ctxwrap.stats import money_total
+    from ctxwrap.stats.compute import money_total
 
     counted = [r for r in rows_of(doc, model=model) if not r.under_ctxwrap]
     wp, wo = _weighted(counted)
@@ -200,7 +200,8 @@ def headline_of(doc: dict[str, Any], *, model: str | None = None) -> dict[str, A
 def _session_table(
     rows: list[Row], *, width: int, color: bool, total: bool, costs: bool = True
 ) -> list[str]:
-    from ctxwrap.stats import _wrap, money_texts, money_total, unpriced_note
+    from ctxwrap.stats.compute import money_total
+    from ctxwrap.stats.render import money_texts, unpriced_note, wrap
 
     money = _row_money(rows)
     whole = money_total(money)
@@ -266,7 +267,7 @@ def _session_table(
     unpriced = [r for r in rows if not r.priced]
     if unpriced and costs:
         models = sorted({str(r.doc.get("model") or "?") for r in unpriced})
-        lines.append(_wrap(unpriced_note(len(unpriced), models), width))
+        lines.append(wrap(unpriced_note(len(unpriced), models), width))
     return lines
 
 
@@ -383,7 +384,7 @@ def render_text(
     tagged: bool = False,
 ) -> str:
     from ctxwrap.engine.thinking import checks_thinking_prefix
-    from ctxwrap.stats import _wrap, thinking_bound_line
+    from ctxwrap.stats.render import thinking_bound_line, wrap
 
     rows = rows_of(doc, model=model)
     counted = [r for r in rows if not r.under_ctxwrap]
@@ -413,12 +414,12 @@ def render_text(
                 " cost units (input-token equivalents, cache-priced; aux model in tokens"
                 " below)"
             )
-        out = [_wrap(line, width) for line in out]
+        out = [wrap(line, width) for line in out]
         out.append("")
         out += _session_table(counted, width=width, color=color, total=len(counted) > 1)
         off = [r for r in counted if not (r.doc.get("plain_source") or {}).get("fit_ok")]
         out.append(
-            _wrap(
+            wrap(
                 "plain ÷ bill: replay's plain against the input the transcript's recorded usage"
                 " bills (1.00: every call recorded; est.: none recorded, plain estimated)"
                 + (
@@ -434,9 +435,7 @@ def render_text(
             why = r.doc.get("costs_more_because")
             if why:
                 out.append(
-                    _wrap(
-                        f"costs more: {r.project_short} ({r.doc['session_id'][:8]}): {why}", width
-                    )
+                    wrap(f"costs more: {r.project_short} ({r.doc['session_id'][:8]}): {why}", width)
                 )
         out.append("")
         docs = [r.doc for r in counted]
@@ -446,7 +445,7 @@ def render_text(
         # one figure to stand for both
         apart = parts_text(row_parts(need, "writes"))
         out.append(
-            _wrap(
+            wrap(
                 "needed again: of the results a mechanism hid, those a later turn copied from,"
                 " read again or recalled (a lower bound; docs/accounting.md)"
                 + (f"; the writes row apart: {apart}" if apart else ""),
@@ -457,10 +456,10 @@ def render_text(
             {r.doc["model"] for r in counted if checks_thinking_prefix(r.doc.get("model"))}
         )
         if bound:
-            out.append(_wrap(thinking_bound_line(bound), width))
+            out.append(wrap(thinking_bound_line(bound), width))
         if not tagged:
             out.append(
-                _wrap(
+                wrap(
                     "tagger: without --tag no model decides which reads to hide; the range runs"
                     " from none to every read/grep/find/ls result, its aux cost beside it —"
                     " neither is in the totals",
@@ -468,11 +467,11 @@ def render_text(
                 )
             )
     else:
-        out = [_wrap(line, width) for line in out]
+        out = [wrap(line, width) for line in out]
     if already:
         out.append("")
         out.append(
-            _wrap(
+            wrap(
                 f"already run under ctxwrap ({plural(len(already), 'session')}, not in the"
                 " totals: their transcripts hold ctxwrap's edits; `ctxwrap stats` has their"
                 " figures):",
@@ -485,7 +484,7 @@ def render_text(
         out.append("skipped:")
         for reason, n in sorted(doc["skipped_files"].items()):
             out.append(
-                _wrap(
+                wrap(
                     f"  {reason}"
                     if n == 1 and reason.startswith("path not found")
                     else f"  {plural(n, 'file')}: {reason}",
@@ -493,5 +492,5 @@ def render_text(
                 )
             )
         for reason, n in sorted(doc["skipped_entries"].items()):
-            out.append(_wrap(f"  {plural(n, 'entry', 'entries')}: {reason}", width))
+            out.append(wrap(f"  {plural(n, 'entry', 'entries')}: {reason}", width))
     return "\n".join(out) + "\n"

@@ -52,7 +52,7 @@ def replay_cmd(
     called, and the reads the aux model might have hidden are shown as a range.
     """
     from ctxwrap.replay._run import default_roots
-    from ctxwrap.stats import parse_since
+    from ctxwrap.stats.compute import parse_since
 
     since_ts = None
     if since is not None:
@@ -104,9 +104,12 @@ def _nothing_read(doc: dict[str, Any], roots: list[Path]) -> str:
 
 
 def _nothing_hint(roots: list[Path]) -> str:
+    """Where each agent keeps its sessions, in lines that fit 60 columns after `hint: `."""
     return (
-        "give pi session files (~/.pi/agent/sessions) or Claude Code transcripts"
-        " (~/.claude/projects/*/*.jsonl), or directories holding them"
+        "give session files, or directories holding them:\n"
+        "pi: ~/.pi/agent/sessions\n"
+        "Claude Code: ~/.claude/projects/*/*.jsonl\n"
+        "Codex: ~/.codex/sessions/**/*.jsonl"
     )
 
 

@@ -12,8 +12,24 @@ from typing import Any
 from ctxwrap.errors import CtxwrapError, NotFoundError
 from ctxwrap.replay._sim import tokens
 
+# What to do when there is nothing to report: every agent, and where each keeps its sessions
+NOTHING_RECORDED_HINT = (
+    "start a session with `ctxwrap pi`, `ctxwrap claude`\n"
+    "or `ctxwrap codex`, or replay one you already ran:\n"
+    "--replay PATH (pi: ~/.pi/agent/sessions, Claude Code:\n"
+    "~/.claude/projects, Codex: ~/.codex/sessions)"
+)
+REPLAY_PATH_HINT = (
+    "give a session file (or folder) of pi\n"
+    "(~/.pi/agent/sessions), Claude Code (~/.claude/projects)\n"
+    "or Codex (~/.codex/sessions)"
+)
+
 # Stacking order of the per-call bars (sent first, then what each mechanism kept out).
-SENT_PARTS = ("system", "tools", "messages")
+SENT_PARTS = ("system", "tools", "messages", "carried")
+# "carried": of the messages sent, what the agent under ctxwrap carried past the point where
+# plain's compaction had dropped it (it compacts later, on its smaller context): drawn apart,
+# as what a session that cost more paid for (DESIGN.md invariant 10)
 KEPT_PARTS = ("bash", "amnesia", "dedup", "writes", "masking", "skills", "tools")
 # "dedup": a replay without --tag keeps out, of the amnesia mechanism, only the unchanged
 # re-reads pointed to their first copy; the tagger is then a range (MechanismRow.bound_tokens).
@@ -154,6 +170,9 @@ class ReportData:
     totals: Totals = field(default_factory=Totals)
     usd_per_unit: float | None = None  # $ of one cost unit (the model's input price), if known
     agent: str | None = None  # "pi", "claude": names the counterfactual ("plain pi")
+    # why the session cost more than plain, in words (None: it did not): replay's
+    # `costs_more_because`, or the live `stats.compute.cost_cause`
+    costs_more_because: str | None = None
 
     @property
     def sent_tokens(self) -> int:
@@ -244,7 +263,7 @@ def _usd_per_unit(prices: Any) -> float | None:
 def _note_thinking_bound(data: ReportData, model: str | None) -> None:
     """A session on a model that binds thinking to the history: why masking saved little."""
     from ctxwrap.engine.thinking import checks_thinking_prefix
-    from ctxwrap.stats import thinking_bound_line
+    from ctxwrap.stats.render import thinking_bound_line
 
     if model is not None and checks_thinking_prefix(model):
         line = thinking_bound_line([model])
@@ -295,7 +314,7 @@ def _replayed_session(
         reasons = ", ".join(f"{n} × {r}" for r, n in {**run.skipped_files}.items())
         return NotFoundError(
             f"no replayable session in {path}" + (f" ({reasons})" if reasons else ""),
-            hint="give a session file (or folder) of pi, Claude Code or Codex",
+            hint=REPLAY_PATH_HINT,
         )
 
     if path.is_file():  # one file is one session: replay it whole straight away
@@ -353,13 +372,17 @@ def from_replay(
         saved_total=s["saved_tokens"],
     )
     tagged = bool(s["tagged_by_aux"])
+    data.costs_more_because = s.get("costs_more_because")
     prices = _pricing.default_prices(s["model"])
     # input $ only, as `ctxwrap stats` (main-model output is the same either way)
     per_unit = data.usd_per_unit = _usd_per_unit(prices)
     for c in s["calls"]:
         saved = c["saved"]
         wp, wo = c["cost_plain"]["weighted_tokens"], c["cost_ctxwrap"]["weighted_tokens"]
-        sent_msgs = c["messages_chars"] - sum(saved.get(m, 0) for m in MESSAGE_MECHANISMS)
+        sent_msgs = tokens(c["messages_chars"] - sum(saved.get(m, 0) for m in MESSAGE_MECHANISMS))
+        # of the messages sent, the history plain's compaction had dropped and ctxwrap still
+        # carries (replay's per-call `carried_tokens`, where its JSON has it), drawn apart
+        carried = min(max(0, int(c.get("carried_tokens") or 0)), max(sent_msgs, 0))
         data.calls.append(
             CallRow(
                 index=c["index"],
@@ -367,7 +390,8 @@ def from_replay(
                 sent={
                     "system": tokens(c["system_chars"] - saved.get("skills", 0)),
                     "tools": tokens(c["tools_chars"] - saved.get("tools", 0)),
-                    "messages": tokens(sent_msgs),
+                    "messages": sent_msgs - carried,
+                    **({"carried": carried} if carried else {}),
                 },
                 kept={
                     ("dedup" if m == "amnesia" and not tagged else m): tokens(saved[m])
@@ -465,14 +489,12 @@ def from_replay(
 
 def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     from ctxwrap.replay import _pricing
-    from ctxwrap.stats import resolve_session
+    from ctxwrap.stats.compute import resolve_session
 
     if session is None:
         row = conn.execute("SELECT session_id FROM llm_calls ORDER BY ts DESC LIMIT 1").fetchone()
         if row is None:
-            raise NotFoundError(
-                "no session recorded yet", hint="run `ctxwrap pi` first, or --replay PATH"
-            )
+            raise NotFoundError("no session recorded yet", hint=NOTHING_RECORDED_HINT)
         sid = str(row[0])
     else:
         sid = resolve_session(conn, session)
@@ -492,7 +514,7 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     # the first call at or after them; plain pi's simulated compactions to the call they
     # precede.
     from ctxwrap.mechanisms.cost_accounting import load_session_costs
-    from ctxwrap.stats import cost_settings, session_agent, session_figures
+    from ctxwrap.stats.compute import cost_settings, session_agent, session_figures
 
     ttl_s, overrides = cost_settings()
     totals = session_figures(conn, sid, ttl_s=ttl_s, prices=overrides)
@@ -522,6 +544,10 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
     ]
     costs = load_session_costs(conn, [sid], ttl_s=ttl_s, overrides=overrides)[sid]
     priced = costs.calls
+    from ctxwrap.stats.compute import carried_per_call, cost_cause
+
+    cause = cost_cause(costs, c)
+    data.costs_more_because = cause.text if cause is not None else None
     if len(priced) != len(rows):  # never seen; the figures would not line up with the rows
         raise NotFoundError(f"session {sid}: {len(rows)} calls recorded, {len(priced)} priced")
     extra_o = [0.0] * len(rows)
@@ -555,11 +581,14 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         k for ts, _cc in costs.compactions if (k := bisect.bisect_left(times, ts)) < len(times)
     }
     prev_count = 0
+    carried = carried_per_call(costs)
     for n, (r, (_ts, a, p, _comp)) in enumerate(zip(rows, priced, strict=True)):
         compaction = (
             bool(r["head_changed"]) and r["message_count"] < prev_count
         ) or n in after_compaction
         prev_count = r["message_count"]
+        messages = tokens(r["sent_messages"])
+        held = min(carried[n], messages)  # of them, carried past plain's compaction
         kept = {
             "bash": tokens(r["saved_bash"]),
             "amnesia": tokens(r["saved_amnesia"]),
@@ -574,7 +603,8 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
                 sent={
                     "system": tokens(r["sent_system"]),
                     "tools": tokens(r["sent_tools"]),
-                    "messages": tokens(r["sent_messages"]),
+                    "messages": messages - held,
+                    **({"carried": held} if held else {}),
                 },
                 kept={k: v for k, v in kept.items() if v},
                 cost_plain=p.weighted_tokens + extra_p[n],
@@ -674,9 +704,7 @@ def load_db_report(session: str | None) -> ReportData:
 
     db = paths.db_path()
     if not db.exists():
-        raise NotFoundError(
-            f"no ctxwrap database at {db}", hint="run `ctxwrap pi` first, or --replay PATH"
-        )
+        raise NotFoundError(f"no ctxwrap database at {db}", hint=NOTHING_RECORDED_HINT)
     conn = connect(db, readonly=True)
     try:
         return from_db(conn, session)

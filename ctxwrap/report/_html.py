@@ -44,6 +44,7 @@ h1{font-size:2em;line-height:1.15;margin:.15em 0 .25em}h2{font-size:1.15em;margi
 .muted{color:var(--muted)}.small{font-size:.88em}
 .lead{font-size:1.15em;margin:.2em 0 .5em;max-width:60em}
 .hero-amount{color:var(--good)}
+.lead.why{font-size:1em}
 .range{background:var(--card);border-radius:8px;padding:8px 12px;margin:.6em 0;max-width:60em}
 svg{width:100%;height:auto;display:block}
 svg text{fill:var(--muted);font-size:12px}
@@ -64,6 +65,9 @@ svg .label{fill:var(--fg);font-weight:600}
 .legend svg{width:22px;height:14px;display:inline-block;flex:none}
 .sw{display:inline-block;width:12px;height:12px;border-radius:2px;background:var(--c);flex:none}
 .sw.kept{opacity:.6}
+.sw.carried{background:repeating-linear-gradient(45deg,var(--plain) 0 3px,transparent 3px 5px);
+box-shadow:inset 0 0 0 1px var(--plain)}
+.carried-bg{fill:var(--plain);fill-opacity:.3}.carried-stripe{fill:var(--plain)}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 th,td{text-align:left;padding:5px 8px;border-bottom:1px solid var(--grid);vertical-align:top}
 th{font-weight:600}td.n,th.n{text-align:right}td.n{white-space:nowrap}
@@ -103,7 +107,11 @@ section{break-inside:avoid}}
     .replace("@OURS_DARK@", OURS_DARK)
 )
 
-SENT_SERIES = (("system", "sent: system prompt + tools"), ("messages", "sent: conversation"))
+SENT_SERIES = (
+    ("system", "sent: system prompt + tools"),
+    ("messages", "sent: conversation"),
+    ("carried", "sent: carried past plain's compaction (plain had dropped it)"),
+)
 
 
 def _e(text: object) -> str:
@@ -293,22 +301,35 @@ def _bars(data: ReportData, lay: Layout) -> str:
         *frame,
     ]
     base = lay.top + lay.plot_h
+    hatch = f"carried-{lay.name}"
+    if any(c.sent.get("carried", 0) > 0 for c in calls):
+        # what the session carried past plain's compaction: plain's colour, hatched
+        out.append(
+            f'<defs><pattern id="{hatch}" width="6" height="6" patternUnits="userSpaceOnUse" '
+            'patternTransform="rotate(45)"><rect class="carried-bg" width="6" height="6"/>'
+            '<rect class="carried-stripe" width="3" height="6"/></pattern></defs>'
+        )
     for k, c in enumerate(calls):
         x = lay.left + k * step + (step - bar_w) / 2
         y = float(base)
         tip = [f"call {c.index + 1}: sent {_n(c.sent_total)} tokens"]
+        carried = c.sent.get("carried", 0)
+        if carried > 0:
+            tip.append(f"of them carried past plain's compaction: {_n(carried)}")
         parts = []
         sent = (
             ("system", c.sent.get("system", 0) + c.sent.get("tools", 0)),
             ("messages", c.sent.get("messages", 0)),
+            ("carried", carried),
         )
         for part, v in sent:
             if v <= 0:
                 continue
             h = lay.plot_h * v / top_v
             y -= h
+            fill = f' fill="url(#{hatch})"' if part == "carried" else ""
             parts.append(
-                f'<rect class="seg-{part}" x="{x:.2f}" y="{y:.2f}" '
+                f'<rect class="seg-{part}"{fill} x="{x:.2f}" y="{y:.2f}" '
                 f'width="{bar_w:.2f}" height="{h:.2f}"/>'
             )
         for mech in KEPT_PARTS:
@@ -327,6 +348,7 @@ def _bars(data: ReportData, lay: Layout) -> str:
         if tag:
             out.append(
                 f'<g class="call" data-call="{c.index}" data-sent="{c.sent_total}" '
+                f'data-carried="{carried}" '
                 f'data-kept="{sum(c.kept.values())}"><title>{_e("; ".join(tip))}</title>'
                 f"{''.join(parts)}</g>"
             )
@@ -487,6 +509,25 @@ def hero(data: ReportData) -> tuple[str, str]:
     return head, lead
 
 
+def costs_more(data: ReportData) -> str:
+    """Why the session cost more than plain, in words, under the hero (DESIGN.md invariant 10:
+    said, not only signed); "" when it did not. The per-call chart draws the carried part."""
+    why = data.costs_more_because
+    if not why:
+        return ""
+    verb = "would have cost" if data.source == "replay" else "cost"
+    drawn = (
+        " The chart of each request draws what it carried, hatched."
+        if any(c.sent.get("carried", 0) > 0 for c in data.calls)
+        else ""
+    )
+    return (
+        f'<p class="lead why" id="costs-more">Why it {verb} more than '
+        f"{_e(plain_agent([data.agent]) if data.agent else 'without ctxwrap')}: "
+        f"{_e(why)}.{drawn}</p>"
+    )
+
+
 def _tagger_range(data: ReportData) -> str:
     m = next((m for m in data.mechanisms if not m.aux_counted), None)
     if m is None:
@@ -609,7 +650,7 @@ def render_html(data: ReportData) -> str:
         f'<h1 id="hero" data-saved="{saved_val:.6f}" data-pct="{(t.saved_pct or 0):.2f}" '
         f'data-unit="{"usd" if usd else "units"}">{head}</h1>'
         f'<p class="lead" id="why" data-top="{" ".join(m.key for m in top_mechanisms(data))}">'
-        f"{lead}</p>"
+        f"{lead}</p>" + costs_more(data)
     )
     # the mechanisms' sum (the table's total), as replay and stats print it: plain − sent
     # can differ by a token of rounding
@@ -702,7 +743,10 @@ def render_html(data: ReportData) -> str:
         )
     ]
     legend_bars = _legend_items(
-        [(_swatch(p), label) for p, label in sent_present]
+        [
+            ('<span class="sw carried"></span>' if p == "carried" else _swatch(p), label)
+            for p, label in sent_present
+        ]
         + [
             (_swatch("tools-kept" if m == "tools" else m, kept=True), f"kept out: {words(m).user}")
             for m in kept_present

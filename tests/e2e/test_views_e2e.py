@@ -18,7 +18,7 @@ from ctxwrap.headline import pct_text
 from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.protocol import SessionTotals
 from ctxwrap.state.store import connect
-from ctxwrap.stats import session_headline
+from ctxwrap.stats.compute import session_headline
 from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
 from ctxwrap.testing.model_server import ScriptedModelServer
 

@@ -167,6 +167,29 @@ def test_report_refuses_a_file_that_is_no_session(tmp_path: Path) -> None:
     assert "with an id starting 'x'" in none.stderr
 
 
+def test_nothing_to_report_names_every_agent_and_where_it_keeps_sessions(
+    tmp_path: Path,
+) -> None:
+    """Codex is first-class in the hints (issue 44 item 18): no database, and a replay path
+    that holds no session, both say how to get one for pi, Claude Code and Codex."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    (tmp_path / "empty").mkdir()
+    runs = [
+        subprocess.run(
+            [*CTXWRAP, "report", *args], capture_output=True, text=True, timeout=120, env=env
+        )
+        for args in ([], ["--replay", str(tmp_path / "empty")])
+    ]
+    for out in runs:
+        assert out.returncode == 66, out.stderr
+        hint = out.stderr[out.stderr.index("hint: ") :]
+        assert "Codex" in hint or "ctxwrap codex" in hint
+        for where in ("~/.pi/agent/sessions", "~/.claude/projects", "~/.codex/sessions"):
+            assert where in hint, (where, hint)
+        assert max(len(line) for line in hint.splitlines()) <= 60, hint
+    assert "`ctxwrap codex`" in runs[0].stderr
+
+
 def test_report_of_a_folder_lists_its_sessions_and_takes_session(tmp_path: Path) -> None:
     """`report --replay DIR` with two sessions in DIR picks none silently (issue 44, item 19):
     it lists them with the command to pick one, and `--session PREFIX` picks that one."""

@@ -342,7 +342,7 @@ def test_prompt_segment_respects_relative_xdg_state_home(
 def test_write_prompt_segment_is_what_the_shell_reads(
     env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxwrap.shell import prompt_segment_path, write_prompt_segment
+    from ctxwrap.statusline import prompt_segment_path, write_prompt_segment
 
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
     write_prompt_segment("ctx -12%\nignored")

@@ -13,7 +13,8 @@ import pytest
 from ctxwrap import protocol as P
 from ctxwrap.mechanisms import cost_accounting as CA
 from ctxwrap.state.store import Store, connect, migrate
-from ctxwrap.stats import compute_stats, render_text
+from ctxwrap.stats.compute import compute_stats
+from ctxwrap.stats.render import render_text
 
 SID = "cccc3333-cost-session"
 SONNET_COST = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
@@ -187,7 +188,7 @@ def test_accounting_migration_keeps_old_rows_priced_as_append_only(tmp_path: Pat
 def test_cost_settings_env_over_file_over_defaults(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxwrap.stats import _cost_settings
+    from ctxwrap.stats.compute import _cost_settings
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     monkeypatch.delenv("PI_CTX_CACHE_TTL_S", raising=False)

@@ -14,7 +14,7 @@ import pytest
 from ctxwrap.config import Settings
 from ctxwrap.mechanisms import cost_accounting as CA
 from ctxwrap.state.store import Store, connect
-from ctxwrap.stats import GroupBy, compute_stats
+from ctxwrap.stats.compute import GroupBy, compute_stats
 
 NOW = 1_796_000_000.0
 DAY = 86_400.0

@@ -130,7 +130,7 @@ def test_resume_only_offered_for_a_session_the_agent_wrote(
 def test_exit_line_reads_the_same_figures_as_stats(
     state: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from ctxwrap.stats import load_report
+    from ctxwrap.stats.compute import load_report
 
     db_session = _recorded_session(state)
     report = load_report(session=db_session, since=None, by="mechanism")

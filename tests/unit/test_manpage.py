@@ -138,3 +138,19 @@ def test_codex_is_named_beside_pi_and_claude() -> None:
     assert "`ctxwrap codex`" in top or "ctxwrap codex" in top.split("Options:")[0]
     assert "Codex" in ctxwrap("sessions", "--help").stdout
     assert "~/.codex/sessions" in ctxwrap("replay", "--help").stdout
+
+
+def test_codex_is_named_wherever_the_other_agents_are() -> None:
+    """Issue 44 item 18: a line of ctxwrap(1) that names `ctxwrap pi` and `ctxwrap claude`
+    names `ctxwrap codex` too (the shell wrappers exist for pi and claude only), and Codex's
+    executable variable and exit status are documented."""
+    import re
+
+    text = re.sub(r"\\f[BIR]", "", render_ctxwrap_1(cli)).replace("\\-", "-")
+    lines = [ln for ln in text.splitlines() if "CTXWRAP_WRAP_" not in ln]
+    both = [ln for ln in lines if "ctxwrap pi" in ln and "ctxwrap claude" in ln]
+    assert both and all("ctxwrap codex" in ln for ln in both), [
+        ln for ln in both if "ctxwrap codex" not in ln
+    ]
+    assert "CTXWRAP_CODEX" in text
+    assert "pi, claude or codex was not found" in text

@@ -122,6 +122,12 @@ def test_nothing_readable_exits_non_zero_with_the_reason(tmp_path: Path) -> None
     assert "no session could be read" in out.stderr and "Claude Code entry" in out.stderr
     missing = cli(str(tmp_path / "nope"), state=tmp_path)
     assert missing.returncode == 66 and "no session file found" in missing.stderr
+    # the hint names where each of the three agents keeps its sessions, at 60 columns
+    hint = missing.stderr[missing.stderr.index("hint: ") :]
+    for where in ("~/.pi/agent/sessions", "~/.claude/projects", "~/.codex/sessions"):
+        assert where in hint
+    assert "Codex" in hint
+    assert max(len(line) for line in hint.splitlines()) <= 60
 
 
 def test_each_mechanism_row_says_how_much_of_what_it_hid_was_needed_again(
@@ -171,3 +177,20 @@ def test_one_unpriced_model_leaves_the_priced_sessions_in_dollars(
     head = doc["headline"]
     assert head["usd_partial"] and len(head["unpriced_sessions"]) == 1
     assert f"cost {head['text']} · " in text.splitlines()[1]
+
+
+def test_a_session_that_would_cost_more_says_why(sessions: Path, tmp_path: Path) -> None:
+    """Invariant 10 in replay's text: the cause replay found (`costs_more_because`, also in
+    --json) printed for its session, in the words every view uses; none for the others."""
+    from ctxwrap.headline import carried_text
+
+    doc = json.loads(cli("--json", str(sessions / "pi-one.jsonl"), state=tmp_path).stdout)
+    (group,) = doc["groups"]
+    assert "costs_more_because" in group
+    assert "costs more:" not in render_text(doc, width=100)
+    group["costs_more_because"] = carried_text(40_000)
+    lines = render_text(doc, width=60).splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("costs more: "))
+    said = " ".join(ln.strip() for ln in lines[at : at + 3])
+    assert f"({group['session_id'][:8]}): carried up to 40,000 tokens past plain's" in said
+    assert all(len(ln) <= 60 for ln in lines[at : at + 3])

@@ -22,14 +22,8 @@ from hypothesis import strategies as st
 
 from ctxwrap.errors import NotFoundError
 from ctxwrap.state.store import Store, connect, migrate
-from ctxwrap.stats import (
-    MECHANISMS,
-    chars_to_tokens,
-    compute_stats,
-    parse_since,
-    render_json,
-    render_text,
-)
+from ctxwrap.stats.compute import MECHANISMS, chars_to_tokens, compute_stats, parse_since
+from ctxwrap.stats.render import render_json, render_text
 
 CTXWRAP = Path(sys.executable).parent / "ctxwrap"
 DAY1 = datetime(2026, 11, 28, 12, 0).timestamp()  # local time, like the CLI's day rows
@@ -359,6 +353,7 @@ def test_json_schema_is_pinned(conn: sqlite3.Connection) -> None:
         "needed_again",
         "thinking_bound_models",
         "unpriced_models",
+        "costs_more_because",  # --session ID that cost more than plain: why (else null)
         "totals",
         "groups",
     }

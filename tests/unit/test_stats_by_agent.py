@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ctxwrap.state.store import Store, agent_of, connect
-from ctxwrap.stats import compute_stats
+from ctxwrap.stats.compute import compute_stats
 
 
 def _call(store: Store, sid: str, sent: int, saved: int) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ctxwrap.state.store import Store
-from ctxwrap.stats import MECHANISMS
+from ctxwrap.stats.compute import MECHANISMS
 
 CTXWRAP = Path(sys.executable).parent / "ctxwrap"
 DAY1 = 1_795_900_000.0

@@ -195,7 +195,7 @@ def _print_exit_line(note: Path) -> None:
 def _explain_failure(pi: PiInstall) -> None:
     """pi failed: if that is because its Node is too old (pi 1.x on Node 20 dies with a bare
     SyntaxError), say so. Checked only after a failure, so a good start pays nothing."""
-    from ctxwrap.doctor import node_too_old
+    from ctxwrap.agents.pi.doctor_check import node_too_old
 
     try:
         why = node_too_old(Path(pi.argv[0]))
