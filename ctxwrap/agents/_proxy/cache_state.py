@@ -17,7 +17,14 @@ import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal
+
+orjson: ModuleType | None
+try:
+    import orjson
+except ImportError:  # optional, as in body_encoding.py: the standard library alone
+    orjson = None
 
 ColdReason = Literal["idle", "compaction", "model", "tools"]
 MaskTrigger = Literal["idle", "compaction", "model", "tools", "warm"]  # MaskRequest.reason
@@ -117,11 +124,31 @@ def parsed_original(original: bytes | None) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
+# Digests of values seen lately, by a fingerprint of their orjson text (an agent sends the same
+# tools, system prompt and first message with every request): the standard library's text is
+# what the digest is of, and costs milliseconds on a long tool list.
+_DIGESTS: dict[bytes, str] = {}
+_DIGESTS_MAX = 64
+
+
 def _digest(value: Any) -> str:
+    fingerprint: bytes | None = None
+    if orjson is not None:
+        try:
+            fingerprint = hashlib.blake2b(orjson.dumps(value), digest_size=16).digest()
+        except TypeError:
+            fingerprint = None
+        if fingerprint is not None and (known := _DIGESTS.get(fingerprint)) is not None:
+            return known
     text = json.dumps(_strip_shallow(value), ensure_ascii=False, separators=(",", ":"))
     if '"cache_control"' in text:  # deeper, or in a text: the whole walk (same result)
         text = json.dumps(strip_cache_control(value), ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    if fingerprint is not None:
+        if len(_DIGESTS) >= _DIGESTS_MAX:
+            _DIGESTS.clear()
+        _DIGESTS[fingerprint] = digest
+    return digest
 
 
 def _strip_shallow(value: Any, depth: int = 3) -> Any:

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict, Unpack
 
@@ -79,14 +80,20 @@ class Decision:
 
     body: JsonDict
     items: list[Any]
-    neutral: Neutral
     tail: Tail
+    message_count: int  # of the neutral view
     ids: set[str]  # the unseen tail's call ids
     seen_before: set[str]
     cold: MaskTrigger | None
     gap_s: float | None
+    view: Callable[[], Neutral]  # the whole neutral view, built where it is needed
     fresh: list[Edit] = field(default_factory=list)  # decided for this request, to freeze
     extra: Any = None  # the adapter's own, between its hooks
+
+    @cached_property
+    def neutral(self) -> Neutral:
+        """The whole conversation, neutral (a request's path reads only its tail)."""
+        return self.view()
 
 
 class ProxySession:
@@ -173,18 +180,29 @@ class ProxySession:
             return []
         if not self._decides(body, items):
             return self.replay(body)
-        neutral = self.wire.to_neutral(items)
         with self.lock:
             if self.first_request:
                 # History in the first request (--continue, resume, a fork) was seen by the model.
                 self.seen |= self.wire.all_call_ids(items)
                 self.first_request = False
-            tail = describe_tail(neutral.messages, self.seen)
+            tail, count, built = self.wire.tail_of(items, self.seen)
             cold, gap_s = self._cache_boundary(body, items)
-            d = Decision(body, items, neutral, tail, tail_ids(tail), set(self.seen), cold, gap_s)
+            d = Decision(
+                body,
+                items,
+                tail,
+                count,
+                tail_ids(tail),
+                set(self.seen),
+                cold,
+                gap_s,
+                view=(lambda: built) if built is not None else lambda: self.wire.to_neutral(items),
+            )
             self._take_tail(d)
         self._tool_work(d)
-        if (tail.messages or cold is not None) and (self.registered or self.decide_unregistered):
+        if (d.tail.messages or d.cold is not None) and (
+            self.registered or self.decide_unregistered
+        ):
             self._ask_context(d)
         with self.lock:
             new = [e for e in d.fresh if self.frozen.freeze(e)]
@@ -205,7 +223,7 @@ class ProxySession:
         request: JsonDict = {
             "session_id": self.session_id,
             "call_index": self.call_index,
-            "message_count": len(d.neutral.messages),
+            "message_count": d.message_count,
             "tail": d.tail.to_json(),
         }
         if keep:

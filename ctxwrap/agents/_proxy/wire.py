@@ -11,11 +11,11 @@ neutral view (:class:`Neutral`), the sizes (:class:`BodySize`) and the usage (:c
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ctxwrap.engine.edits import Edit
+from ctxwrap.engine.edits import Edit, Tail
 
 JsonDict = dict[str, Any]
 Blocks = list[tuple[str, int]]
@@ -77,6 +77,11 @@ class Wire(Protocol):
         ...
 
     def to_neutral(self, items: list[Any], *, notes_role: str = "user") -> Neutral: ...
+
+    def tail_of(self, items: list[Any], seen: Collection[str]) -> tuple[Tail, int, Neutral | None]:
+        """`describe_tail` of the neutral view and the view's length, and the view where it
+        was built (a wire may describe the tail without converting the whole history)."""
+        ...
 
     def all_call_ids(self, items: Iterable[Any]) -> set[str]: ...
 

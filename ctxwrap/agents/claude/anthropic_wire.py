@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,9 @@ from ctxwrap.engine.edits import (
     MaskEdit,
     StripEditEdit,
     StripWriteEdit,
+    Tail,
     TombstoneEdit,
+    describe_tail,
     strip_call_args,
 )
 
@@ -130,14 +132,17 @@ def head(body: Mapping[str, Any]) -> tuple[Any, Any]:
     return body.get("tools"), body.get("system")
 
 
-def to_neutral(messages: Iterable[Any], *, notes_role: str = "user") -> Neutral:
+def to_neutral(
+    messages: Iterable[Any], *, notes_role: str = "user", names: Mapping[str, str] | None = None
+) -> Neutral:
     """The pi-shaped list the engine describes: toolCall blocks, one toolResult per result.
 
     `notes_role`: the role of other blocks that ride along with tool results in one user
     message (Claude Code's system reminders, text queued while tools ran). "user" keeps them
-    as they are; masking passes "custom" so that they do not start a new task.
+    as they are; masking passes "custom" so that they do not start a new task. `names`: the
+    tool names of calls made before `messages` (a suffix of the conversation).
     """
-    names: dict[str, str] = {}
+    names = dict(names or {})
     out: list[JsonDict] = []
     for msg in messages:
         if not isinstance(msg, dict):
@@ -190,6 +195,85 @@ def to_neutral(messages: Iterable[Any], *, notes_role: str = "user") -> Neutral:
             continue
         out.append({"role": role if isinstance(role, str) else "", "content": content})
     return Neutral(out)
+
+
+def _neutral_count(msg: Any) -> int:
+    """How many neutral messages `to_neutral` makes of one wire message."""
+    if not isinstance(msg, dict) or msg.get("role") != "user":
+        return 1
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return 1
+    results = 0
+    for b in content:
+        if isinstance(b, dict) and b.get("type") == "tool_result":
+            results += 1
+    return results + (1 if results < len(content) else 0)
+
+
+def _references(msg: Any, seen: Collection[str]) -> bool:
+    """Whether a wire message's neutral messages reference a seen id (`describe_tail`'s rule:
+    an assistant's tool call, a result's call id)."""
+    if not isinstance(msg, dict):
+        return False
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return False
+    role = msg.get("role")
+    if role == "assistant":
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "tool_use":
+                cid = b.get("id")
+                if isinstance(cid, str) and cid in seen:
+                    return True
+    elif role == "user":
+        for b in content:
+            if (
+                isinstance(b, dict)
+                and b.get("type") == "tool_result"
+                and b.get("tool_use_id") in seen
+            ):
+                return True
+    return False
+
+
+def tail_of(items: list[Any], seen: Collection[str]) -> tuple[Tail, int, Neutral | None]:
+    """`describe_tail` of the neutral view and its length, converting only the messages from
+    the last one that references a seen id (what a request adds to the previous one): the
+    whole view is built only where the whole conversation is the tail (then it is returned)."""
+    k = next((i for i in range(len(items) - 1, -1, -1) if _references(items[i], seen)), None)
+    if k is None:
+        neutral = to_neutral(items)
+        return describe_tail(neutral.messages, seen), len(neutral.messages), neutral
+    suffix = items[k:]
+    # the names of calls made before the suffix, for its results that come before any call
+    # of their id in it (as `to_neutral` of the whole would know them)
+    wanted: set[str] = set()
+    called: set[str] = set()
+    for b in _blocks(suffix):
+        if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+            called.add(b["id"])
+        elif b.get("type") == "tool_result":
+            cid = b.get("tool_use_id")
+            if isinstance(cid, str) and cid not in called:
+                wanted.add(cid)
+    names: dict[str, str] = {}
+    for msg in reversed(items[:k]):  # the latest call of each id, just before the suffix
+        if not wanted:
+            break
+        if isinstance(msg, dict) and msg.get("role") == "assistant":
+            for b in reversed(list(_blocks((msg,)))):
+                cid = b.get("id")
+                if b.get("type") == "tool_use" and cid in wanted and isinstance(cid, str):
+                    names[cid] = str(b.get("name", ""))
+                    wanted.discard(cid)
+    view = to_neutral(suffix, names=names).messages
+    before = k
+    for m in items[:k]:  # a user message of n results and other blocks is n + 1 messages
+        if isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), list):
+            before += _neutral_count(m) - 1
+    tail = describe_tail(view, seen)
+    return tail.model_copy(update={"start": before + tail.start}), before + len(view), None
 
 
 def _blocks(messages: Iterable[Any]) -> Iterator[JsonDict]:
@@ -245,6 +329,8 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
     result gets at most one replacement (a tombstone or a history mask, the first frozen).
     """
     applied: list[Edit] = []
+    if not edits:
+        return applied
     done: set[tuple[str, str]] = set()
     for msg in body.get("messages") or ():
         content = msg.get("content") if isinstance(msg, dict) else None
@@ -253,20 +339,21 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
         for b in content:
             if not isinstance(b, dict):
                 continue
-            if b.get("type") == "tool_result":
+            kind = b.get("type")
+            if kind == "tool_result":
                 cid = b.get("tool_use_id")
-                if not isinstance(cid, str):
+                if not isinstance(cid, str) or cid not in edits:
                     continue
-                for e in edits.get(cid, ()):
+                for e in edits[cid]:
                     if isinstance(e, TombstoneEdit | MaskEdit) and ("result", cid) not in done:
                         done.add(("result", cid))
                         b["content"] = e.text
                         applied.append(e)
-            elif b.get("type") == "tool_use":
+            elif kind == "tool_use":
                 cid = b.get("id")
-                if not isinstance(cid, str):
+                if not isinstance(cid, str) or cid not in edits:
                     continue
-                for e in edits.get(cid, ()):
+                for e in edits[cid]:
                     if not isinstance(e, StripWriteEdit | StripEditEdit) or (e.kind, cid) in done:
                         continue
                     stripped = strip_call_args(b.get("input"), e)

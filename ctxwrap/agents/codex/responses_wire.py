@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,14 @@ from ctxwrap.agents._proxy.wire import BodySize as BodySize
 from ctxwrap.agents._proxy.wire import Neutral, json_chars
 from ctxwrap.agents._proxy.wire import Usage as Usage
 from ctxwrap.agents.codex import commands
-from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit
+from ctxwrap.engine.edits import (
+    Edit,
+    MaskEdit,
+    StripWriteEdit,
+    Tail,
+    TombstoneEdit,
+    describe_tail,
+)
 
 JsonDict = dict[str, Any]
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
@@ -313,6 +320,13 @@ def to_neutral(items: list[Any], *, notes_role: str = "user") -> Conversation:
             continue
         out.append({"role": "custom", "content": output_text(item.get("content"))})
     return Conversation(out, calls, outputs)
+
+
+def tail_of(items: list[Any], seen: Collection[str]) -> tuple[Tail, int, Conversation]:
+    """`describe_tail` of the neutral view, its length, and the view (the session's tool work
+    reads each call's meaning from it)."""
+    conv = to_neutral(items)
+    return describe_tail(conv.messages, seen), len(conv.messages), conv
 
 
 def _is_error(info: CallInfo | None, text: str) -> bool:
