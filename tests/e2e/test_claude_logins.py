@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support import CTXWRAP, Xdg
 
-from ctxwrap.agents._proxy.cache_state import marked_ttl_s
+from ctxwrap.agents.claude.anthropic_wire import marked_ttl_s
 from ctxwrap.testing.claude_home import claude_env, find_claude
 from ctxwrap.testing.model_server import ScriptedModelServer
 

@@ -63,7 +63,7 @@ MESSAGES: list[dict[str, Any]] = [
 
 
 def test_to_neutral_maps_names_and_shapes_for_the_engine() -> None:
-    neutral = wire.to_neutral(MESSAGES)
+    neutral = wire.to_neutral(MESSAGES).messages
     assert [m["role"] for m in neutral] == [
         "user",
         "system",
@@ -696,3 +696,25 @@ def test_no_strip_of_a_call_a_thinking_block_of_its_own_message_follows(
     assert ("x = 1" in content) is not stripped
     [asked] = [b for p, b in sess.daemon.calls if p == "/v1/context"]  # type: ignore[attr-defined]
     assert ("w1" in asked.get("keep", [])) is not stripped
+
+
+def test_a_bool_is_no_integer_setting() -> None:
+    """Issue 42: `True` for an integer setting (bash_min_tokens: true) is the default, not 1
+    (Python's bool is an int): under Claude Code as under Codex, every output would be
+    digested otherwise."""
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    sess.cfg = {"bash_min_tokens": True, "tag_wait_ms": False, "aux_timeout_ms": 7}
+    assert sess._cfg_int("bash_min_tokens", 2000) == 2000
+    assert sess._cfg_int("tag_wait_ms", 400) == 400
+    assert sess._cfg_int("aux_timeout_ms", 20000) == 7
+    event = {
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": "b1",
+        "tool_input": {"command": "echo hi"},
+        "tool_response": {"stdout": "short output", "stderr": ""},
+    }
+    sess.registered = True
+    assert sess.handle_hook(event) == {}  # under the default threshold: Claude Code's own
+    assert not [p for p, _ in daemon.calls if p == "/v1/tool_result"]

@@ -16,7 +16,6 @@ from ctxwrap.agents._proxy.cache_state import (
     dump_states,
     head_key,
     load_states,
-    marked_ttl_s,
     shared_prefix_chars,
     tools_key,
     variant_key,
@@ -103,8 +102,8 @@ def test_acceptable_masks_checks_every_condition() -> None:
     ]  # fmt: skip
     wanted = ["ok", "err", "unseen", "edited", "orphan", "early", "dup", "absent"]
     seen = {"ok", "err", "edited", "orphan", "early", "dup", "absent"}
-    assert acceptable_masks(messages, wanted, seen, {"edited"}) == {"ok"}
-    assert acceptable_masks(messages, [], seen, set()) == set()
+    assert acceptable_masks(wire.to_neutral(messages).messages, wanted, seen, {"edited"}) == {"ok"}
+    assert acceptable_masks(wire.to_neutral(messages).messages, [], seen, set()) == set()
 
 
 def test_reminders_with_tool_results_start_no_task_in_the_mask_history() -> None:
@@ -116,8 +115,8 @@ def test_reminders_with_tool_results_start_no_task_in_the_mask_history() -> None
             {"type": "text", "text": "<system-reminder>x</system-reminder>"}]},
         {"role": "user", "content": [{"type": "text", "text": "next task"}]},
     ]  # fmt: skip
-    plain = [m["role"] for m in wire.to_neutral(messages)]
-    masked = [m["role"] for m in wire.to_neutral(messages, notes_role="custom")]
+    plain = [m["role"] for m in wire.to_neutral(messages).messages]
+    masked = [m["role"] for m in wire.to_neutral(messages, notes_role="custom").messages]
     assert plain == ["user", "assistant", "toolResult", "user", "user"]
     assert masked == ["user", "assistant", "toolResult", "custom", "user"]
 
@@ -138,7 +137,9 @@ def test_accepted_masks_are_always_paired_seen_unedited_non_errors(
         if with_call:
             messages.append(use(cid))
         messages.append(res(cid, error=error))
-    ok = acceptable_masks(messages, ["a", "b", "c", "d", "z"], seen, edited)
+    ok = acceptable_masks(
+        wire.to_neutral(messages).messages, ["a", "b", "c", "d", "z"], seen, edited
+    )
     for cid in ok:
         assert cid in seen and cid not in edited
         positions = [
@@ -184,21 +185,21 @@ def test_the_cache_lifetime_a_request_asked_for() -> None:
         }
 
     # Claude Code 2.1 with a subscription login marks its blocks for the 1-hour cache
-    assert marked_ttl_s(body({"type": "ephemeral", "ttl": "1h"})) == 3600.0
-    assert marked_ttl_s(body({"type": "ephemeral", "ttl": "5m"})) == 300.0
-    assert marked_ttl_s(body({"type": "ephemeral"})) == 300.0  # Anthropic's default
-    assert marked_ttl_s(body(None)) is None
-    assert marked_ttl_s(body({"type": "ephemeral", "ttl": "24h"})) is None  # not known here
-    assert marked_ttl_s(body({"type": "ephemeral", "ttl": 3600})) is None
+    assert wire.marked_ttl_s(body({"type": "ephemeral", "ttl": "1h"})) == 3600.0
+    assert wire.marked_ttl_s(body({"type": "ephemeral", "ttl": "5m"})) == 300.0
+    assert wire.marked_ttl_s(body({"type": "ephemeral"})) == 300.0  # Anthropic's default
+    assert wire.marked_ttl_s(body(None)) is None
+    assert wire.marked_ttl_s(body({"type": "ephemeral", "ttl": "24h"})) is None  # not known here
+    assert wire.marked_ttl_s(body({"type": "ephemeral", "ttl": 3600})) is None
     # the longest marker wins: the system prompt's 1 hour, a message's default
     mixed = body({"type": "ephemeral"})
     mixed["system"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
-    assert marked_ttl_s(mixed) == 3600.0
-    assert marked_ttl_s("not a body") is None
+    assert wire.marked_ttl_s(mixed) == 3600.0
+    assert wire.marked_ttl_s("not a body") is None
     # only the newest messages carry markers: an old one is not walked on every request
     old = body({"type": "ephemeral", "ttl": "1h"})
     old["messages"] += [{"role": "user", "content": "more"}] * 4
-    assert marked_ttl_s(old) is None
+    assert wire.marked_ttl_s(old) is None
 
 
 def test_the_prefix_two_requests_share_is_what_the_cache_reads() -> None:

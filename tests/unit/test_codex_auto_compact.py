@@ -93,3 +93,17 @@ def test_an_unknown_model_is_told_without_a_window() -> None:
     _, start = daemon.posts[0]
     assert start["model"] == {"provider": "openai", "id": "gpt-4.1"}
     assert "compaction" not in start
+
+
+def test_a_daemon_that_registered_the_session_again_is_told_the_switched_model() -> None:
+    """Issue 42: the daemon forgot the session (it restarted) and registers it again with the
+    start's model; a model switched since is told again with the next call (as under Claude
+    Code), else the daemon prices the rest of the thread by the old one."""
+    sess, daemon = _session("gpt-5.5", {"model_context_window": 20_000})
+    sess.ensure_registered()
+    sess.record_call({"model": "gpt-6.1-sol", "input": []}, [], None)
+    assert [p for p, _ in daemon.posts].count("/v1/sessions/model") == 1
+    assert sess._register_again()
+    sess.record_call({"model": "gpt-6.1-sol", "input": []}, [], None)
+    switched = [b for p, b in daemon.posts if p == "/v1/sessions/model"]
+    assert len(switched) == 2 and switched[-1]["model"]["id"] == "gpt-6.1-sol"

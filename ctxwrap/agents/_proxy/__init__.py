@@ -4,6 +4,13 @@
   request forwarded unchanged, the response (SSE included) streamed back as it arrives, except
   what the agent's :class:`ProxyAdapter` answers or edits. Credentials pass through, kept in
   memory only; nothing is logged; anything of ours that fails falls back to the original bytes.
+- ``session``: one proxy session for every agent (``ProxySession``): registration, the daemon's
+  config view, cache boundaries, the mask request and its check, aux runs, a call's stats,
+  shutdown, and the request path's skeleton ("decide at the tail"); an adapter's session
+  overrides its few hooks.
+- ``agent_proxy``: ``AgentProxy``, the sessions, credentials and call records of one proxy.
+- ``wire``: the wire contract (``Wire``) both wire modules implement, and the types they share
+  (``Neutral``, ``BodySize``, ``Usage``).
 - ``frozen``: a session's frozen edit set and its append-only file, and the conversations'
   prompt-cache state file (``$XDG_STATE_HOME/ctxwrap/<agent>/<session>.jsonl`` and
   ``….cache.json``, 0600).
@@ -14,8 +21,8 @@
 - ``body_encoding``: request bodies an agent compresses (Codex with a ChatGPT login: zstd),
   decoded to be read and encoded again as they came.
 
-Nothing here knows a wire format: each adapter converts its API's body to the neutral
-messages of ``ctxwrap.engine`` and applies the frozen edits back itself.
+Nothing here knows a wire format: each adapter's wire module converts its API's body to the
+neutral messages of ``ctxwrap.engine`` and applies the frozen edits back itself (``Wire``).
 """
 
 from __future__ import annotations

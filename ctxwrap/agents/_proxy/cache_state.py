@@ -17,7 +17,14 @@ import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal
+
+orjson: ModuleType | None
+try:
+    import orjson
+except ImportError:  # optional, as in body_encoding.py: the standard library alone
+    orjson = None
 
 ColdReason = Literal["idle", "compaction", "model", "tools"]
 MaskTrigger = Literal["idle", "compaction", "model", "tools", "warm"]  # MaskRequest.reason
@@ -117,51 +124,31 @@ def parsed_original(original: bytes | None) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
-# Anthropic's cache lifetimes, by the `ttl` of a `cache_control` marker (none: 5 minutes).
-_TTL_S = {"5m": 300.0, "1h": 3600.0}
-# Markers sit on the system prompt, the tools and the newest messages (Claude Code moves its
-# marker to the last block): older messages are not walked, on a request of any length.
-_MARKED_MESSAGES = 4
-
-
-def marked_ttl_s(body: Any) -> float | None:
-    """The cache lifetime a request asked for, from its `cache_control` markers (the longest),
-    or None when no marker says. Claude Code 2.1 asks for the 1-hour cache for subscription
-    logins (and with ENABLE_PROMPT_CACHING_1H): a 20-minute pause leaves that cache warm, so it
-    is no idle boundary there."""
-    found: list[float] = []
-
-    def walk(value: Any, depth: int) -> None:
-        if depth > 5:  # list → message → content → block → its content → block
-            return
-        if isinstance(value, dict):
-            marker = value.get("cache_control")
-            if isinstance(marker, dict) and marker.get("type") == "ephemeral":
-                ttl = marker.get("ttl", "5m")
-                if isinstance(ttl, str) and ttl in _TTL_S:  # another value: not known here
-                    found.append(_TTL_S[ttl])
-            walk(value.get("content"), depth + 1)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item, depth + 1)
-
-    if not isinstance(body, dict):
-        return None
-    messages = body.get("messages")
-    for part in (
-        body.get("system"),
-        body.get("tools"),
-        messages[-_MARKED_MESSAGES:] if isinstance(messages, list) else None,
-    ):
-        walk(part, 0)
-    return max(found) if found else None
+# Digests of values seen lately, by a fingerprint of their orjson text (an agent sends the same
+# tools, system prompt and first message with every request): the standard library's text is
+# what the digest is of, and costs milliseconds on a long tool list.
+_DIGESTS: dict[bytes, str] = {}
+_DIGESTS_MAX = 64
 
 
 def _digest(value: Any) -> str:
+    fingerprint: bytes | None = None
+    if orjson is not None:
+        try:
+            fingerprint = hashlib.blake2b(orjson.dumps(value), digest_size=16).digest()
+        except TypeError:
+            fingerprint = None
+        if fingerprint is not None and (known := _DIGESTS.get(fingerprint)) is not None:
+            return known
     text = json.dumps(_strip_shallow(value), ensure_ascii=False, separators=(",", ":"))
     if '"cache_control"' in text:  # deeper, or in a text: the whole walk (same result)
         text = json.dumps(strip_cache_control(value), ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    if fingerprint is not None:
+        if len(_DIGESTS) >= _DIGESTS_MAX:
+            _DIGESTS.clear()
+        _DIGESTS[fingerprint] = digest
+    return digest
 
 
 def _strip_shallow(value: Any, depth: int = 3) -> Any:
@@ -254,39 +241,45 @@ def acceptable_masks(
 ) -> set[str]:
     """The masks the proxy accepts: the daemon's answer is checked, not trusted.
 
-    Twin of acceptableMasks in the pi bridge, on the Anthropic wire shape: a mask may only
-    hide an existing tool_result whose tool_use came before it, that the model has seen, that
-    is not an error and has no edit yet, and whose id occurs once.
+    On the neutral shape (`Wire.to_neutral`'s messages), for both proxies: a mask may only hide
+    an existing toolResult whose toolCall came before it, that the model has seen, that is not
+    an error and has no edit yet, and whose id occurs once. Twin of acceptableMasks in the pi
+    bridge (ctxwrap/_bridge/masking.ts), checked against it by tests/unit/
+    test_acceptable_masks_golden.py; the bridge does not ask "occurs once" (pi's messages
+    carry one result per call).
     """
     wanted = set(candidates)
     if not wanted:
         return set()
     calls: set[str] = set()
     ok: set[str] = set()
-    twice: set[str] = set()
     found: set[str] = set()
-    for msg in messages:
-        content = msg.get("content") if isinstance(msg, dict) else None
-        if not isinstance(content, list):
+    twice: set[str] = set()
+    for m in messages:
+        if not isinstance(m, dict):
             continue
-        for b in content:
-            if not isinstance(b, dict):
-                continue
-            if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
-                calls.add(b["id"])
-            elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
-                cid = b["tool_use_id"]
-                if cid in found:
-                    twice.add(cid)
-                found.add(cid)
+        if m.get("role") == "assistant":
+            content = m.get("content")
+            for b in content if isinstance(content, list) else ():
                 if (
-                    cid in wanted
-                    and cid in calls
-                    and cid in seen
-                    and cid not in edited
-                    and b.get("is_error") is not True
+                    isinstance(b, dict)
+                    and b.get("type") == "toolCall"
+                    and isinstance(b.get("id"), str)
                 ):
-                    ok.add(cid)
+                    calls.add(b["id"])
+        elif m.get("role") == "toolResult" and isinstance(m.get("toolCallId"), str):
+            cid = m["toolCallId"]
+            if cid in found:
+                twice.add(cid)
+            found.add(cid)
+            if (
+                cid in wanted
+                and cid in calls
+                and cid in seen
+                and cid not in edited
+                and m.get("isError") is not True
+            ):
+                ok.add(cid)
     return ok - twice
 
 

@@ -3,8 +3,10 @@
 The edit engine (``ctxwrap.engine.edits``) and the session logic speak the neutral,
 pi-shaped message list (``toolCall`` / ``toolResult``). This module converts a Messages
 request body into that shape, applies frozen edits back onto the wire body, measures it, and
-reads the provider's usage out of a response. A second API (OpenAI Responses for Codex CLI)
-gets a sibling module with the same four jobs.
+reads the provider's usage out of a response: the :class:`~ctxwrap.agents._proxy.wire.Wire`
+contract, which ``agents/codex/responses_wire.py`` implements for OpenAI Responses. What is
+Anthropic's alone lives here too: the cache lifetimes a request asks for (``marked_ttl_s``),
+thinking blocks' bound prefixes, Claude Code's compaction request.
 """
 
 from __future__ import annotations
@@ -12,19 +14,24 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwrap.agents._proxy import body_encoding
 from ctxwrap.agents._proxy.cache_state import request_blocks
 from ctxwrap.agents._proxy.sse import JsonEventStream
+from ctxwrap.agents._proxy.wire import BodySize as BodySize
+from ctxwrap.agents._proxy.wire import Neutral, json_chars
+from ctxwrap.agents._proxy.wire import Usage as Usage
 from ctxwrap.engine.edits import (
     Edit,
     MaskEdit,
     StripEditEdit,
     StripWriteEdit,
+    Tail,
     TombstoneEdit,
+    describe_tail,
     strip_call_args,
 )
 
@@ -116,14 +123,26 @@ def _neutral_args(name: str, tool_input: Any) -> Any:
     return tool_input
 
 
-def to_neutral(messages: Iterable[Any], *, notes_role: str = "user") -> list[JsonDict]:
+def items(body: Mapping[str, Any]) -> list[Any] | None:
+    messages = body.get("messages")
+    return messages if isinstance(messages, list) else None
+
+
+def head(body: Mapping[str, Any]) -> tuple[Any, Any]:
+    return body.get("tools"), body.get("system")
+
+
+def to_neutral(
+    messages: Iterable[Any], *, notes_role: str = "user", names: Mapping[str, str] | None = None
+) -> Neutral:
     """The pi-shaped list the engine describes: toolCall blocks, one toolResult per result.
 
     `notes_role`: the role of other blocks that ride along with tool results in one user
     message (Claude Code's system reminders, text queued while tools ran). "user" keeps them
-    as they are; masking passes "custom" so that they do not start a new task.
+    as they are; masking passes "custom" so that they do not start a new task. `names`: the
+    tool names of calls made before `messages` (a suffix of the conversation).
     """
-    names: dict[str, str] = {}
+    names = dict(names or {})
     out: list[JsonDict] = []
     for msg in messages:
         if not isinstance(msg, dict):
@@ -175,7 +194,86 @@ def to_neutral(messages: Iterable[Any], *, notes_role: str = "user") -> list[Jso
                 out.append({"role": notes_role if has_results else "user", "content": rest})
             continue
         out.append({"role": role if isinstance(role, str) else "", "content": content})
-    return out
+    return Neutral(out)
+
+
+def _neutral_count(msg: Any) -> int:
+    """How many neutral messages `to_neutral` makes of one wire message."""
+    if not isinstance(msg, dict) or msg.get("role") != "user":
+        return 1
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return 1
+    results = 0
+    for b in content:
+        if isinstance(b, dict) and b.get("type") == "tool_result":
+            results += 1
+    return results + (1 if results < len(content) else 0)
+
+
+def _references(msg: Any, seen: Collection[str]) -> bool:
+    """Whether a wire message's neutral messages reference a seen id (`describe_tail`'s rule:
+    an assistant's tool call, a result's call id)."""
+    if not isinstance(msg, dict):
+        return False
+    content = msg.get("content")
+    if not isinstance(content, list):
+        return False
+    role = msg.get("role")
+    if role == "assistant":
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "tool_use":
+                cid = b.get("id")
+                if isinstance(cid, str) and cid in seen:
+                    return True
+    elif role == "user":
+        for b in content:
+            if (
+                isinstance(b, dict)
+                and b.get("type") == "tool_result"
+                and b.get("tool_use_id") in seen
+            ):
+                return True
+    return False
+
+
+def tail_of(items: list[Any], seen: Collection[str]) -> tuple[Tail, int, Neutral | None]:
+    """`describe_tail` of the neutral view and its length, converting only the messages from
+    the last one that references a seen id (what a request adds to the previous one): the
+    whole view is built only where the whole conversation is the tail (then it is returned)."""
+    k = next((i for i in range(len(items) - 1, -1, -1) if _references(items[i], seen)), None)
+    if k is None:
+        neutral = to_neutral(items)
+        return describe_tail(neutral.messages, seen), len(neutral.messages), neutral
+    suffix = items[k:]
+    # the names of calls made before the suffix, for its results that come before any call
+    # of their id in it (as `to_neutral` of the whole would know them)
+    wanted: set[str] = set()
+    called: set[str] = set()
+    for b in _blocks(suffix):
+        if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
+            called.add(b["id"])
+        elif b.get("type") == "tool_result":
+            cid = b.get("tool_use_id")
+            if isinstance(cid, str) and cid not in called:
+                wanted.add(cid)
+    names: dict[str, str] = {}
+    for msg in reversed(items[:k]):  # the latest call of each id, just before the suffix
+        if not wanted:
+            break
+        if isinstance(msg, dict) and msg.get("role") == "assistant":
+            for b in reversed(list(_blocks((msg,)))):
+                cid = b.get("id")
+                if b.get("type") == "tool_use" and cid in wanted and isinstance(cid, str):
+                    names[cid] = str(b.get("name", ""))
+                    wanted.discard(cid)
+    view = to_neutral(suffix, names=names).messages
+    before = k
+    for m in items[:k]:  # a user message of n results and other blocks is n + 1 messages
+        if isinstance(m, dict) and m.get("role") == "user" and isinstance(m.get("content"), list):
+            before += _neutral_count(m) - 1
+    tail = describe_tail(view, seen)
+    return tail.model_copy(update={"start": before + tail.start}), before + len(view), None
 
 
 def _blocks(messages: Iterable[Any]) -> Iterator[JsonDict]:
@@ -195,6 +293,9 @@ def all_tool_ids(messages: Iterable[Any]) -> set[str]:
         elif b.get("type") == "tool_result" and isinstance(b.get("tool_use_id"), str):
             ids.add(b["tool_use_id"])
     return ids
+
+
+all_call_ids = all_tool_ids  # the Wire contract's name
 
 
 # On a model that checks a returned thinking block's prefix (engine/thinking.py) a request
@@ -228,6 +329,8 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
     result gets at most one replacement (a tombstone or a history mask, the first frozen).
     """
     applied: list[Edit] = []
+    if not edits:
+        return applied
     done: set[tuple[str, str]] = set()
     for msg in body.get("messages") or ():
         content = msg.get("content") if isinstance(msg, dict) else None
@@ -236,20 +339,21 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
         for b in content:
             if not isinstance(b, dict):
                 continue
-            if b.get("type") == "tool_result":
+            kind = b.get("type")
+            if kind == "tool_result":
                 cid = b.get("tool_use_id")
-                if not isinstance(cid, str):
+                if not isinstance(cid, str) or cid not in edits:
                     continue
-                for e in edits.get(cid, ()):
+                for e in edits[cid]:
                     if isinstance(e, TombstoneEdit | MaskEdit) and ("result", cid) not in done:
                         done.add(("result", cid))
                         b["content"] = e.text
                         applied.append(e)
-            elif b.get("type") == "tool_use":
+            elif kind == "tool_use":
                 cid = b.get("id")
-                if not isinstance(cid, str):
+                if not isinstance(cid, str) or cid not in edits:
                     continue
-                for e in edits.get(cid, ()):
+                for e in edits[cid]:
                     if not isinstance(e, StripWriteEdit | StripEditEdit) or (e.kind, cid) in done:
                         continue
                     stripped = strip_call_args(b.get("input"), e)
@@ -260,20 +364,13 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
     return applied
 
 
-@dataclass(frozen=True)
-class BodySize:
-    system: int
-    messages: int
-    tools: int
-
-
 def measure(body: Mapping[str, Any]) -> BodySize:
     """Chars of what the request carries (JSON of each part), the stats' "sent" figure."""
-
-    def size(value: Any) -> int:
-        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) if value else 0
-
-    return BodySize(size(body.get("system")), size(body.get("messages")), size(body.get("tools")))
+    return BodySize(
+        json_chars(body.get("system")),
+        json_chars(body.get("messages")),
+        json_chars(body.get("tools")),
+    )
 
 
 def prefix_blocks(body: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -282,30 +379,22 @@ def prefix_blocks(body: Mapping[str, Any]) -> list[tuple[str, int]]:
     return request_blocks((body.get("tools"), body.get("system")), body.get("messages"))
 
 
-@dataclass
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    model: str | None = None
-    seen: bool = False
+def update_usage(into: Usage, usage: Any, model: Any = None) -> None:
+    """Take a Messages `usage` object's counts (a later event repeats or adds to them)."""
+    if not isinstance(usage, dict):
+        return
+    into.seen = True
 
-    def update(self, usage: Any, model: Any = None) -> None:
-        if not isinstance(usage, dict):
-            return
-        self.seen = True
+    def num(key: str, current: int) -> int:
+        v = usage.get(key)
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else current
 
-        def num(key: str, current: int) -> int:
-            v = usage.get(key)
-            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else current
-
-        self.input_tokens = num("input_tokens", self.input_tokens)
-        self.output_tokens = num("output_tokens", self.output_tokens)
-        self.cache_read_tokens = num("cache_read_input_tokens", self.cache_read_tokens)
-        self.cache_write_tokens = num("cache_creation_input_tokens", self.cache_write_tokens)
-        if isinstance(model, str):
-            self.model = model
+    into.input_tokens = num("input_tokens", into.input_tokens)
+    into.output_tokens = num("output_tokens", into.output_tokens)
+    into.cache_read_tokens = num("cache_read_input_tokens", into.cache_read_tokens)
+    into.cache_write_tokens = num("cache_creation_input_tokens", into.cache_write_tokens)
+    if isinstance(model, str):
+        into.model = model
 
 
 @dataclass
@@ -324,9 +413,9 @@ class UsageReader(JsonEventStream):
     def _event(self, data: dict[str, Any]) -> None:
         if data.get("type") == "message_start" and isinstance(data.get("message"), dict):
             m = data["message"]
-            self.usage.update(m.get("usage"), m.get("model"))
+            update_usage(self.usage, m.get("usage"), m.get("model"))
         elif data.get("type") == "message_delta":
-            self.usage.update(data.get("usage"))
+            update_usage(self.usage, data.get("usage"))
         elif data.get("type") == "content_block_start":
             self._tool_use(data.get("content_block"))
         elif data.get("type") == "message_stop" and self.on_end is not None:
@@ -344,7 +433,7 @@ class UsageReader(JsonEventStream):
     def finish(self) -> Usage:
         data = self.body()
         if data is not None and data.get("type") == "message":
-            self.usage.update(data.get("usage"), data.get("model"))
+            update_usage(self.usage, data.get("usage"), data.get("model"))
             content = data.get("content")
             for block in content if isinstance(content, list) else []:
                 self._tool_use(block)
@@ -352,6 +441,10 @@ class UsageReader(JsonEventStream):
                 with contextlib.suppress(Exception):
                     self.on_end()
         return self.usage
+
+
+def usage_reader(streaming: bool, encoding: str) -> UsageReader:
+    return UsageReader(streaming, encoding)
 
 
 def stream_input_tokens(event: JsonDict) -> int | None:
@@ -369,6 +462,9 @@ def stream_input_tokens(event: JsonDict) -> int | None:
     )
 
 
+input_tokens = stream_input_tokens  # the Wire contract's name
+
+
 def add_input_tokens(event: JsonDict, delta: int) -> bool:
     """Add `delta` to the fresh input of `message_start`, and of a `message_delta` that
     repeats the input counts (Claude Code keeps the latest)."""
@@ -381,3 +477,43 @@ def add_input_tokens(event: JsonDict, delta: int) -> bool:
         return False
     usage["input_tokens"] += delta
     return True
+
+
+# Anthropic's cache lifetimes, by the `ttl` of a `cache_control` marker (none: 5 minutes).
+_TTL_S = {"5m": 300.0, "1h": 3600.0}
+# Markers sit on the system prompt, the tools and the newest messages (Claude Code moves its
+# marker to the last block): older messages are not walked, on a request of any length.
+_MARKED_MESSAGES = 4
+
+
+def marked_ttl_s(body: Any) -> float | None:
+    """The cache lifetime a request asked for, from its `cache_control` markers (the longest),
+    or None when no marker says. Claude Code 2.1 asks for the 1-hour cache for subscription
+    logins (and with ENABLE_PROMPT_CACHING_1H): a 20-minute pause leaves that cache warm, so it
+    is no idle boundary there."""
+    found: list[float] = []
+
+    def walk(value: Any, depth: int) -> None:
+        if depth > 5:  # list → message → content → block → its content → block
+            return
+        if isinstance(value, dict):
+            marker = value.get("cache_control")
+            if isinstance(marker, dict) and marker.get("type") == "ephemeral":
+                ttl = marker.get("ttl", "5m")
+                if isinstance(ttl, str) and ttl in _TTL_S:  # another value: not known here
+                    found.append(_TTL_S[ttl])
+            walk(value.get("content"), depth + 1)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item, depth + 1)
+
+    if not isinstance(body, dict):
+        return None
+    messages = body.get("messages")
+    for part in (
+        body.get("system"),
+        body.get("tools"),
+        messages[-_MARKED_MESSAGES:] if isinstance(messages, list) else None,
+    ):
+        walk(part, 0)
+    return max(found) if found else None

@@ -19,23 +19,22 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Unpack
 
 import httpx
 
 from ctxwrap.agents._proxy import (
-    DaemonLink,
     Exchange,
     LoopbackProxy,
     ResponseTap,
     body_encoding,
-    in_step,
 )
+from ctxwrap.agents._proxy.agent_proxy import AgentProxy, CallContext, ProxyArgs
+from ctxwrap.agents._proxy.session import SessionArgs
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
-from ctxwrap.agents.claude.session import ClaudeSession, TagRound
+from ctxwrap.agents.claude.session import WIRE, ClaudeSession, TagRound
 from ctxwrap.agents.claude.upstream_aux import CREDENTIAL_HEADERS, UpstreamAux
 from ctxwrap.engine.edits import Edit
 
@@ -45,43 +44,29 @@ HOOK_PATH = "/_ctxwrap/hook"
 JsonDict = dict[str, Any]
 
 
-class _Context:
-    """What `prepare` decided for one request, handed back with its response."""
+@dataclass
+class _Context(CallContext[ClaudeSession]):
+    """What `prepare` decided for one request (`body` None: count_tokens, or not ours)."""
 
-    def __init__(
-        self,
-        sess: ClaudeSession | None,
-        body: JsonDict | None,
-        applied: list[Edit],
-        original: bytes | None = None,
-    ):
-        self.sess = sess
-        self.body = body  # the main request's body (None: count_tokens, or not ours)
-        self.applied = applied
-        self.original = original  # the agent's own bytes, where `applied` edited the body
-        self.round: TagRound | None = None
+    round: TagRound | None = None
 
 
-class ClaudeProxy:
+class ClaudeProxy(AgentProxy[ClaudeSession]):
+    agent = "claude"
+    wire = WIRE
+    provider = "anthropic"
+
     def __init__(
         self,
         *,
         upstream: str,
-        state_dir: Path | None,
-        socket_path: Path | None,
-        start_info: JsonDict,
-        daemon_start_argv: list[str] | None = None,
         compact_config: auto_compact.UserConfig | None = None,
+        **args: Unpack[ProxyArgs],
     ) -> None:
+        super().__init__(**args)
         self.upstream = upstream.rstrip("/")
         # the user's compaction settings, for plain Claude Code's compaction model
         self.compact_config = compact_config or auto_compact.UserConfig()
-        self.state_dir = state_dir
-        self.start_info = start_info
-        self.daemon = DaemonLink(socket_path, daemon_start_argv)
-        self.sessions: dict[str, ClaudeSession] = {}
-        self._lock = threading.Lock()
-        self._credentials: dict[str, str] = {}  # memory only: the aux backend's key
         self.server = LoopbackProxy(_Adapter(self), name="claude")
         self.client = self.server.client
         self.httpd = self.server.httpd
@@ -94,31 +79,10 @@ class ClaudeProxy:
         return self.server.port
 
     @property
-    def secret(self) -> str:
-        return self.server.secret
-
-    @property
-    def base_url(self) -> str:
-        return self.server.base_url
-
-    @property
     def hook_url(self) -> str:
         return self.base_url + HOOK_PATH
 
-    def start(self) -> None:
-        self.server.start()
-
-    def close(self) -> None:
-        for sess in list(self.sessions.values()):
-            sess.shutdown()
-        self.server.close()
-        self.daemon.close()
-
     # -- sessions and credentials ---------------------------------------------------------------
-
-    def credentials(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._credentials)
 
     def _aux_model(self) -> str | None:
         for sess in self.sessions.values():
@@ -127,26 +91,8 @@ class ClaudeProxy:
                 return model
         return None
 
-    def session(self, session_id: str, model: str | None = None) -> ClaudeSession:
-        with self._lock:
-            sess = self.sessions.get(session_id)
-            if sess is None:
-                info = dict(self.start_info)
-                if model:
-                    info["model"] = {"provider": "anthropic", "id": model}
-                state = (
-                    self.state_dir / "claude" / f"{session_id}.jsonl" if self.state_dir else None
-                )
-                sess = ClaudeSession(
-                    session_id,
-                    daemon=self.daemon,
-                    state_file=state,
-                    aux=self.aux,
-                    start_info=info,
-                    compact_config=self.compact_config,
-                )
-                self.sessions[session_id] = sess
-            return sess
+    def _new_session(self, session_id: str, args: SessionArgs) -> ClaudeSession:
+        return ClaudeSession(session_id, compact_config=self.compact_config, **args)
 
     def check_secret(self, path: str) -> str | None:
         """The path after the secret segment, or None for a request without the secret."""
@@ -155,8 +101,7 @@ class ClaudeProxy:
     def remember_credentials(self, headers: dict[str, str]) -> None:
         found = {k: v for k, v in headers.items() if k in CREDENTIAL_HEADERS}
         if "x-api-key" in found or "authorization" in found:
-            with self._lock:
-                self._credentials = found
+            self._keep_credentials(found)
 
     # -- request bodies -------------------------------------------------------------------------
 
@@ -243,50 +188,32 @@ class _Adapter:
         )
 
     def tap(self, exchange: Exchange, status: int, headers: httpx.Headers) -> ResponseTap | None:
-        ctx = exchange.context
-        if not isinstance(ctx, _Context) or ctx.body is None or status != 200:
+        found = self.proxy.reader(exchange, status, headers)
+        if found is None:
             return None
-        streaming = "text/event-stream" in headers.get("content-type", "")
-        encoding = headers.get("content-encoding", "").lower()
-        reader = wire.UsageReader(streaming, encoding)
+        ctx, reader, in_step_ok = found
         sess = ctx.sess
-        if sess is None:
+        if sess is None or not isinstance(ctx, _Context):
             return reader
+        assert isinstance(reader, wire.UsageReader)
         # The read-like calls of this message are tagged as one batch.
         tag_round = ctx.round = sess.open_round()
         reader.on_tool_use = lambda cid, name: sess.round_tool_use(tag_round, cid, name)
         reader.on_end = lambda: sess.round_ended(tag_round)
-        threshold = sess.in_step_threshold()
-        if not streaming or encoding or threshold is None or ctx.original is None:
-            return reader
-        return in_step.usage_tap(
-            reader,
-            original=len(ctx.original),
-            sent=len(exchange.body),
-            threshold=threshold,
-            read_input=wire.stream_input_tokens,
-            add_input=wire.add_input_tokens,
-        )
+        threshold = sess.in_step_threshold() if in_step_ok else None
+        return self.proxy.in_step(reader, ctx, len(exchange.body), threshold)
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
-        ctx = exchange.context
+        ctx = self.proxy.ours(exchange)
         if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
             return
-        tap = in_step.provider_tap(tap)  # the provider's own counts, not what the agent was told
-        usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
+        usage = self.proxy.usage_of(tap)
         if ctx.round is not None:
             ctx.sess.round_ended(ctx.round)  # a stream cut short ends its round too
         ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original)
 
     def failed(self, exchange: Exchange, status: int | None) -> None:
-        """An error status or no answer: Claude Code tries again or fails as it would; the try
-        is counted apart, not as an LLM call, and priced at nothing."""
-        ctx = exchange.context
-        if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
-            return
-        ctx.sess.ensure_registered()
-        payload = {"session_id": ctx.sess.session_id, "status": status}
-        ctx.sess.daemon.call("/v1/failed_try", payload, timeout=3.0)
+        self.proxy.failed(exchange, status)
 
 
 UPSTREAM_OVERRIDE = "CTXWRAP_CLAUDE_UPSTREAM"

@@ -1,69 +1,38 @@
 """One Claude Code session as the proxy sees it: frozen edits, hook work, daemon calls.
 
-Everything here is wire-neutral: requests arrive already converted by ``anthropic_wire``.
-Every daemon call has a deadline and fails open (no edit, no digest, original output); the
-frozen edit set lives here and in a per-session file (``agents/_proxy/frozen.py``), so
-already-frozen edits keep being replayed when the daemon is gone, and ``claude --continue``
-gets the same view.
+The request path, the daemon session, masks, aux runs and the stats are the shared proxy
+session's (``agents/_proxy/session.py``); this module adds what is Claude Code's own: its
+hooks (a command's digest replaces the output in PostToolUse, a failing one's becomes a tail
+edit; Read/Grep/Glob results are tagged one batch per assistant message; a Write's fact joins
+the stub of its content), its side and compaction requests (replayed, never decided), thinking
+blocks' bound prefixes, and a recall hint worded for a command. Requests arrive already
+converted by ``anthropic_wire``; already-frozen edits keep being replayed when the daemon is
+gone, and ``claude --continue`` gets the same view.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from ctxwrap.agents._proxy.cache_state import (
-    CacheState,
-    MaskTrigger,
-    PrefixChain,
-    acceptable_masks,
-    cold_reason,
-    head_key,
-    marked_ttl_s,
-    parsed_original,
-    tools_key,
-    variant_key,
-)
-from ctxwrap.agents._proxy.daemon_link import DaemonLink
-from ctxwrap.agents._proxy.frozen import FrozenEdits, load_cache_states, save_cache_states
-from ctxwrap.agents._proxy.tag_wait import TagWait
+from ctxwrap.agents._proxy.session import Decision, ProxySession, SessionArgs
+from ctxwrap.agents._proxy.wire import Wire
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
-from ctxwrap.engine.edits import (
-    Edit,
-    MaskEdit,
-    StripEditEdit,
-    StripWriteEdit,
-    TombstoneEdit,
-    describe_tail,
-    edit_from_json,
-    tail_ids,
-    u16len,
-    utf8len,
-)
-from ctxwrap.engine.facts import line_count
-from ctxwrap.engine.masking import call_paths
+from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit, u16len
 from ctxwrap.engine.thinking import checks_thinking_prefix
 
 JsonDict = dict[str, Any]
-# a request's blocks as sent, the agent's own request and its blocks (`_call_blocks`)
-_Blocks = tuple[list[tuple[str, int]], dict[str, Any] | None, list[tuple[str, int]]]
-AuxRunner = Callable[
-    [JsonDict, float], JsonDict
-]  # (aux request, deadline seconds) → AuxResult fields
+WIRE: Wire = wire  # anthropic_wire implements the proxies' wire contract (checked by mypy)
 
 AMNESIA_HOOK_TOOLS = {"Read": "read", "Grep": "grep", "Glob": "find"}
 BASH_DEADLINE_S = 15.0  # like the bridge's bash call: the digest is worth a short wait
-WRITE_CONTENT_MAX = 64 * 1024
-TAG_BATCH_MAX = 16  # results per /v1/tag_batch (the bridge's chunk size)
 # A tombstone, a mask or a removal replaces a result: the first one stays (a stub does not).
 RESULT_EDITS = ("tombstone", "mask", "remove")
 _RECALL_HINT_RE = re.compile(r'ctx_recall\(handle="([A-Za-z0-9_-]+)", pattern=\.\.\.\)')
@@ -89,79 +58,29 @@ class TagRound:
     flushed: bool = False
 
 
-class ClaudeSession:
+class ClaudeSession(ProxySession):
+    wire = WIRE
+    provider = "anthropic"
+
     def __init__(
         self,
         session_id: str,
         *,
-        daemon: DaemonLink,
-        state_file: Path | None,
-        aux: AuxRunner | None,
-        start_info: JsonDict,
         compact_config: auto_compact.UserConfig | None = None,
+        **args: Unpack[SessionArgs],
     ) -> None:
-        self.session_id = session_id
+        super().__init__(session_id, **args)
         self.compact_config = compact_config or auto_compact.UserConfig()
-        self.daemon = daemon
-        self.state_file = state_file
-        self.aux = aux
-        self.start_info = start_info  # SessionStart fields other than the id
-        self.cfg: JsonDict = {}
-        self.registered = False
-        daemon.on_unknown_session = self._register_again
-        # Frozen edits by tool_use id, and per digested result what plain Claude Code would
-        # have sent and the digest's size (chars).
-        self.frozen = FrozenEdits(state_file)
-        self.frozen.load()
-        self.digests = self.frozen.digests
         self.pending_digests: dict[str, tuple[str, int]] = {}  # failure path: text, plain chars
         self.pending_tags: dict[str, threading.Event] = {}
-        self.tag_wait = TagWait()
         self.rounds: dict[str, TagRound] = {}  # read-like tool_use id → its unsent round
-        self.seen: set[str] = set()
-        self.first_request = True
-        self.call_index = 0
-        self.prefix_chain = PrefixChain()  # each conversation's latest call (llm_call prefixes)
-        self.turn_index = 0
-        self.lock = threading.RLock()
-        self.facts: dict[str, str] = {}  # Write tool_use_id → its one-line fact
-        # Prompt-cache state per conversation (cache_state.py), kept across `--continue`.
-        self.conversations: dict[str, CacheState] = load_cache_states(self.cache_file)
         self.betas = ""  # the last main request's anthropic-beta header
         self.noted_model: tuple[str, int] | None = None  # (model, window) the daemon has
         # plain Claude Code's auto-compact threshold for that model (None: reactive or off)
         self.compact_threshold: int | None = None
         self.pending_compaction: JsonDict | None = None  # note_compaction's, not yet sent
 
-    # -- persistence --------------------------------------------------------------------------
-
-    @property
-    def cache_file(self) -> Path | None:
-        return self.state_file.with_suffix(".cache.json") if self.state_file else None
-
-    def _persist_cache_states(self) -> None:
-        save_cache_states(self.cache_file, self.conversations)
-
-    # -- daemon session -----------------------------------------------------------------------
-
-    def _register_again(self) -> bool:
-        self.registered = False
-        self.noted_model = None  # a daemon that did not know the session: tell it the model too
-        self.ensure_registered()
-        return self.registered
-
-    def ensure_registered(self) -> None:
-        if self.registered:
-            return
-        reply = self.daemon.call(
-            "/v1/sessions/start",
-            {"session_id": self.session_id, **self.start_info},
-            timeout=1.5,
-        )
-        if reply is not None:
-            self.registered = True
-            if isinstance(reply.get("config"), dict):
-                self.cfg = reply["config"]
+    # -- the daemon session ---------------------------------------------------------------------
 
     def _note_model(self, body: JsonDict) -> None:
         """Tell the daemon the model, its window and plain Claude Code's auto-compaction
@@ -204,223 +123,102 @@ class ClaudeSession:
             return None
         return self.compact_threshold
 
-    def _cfg_int(self, key: str, default: int) -> int:
-        v = self.cfg.get(key, default)
-        return v if isinstance(v, int) else default
+    # -- the request path: the shared skeleton's hooks ------------------------------------------
 
-    # -- the request path -----------------------------------------------------------------------
-
-    def prepare(self, body: JsonDict) -> list[Edit]:
-        """Decide edits for the unseen tail, freeze them, apply every frozen edit to `body`."""
-        messages = body.get("messages")
-        if not isinstance(messages, list):
-            return []
+    def _decides(self, body: JsonDict, items: list[Any]) -> bool:
         if not body.get("tools"):
             # A side request (the interactive session's title) is another conversation: it
             # must neither mark the history as seen nor get edits decided.
-            return self.replay(body)
+            return False
         self.ensure_registered()  # the cache TTL is the daemon's setting
         self._note_model(body)
-        if wire.is_compaction_request(messages):
-            # Claude Code's summarisation request: the summariser is shown what the agent was
-            # (frozen edits); a mask decided here would hide history from the summary and pay
-            # a rewrite of a prefix dropped right after. Priced as a call (record_call).
-            return self.replay(body)
-        neutral = wire.to_neutral(messages)
-        with self.lock:
-            if self.first_request:
-                # History in the first request (--continue, --resume) was seen by the model.
-                self.seen |= wire.all_tool_ids(messages)
-                self.first_request = False
-            tail = describe_tail(neutral, self.seen)
-            ids = tail_ids(tail)
-            seen_before = set(self.seen)
-            cold, gap_s = self._cache_boundary(body, messages)
-            fresh: list[Edit] = []
-            for m in tail.messages:
-                cid = m.toolCallId
-                if m.role == "toolResult" and cid in self.pending_digests:
-                    text, plain = self.pending_digests.pop(cid)
-                    fresh.append(
-                        TombstoneEdit(toolCallId=cid, text=text, savedChars=plain - u16len(text))
-                    )
-                    self.digests[cid] = (plain, u16len(text))
-            # Results the next request carries: their round's batch is due now, whatever of
-            # it is still missing (a denied call never gets a hook).
-            due = {id(r): r for i in ids if (r := self.rounds.get(i)) is not None}
-            for r in due.values():
-                self._take_round(r)
-            waits = [self.pending_tags[i] for i in ids if i in self.pending_tags]
-        for r in due.values():
-            self._send_round(r)
-        if tail.messages or cold is not None:
-            # A request waits for its tags only while the tagger answers within tag_wait_ms
-            # (agents/_proxy/tag_wait.py): one still pending is RETAIN (invariant 4), and a
-            # late DROP becomes a history mask where hiding is paid for anyway (issue 43).
-            budget = self.tag_wait.allowance(self._cfg_int("tag_wait_ms", 400) / 1000)
-            deadline = time.monotonic() + budget
-            for ev in waits:
-                ev.wait(max(0.0, deadline - time.monotonic()))
-            with self.lock:
-                edited = self.frozen.result_edited(RESULT_EDITS)
-            # what a later thinking block has in its prefix stays as sent on a model that
-            # checks it: an edit there gets the request refused (400) or the model's reasoning
-            # dropped. The daemon is told; its answer is checked, not trusted.
-            keep = (
-                wire.bound_by_thinking(messages)
-                if checks_thinking_prefix(body.get("model"))
-                else set()
-            )
-            mask = self._mask_request(messages, cold, gap_s, edited) if cold else None
-            request: JsonDict = {
-                "session_id": self.session_id,
-                "call_index": self.call_index,
-                "message_count": len(neutral),
-                "tail": tail.to_json(),
-            }
-            if keep:
-                request["keep"] = sorted(keep)
-            if mask is not None:
-                request["mask"] = mask
-            reply = self.daemon.call(
-                "/v1/context", request, timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000
-            )
-            answered = [
-                e
-                for e in map(edit_from_json, (reply or {}).get("edits") or [])
-                if e and e.toolCallId not in keep
-            ]
-            # Masks rewrite seen history: only on a request we sent `mask` with (cold, or warm
-            # with mask_warm on), and only results we check ourselves (seen, paired, no error,
-            # no edit yet).
-            masks_ok = (
-                acceptable_masks(
-                    messages,
-                    [e.toolCallId for e in answered if isinstance(e, MaskEdit)],
-                    seen_before,
-                    edited,
+        # Claude Code's summarisation request: the summariser is shown what the agent was
+        # (frozen edits); a mask decided here would hide history from the summary and pay a
+        # rewrite of a prefix dropped right after. Priced as a call (record_call).
+        return not wire.is_compaction_request(items)
+
+    def _take_tail(self, d: Decision) -> None:
+        for m in d.tail.messages:
+            cid = m.toolCallId
+            if m.role == "toolResult" and cid in self.pending_digests:
+                text, plain = self.pending_digests.pop(cid)
+                d.fresh.append(
+                    TombstoneEdit(toolCallId=cid, text=text, savedChars=plain - u16len(text))
                 )
-                if mask is not None
-                else set()
-            )
-            for edit in answered:
-                if isinstance(edit, MaskEdit):
-                    if edit.toolCallId not in masks_ok:
-                        continue
-                    masks_ok.discard(edit.toolCallId)
-                    fresh.append(edit.model_copy(update={"text": recall_hint(edit.text)}))
-                    continue
-                # Tail edits: only the unseen tail may ever be edited (invariant 3).
-                if edit.toolCallId not in ids:
-                    continue
-                if isinstance(edit, TombstoneEdit):
-                    edit = edit.model_copy(update={"text": recall_hint(edit.text)})
-                elif isinstance(edit, StripWriteEdit) and edit.toolCallId in self.facts:
-                    # The fact travels inside the frozen stub: Claude Code drops hook context
-                    # on --continue, a frozen edit is replayed by us.
-                    text = f"{edit.text} {self.facts[edit.toolCallId]}"
-                    saved = edit.savedChars - (u16len(text) - u16len(edit.text))
-                    edit = edit.model_copy(update={"text": text, "savedChars": saved})
-                fresh.append(edit)
-        with self.lock:
-            new = [e for e in fresh if self.frozen.freeze(e)]
-            self.frozen.persist(new)
-            self.seen |= ids
-            for i in ids:
-                self.pending_tags.pop(i, None)
-            return wire.apply_edits(body, self.frozen.edits)
+                self.digests[cid] = (plain, u16len(text))
+        # Results the next request carries: their round's batch is due now, whatever of it
+        # is still missing (a denied call never gets a hook).
+        due = {id(r): r for i in d.ids if (r := self.rounds.get(i)) is not None}
+        for r in due.values():
+            self._take_round(r)
+        waits = [self.pending_tags[i] for i in d.ids if i in self.pending_tags]
+        d.extra = (list(due.values()), waits)
 
-    def _cache_boundary(
-        self, body: JsonDict, messages: list[Any]
-    ) -> tuple[MaskTrigger | None, float | None]:
-        """Record this main request in its conversation's cache state; say if it is cold.
+    def _tool_work(self, d: Decision) -> None:
+        for r in d.extra[0]:
+            self._send_round(r)
 
-        With `mask_warm` on, a warm request of a known prefix says "warm": the daemon then
-        masks only if the rewrite pays back (as the bridge does; off by default).
+    def _await_tags(self, d: Decision) -> None:
+        # A request waits for its tags only while the tagger answers within tag_wait_ms
+        # (agents/_proxy/tag_wait.py): one still pending is RETAIN (invariant 4), and a late
+        # DROP becomes a history mask where hiding is paid for anyway (issue 43).
+        budget = self.tag_wait.allowance(self._cfg_int("tag_wait_ms", 400) / 1000)
+        deadline = time.monotonic() + budget
+        for ev in d.extra[1]:
+            ev.wait(max(0.0, deadline - time.monotonic()))
 
-        Called under the lock, once per main request (never for count_tokens or a side
-        request without tools: those do not use the conversation's cache prefix).
-        """
-        key = head_key(messages)
-        if key is None:
-            return None, None
-        model = body.get("model")
-        now = CacheState(
-            time.time(),
-            model if isinstance(model, str) else None,
-            tools_key(body.get("tools"), body.get("system")),
-        )
-        ttl = self.cfg.get("cache_ttl_s", 300.0)
-        ttl_s = float(ttl) if isinstance(ttl, int | float) and not isinstance(ttl, bool) else 300.0
-        # a request that asks for the 1-hour cache (Claude Code with a subscription login)
-        # stays warm across a pause the 5-minute one (cache_ttl_s's default) would not
-        marked = marked_ttl_s(body)
-        if marked is not None and marked > 300.0:
-            ttl_s = max(ttl_s, marked)
-        reason = cold_reason(self.conversations, key, now, ttl_s=ttl_s)
-        prev = self.conversations.get(variant_key(key, now))
-        gap = now.at - prev.at if prev is not None else None
-        self.conversations[variant_key(key, now)] = now
-        self._persist_cache_states()
-        if self.cfg.get("mask") is False or self.cfg.get("off"):
-            return None, gap
-        if reason is None and prev is not None and self.cfg.get("mask_warm") is True:
-            return "warm", gap
-        return reason, gap
+    def _edited(self) -> set[str]:
+        return self.frozen.result_edited(RESULT_EDITS)
 
-    def _mask_request(
-        self, messages: list[Any], reason: MaskTrigger, gap_s: float | None, edited: set[str]
-    ) -> JsonDict:
-        """The whole history described (no bodies), sent once per cold boundary."""
-        # Reminders riding along with tool results are no new task (cache_state.py).
-        neutral = wire.to_neutral(messages, notes_role="custom")
-        return {
-            "reason": reason,
-            "gap_s": round(gap_s, 3) if gap_s is not None else None,
-            "history": describe_tail(neutral, ()).to_json(),
-            "paths": call_paths(neutral),
-            "edited": sorted(edited),
-            "calls": self.call_index,
-        }
+    def _keep(self, d: Decision) -> set[str]:
+        # an edit there gets the request refused (400) or the model's reasoning dropped
+        if not checks_thinking_prefix(d.body.get("model")):
+            return set()
+        return wire.bound_by_thinking(d.items)
 
-    def replay(self, body: JsonDict) -> list[Edit]:
-        """Frozen edits only, no decisions (count_tokens, or our side is failing)."""
-        with self.lock:
-            return wire.apply_edits(body, self.frozen.edits)
+    def _worded(self, edit: TombstoneEdit | MaskEdit, d: Decision) -> Edit:
+        return edit.model_copy(update={"text": recall_hint(edit.text)})
 
-    def record_call(
-        self,
-        body: JsonDict,
-        applied: list[Edit],
-        usage: wire.Usage | None,
-        original: bytes | None = None,
-    ) -> None:
-        """Stats of one forwarded request: what it carried and what each mechanism kept out
-        (`original`: the agent's own bytes, where ctxwrap edited the request).
+    def _tail_edit(self, edit: Edit, d: Decision) -> Edit | None:
+        if isinstance(edit, TombstoneEdit):
+            return self._worded(edit, d)
+        if isinstance(edit, StripWriteEdit) and edit.toolCallId in self.facts:
+            # The fact travels inside the frozen stub: Claude Code drops hook context on
+            # --continue, a frozen edit is replayed by us.
+            text = f"{edit.text} {self.facts[edit.toolCallId]}"
+            saved = edit.savedChars - (u16len(text) - u16len(edit.text))
+            return edit.model_copy(update={"text": text, "savedChars": saved})
+        return edit
 
-        A side request (no `tools`: the interactive session's title, …) is no call of the
+    def _tail_frozen(self, d: Decision) -> None:
+        for i in d.ids:
+            self.pending_tags.pop(i, None)
+
+    # -- stats ------------------------------------------------------------------------------------
+
+    def _is_call(self, body: JsonDict) -> bool:
+        """A side request (no `tools`: the interactive session's title, …) is no call of the
         agent's conversation: no `/v1/llm_call`, so the session's LLM calls are the agent's
         own; its provider usage still goes to `/v1/turn_end` — it is paid for, under plain
-        Claude Code just the same.
-        """
-        index = self._record_agent_call(body, applied, original) if body.get("tools") else None
-        if usage is not None and usage.seen:
-            with self.lock:
-                turn, self.turn_index = self.turn_index, self.turn_index + 1
-            self.daemon.call(
-                "/v1/turn_end",
-                {
-                    "session_id": self.session_id,
-                    "turn_index": turn,
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "cache_read_tokens": usage.cache_read_tokens,
-                    "cache_write_tokens": usage.cache_write_tokens,
-                    "model": f"anthropic/{usage.model}" if usage.model else None,
-                    "call_index": index,
-                },
-                timeout=3.0,
-            )
+        Claude Code just the same."""
+        return bool(body.get("tools"))
+
+    def _llm_call_fields(self, body: JsonDict) -> JsonDict:
+        # the 1-hour cache (subscription logins): priced with its lifetime and rate
+        marked = wire.marked_ttl_s(body)
+        return {"cache_ttl_s": marked if marked is not None and marked > 300.0 else None}
+
+    def _before_llm_call(self, body: JsonDict) -> None:
+        self._send_compaction()
+
+    def _plain_prefix(self, mine: JsonDict | None, shared: tuple[int, int]) -> int | None:
+        """Plain's request is the agent's own with the bash outputs the hook digested whole."""
+        if mine is None:
+            return None
+        chars, count = shared
+        # blocks: tools, system, then one per message
+        ids = wire.all_tool_ids((mine.get("messages") or [])[: max(count - 2, 0)])
+        return chars + sum(p - d for c, (p, d) in self.digests.items() if c in ids)
 
     def note_compaction(self, event: JsonDict) -> None:
         """Claude Code compacted (its PostCompact hook, after the summary came back).
@@ -445,86 +243,8 @@ class ClaudeSession:
         if pending is not None:
             self.daemon.call("/v1/compaction", pending, timeout=1.0)
 
-    def _call_blocks(self, body: JsonDict, applied: list[Edit], original: bytes | None) -> _Blocks:
-        """The request's blocks as sent, and the agent's own request with its blocks (`original`
-        where ctxwrap edited it; None: it does not parse). Outside the lock: a request can be
-        megabytes."""
-        blocks = wire.prefix_blocks(body)
-        mine = body if not applied else parsed_original(original)
-        return blocks, mine, (blocks if not applied else wire.prefix_blocks(mine) if mine else [])
-
-    def _prefixes(
-        self, call: _Blocks, conversation: str | None, index: int
-    ) -> tuple[int | None, int | None, int | None]:
-        """What this call shares (chars) with the previous call of its conversation, as sent
-        and as plain Claude Code sent it, and that call's index where it is not the one before
-        (`PrefixChain`): a mask's rewrite, a compaction are priced as what they write. Plain's
-        request is the agent's own with the bash outputs the hook digested whole. Unknown on a
-        proxy's first call (a resumed session's too): an append-only list is assumed. Under
-        the lock, with the call's index."""
-        blocks, mine, plain_blocks = call
-        ref, sent, shared = self.prefix_chain.measure(conversation, index, blocks, plain_blocks)
-        plain: int | None = None
-        if mine is not None and shared is not None:
-            chars, count = shared
-            # blocks: tools, system, then one per message
-            ids = wire.all_tool_ids((mine.get("messages") or [])[: max(count - 2, 0)])
-            plain = chars + sum(p - d for c, (p, d) in self.digests.items() if c in ids)
-        return sent, plain, (ref if ref is not None and ref != index - 1 else None)
-
-    def _record_agent_call(
-        self, body: JsonDict, applied: list[Edit], original: bytes | None = None
-    ) -> int:
-        """Send the call's record; returns its call_index (its usage names it)."""
-        self._send_compaction()
-        size = wire.measure(body)
-        present = wire.all_tool_ids(body.get("messages") or [])
-        blocks = self._call_blocks(body, applied, original)
-        with self.lock:
-            bash = sum(p - d for c, (p, d) in self.digests.items() if c in present)
-            # A mask counts here like in the pi bridge; on a digested result it removes the
-            # digest (its savedChars are measured against the digest, not the raw output).
-            amnesia = sum(
-                e.savedChars
-                for e in applied
-                if (isinstance(e, TombstoneEdit) and e.toolCallId not in self.digests)
-                or isinstance(e, MaskEdit)
-            )
-            writes = sum(
-                e.savedChars for e in applied if isinstance(e, StripWriteEdit | StripEditEdit)
-            )
-            index, self.call_index = self.call_index, self.call_index + 1
-            shared, plain_shared, prefix_of = self._prefixes(
-                blocks, head_key(body.get("messages") or []), index
-            )
-        marked = marked_ttl_s(body)
-        self.daemon.call(
-            "/v1/llm_call",
-            {
-                "session_id": self.session_id,
-                "call_index": index,
-                "message_count": len(body.get("messages") or []),
-                "sent_prefix_chars": shared,
-                "plain_prefix_chars": plain_shared,
-                "prefix_of": prefix_of,
-                # the 1-hour cache (subscription logins): priced with its lifetime and rate
-                "cache_ttl_s": marked if marked is not None and marked > 300.0 else None,
-                "sent_chars": {
-                    "system": size.system,
-                    "messages": size.messages,
-                    "tools": size.tools,
-                },
-                "saved_chars": {
-                    "bash": bash,
-                    "amnesia": amnesia,
-                    "writes": writes,
-                    "skills": 0,
-                    "tools": 0,
-                },
-            },
-            timeout=3.0,
-        )
-        return index
+    def _on_shutdown(self) -> None:
+        self._send_compaction()  # a compaction the session ended with
 
     # -- the hook path --------------------------------------------------------------------------
 
@@ -560,30 +280,8 @@ class ClaudeSession:
     def _digest(
         self, cid: str, command: str, text: str, exit_code: int | None, full_path: str | None
     ) -> str | None:
-        deadline = time.monotonic() + BASH_DEADLINE_S
-        reply = self.daemon.call(
-            "/v1/tool_result",
-            {
-                "session_id": self.session_id,
-                "tool_call_id": cid,
-                "tool_name": "bash",
-                "input": {"command": command},
-                "text": text,
-                "is_error": exit_code not in (None, 0),
-                "full_output_path": full_path,
-                "exit_code": exit_code,
-            },
-            timeout=BASH_DEADLINE_S,
-        )
-        if not reply or reply.get("action") != "replace" or not isinstance(reply.get("text"), str):
-            return None
-        digest: str = reply["text"]
-        aux = reply.get("aux")
-        if isinstance(aux, dict):
-            better = self._run_aux(aux, deadline)
-            if better:
-                digest = better
-        return recall_hint(digest)
+        digest = self._ask_digest(cid, command, text, exit_code, BASH_DEADLINE_S, full_path)
+        return recall_hint(digest) if digest is not None else None
 
     def _bash_success(self, cid: str, event: JsonDict) -> JsonDict:
         """PostToolUse: a command that succeeded (in Claude Code's judgement): digest or leave it.
@@ -724,22 +422,10 @@ class ClaudeSession:
             return
 
         def run() -> None:
-            started = time.monotonic()
             try:
-                deadline = started + self._cfg_int("aux_timeout_ms", 20000) / 1000
-                for i in range(0, len(items), TAG_BATCH_MAX):
-                    reply = self.daemon.call(
-                        "/v1/tag_batch",
-                        {"session_id": self.session_id, "results": items[i : i + TAG_BATCH_MAX]},
-                        timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000,
-                    )
-                    aux = (reply or {}).get("aux")
-                    if isinstance(aux, dict) and self.aux is not None:
-                        pace = self.tag_wait.begin()  # the tagger's pace
-                        try:
-                            self._run_aux(aux, deadline)
-                        finally:
-                            self.tag_wait.end(pace)
+                self._tag_batches(
+                    items, time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
+                )
             finally:
                 round_.done.set()
 
@@ -756,72 +442,20 @@ class ClaudeSession:
         if not isinstance(tool_input, dict) or not isinstance(tool_input.get("content"), str):
             return
         content: str = tool_input["content"]
-        reply = self.daemon.call(
-            "/v1/tool_result",
-            {
-                "session_id": self.session_id,
-                "tool_call_id": cid,
-                "tool_name": "write",
-                "input": {
-                    "path": str(tool_input.get("file_path", "?")),
-                    "content": content[:WRITE_CONTENT_MAX],
-                },
-                "text": "",
-                "content_bytes": utf8len(content),
-                "content_lines": line_count(content),
-            },
-            timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000,
-        )
+        reply = self._ask_write_fact(cid, str(tool_input.get("file_path", "?")), content)
         if not reply:
             return
         self._set_fact(cid, reply.get("text") if isinstance(reply.get("text"), str) else None)
         aux = reply.get("aux")
         if not isinstance(aux, dict) or self.aux is None:
             return
-        done = threading.Event()
+        # the next request may wait for it as for a tag
+        limit = self._cfg_int("aux_timeout_ms", 20000) / 1000
         with self.lock:
-            self.pending_tags[cid] = done  # the next request may wait for it as for a tag
-
-        def run() -> None:
-            pace = self.tag_wait.begin()  # the aux model's pace, as for tags
-            try:
-                deadline = time.monotonic() + self._cfg_int("aux_timeout_ms", 20000) / 1000
-                self._set_fact(cid, self._run_aux(aux, deadline))
-            except Exception:
-                pass  # a thread of ours: nothing of it may reach the user's terminal
-            finally:
-                self.tag_wait.end(pace)
-                done.set()
-
-        threading.Thread(target=run, name="ctxwrap-write-fact", daemon=True).start()
-
-    def _run_aux(self, aux: JsonDict, deadline: float) -> str | None:
-        """Run a daemon-built aux request on the upstream backend; the daemon judges the answer."""
-        if self.aux is None or not isinstance(aux.get("aux_id"), str):
-            return None
-        left = deadline - time.monotonic()
-        if left <= 0.05:
-            return None
-        result = self.aux(aux, left)
-        reply = self.daemon.call(
-            "/v1/aux/result",
-            {"session_id": self.session_id, "aux_id": aux["aux_id"], **result},
-            timeout=self._cfg_int("bridge_timeout_ms", 1500) / 1000,
-        )
-        if reply and reply.get("accepted") and isinstance(reply.get("text"), str):
-            return str(reply["text"])
-        return None
-
-    def shutdown(self) -> None:
-        if self.registered:
-            with contextlib.suppress(Exception):  # a compaction the session ended with
-                self._send_compaction()
-            with contextlib.suppress(Exception):
-                self.daemon.call(
-                    "/v1/sessions/shutdown",
-                    {"session_id": self.session_id, "reason": "quit"},
-                    timeout=0.5,
-                )
+            done = self._aux_beside(
+                aux, limit, lambda fact: self._set_fact(cid, fact), "ctxwrap-write-fact"
+            )
+            self.pending_tags[cid] = done
 
 
 def _command_of(event: JsonDict) -> str:

@@ -14,73 +14,55 @@ with 426, on which Codex 0.171 falls back to HTTPS streaming at once.
 from __future__ import annotations
 
 import json
-import threading
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Unpack
 from urllib.parse import urlsplit
 
 import httpx
 
 from ctxwrap.agents._proxy import (
-    DaemonLink,
     Exchange,
     LoopbackProxy,
     ResponseTap,
     body_encoding,
-    in_step,
 )
+from ctxwrap.agents._proxy.agent_proxy import AgentProxy, CallContext, ProxyArgs
 from ctxwrap.agents._proxy.server import SECRET_HEADER
+from ctxwrap.agents._proxy.session import SessionArgs
 from ctxwrap.agents.codex import responses_wire as wire
-from ctxwrap.agents.codex.session import CodexSession
+from ctxwrap.agents.codex.session import WIRE, CodexSession
 from ctxwrap.agents.codex.upstream_aux import CREDENTIAL_HEADERS, ResponsesAux
-from ctxwrap.engine.edits import Edit
 
 JsonDict = dict[str, Any]
 OPENAI_UPSTREAM = "https://api.openai.com/v1"
 CHATGPT_UPSTREAM = "https://chatgpt.com/backend-api/codex"
 
 
-class _Context:
-    def __init__(
-        self,
-        sess: CodexSession | None,
-        body: JsonDict | None,
-        applied: list[Edit],
-        summarise: str | None = None,
-        original: bytes | None = None,
-    ):
-        self.sess = sess
-        self.body = body
-        self.applied = applied
-        self.summarise = summarise  # Codex's own compaction request: its trigger
-        self.original = original  # Codex's own (decoded) bytes, where `applied` edited the body
+@dataclass
+class _Context(CallContext[CodexSession]):
+    summarise: str | None = None  # Codex's own compaction request: its trigger
 
 
-class CodexProxy:
+class CodexProxy(AgentProxy[CodexSession]):
     """The Codex adapter of the shared loopback proxy."""
+
+    agent = "codex"
+    wire = WIRE
 
     def __init__(
         self,
         *,
         upstream: str | None,
         provider: str,
-        state_dir: Path | None,
-        socket_path: Path | None,
-        start_info: JsonDict,
-        daemon_start_argv: list[str] | None = None,
         compact_config: dict[str, Any] | None = None,
+        **args: Unpack[ProxyArgs],
     ) -> None:
+        super().__init__(**args)
         # None: the built-in OpenAI provider, whose endpoint depends on the login (an API key
         # → api.openai.com; a ChatGPT login sends chatgpt-account-id → the ChatGPT backend).
         self.upstream = upstream.rstrip("/") if upstream else None
         self.provider = provider
-        self.state_dir = state_dir
-        self.start_info = start_info
         self.compact_config = compact_config or {}  # auto_compact.CONFIG_KEYS of the config
-        self.daemon = DaemonLink(socket_path, daemon_start_argv)
-        self.sessions: dict[str, CodexSession] = {}
-        self._lock = threading.Lock()
-        self._credentials: dict[str, str] = {}  # memory only: the aux backend's key
         self._responses_url: str | None = None
         # Codex prints the URL it called in its error lines: no secret in it. A custom
         # provider sends the secret in a header (`http_headers`, in Codex's argv as the secret
@@ -99,14 +81,6 @@ class CodexProxy:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    @property
-    def base_url(self) -> str:
-        return self.server.base_url
-
-    @property
-    def secret(self) -> str:
-        return self.server.secret
-
     def launch_overrides(self) -> list[str]:
         """Codex's `-c` arguments beside the base_url one: the header door's header."""
         if self.server.door != "header":
@@ -114,20 +88,7 @@ class CodexProxy:
         key = f"model_providers.{self.provider}.http_headers.{SECRET_HEADER}"
         return ["-c", f"{key}={json.dumps(self.secret)}"]
 
-    def start(self) -> None:
-        self.server.start()
-
-    def close(self) -> None:
-        for sess in list(self.sessions.values()):
-            sess.shutdown()
-        self.server.close()
-        self.daemon.close()
-
     # -- sessions and credentials ---------------------------------------------------------------
-
-    def credentials(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._credentials)
 
     def _aux_model(self) -> str | None:
         """`aux_model` when it names a model of this provider (a bare id, `openai/…` or
@@ -140,25 +101,10 @@ class CodexProxy:
                     return rest
         return None
 
-    def session(self, session_id: str, model: str | None) -> CodexSession:
-        with self._lock:
-            sess = self.sessions.get(session_id)
-            if sess is None:
-                info = dict(self.start_info)
-                if model:
-                    info["model"] = {"provider": self.provider, "id": model}
-                state = self.state_dir / "codex" / f"{session_id}.jsonl" if self.state_dir else None
-                sess = CodexSession(
-                    session_id,
-                    daemon=self.daemon,
-                    state_file=state,
-                    aux=self.aux,
-                    start_info=info,
-                    provider=self.provider,
-                    compact_config=self.compact_config,
-                )
-                self.sessions[session_id] = sess
-            return sess
+    def _new_session(self, session_id: str, args: SessionArgs) -> CodexSession:
+        return CodexSession(
+            session_id, provider=self.provider, compact_config=self.compact_config, **args
+        )
 
     def upstream_base(self, headers: dict[str, str]) -> str:
         if self.upstream is not None:
@@ -180,8 +126,7 @@ class CodexProxy:
         url = self.upstream_base(headers) + rest
         found = {k: v for k, v in headers.items() if k in CREDENTIAL_HEADERS}
         if found:
-            with self._lock:
-                self._credentials = found
+            self._keep_credentials(found)
         if method != "POST":
             return Exchange(raw, url)
         compact = wire.is_compact_call(rest)
@@ -219,7 +164,7 @@ class CodexProxy:
                 applied = sess.replay(body)
             except Exception:
                 return Exchange(raw, url)
-        ctx = _Context(sess, body, applied, summarise, plain if applied else None)
+        ctx = _Context(sess, body, applied, plain if applied else None, summarise)
         # Codex accepts zstd or gzip; the usage in the stream is only readable in gzip.
         accept = {"accept-encoding": "gzip"} if "accept-encoding" in headers else {}
         if not applied:
@@ -227,44 +172,24 @@ class CodexProxy:
         return Exchange(body_encoding.encode(wire.encode_body(body), encoding), url, ctx, accept)
 
     def tap(self, exchange: Exchange, status: int, headers: httpx.Headers) -> ResponseTap | None:
-        ctx = exchange.context
-        if not isinstance(ctx, _Context) or ctx.body is None or status != 200:
+        found = self.reader(exchange, status, headers)
+        if found is None:
             return None
-        streaming = "text/event-stream" in headers.get("content-type", "")
-        encoding = headers.get("content-encoding", "").lower()
-        reader = wire.UsageReader(streaming, encoding)
-        sess = ctx.sess
-        if sess is None or not streaming or encoding or ctx.original is None or ctx.summarise:
+        ctx, reader, in_step_ok = found
+        if ctx.sess is None or ctx.body is None or not in_step_ok:
             return reader
-        threshold = sess.in_step_threshold(ctx.body.get("model"))
-        if threshold is None:
+        if isinstance(ctx, _Context) and ctx.summarise:
             return reader
-        return in_step.usage_tap(
-            reader,
-            original=len(ctx.original),
-            sent=len(wire.encode_body(ctx.body)),  # decoded: the request may go compressed
-            threshold=threshold,
-            read_input=wire.completed_input_tokens,
-            add_input=wire.add_input_tokens,
-        )
+        threshold = ctx.sess.in_step_threshold(ctx.body.get("model"))
+        # decoded: the request may go compressed
+        return self.in_step(reader, ctx, len(wire.encode_body(ctx.body)), threshold)
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
-        ctx = exchange.context
+        ctx = self.ours(exchange)
         if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
             return
-        tap = in_step.provider_tap(tap)  # the provider's own counts, not what Codex was told
-        usage = tap.finish() if isinstance(tap, wire.UsageReader) else None
+        usage = self.usage_of(tap)
         ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original)
         if ctx.summarise is not None and usage is not None and usage.seen:
             # a refused or cut-off summarisation is no compaction (Codex retries or fails)
             ctx.sess.record_compaction(usage, ctx.summarise)
-
-    def failed(self, exchange: Exchange, status: int | None) -> None:
-        """An error status or no answer: Codex retries, waits or fails as it would; the try is
-        counted apart, not as an LLM call, and priced at nothing."""
-        ctx = exchange.context
-        if not isinstance(ctx, _Context) or ctx.sess is None or ctx.body is None:
-            return
-        ctx.sess.ensure_registered()
-        payload = {"session_id": ctx.sess.session_id, "status": status}
-        ctx.sess.daemon.call("/v1/failed_try", payload, timeout=3.0)

@@ -1,8 +1,9 @@
 """The OpenAI Responses wire format, and nothing else: no decisions, no I/O.
 
-Sibling of ``agents/claude/anthropic_wire.py`` with the same jobs: a request body's ``input``
-items → the neutral, pi-shaped message list the edit engine describes; frozen edits → back
-onto the wire body (only the edited key changes); sizes; usage read from the response stream.
+Sibling of ``agents/claude/anthropic_wire.py``, implementing the same contract
+(:class:`~ctxwrap.agents._proxy.wire.Wire`): a request body's ``input`` items → the neutral,
+pi-shaped message list the edit engine describes; frozen edits → back onto the wire body (only
+the edited key changes); sizes; usage read from the response stream.
 
 Three tool shapes (docs/research/codex-0.171.md): ``function_call`` (exec_command, shell,
 write_stdin …) with ``function_call_output``; freeform ``custom_tool_call`` (apply_patch, the
@@ -15,15 +16,25 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwrap.agents._proxy import body_encoding
 from ctxwrap.agents._proxy.cache_state import request_blocks
 from ctxwrap.agents._proxy.sse import JsonEventStream
+from ctxwrap.agents._proxy.wire import BodySize as BodySize
+from ctxwrap.agents._proxy.wire import Neutral, json_chars
+from ctxwrap.agents._proxy.wire import Usage as Usage
 from ctxwrap.agents.codex import commands
-from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit
+from ctxwrap.engine.edits import (
+    Edit,
+    MaskEdit,
+    StripWriteEdit,
+    Tail,
+    TombstoneEdit,
+    describe_tail,
+)
 
 JsonDict = dict[str, Any]
 CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
@@ -230,12 +241,25 @@ def outputs_by_call(items: Iterable[Any]) -> dict[str, str]:
 
 
 @dataclass
-class Conversation:
+class Conversation(Neutral):
     """A request's ``input`` as the engine sees it, and each call's meaning."""
 
-    messages: list[JsonDict]
-    calls: dict[str, CallInfo]
-    outputs: dict[str, str]  # call_id → output text as sent by Codex
+    calls: dict[str, CallInfo] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)  # call_id → output text as sent
+
+
+def items(body: Mapping[str, Any]) -> list[Any] | None:
+    raw = body.get("input")
+    return raw if isinstance(raw, list) else None
+
+
+def head(body: Mapping[str, Any]) -> tuple[Any, Any]:
+    return body.get("tools"), body.get("instructions")
+
+
+def marked_ttl_s(body: Any) -> float | None:
+    """A Responses request names no cache lifetime of its own: the daemon's setting holds."""
+    return None
 
 
 def to_neutral(items: list[Any], *, notes_role: str = "user") -> Conversation:
@@ -296,6 +320,13 @@ def to_neutral(items: list[Any], *, notes_role: str = "user") -> Conversation:
             continue
         out.append({"role": "custom", "content": output_text(item.get("content"))})
     return Conversation(out, calls, outputs)
+
+
+def tail_of(items: list[Any], seen: Collection[str]) -> tuple[Tail, int, Conversation]:
+    """`describe_tail` of the neutral view, its length, and the view (the session's tool work
+    reads each call's meaning from it)."""
+    conv = to_neutral(items)
+    return describe_tail(conv.messages, seen), len(conv.messages), conv
 
 
 def _is_error(info: CallInfo | None, text: str) -> bool:
@@ -372,19 +403,9 @@ def apply_edits(body: JsonDict, edits: Mapping[str, list[Edit]]) -> list[Edit]:
     return applied
 
 
-@dataclass(frozen=True)
-class BodySize:
-    system: int
-    messages: int
-    tools: int
-
-
 def measure(body: Mapping[str, Any]) -> BodySize:
     """Chars of what the request carries: instructions + developer messages as "system"."""
-
-    def size(value: Any) -> int:
-        return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) if value else 0
-
+    size = json_chars
     raw = body.get("input")
     items: list[Any] = raw if isinstance(raw, list) else []
     system = [i for i in items if isinstance(i, dict) and i.get("role") in ("developer", "system")]
@@ -402,31 +423,25 @@ def prefix_blocks(body: Mapping[str, Any]) -> list[tuple[str, int]]:
     return request_blocks((body.get("tools"), body.get("instructions")), body.get("input"))
 
 
-@dataclass
-class Usage:
-    input_tokens: int = 0  # fresh input: OpenAI's input_tokens minus the cached ones
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    model: str | None = None
-    seen: bool = False
+def update_usage(into: Usage, usage: Any, model: Any = None) -> None:
+    """Take a Responses `usage` object: fresh input is OpenAI's input_tokens minus the cached
+    ones; the cache write is not reported (0)."""
+    if not isinstance(usage, dict):
+        return
 
-    def update(self, usage: Any, model: Any = None) -> None:
-        if not isinstance(usage, dict):
-            return
+    def num(value: Any) -> int:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return int(value) if ok else 0
 
-        def num(value: Any) -> int:
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            return int(value) if ok else 0
-
-        details = usage.get("input_tokens_details")
-        cached = num(details.get("cached_tokens")) if isinstance(details, dict) else 0
-        total = num(usage.get("input_tokens"))
-        self.seen = True
-        self.cache_read_tokens = cached
-        self.input_tokens = max(0, total - cached)
-        self.output_tokens = num(usage.get("output_tokens"))
-        if isinstance(model, str):
-            self.model = model
+    details = usage.get("input_tokens_details")
+    cached = num(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    total = num(usage.get("input_tokens"))
+    into.seen = True
+    into.cache_read_tokens = cached
+    into.input_tokens = max(0, total - cached)
+    into.output_tokens = num(usage.get("output_tokens"))
+    if isinstance(model, str):
+        into.model = model
 
 
 @dataclass
@@ -442,7 +457,7 @@ class UsageReader(JsonEventStream):
         elif data.get("type") in ("response.completed", "response.incomplete"):
             resp = data.get("response")
             if isinstance(resp, dict):
-                self.usage.update(resp.get("usage"), resp.get("model"))
+                update_usage(self.usage, resp.get("usage"), resp.get("model"))
 
     def _item(self, item: Any) -> None:
         if not isinstance(item, dict) or item.get("type") not in CALL_TYPES:
@@ -456,10 +471,14 @@ class UsageReader(JsonEventStream):
         data = self.body()
         # "response.compaction": the answer of remote compaction v1 (…/responses/compact)
         if data is not None and data.get("object") in ("response", "response.compaction"):
-            self.usage.update(data.get("usage"), data.get("model"))
+            update_usage(self.usage, data.get("usage"), data.get("model"))
             for item in data.get("output") or []:
                 self._item(item)
         return self.usage
+
+
+def usage_reader(streaming: bool, encoding: str) -> UsageReader:
+    return UsageReader(streaming, encoding)
 
 
 def completed_input_tokens(event: Mapping[str, Any]) -> int | None:
@@ -471,6 +490,9 @@ def completed_input_tokens(event: Mapping[str, Any]) -> int | None:
     usage = resp.get("usage") if isinstance(resp, Mapping) else None
     n = usage.get("input_tokens") if isinstance(usage, Mapping) else None
     return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+input_tokens = completed_input_tokens  # the Wire contract's name
 
 
 def add_input_tokens(event: dict[str, Any], delta: int) -> bool:
