@@ -186,3 +186,12 @@ def check_socket(sock: Path) -> None:
             "another user could impersonate the daemon there",
             hint=f"remove it (`rm {sock}`) and run `ctxwrap daemon start`",
         )
+
+
+def tools_bin_dir() -> Path | None:
+    """Where the pinned pi/node wrappers live: ``$CTXWRAP_TOOLS_BIN``, else ``<repo>/.tools/bin``."""
+    configured = os.environ.get("CTXWRAP_TOOLS_BIN")
+    if configured:
+        return Path(configured)
+    repo_bin = Path(__file__).resolve().parents[1] / ".tools" / "bin"
+    return repo_bin if repo_bin.is_dir() else None

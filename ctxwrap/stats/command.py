@@ -92,7 +92,7 @@ def stats_command(
             report, color=color, width=width, charts=sys.stdout.isatty(), verbose=verbose
         )
         if report.session and sys.stdout.isatty():  # one-line per-call chart (replay package)
-            from ctxwrap.replay.chart import stats_chart
+            from ctxwrap.stats.chart import stats_chart
 
             text += stats_chart(report.session, width=width, color=color)
         return text

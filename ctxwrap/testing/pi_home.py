@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ctxwrap.paths import tools_bin_dir
+
 __all__ = [
     "OFFLINE_ENV",
     "PROVIDER",
@@ -116,15 +118,6 @@ def make_pi_agent_dir(
     merged.update(settings or {})
     (agent_dir / "settings.json").write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
     return agent_dir
-
-
-def tools_bin_dir() -> Path | None:
-    """Where the pinned pi/node wrappers live: ``$CTXWRAP_TOOLS_BIN``, else ``<repo>/.tools/bin``."""
-    configured = os.environ.get("CTXWRAP_TOOLS_BIN")
-    if configured:
-        return Path(configured)
-    repo_bin = Path(__file__).resolve().parents[2] / ".tools" / "bin"
-    return repo_bin if repo_bin.is_dir() else None
 
 
 def _search_path() -> str:

@@ -5,7 +5,9 @@ Edges are runtime imports between ctxwrap modules, read from the AST: at module 
 start-up light — a late import must not hide a cycle either. Imports under ``if
 TYPE_CHECKING:`` are not edges (annotations only). Importing ``pkg.sub`` is an edge to
 ``pkg.sub``, not to ``pkg``: a package's ``__init__`` always runs before its modules, which is
-no cycle.
+no cycle. A module loaded through ``importlib`` by name (the CLI's lazy commands) is an edge
+too. Folded into packages (``ctxwrap.mechanisms``, ``ctxwrap.daemon``, … and each top-level
+module), the graph has no cycle either (issue 42): the packages read top-down.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
         for dep in deps:
             if package_of(dep) not in (node, "ctxwrap"):
                 out[node].add(package_of(dep))
+                out.setdefault(package_of(dep), set())
     return out
 
 
@@ -161,6 +164,12 @@ def test_no_import_cycle_through_in_function_imports() -> None:
     assert cycles(import_graph(nested=True)) == []
 
 
+def test_no_package_cycle() -> None:
+    """The packages read top-down too: no package imports one that imports it back, at module
+    level, inside functions or through importlib (issue 42)."""
+    assert cycles(package_graph(import_graph(nested=True))) == []
+
+
 def test_the_graph_sees_importlib_edges() -> None:
     graph = import_graph(nested=True)
     assert "ctxwrap.replay.command" in graph["ctxwrap.cli"]  # the CLI's lazy command table
@@ -185,6 +194,16 @@ def f():
     assert set(_imports(tree.body, "ctxwrap", mods, nested=False)) == {"typing"}
     nested = set(_imports(tree.body, "ctxwrap", mods, nested=True))
     assert nested == {"typing", "ctxwrap.headline", "ctxwrap.paths"}
+
+
+def test_the_package_graph_folds_modules_into_their_package() -> None:
+    graph = {
+        "ctxwrap.daemon.service": {"ctxwrap.stats.compute", "ctxwrap.daemon.app"},
+        "ctxwrap.stats.compute": {"ctxwrap.state.pidfile"},
+        "ctxwrap.stats.render": {"ctxwrap.daemon.app"},
+    }
+    assert package_graph(graph)["ctxwrap.daemon"] == {"ctxwrap.stats"}
+    assert cycles(package_graph(graph)) == [["ctxwrap.daemon", "ctxwrap.stats"]]
 
 
 def test_the_check_sees_a_cycle() -> None:

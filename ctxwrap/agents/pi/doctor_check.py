@@ -64,7 +64,7 @@ def find_pi_exe() -> tuple[Path | None, str]:
     found = shutil.which("pi")
     if found:
         return Path(found), "PATH"
-    from ctxwrap.testing.pi_home import tools_bin_dir
+    from ctxwrap.paths import tools_bin_dir
 
     tools = tools_bin_dir()
     if tools is not None and os.access(tools / "pi", os.X_OK):
