@@ -21,7 +21,6 @@ from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.digest.redact import load_patterns, redact_secrets
 from ctxwrap.mechanisms import accounting, cost_accounting, needed_again, tail_edits, tool_kind
-from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.aux import AuxCalls
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
@@ -32,7 +31,7 @@ from ctxwrap.state.rawstore import InvalidPattern, RawStore, compile_pattern, sc
 from ctxwrap.state.session import PendingAux, SessionRuntime
 from ctxwrap.state.store import Store
 
-__all__ = ["Daemon", "RequestRefused", "prompt_segment_text"]
+__all__ = ["Daemon", "RequestRefused"]
 
 log = logging.getLogger("ctxwrap.daemon")
 
@@ -373,7 +372,7 @@ class Daemon:
 
     def _prompt_segment(self, totals: P.SessionTotals | None) -> None:
         """The shell prompt's savings line (`ctxwrap_prompt_segment` reads it): one small write."""
-        from ctxwrap.statusline import write_prompt_segment
+        from ctxwrap.statusline import prompt_segment_text, write_prompt_segment
 
         try:
             write_prompt_segment(prompt_segment_text(totals) if totals else "")

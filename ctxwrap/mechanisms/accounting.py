@@ -96,19 +96,3 @@ def session_totals(store: Store, session_id: str) -> P.SessionTotals:
         aux_tokens=aux,
         net_tokens=saved - aux,
     )
-
-
-def prompt_segment_text(totals: P.SessionTotals) -> str:
-    """`ctxwrap ↓12.3k cost −60%`: tokens kept out net of aux cost (`↑` when ctxwrap cost
-    more), then the session's headline cost figure as every other view shows it."""
-    from ctxwrap.headline import pct_text
-
-    if totals.llm_calls == 0:
-        return ""
-    net = totals.net_tokens
-    n = abs(net)
-    amount = f"{n / 1e6:.1f}M" if n >= 999_950 else f"{n / 1e3:.1f}k" if n >= 1000 else str(n)
-    text = f"ctxwrap {'↓' if net >= 0 else '↑'}{amount}"
-    if totals.headline_pct is not None:
-        text += f" cost {pct_text(totals.headline_pct)}"
-    return text

@@ -12,6 +12,7 @@ from typing import Any
 
 from ctxwrap.engine.cost import ReadFrom, cached_prefix_tokens
 from ctxwrap.engine.cost import recorded_hits as engine_recorded_hits
+from ctxwrap.headline import carried_text
 from ctxwrap.mechanisms.needed_again import how_text
 from ctxwrap.replay import _pricing
 from ctxwrap.replay._calibrate import calibrate
@@ -396,6 +397,9 @@ def session_json(
                 "compaction": c.compaction,
                 "ctxwrap_compaction": c.ours_compaction,
                 "masked": c.masked,
+                # tokens ctxwrap's request carried that plain's compaction had dropped (the
+                # report draws them as their own band)
+                "carried_tokens": c.carried_tokens,
                 "idle_gap_s": round(c.idle_gap_s, 3),
                 "cost_plain": _one_cost(p),
                 "cost_ctxwrap": _one_cost(o),
@@ -476,7 +480,7 @@ def costs_more_because(r: SessionReplay, costs: CallCosts) -> str | None:
         return None
     carried = max((c.carried_tokens for c in r.calls), default=0)
     if carried > 0:
-        return f"carried up to {carried:,} tokens past plain's compaction"
+        return carried_text(carried)
     writes = sum(c.cache_write_tokens for c in costs.ctxwrap) - sum(
         c.cache_write_tokens for c in costs.plain
     )

@@ -15,10 +15,10 @@ import pytest
 from support import CTXWRAP, PI_VERSIONS, Xdg, client, ctxwrap, run_ctxwrap_pi, wait_ready
 
 from ctxwrap.headline import pct_text
-from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.protocol import SessionTotals
 from ctxwrap.state.store import connect
 from ctxwrap.stats.compute import session_headline
+from ctxwrap.statusline import prompt_segment_text
 from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
 from ctxwrap.testing.model_server import ScriptedModelServer
 

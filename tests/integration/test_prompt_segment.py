@@ -15,8 +15,8 @@ import pytest
 from support import Xdg, client, daemon_process
 
 from ctxwrap import protocol as P
-from ctxwrap.daemon.service import prompt_segment_text
 from ctxwrap.headline import pct_text
+from ctxwrap.statusline import prompt_segment_text
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "shell" / "ctxwrap.bash"

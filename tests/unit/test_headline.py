@@ -13,10 +13,10 @@ import pytest
 
 from ctxwrap import protocol as P
 from ctxwrap.headline import headline_of, pct_text, round_half_away, usd_text
-from ctxwrap.mechanisms.accounting import prompt_segment_text
 from ctxwrap.state.store import Store, connect
 from ctxwrap.stats.compute import MECHANISMS, compute_stats, session_headline, session_totals
 from ctxwrap.stats.render import render_json, render_text
+from ctxwrap.statusline import prompt_segment_text
 
 T0 = 1_796_000_000.0
 SID = "cccc3333-claude"
