@@ -19,7 +19,7 @@ from ctxwrap.replay import MAX_LINE_BYTES, Thresholds, _pricing, replay_paths, r
 from ctxwrap.replay._run import price_session
 from ctxwrap.replay._sim import OWN_TOOLS_CHARS, tokens
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "sessions"
 PI16 = FIXTURES / "pi-compaction.jsonl"
 PI073 = FIXTURES / "pi-0.73-compaction.jsonl"
 CLAUDE = FIXTURES / "claude-2.1.197.jsonl"

@@ -21,7 +21,7 @@ from ctxwrap.agents._proxy.cache_state import acceptable_masks
 from ctxwrap.agents.claude import anthropic_wire
 from ctxwrap.agents.codex import responses_wire
 
-MASKING_TS = Path(__file__).resolve().parents[2] / "ctxwrap" / "_bridge" / "masking.ts"
+MASKING_TS = Path(__file__).resolve().parents[3] / "ctxwrap" / "_bridge" / "masking.ts"
 NODE_SCRIPT = """
 import { acceptableMasks } from %s;
 let raw = "";

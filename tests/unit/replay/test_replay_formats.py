@@ -34,9 +34,9 @@ from ctxwrap.replay._read import claude_events, parse_line, read_session
 from ctxwrap.replay._read_codex import parse_patch
 from ctxwrap.replay._shellcmd import classify
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "sessions"
 PI_V1 = FIXTURES / "pi-v1-legacy.jsonl"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _find_realdata() -> Path:

@@ -20,7 +20,7 @@ from ctxwrap.engine.cost import default_prices, price_tokens
 from ctxwrap.replay import replay_paths, run_json
 from ctxwrap.replay._calibrate import FAMILY_RATE, calibrate
 from ctxwrap.replay._events import Header, Message
-from tests.unit.test_replay_formats import realdata
+from tests.unit.replay.test_replay_formats import realdata
 
 # The target: replay's plain within 5 % of the recorded bill, per file.
 TOLERANCE = 0.05

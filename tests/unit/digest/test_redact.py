@@ -16,7 +16,7 @@ from ctxwrap.digest import redact as redact_module
 from ctxwrap.digest import redact_secrets
 from ctxwrap.digest.redact import is_high_entropy_token
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CORPUS = json.loads((FIXTURES / "secrets" / "corpus.json").read_text())["secrets"]
 KEEP = (FIXTURES / "secrets" / "keep.txt").read_text().splitlines()
 B64 = string.ascii_letters + string.digits + "+/"

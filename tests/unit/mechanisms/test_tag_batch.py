@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from engine.test_tagview import CASES
 
 from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
@@ -24,6 +23,7 @@ from ctxwrap.daemon.service import Daemon
 from ctxwrap.engine.edits import args_sig
 from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.testing.model_server import ScriptedModelServer, tag_batch_items
+from tests.unit.engine.test_tagview import CASES
 
 BIG_SOURCE = "def parse_config(path):\n" + "".join(
     f"    # detail {i}: keep me\n" for i in range(120)

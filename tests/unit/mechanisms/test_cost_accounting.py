@@ -107,7 +107,7 @@ def build(tmp_path: Path, *, window: int = 1000, pi_version: str = "1.6.0") -> P
 def test_priced_figures_by_hand(tmp_path: Path) -> None:
     conn = connect(build(tmp_path), readonly=True)
     c = compute_stats(conn, session=SID).totals.cost
-    # as sent: 375 + (30+62.5) + (35+62.5) + (40+62.5); see tests/unit/test_cost.py
+    # as sent: 375 + (30+62.5) + (35+62.5) + (40+62.5); see tests/unit/engine/test_cost.py
     assert c.sent_weighted == pytest.approx(667.5)
     # plain pi compacts before call 2 (900 > 1000-200) down to 100 + summary 50 + the last
     # request's 300 (over keepRecentTokens by itself: pi 1.x keeps it whole)

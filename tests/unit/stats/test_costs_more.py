@@ -224,7 +224,7 @@ def test_the_report_of_a_replay_says_why_and_draws_what_it_carried(
     from ctxwrap.replay._run import price_session, session_json
     from ctxwrap.replay._sim import SessionSimulator, Thresholds
     from ctxwrap.report import _data, render_html
-    from tests.unit.test_replay import _compacting_session
+    from tests.unit.replay.test_replay import _compacting_session
 
     sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=False))
     sim.feed(_compacting_session(None, 184_000))

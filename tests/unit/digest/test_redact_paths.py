@@ -13,7 +13,7 @@ from ctxwrap.state.rawstore import RawStore
 from ctxwrap.state.store import Store
 
 CORPUS = json.loads(
-    (Path(__file__).resolve().parent.parent / "fixtures" / "secrets" / "corpus.json").read_text()
+    (Path(__file__).resolve().parents[2] / "fixtures" / "secrets" / "corpus.json").read_text()
 )["secrets"]
 ALL_TEXT = "\n".join(e["text"] for e in CORPUS)
 

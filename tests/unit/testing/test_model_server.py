@@ -25,7 +25,7 @@ from ctxwrap.testing.model_server import (
     estimate_prompt_tokens,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).parents[2] / "bench"
+BENCH = Path(__file__).parents[3] / "bench"
 sys.path.insert(0, str(BENCH))
 import real_sessions as rs  # noqa: E402
 

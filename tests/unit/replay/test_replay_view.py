@@ -17,7 +17,7 @@ import pytest
 
 from ctxwrap.replay._view import render_text
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "sessions"
 CTXWRAP = Path(sys.executable).parent / "ctxwrap"
 
 
