@@ -193,7 +193,7 @@ def _tcp_reachable(host: str, port: int, timeout: float = 1.0) -> str | None:
 
 def check_aux(settings: object | None, pi_failed: list[str]) -> Check:
     """``pi_failed``: names of the failed checks among pi and node (aux "pi" needs both)."""
-    from ctxwrap.config import Settings
+    from ctxwrap.config import AUX_BY_AGENT, Settings
 
     if not isinstance(settings, Settings):
         return Check("aux backend", "warn", "not checked: the config does not load")
@@ -205,7 +205,7 @@ def check_aux(settings: object | None, pi_failed: list[str]) -> Check:
             "none: digests are extractive only, nothing is tagged DROP",
             'set aux_backend = "pi" (or "http") in the config for model-written digests',
         )
-    if backend == "pi":
+    if backend == AUX_BY_AGENT:
         model = settings.aux_model or "the active pi model"
         if pi_failed:
             return Check(
@@ -251,7 +251,7 @@ def check_aux(settings: object | None, pi_failed: list[str]) -> Check:
 
 
 def run_checks() -> list[Check]:
-    from ctxwrap.agents.pi.doctor_check import check_pi_and_node
+    from ctxwrap.agents.pi.doctor_check import CHECK_NAMES, check_pi_and_node
 
     checks = check_pi_and_node()
     checks.append(check_daemon())
@@ -260,7 +260,7 @@ def run_checks() -> list[Check]:
         checks.append(legacy)
     cfg, settings = check_config()
     checks.append(cfg)
-    pi_failed = [c.name for c in checks if c.name in {"pi", "node"} and c.level == "fail"]
+    pi_failed = [c.name for c in checks if c.name in CHECK_NAMES and c.level == "fail"]
     checks.append(check_aux(settings, pi_failed))
     for check_agent in agent_checks():
         checks += check_agent()

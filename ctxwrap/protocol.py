@@ -137,6 +137,9 @@ class AgentProfile(BaseModel):
     # when the agent checks its compaction threshold: after each turn, or only at a prompt
     # (pi 0.73)
     compaction_check: Literal["turn", "prompt"] = "turn"
+    # the agent's session file is a tree: a message whose parent is an earlier message starts
+    # a branch (pi); else the file's order is the context's order
+    session_tree: bool = False
 
 
 PROFILES: dict[str, AgentProfile] = {
@@ -146,6 +149,7 @@ PROFILES: dict[str, AgentProfile] = {
         reports_head_changes=True,
         tail_waits_for_tags=True,
         aux_runner="pi",
+        session_tree=True,
     ),
     "claude": AgentProfile(spill="tool-results", status_line=True, compaction_is_call=True),
     "codex": AgentProfile(compaction_is_call=True),

@@ -41,13 +41,17 @@ class Calibration:
     pairs: int  # clean request pairs the fit used
 
 
+# a transcript format whose model is always one provider's
+_FORMAT_FAMILY = {"claude": "anthropic", "codex": "openai"}
+
+
 def family(model: str | None, fmt: str | None = None) -> str:
     name = (model or "").lower()
-    if "claude" in name or fmt == "claude":
+    if "claude" in name:
         return "anthropic"
-    if name.startswith(("gpt", "o1", "o3", "o4", "codex")) or "gpt" in name or fmt == "codex":
+    if name.startswith(("gpt", "o1", "o3", "o4", "codex")) or "gpt" in name:
         return "openai"
-    return "other"
+    return _FORMAT_FAMILY.get(fmt or "", "other")
 
 
 def calibrate(events: Iterable[Event]) -> Calibration:

@@ -739,7 +739,7 @@ class SessionSimulator:
     def _branch(self, parent: str | None) -> None:
         """pi sessions are trees: a message whose parent is an earlier message starts a branch."""
         if (
-            self.r.fmt != "pi"
+            not self.profile.session_tree
             or parent is None
             or not self.items
             or self.items[-1].entry_id == parent
@@ -818,7 +818,8 @@ class SessionSimulator:
             and last is not None
             and last.sent_chars < last.plain_chars
             and not self.th.compact_with_plain
-            and not (self.th.compact_in_step and self.r.fmt in ("claude", "codex"))
+            # the proxies' agents (their compaction is a call of their own) compact in step
+            and not (self.th.compact_in_step and self.profile.compaction_is_call)
         )
         if defer:
             assert last is not None
@@ -897,7 +898,7 @@ class SessionSimulator:
     def _summarised(self, items: list[_Item]) -> int:
         """Tokens a compaction's summarisation request reads of these items: pi's serializer
         cuts each tool result to 2,000 chars (compaction/utils TOOL_RESULT_MAX_CHARS)."""
-        cut = SUMMARY_RESULT_MAX_CHARS if self.r.fmt == "pi" else None
+        cut = SUMMARY_RESULT_MAX_CHARS if not self.profile.compaction_is_call else None
         return tokens(
             sum(
                 min(it.chars, cut) if cut is not None and it.role == "tool_result" else it.chars
@@ -1026,7 +1027,7 @@ class SessionSimulator:
                 if (
                     self.deferred_at is not None
                     and self.th.compact_like_plain
-                    and self.r.fmt == "pi"
+                    and not self.profile.compaction_is_call  # pi's bridge asks pi to compact
                 ):
                     self._own_compaction()
                 self.task += 1

@@ -78,7 +78,7 @@ def ran_under_ctxwrap(g: dict[str, Any]) -> bool:
 def _project(g: dict[str, Any], cwd: str | None) -> tuple[str, str]:
     """(full, short): Claude Code's project directory name, else the session's cwd."""
     path = Path(g["path"])
-    if g.get("format") == "claude" and path.parent.parent.name == "projects":
+    if path.parent.parent.name == "projects":
         name = path.parent.name  # ~/.claude/projects/-home-me-src-app/<id>.jsonl
         return name, name.rsplit("-", 1)[-1] or name
     cwd = g.get("cwd") or cwd

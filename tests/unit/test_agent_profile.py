@@ -30,12 +30,14 @@ def _names_in(node: ast.AST) -> set[str]:
 
 
 def agent_name_branches(source: str) -> list[int]:
-    """Lines that compare something with an agent's name (`== "pi"`, `in ("claude", …)`)."""
+    """Lines that compare something with an agent's name (`== "pi"`, `in ("claude", …)`);
+    `"claude" in model` (a substring of a model's name) is no such branch."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Compare) and any(
-            _names_in(side) for side in (node.left, *node.comparators)
-        ):
+        if not isinstance(node, ast.Compare):
+            continue
+        left_is_name = bool(_names_in(node.left)) and not isinstance(node.ops[0], ast.In)
+        if left_is_name or any(_names_in(side) for side in node.comparators):
             found.append(node.lineno)
     return found
 
@@ -54,6 +56,7 @@ def test_the_check_sees_a_branch() -> None:
     assert agent_name_branches('if rt.agent == "pi":\n    pass\n') == [1]
     assert agent_name_branches('x = agent in ("claude", "codex")\n') == [1]
     assert agent_name_branches("if rt.profile.recall_tool:\n    pass\n") == []
+    assert agent_name_branches('x = "claude" in model_name\n') == []
 
 
 def test_every_agent_has_a_profile_and_an_unknown_one_gets_the_careful_defaults() -> None:

