@@ -61,7 +61,7 @@ from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.digest import digest_header, digest_status
 from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
-from ctxwrap.protocol import PROFILES, profile_of
+from ctxwrap.protocol import AgentProfile, profile_of
 from ctxwrap.replay._calibrate import Calibration
 from ctxwrap.replay._events import (
     ClearedResults,
@@ -348,7 +348,11 @@ class SessionReplay:
 
 
 def _digest_text(
-    text: str, command: str, max_chars: int, keeps: Callable[[int, int], bool]
+    text: str,
+    command: str,
+    max_chars: int,
+    keeps: Callable[[int, int], bool],
+    profile: AgentProfile,
 ) -> tuple[str | None, str]:
     """The daemon's replacement for a bash result (mechanisms/digest.py's shape; None where
     the daemon keeps the original: a digest not clearly smaller), and the bare extract."""
@@ -366,14 +370,14 @@ def _digest_text(
         digester.feed(parsed.body)
     digest = digester.finish()
     status = digest_status(parsed.timed_out, parsed.aborted, exit_code)
-    # the daemon's own header (mechanisms/digest.py), with pi's recall form for its size
+    # the daemon's own header (mechanisms/digest.py), with the agent's recall form
     header = digest_header(
         command=command,
         status=status,
         lines=digest.original_lines,
         chars=digest.original_chars,
         handle=PLACEHOLDER_HANDLE,
-        recall=recall_call(PROFILES["pi"], PLACEHOLDER_HANDLE),
+        recall=recall_call(profile, PLACEHOLDER_HANDLE),
     )
     extract = scrub_temp_paths(digest.text)
     out = header + "\n" + extract
@@ -1154,7 +1158,7 @@ class SessionSimulator:
         ):
             command = str(args.get("command", ""))
             replacement, extract = _digest_text(
-                m.text, command, digest.max_chars(self.th), digest.keeps
+                m.text, command, digest.max_chars(self.th), digest.keeps, self.profile
             )
         if replacement is not None:
             item.saved["bash"] = m.chars - len(replacement)

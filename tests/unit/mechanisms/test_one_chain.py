@@ -68,19 +68,23 @@ def _live(d: Daemon) -> P.ToolResultReply:
     return asyncio.run(d.tool_result(req))
 
 
-def _replayed(mechanisms: Mechanisms) -> list[str]:
+def _replay(mechanisms: Mechanisms, fmt: str = "pi") -> Any:
     call = ToolCall("c1", "bash", {"command": "make"}, 30)
     sim = SessionSimulator("s", Thresholds(), mechanisms=mechanisms)
     sim.feed(
         [
-            Header("pi", "s", "/w", 0.0),
+            Header(fmt, "s", "/w", 0.0),
             Message("u1", None, "user", 1.0, 20),
             Message("a1", None, "assistant", 2.0, 40, [call], request_key="q1"),
             Message("t1", None, "tool_result", 3.0, len(LOG), [], "c1", "bash", LOG, True),
             Message("a2", None, "assistant", 4.0, 40, [], request_key="q2"),
         ]
     )
-    return [i.kind for i in sim.finish().interventions]
+    return sim.finish()
+
+
+def _replayed(mechanisms: Mechanisms) -> list[str]:
+    return [i.kind for i in _replay(mechanisms).interventions]
 
 
 def test_the_default_chain_digests_the_log_live_and_in_replay(daemon_for: Any) -> None:
@@ -93,6 +97,20 @@ def test_swapping_one_mechanism_changes_the_daemon_and_replay_alike(daemon_for: 
     chain = replace(default_mechanisms(), digest=NeverDigest())
     assert _live(daemon_for(chain)).action != "replace"
     assert "digest" not in _replayed(chain)
+
+
+def test_replay_words_the_digest_header_as_the_daemon_does_for_that_agent() -> None:
+    """pi's model recalls with our tool, Claude Code's and Codex's with the CLI: the header
+    replay counts is the one the daemon writes for the session's agent."""
+    from ctxwrap.protocol import profile_of
+    from ctxwrap.state.session import recall_call
+
+    sizes = {
+        fmt: next(i for i in _replay(default_mechanisms(), fmt).interventions).replacement_chars
+        for fmt in ("pi", "claude", "codex")
+    }
+    longer = len(recall_call(profile_of("claude"), "h")) - len(recall_call(profile_of("pi"), "h"))
+    assert sizes["claude"] - sizes["pi"] == sizes["codex"] - sizes["pi"] == longer > 0
 
 
 def test_the_chain_is_one_list_in_the_order_a_result_meets_it() -> None:
