@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,10 @@ class ClaudeProxy:
         start_info: JsonDict,
         daemon_start_argv: list[str] | None = None,
         compact_config: auto_compact.UserConfig | None = None,
+        listener: socket.socket | None = None,
+        secret: str | None = None,
     ) -> None:
+        """`listener`, `secret`: the launch's, bound before Claude Code started."""
         self.upstream = upstream.rstrip("/")
         # the user's compaction settings, for plain Claude Code's compaction model
         self.compact_config = compact_config or auto_compact.UserConfig()
@@ -82,7 +86,7 @@ class ClaudeProxy:
         self.sessions: dict[str, ClaudeSession] = {}
         self._lock = threading.Lock()
         self._credentials: dict[str, str] = {}  # memory only: the aux backend's key
-        self.server = LoopbackProxy(_Adapter(self), name="claude")
+        self.server = LoopbackProxy(_Adapter(self), name="claude", listener=listener, secret=secret)
         self.client = self.server.client
         self.httpd = self.server.httpd
         self.aux = UpstreamAux(self.client, self.upstream, self.credentials, self._aux_model)

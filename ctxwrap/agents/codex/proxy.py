@@ -14,6 +14,7 @@ with 426, on which Codex 0.171 falls back to HTTPS streaming at once.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,10 @@ class CodexProxy:
         start_info: JsonDict,
         daemon_start_argv: list[str] | None = None,
         compact_config: dict[str, Any] | None = None,
+        listener: socket.socket | None = None,
+        secret: str | None = None,
     ) -> None:
+        """`listener`, `secret`: the launch's, bound before Codex started."""
         # None: the built-in OpenAI provider, whose endpoint depends on the login (an API key
         # → api.openai.com; a ChatGPT login sends chatgpt-account-id → the ChatGPT backend).
         self.upstream = upstream.rstrip("/") if upstream else None
@@ -92,6 +96,8 @@ class CodexProxy:
             name="codex",
             door="peer" if provider == "openai" else "header",
             base_path=urlsplit(self.upstream or OPENAI_UPSTREAM).path,
+            listener=listener,
+            secret=secret,
         )
         self.aux = ResponsesAux(
             self.server.client, lambda: self._responses_url, self.credentials, self._aux_model

@@ -86,20 +86,6 @@ def bridge_env(pi: PiInstall) -> dict[str, str]:
     return env
 
 
-def _ensure_daemon() -> bool:
-    """False when the bridge must not load: the socket could be another user's."""
-    from ctxwrap.client import ensure_running
-
-    try:
-        ensure_running(deadline_s=10.0, started_by="ctxwrap pi")
-    except CtxwrapError as exc:
-        # Fail open: pi runs as plain pi would; say why once, on stderr (never on stdout).
-        hint = f" (hint: {exc.hint})" if isinstance(exc, SocketSecurityError) and exc.hint else ""
-        sys.stderr.write(f"ctxwrap: warning: {exc.message}; running pi without savings{hint}\n")
-        return not isinstance(exc, SocketSecurityError)
-    return True
-
-
 def _runtime_dir_safe() -> bool:
     """A planted runtime directory is refused before pi starts (one lstat, no connect)."""
     try:
@@ -117,7 +103,15 @@ def _ensure_daemon_beside_pi() -> threading.Thread:
     """Make sure the daemon runs while pi starts, not before: pi's own start-up (seconds) hides
     the probe and a cold daemon start; the bridge waits for the daemon itself. Started once
     pi's process exists, so its imports do not delay pi's exec."""
-    return threading.Thread(target=_ensure_daemon, name="ctxwrap-ensure-daemon", daemon=True)
+    from ctxwrap.launch.daemon import ensure_daemon
+
+    return threading.Thread(
+        target=ensure_daemon,
+        args=("running pi without savings",),
+        kwargs={"started_by": "ctxwrap pi"},
+        name="ctxwrap-ensure-daemon",
+        daemon=True,
+    )
 
 
 def run_pi(args: list[str]) -> int:

@@ -1,0 +1,156 @@
+"""The proxy's door, opened before the proxy exists: the agent starts while ctxwrap imports.
+
+Importing the proxy (httpx, the edit engine, the digesters, pydantic) and building it costs
+~0.6 s of a 2-core machine; Claude Code and Codex need only its address and secret to start.
+So a launcher binds the loopback port and draws the secret first (standard library only),
+starts the agent with them, and builds the proxy on that socket beside the agent's own
+start-up (`ProxySetup`). A request the agent sends before then waits in the socket's backlog
+(the port listens from the first instant: never refused), and is served once the proxy is up.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+BACKLOG = 64  # the agent's connections that may wait while the proxy is built
+
+
+class Listener:
+    """A listening socket on 127.0.0.1 and the per-launch secret (`secrets`, 32 characters)."""
+
+    def __init__(self) -> None:
+        self.sock = bind_loopback()
+        self.secret = secrets.token_urlsafe(24)
+
+    @property
+    def port(self) -> int:
+        return int(self.sock.getsockname()[1])
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def bind_loopback() -> socket.socket:
+    """A listening socket on a free loopback port, bound by number as the proxy's own server
+    binds (agents/_proxy/server.py): a socket bound so keeps its port when it stops listening
+    during an upstream outage, and can listen on it again."""
+    for _ in range(20):
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            sock.close()
+            continue  # taken in between
+        sock.listen(BACKLOG)
+        return sock
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(BACKLOG)
+    return sock
+
+
+class ProxySetup:
+    """Builds and starts the proxy on a thread once the agent runs (`start`, run_child's
+    `on_started`); `get` waits for it, `finish` closes it when the agent has exited.
+
+    Fail open: when `build` raises, one warning on stderr and `fallback` serves the agent's
+    requests as plain forwarding on the same socket — the agent, already running with our
+    address, still reaches its upstream, as without ctxwrap.
+    """
+
+    def __init__(
+        self, build: Callable[[], Closable], what: str, fallback: Callable[[], Closable]
+    ) -> None:
+        self._build = build
+        self._fallback = fallback
+        self._what = what
+        self._done = threading.Event()
+        self._value: Closable | None = None
+        self._plain: Closable | None = None
+        self.thread = threading.Thread(target=self._run, name="ctxwrap-proxy-setup", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._build()
+        except Exception as exc:  # anything of ours unavailable: the agent runs on without us
+            sys.stderr.write(
+                f"ctxwrap: warning: cannot set up the {self._what} proxy "
+                f"({type(exc).__name__}: {exc}); running {self._what} without savings\n"
+            )
+            try:
+                self._plain = self._fallback()
+            except Exception:
+                return  # nothing serves the port: the agent reports its connection refused
+        finally:
+            self._done.set()
+
+    def get(self, timeout: float | None = None) -> Any:
+        """The proxy once built (None: it failed, or is not built within `timeout`)."""
+        self._done.wait(timeout)
+        return self._value
+
+    def finish(self) -> Any:
+        """After the agent exited: the proxy, closed (its sessions' last records sent), or
+        None when it was not up — then no request of the agent's can have reached it, and the
+        setup thread (a daemon thread) is left to the process's exit instead of waited for."""
+        if not self._done.is_set():
+            return None
+        for proxy in (self._value, self._plain):
+            if proxy is not None:
+                proxy.close()
+        return self._value
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+def plain_forwarding(listener: Listener, upstream: str, name: str, **door: Any) -> Closable:
+    """The shared loopback server with an adapter that forwards every request as it came."""
+    from ctxwrap.agents._proxy.server import Exchange, LoopbackProxy
+
+    class Forward:
+        def refuse(self, method: str, rest: str, headers: dict[str, str]) -> None:
+            return None
+
+        def answer(self, method: str, rest: str, raw: bytes) -> None:
+            return None
+
+        def prepare(self, method: str, rest: str, headers: dict[str, str], raw: bytes) -> Any:
+            return Exchange(raw, upstream.rstrip("/") + rest)
+
+        def tap(self, exchange: Any, status: int, headers: Any) -> None:
+            return None
+
+        def finished(self, exchange: Any, tap: Any) -> None:
+            return None
+
+        def failed(self, exchange: Any, status: int | None) -> None:
+            return None
+
+    proxy = LoopbackProxy(
+        Forward(), name=name, listener=listener.sock, secret=listener.secret, **door
+    )
+    proxy.start()
+    return proxy
+
+
+def preload_exit_line() -> None:
+    """The exit line's figures come from `ctxwrap.stats` (~0.1 s of imports): imported on the
+    setup thread while the agent runs, not after it has exited, when the user waits."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        import ctxwrap.stats  # noqa: F401
