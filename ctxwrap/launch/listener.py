@@ -58,6 +58,17 @@ def bind_loopback() -> socket.socket:
     return sock
 
 
+def skip_httpx_cli() -> None:
+    """httpx imports its command-line client (click, rich, pygments: ~0.1 s) when they are
+    installed, as they are with ctxwrap; no proxy uses it. Called before the proxy's imports."""
+    import types
+
+    if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
+        cli = types.ModuleType("httpx._main")
+        cli.main = lambda: None  # type: ignore[attr-defined]
+        sys.modules["httpx._main"] = cli
+
+
 class ProxySetup:
     """Builds and starts the proxy on a thread once the agent runs (`start`, run_child's
     `on_started`); `get` waits for it, `finish` closes it when the agent has exited.
@@ -83,6 +94,7 @@ class ProxySetup:
 
     def _run(self) -> None:
         try:
+            skip_httpx_cli()
             self._value = self._build()
         except Exception as exc:  # anything of ours unavailable: the agent runs on without us
             sys.stderr.write(
@@ -100,6 +112,10 @@ class ProxySetup:
         """The proxy once built (None: it failed, or is not built within `timeout`)."""
         self._done.wait(timeout)
         return self._value
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
 
     def finish(self) -> Any:
         """After the agent exited: the proxy, closed (its sessions' last records sent), or

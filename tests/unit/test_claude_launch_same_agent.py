@@ -35,6 +35,10 @@ def test_the_hooks_post_straight_to_the_proxy() -> None:
     assert life["PostCompact"][0]["hooks"][0] == {"type": "http", **HTTP, "timeout": 10}
     # Claude Code skips HTTP hooks for SessionStart (test_wrapper_lifecycle.py: listed at launch)
     assert life["SessionStart"][0]["hooks"][0]["type"] == "command"
+    # `-p`: no SessionStart hook (its Python start would only delay the first request, which
+    # registers the session anyway)
+    quiet = launcher.lifecycle_hooks("CMD", HTTP, session_start=False)["hooks"]
+    assert "SessionStart" not in quiet and quiet["PostCompact"] == life["PostCompact"]
     # without a URL: the command hook, as before
     [cmd] = launcher.hook_settings("CMD")["hooks"]["PostToolUse"]
     assert cmd["hooks"][0] == {"type": "command", "command": "CMD", "timeout": 30}

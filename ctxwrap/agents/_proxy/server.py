@@ -208,7 +208,8 @@ class LoopbackProxy:
     def start(self) -> None:
         self._thread = threading.Thread(
             target=self.httpd.serve_forever,
-            kwargs={"poll_interval": 0.2},
+            # close() waits for the loop to see its stop: at the agent's exit the user waits too
+            kwargs={"poll_interval": 0.05},
             name=f"ctxwrap-{self.name}-proxy",
             daemon=True,
         )

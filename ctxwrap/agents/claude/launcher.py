@@ -225,22 +225,24 @@ def _write_private(path: Path, text: str) -> None:
 # -- lifecycle: registered at launch, the status line, the exit line -------------------------
 
 
-def lifecycle_hooks(command: str, http: dict[str, Any] | None = None) -> dict[str, Any]:
+def lifecycle_hooks(
+    command: str, http: dict[str, Any] | None = None, *, session_start: bool = True
+) -> dict[str, Any]:
     """SessionStart (startup, resume, /clear): the proxy registers the session at once, so
     `ctxwrap status` lists it while it sits at its prompt, before its first request.
     PostCompact (auto and manual): Claude Code's own compactions are recorded (its summary's
     size, what started it) beside the plain session's. Claude Code 2.1.197 skips HTTP hooks
     for SessionStart ("HTTP hooks are not supported for SessionStart"): it stays a command,
     run in the background ("async"): its answer is empty, so Claude Code need not wait for
-    a Python start before its first request."""
+    a Python start before its first request. Not for `-p` (`session_start` False): its first
+    request comes at once and registers the session; the hook's Python start (~0.1 s of CPU,
+    beside Claude Code's own start-up) would only delay it."""
     command_entry: dict[str, Any] = {"type": "command", "command": command, "timeout": 10}
     compact = command_entry if http is None else {"type": "http", **http, "timeout": 10}
-    return {
-        "hooks": {
-            "SessionStart": [{"hooks": [{**command_entry, "async": True}]}],
-            "PostCompact": [{"hooks": [compact]}],
-        }
-    }
+    hooks: dict[str, Any] = {"PostCompact": [{"hooks": [compact]}]}
+    if session_start:
+        hooks["SessionStart"] = [{"hooks": [{**command_entry, "async": True}]}]
+    return {"hooks": hooks}
 
 
 def statusline_command() -> str:
@@ -312,13 +314,18 @@ def status_line_enabled() -> bool:
 
 
 def lifecycle_settings(
-    settings: dict[str, Any], user_settings: str | None, http: dict[str, Any] | None = None
+    settings: dict[str, Any],
+    user_settings: str | None,
+    http: dict[str, Any] | None = None,
+    *,
+    session_start: bool = True,
 ) -> dict[str, Any]:
     """Our lifecycle hooks appended to `settings`, and our status line unless the user has
     one of their own (or `stats_widget` is off)."""
     out = dict(settings)
     hooks = dict(out.get("hooks") or {})
-    for event, entries in lifecycle_hooks(hook_command(), http)["hooks"].items():
+    lifecycle = lifecycle_hooks(hook_command(), http, session_start=session_start)
+    for event, entries in lifecycle["hooks"].items():
         hooks[event] = [*(hooks.get(event) or []), *entries]
     out["hooks"] = hooks
     if status_line_enabled() and not user_has_status_line(user_settings):
@@ -383,7 +390,9 @@ def run_claude(args: list[str]) -> int:
             hooks = HookServer()
             hook = hooks.hook_entry()
         settings = merged_settings(user_settings, hook_settings(hook_command(), hook))
-        settings = lifecycle_settings(settings, user_settings, hook)
+        end = rest.index("--") if "--" in rest else len(rest)
+        interactive = not ({"-p", "--print"} & set(rest[:end]))
+        settings = lifecycle_settings(settings, user_settings, hook, session_start=interactive)
         binary = same_agent.binary_of(claude.argv[0])
         start_info["pi_version"] = same_agent.version_beside(binary) if binary else None
         if first_party:
