@@ -163,10 +163,20 @@ def plain_forwarding(listener: Listener, upstream: str, name: str, **door: Any) 
     return proxy
 
 
-def preload_exit_line() -> None:
-    """The exit line's figures come from `ctxwrap.stats` (~0.1 s of imports): imported on the
-    setup thread while the agent runs, not after it has exited, when the user waits."""
-    import contextlib
+PRELOAD_AFTER_S = 2.0
 
-    with contextlib.suppress(Exception):
-        import ctxwrap.stats  # noqa: F401
+
+def preload_exit_line(after_s: float = PRELOAD_AFTER_S) -> None:
+    """The exit line's figures come from `ctxwrap.stats` (~0.1 s of imports): imported while
+    the agent runs — `after_s` later, past its start-up and first request, which it would
+    only slow on a 2-core machine — not after it has exited, when the user waits."""
+
+    def load() -> None:
+        import contextlib
+
+        with contextlib.suppress(Exception):
+            import ctxwrap.stats  # noqa: F401
+
+    timer = threading.Timer(after_s, load)
+    timer.daemon = True
+    timer.start()

@@ -457,9 +457,13 @@ def run_claude(args: list[str]) -> int:
             [*claude.argv, "--settings", str(settings_file), *rest], env, on_started=started
         )
     finally:
+        # the hook port stops beside the proxy's close (each waits for its serve loop)
+        closing = threading.Thread(target=hooks.close, daemon=True) if hooks else None
+        if closing is not None:
+            closing.start()
         proxy = setup.finish()  # None: no request could have reached it
-        if hooks is not None:
-            hooks.close()
+        if closing is not None:
+            closing.join(timeout=1.0)
         with contextlib.suppress(OSError):
             settings_file.unlink()
         if proxy is not None:
