@@ -4,8 +4,11 @@ The scripted server answers the main model after `--ttft` seconds and streams at
 tokens per second; the aux model (tags, digests, facts) answers after `--aux-ttft`. One session
 per agent (pi, Claude Code `-p`, Codex `exec`): six tool rounds (large command outputs, reads,
 a listing) and a final answer. Plain and wrapped runs alternate, `--runs` each; printed: the
-median wall time of each side and their ratio, measured in the same run (a benchmark: it prints,
-it does not pass or fail).
+median wall time of each side and their ratio, measured in the same run, and what the wrapped
+run added (median over the pairs, from the scripted server's timestamps): launch → first
+main-model request, first → last request (the tool rounds: hooks, digests, tag waits), and last
+request → exit (the last answer and the launcher's exit). A benchmark: it prints, it does not
+pass or fail.
 
     .venv/bin/python bench/overhead.py --realistic [--runs 3] [--ttft 1.5] [--aux-ttft 0.8]
         [--tps 60] [--agents pi,claude,codex]
