@@ -195,3 +195,14 @@ def test_the_agent_starts_before_the_proxy_is_imported(agent: str, tmp_path: Pat
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1]) == []
+
+
+def test_codexs_version_is_read_beside_it_without_running_it() -> None:
+    from ctxwrap.agents.codex.launcher import CodexInstall, codex_version, version_beside
+    from ctxwrap.testing.codex_home import find_codex
+
+    codex = find_codex()
+    if codex is None:
+        pytest.skip("codex not installed (scripts/install-tools.sh)")
+    assert version_beside(str(codex)) == codex_version(CodexInstall([str(codex)]))
+    assert version_beside("/bin/true") is None  # no package beside it: `codex --version` then

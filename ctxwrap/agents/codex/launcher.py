@@ -122,6 +122,30 @@ def codex_version(codex: CodexInstall, timeout: float = 5.0) -> str | None:
     return words[-1] if words else None
 
 
+def version_beside(launcher_path: str) -> str | None:
+    """The version without running Codex (`codex --version` starts node, then the native
+    binary: CPU taken from Codex's own start-up): the npm package's package.json, found from
+    the `codex.js` that `codex` is, or that its wrapper script execs."""
+    try:
+        target = Path(os.path.realpath(launcher_path))
+        if target.suffix != ".js" and target.stat().st_size < 64 << 10:
+            text = target.read_text(errors="replace")[:4096]
+            for token in text.replace('"', " ").replace("'", " ").split():
+                if token.endswith("codex.js"):
+                    target = Path(token)
+                    break
+        for parent in list(target.parents)[:3]:
+            pkg = parent / "package.json"
+            if pkg.is_file():
+                data = json.loads(pkg.read_text())
+                if isinstance(data, dict) and data.get("name") == CODEX_PACKAGE:
+                    version = data.get("version")
+                    return version if isinstance(version, str) else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def codex_home(env: dict[str, str]) -> Path:
     value = env.get("CODEX_HOME", "")
     return Path(value) if value else Path.home() / ".codex"
@@ -433,7 +457,9 @@ def _build_proxy(
     def fill_version() -> None:
         start_info["pi_version"] = codex_version(codex)
 
-    threading.Thread(target=fill_version, daemon=True).start()
+    start_info["pi_version"] = version_beside(codex.argv[0])
+    if start_info["pi_version"] is None:
+        threading.Thread(target=fill_version, daemon=True).start()
     from ctxwrap.agents.codex import auto_compact
     from ctxwrap.agents.codex.proxy import CodexProxy
 
