@@ -382,6 +382,9 @@ def run_claude(args: list[str]) -> int:
     same_env: dict[str, str] = {}  # what keeps first-party behaviour (same_agent.py)
     try:
         rest, user_settings = split_settings_arg(args)
+        given = list(
+            rest
+        )  # the user's arguments, before a `[1m]` of ours (auto_compact reads them)
         listener = Listener()
         base_url = f"http://127.0.0.1:{listener.port}/{listener.secret}"
         layers = settings_layers(user_settings)
@@ -431,7 +434,7 @@ def run_claude(args: list[str]) -> int:
         return run_child([*claude.argv, *args], dict(os.environ))
 
     def build() -> Any:
-        return _build_proxy(claude, listener, user_settings, rest, start_info, quiet)
+        return _build_proxy(claude, listener, user_settings, given, start_info, quiet)
 
     setup = ProxySetup(build, "Claude Code", fallback=lambda: _plain_proxy(listener))
 
@@ -489,8 +492,12 @@ def _build_proxy(
     from ctxwrap.agents.claude import auto_compact
     from ctxwrap.agents.claude.proxy import ClaudeProxy, upstream_from_env
 
-    if start_info["pi_version"] is None:
-        start_info["pi_version"] = claude_version(claude)
+    if start_info["pi_version"] is None:  # not beside the binary: `claude --version`, ~0.2 s
+
+        def fill_version() -> None:
+            start_info["pi_version"] = claude_version(claude)
+
+        threading.Thread(target=fill_version, daemon=True).start()
     compact = auto_compact.UserConfig()
     with contextlib.suppress(Exception):  # a figure's input: never a reason to fail
         compact = auto_compact.read_user_config(user_settings, rest)
