@@ -23,7 +23,8 @@ Figures printed:
 Two more modes (issue 43): ``--proxy`` prints the Claude proxy's added time to the first byte
 by request size, p50/p95 (bench/proxy_latency.py); ``--realistic`` runs whole sessions of pi,
 Claude Code and Codex at a realistic model latency (``--ttft``, ``--aux-ttft``, ``--tps``),
-plain vs wrapped in the same run, and prints each wall-time ratio (bench/realistic_latency.py).
+plain vs wrapped in the same run, and prints each wall-time ratio and where the difference went
+(launch → first request, the tool rounds, last request → exit; bench/realistic_latency.py).
 """
 
 from __future__ import annotations

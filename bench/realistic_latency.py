@@ -4,8 +4,11 @@ The scripted server answers the main model after `--ttft` seconds and streams at
 tokens per second; the aux model (tags, digests, facts) answers after `--aux-ttft`. One session
 per agent (pi, Claude Code `-p`, Codex `exec`): six tool rounds (large command outputs, reads,
 a listing) and a final answer. Plain and wrapped runs alternate, `--runs` each; printed: the
-median wall time of each side and their ratio, measured in the same run (a benchmark: it prints,
-it does not pass or fail).
+median wall time of each side and their ratio, measured in the same run, and what the wrapped
+run added (median over the pairs, from the scripted server's timestamps): launch → first
+main-model request, first → last request (the tool rounds: hooks, digests, tag waits), and last
+request → exit (the last answer and the launcher's exit). A benchmark: it prints, it does not
+pass or fail.
 
     .venv/bin/python bench/overhead.py --realistic [--runs 3] [--ttft 1.5] [--aux-ttft 0.8]
         [--tps 60] [--agents pi,claude,codex]
@@ -19,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +69,21 @@ def _script(agent: str, work: Path) -> list[object]:
     ]
 
 
-def _run(agent: str, wrapped: bool, root: Path, xdg_env: dict[str, str], opts: Any) -> float:
+@dataclass(frozen=True)
+class Run:
+    """One session's wall time and where it went, from the scripted server's timestamps."""
+
+    wall: float  # process start → exit (NaN: the run failed)
+    launch: float  # process start → first main-model request
+    rounds: float  # first → last main-model request (model time, tools, hooks, tags)
+    tail: float  # last main-model request → exit (the last answer, then the launcher's exit)
+    aux: int  # aux-model requests (tags, digests, facts)
+
+
+FAILED = Run(float("nan"), float("nan"), float("nan"), float("nan"), 0)
+
+
+def _run(agent: str, wrapped: bool, root: Path, xdg_env: dict[str, str], opts: Any) -> Run:
     root.mkdir(parents=True)
     work = _work(root)
     script = _script(agent, work)
@@ -90,6 +108,7 @@ def _run(agent: str, wrapped: bool, root: Path, xdg_env: dict[str, str], opts: A
             env = codex_env(xdg_env, home=root / "home", base_url=srv.base_url)
             args = codex_exec_args("run the session")
             argv = [*CTXWRAP, "codex", *args] if wrapped else [env["CTXWRAP_CODEX"], *args]
+        start_wall = time.time()
         start = time.monotonic()
         proc = subprocess.run(
             argv,
@@ -101,10 +120,13 @@ def _run(agent: str, wrapped: bool, root: Path, xdg_env: dict[str, str], opts: A
             timeout=600,
         )
         took = time.monotonic() - start
-    if proc.returncode != 0 or FINAL not in proc.stdout:
+        end_wall = start_wall + took
+        stamps = [r.timestamp for r in srv.main_requests]
+        aux = len(srv.aux_requests)
+    if proc.returncode != 0 or FINAL not in proc.stdout or not stamps:
         print(f"    {agent} {'wrapped' if wrapped else 'plain'} failed: rc={proc.returncode}")
-        return float("nan")
-    return took
+        return FAILED
+    return Run(took, stamps[0] - start_wall, stamps[-1] - stamps[0], end_wall - stamps[-1], aux)
 
 
 AGENTS: dict[str, Callable[[], object]] = {
@@ -124,16 +146,34 @@ def report(agents: Sequence[str], runs: int, opts: Any, xdg_env: dict[str, str])
             if AGENTS[agent]() is None:
                 print(f"  {agent:7} not installed, skipped")
                 continue
-            plain: list[float] = []
-            wrapped: list[float] = []
+            plain: list[Run] = []
+            wrapped: list[Run] = []
             for i in range(runs):
                 plain.append(_run(agent, False, Path(tmp) / f"{agent}-p{i}", xdg_env, opts))
                 wrapped.append(_run(agent, True, Path(tmp) / f"{agent}-w{i}", xdg_env, opts))
-            p = statistics.median(x for x in plain if x == x) if any(x == x for x in plain) else 0
-            w = (
-                statistics.median(x for x in wrapped if x == x)
-                if any(x == x for x in wrapped)
-                else 0
-            )
-            ratio = w / p if p else float("nan")
+            p, w = _median(plain, "wall"), _median(wrapped, "wall")
+            ratio = w / p if p == p and w == w else float("nan")
             print(f"  {agent:7} plain {p:6.1f} s  ctxwrap {w:6.1f} s  ratio {ratio:.3f}")
+            # where the difference went: wrapped − plain, median over the pairs
+            added = {
+                part: _median_added(plain, wrapped, part) for part in ("launch", "rounds", "tail")
+            }
+            print(
+                "          added: launch → first request {launch:+.2f} s, rounds {rounds:+.2f} s,"
+                " last request → exit {tail:+.2f} s".format(**added)
+                + f"; aux requests {statistics.median(r.aux for r in wrapped):.0f}"
+            )
+
+
+def _median(runs: Sequence[Run], part: str) -> float:
+    values = [getattr(r, part) for r in runs if r.wall == r.wall]
+    return statistics.median(values) if values else float("nan")
+
+
+def _median_added(plain: Sequence[Run], wrapped: Sequence[Run], part: str) -> float:
+    pairs = [
+        getattr(w, part) - getattr(p, part)
+        for p, w in zip(plain, wrapped, strict=True)
+        if p.wall == p.wall and w.wall == w.wall
+    ]
+    return statistics.median(pairs) if pairs else float("nan")

@@ -2,7 +2,7 @@
 
 `ctxwrap pi` is what users type instead of `pi`, every time; its start-up is pure overhead on
 their session. click and the CLI module cost ~130 ms to import, and `pi` takes every argument
-unparsed anyway, so that one command goes straight to the launcher; so does `ctxwrap hook
+unparsed anyway, so that command goes straight to the launcher, as do `claude` and `codex`; so does `ctxwrap hook
 claude` (run by Claude Code around every Bash call, no arguments), and `ctxwrap statusline
 claude` (its status line, at every refresh). Everything else (and
 `ctxwrap --debug pi …`) goes through `ctxwrap.cli`.
@@ -29,6 +29,10 @@ def main() -> NoReturn:
         from ctxwrap.agents.codex.launcher import main as codex_main
 
         codex_main(sys.argv[2:])
+    if sys.argv[1:2] == ["claude"]:  # like `pi`: every argument is Claude Code's, unparsed
+        from ctxwrap.agents.claude.launcher import main as claude_main
+
+        claude_main(sys.argv[2:])
     if sys.argv[1:] == ["statusline", "claude"]:
         # Claude Code's status line under `ctxwrap claude`, run at every refresh: one file read.
         from ctxwrap.statusline import main as statusline_main

@@ -87,4 +87,21 @@ def exit_with(run: Callable[[list[str]], int], args: list[str]) -> NoReturn:
         code = exc.exit_code
     except KeyboardInterrupt:
         code = 130
-    sys.exit(code)
+    _exit_now(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Exit as the agent did, without the interpreter's teardown: freeing every module and
+    object of the proxy's imports took 0.1-0.2 s after the agent had exited, with the user
+    waiting. atexit handlers still run (the proxies' cache-state flush), then stdio is flushed;
+    every thread left is a daemon thread, as at any exit."""
+    import atexit
+    import contextlib
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say
+                stream.flush()
+        os._exit(code)

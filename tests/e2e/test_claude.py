@@ -770,6 +770,44 @@ def test_the_hooks_with_nothing_to_say_leave_no_trace_in_the_transcript(
     assert "_ctxwrap/hook" not in text and "127.0.0.1" not in text  # … the hook's URL is not
 
 
+def test_a_hook_that_answers_leaves_no_secret_in_the_transcript(tmp_path: Path, xdg: Xdg) -> None:
+    """A Bash output the hook digests: Claude Code 2.1.197 records the URL of an HTTP hook that
+    answered something in its transcript. That URL is the launch's hook port, with no secret;
+    neither the proxy's secret nor the hook's (sent in a header) is in any transcript file."""
+    seen = tmp_path / "seen.json"
+    spy = tmp_path / "claude-spy"  # what `ctxwrap claude` gave Claude Code, then the real one
+    spy.write_text(
+        "#!/bin/sh\n"
+        f'settings=""; prev=""; for a in "$@"; do [ "$prev" = --settings ] && settings="$a"; prev="$a"; done\n'
+        '[ -n "$settings" ] && '  # not `claude --version`, run for the version alone
+        f'printf \'{{"base": "%s", "settings": %s}}\' "$ANTHROPIC_BASE_URL" "$(cat "$settings")" > {seen}\n'
+        f'exec "$REAL_CLAUDE" "$@"\n'
+    )
+    spy.chmod(0o755)
+    steps = [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "python3 gen_log.py"}}]},
+        {"text": "done"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(REAL_CLAUDE=ce.env["CTXWRAP_CLAUDE"], CTXWRAP_CLAUDE=str(spy))
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        ce.run()
+        digest = tool_results(srv.main_requests[-1])["toolu_0_0"]
+        assert " digested by ctxwrap · " in digest.split("\n", 1)[0]  # the hook answered
+    given = json.loads(seen.read_text())
+    proxy_secret = given["base"].rstrip("/").rsplit("/", 1)[1]
+    [entry] = given["settings"]["hooks"]["PostToolUse"][0]["hooks"]
+    hook_secret = entry["headers"]["x-ctxwrap-hook"]
+    assert entry["type"] == "http" and hook_secret not in entry["url"]
+    assert len(proxy_secret) >= 32 and len(hook_secret) >= 32
+    transcripts = list((tmp_path / "home" / ".claude").rglob("*.jsonl"))
+    assert transcripts
+    text = "".join(p.read_text() for p in transcripts)
+    assert entry["url"] in text  # Claude Code did record the hook that answered …
+    assert proxy_secret not in text and hook_secret not in text  # … and no secret with it
+
+
 def test_exit_status_is_claude_codes_own(tmp_path: Path, xdg: Xdg) -> None:
     codes = []
     for extra in ((), ("--ctxwrap-off",)):

@@ -33,13 +33,33 @@ def test_the_fast_path_does_not_import_click(xdg: Xdg, tmp_path: Path) -> None:
     probe = tmp_path / "fake-pi"
     probe.write_text('#!/bin/sh\necho fake-pi "$@"\nexit 3\n')
     probe.chmod(0o755)
+    for agent in ("pi", "claude", "codex"):
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "ctxwrap", agent, "--ctxwrap-off", "a b"],
+            env={**xdg.env(), f"CTXWRAP_{agent.upper()}": str(probe)},
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert (out.returncode, out.stdout) == (3, "fake-pi a b\n"), out
+        imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines()}
+        assert "ctxwrap.launch.child" in imported and "click" not in imported, agent
+
+
+def test_a_launcher_exits_with_the_agents_status_without_the_interpreters_teardown(
+    xdg: Xdg, tmp_path: Path
+) -> None:
+    """atexit handlers run, stdout and stderr are flushed, and the status is the agent's."""
+    probe = tmp_path / "fake-pi"
+    probe.write_text("#!/bin/sh\nexit 5\n")
+    probe.chmod(0o755)
     code = (
-        "import sys, runpy; sys.argv = ['ctxwrap', 'pi', '--ctxwrap-off', 'a b'];\n"
-        "try:\n    runpy.run_module('ctxwrap', run_name='__main__')\n"
-        "except SystemExit as e:\n    print('exit', e.code, 'click' in sys.modules)\n"
+        "import atexit, sys\n"
+        "atexit.register(lambda: print('atexit ran', flush=True))\n"
+        "sys.stdout.write('buffered ')\n"
+        "from ctxwrap.agents.pi.launcher import main\n"
+        "main(['--ctxwrap-off'])\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], env={**xdg.env(), "CTXWRAP_PI": str(probe)},
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    assert out.stdout.splitlines() == ["fake-pi a b", "exit 3 False"], out
+    assert (out.returncode, out.stdout) == (5, "buffered atexit ran\n"), out

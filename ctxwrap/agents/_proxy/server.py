@@ -93,8 +93,17 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
+    def __init__(
+        self,
+        address: tuple[str, int],
+        handler: type[BaseHTTPRequestHandler],
+        listener: socket.socket | None = None,
+    ) -> None:
+        super().__init__(address, handler, bind_and_activate=listener is None)
+        if listener is not None:  # bound and listening already (the launcher's, before the agent)
+            self.socket.close()
+            self.socket = listener
+            self.server_address = listener.getsockname()[:2]
         self.to_reset: set[Any] = set()
         self._reset_lock = threading.Lock()
 
@@ -148,13 +157,22 @@ class LoopbackProxy:
     """The HTTP server on 127.0.0.1 with the per-launch secret, forwarding through `adapter`."""
 
     def __init__(
-        self, adapter: ProxyAdapter, *, name: str, door: Door = "path", base_path: str = ""
+        self,
+        adapter: ProxyAdapter,
+        *,
+        name: str,
+        door: Door = "path",
+        base_path: str = "",
+        listener: socket.socket | None = None,
+        secret: str | None = None,
     ) -> None:
+        """`listener` and `secret`: the port and secret the launcher gave the agent before this
+        proxy existed (launch/listener.py: the agent starts while ctxwrap imports)."""
         self.adapter = adapter
         self.name = name
         self.door: Door = door if door != "peer" or _PROC_TCP.is_file() else "path"
         self.base_path = "/" + base_path.strip("/") if base_path.strip("/") else ""
-        self.secret = secrets.token_urlsafe(24)
+        self.secret = secret or secrets.token_urlsafe(24)
         self.client = httpx.Client(
             timeout=httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=10.0),
             follow_redirects=False,
@@ -162,7 +180,11 @@ class LoopbackProxy:
             # ACK (up to 40 ms); the agents' own clients send without it
             transport=httpx.HTTPTransport(socket_options=[NODELAY]),
         )
-        self.httpd = _bind_server(_make_handler(self))
+        handler = _make_handler(self)
+        if listener is not None:
+            self.httpd = _Server(listener.getsockname()[:2], handler, listener)
+        else:
+            self.httpd = _bind_server(handler)
         self._thread: threading.Thread | None = None
         # An upstream that refuses connections: the proxy stops listening until it is back.
         self._outage_lock = threading.Lock()
@@ -186,7 +208,8 @@ class LoopbackProxy:
     def start(self) -> None:
         self._thread = threading.Thread(
             target=self.httpd.serve_forever,
-            kwargs={"poll_interval": 0.2},
+            # close() waits for the loop to see its stop: at the agent's exit the user waits too
+            kwargs={"poll_interval": 0.05},
             name=f"ctxwrap-{self.name}-proxy",
             daemon=True,
         )

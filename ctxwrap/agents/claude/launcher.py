@@ -19,13 +19,15 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from ctxwrap import __version__, paths
 from ctxwrap.daemon.argv import daemon_run_argv
 from ctxwrap.errors import CtxwrapError
-from ctxwrap.launch.child import run_child
+from ctxwrap.launch.child import exit_with, run_child
+from ctxwrap.launch.daemon import ensure_daemon, path_with_ctxwrap
+from ctxwrap.launch.listener import ProxySetup, preload_exit_line
 
 OFF_FLAG = "--ctxwrap-off"
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
@@ -81,16 +83,17 @@ def hook_command() -> str:
 HTTP_HOOK_TIMEOUT_S = {"Bash": 20, "Write": 22, "Read|Grep|Glob": 3}
 
 
-def hook_settings(command: str, url: str | None = None) -> dict[str, Any]:
-    """Our PostToolUse hooks: `"type": "http"` straight to the running proxy when `url` is
-    given (no process start per tool call), else the `ctxwrap hook claude` command."""
-    if url is None:
+def hook_settings(command: str, http: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Our PostToolUse hooks: `"type": "http"` straight to the running launch when `http` (the
+    hook's `url` and `headers`: HookServer.hook_entry) is given, no process start per tool
+    call; else the `ctxwrap hook claude` command."""
+    if http is None:
         entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
         post = [{"matcher": HOOK_TOOLS, "hooks": [entry]}]
         failure = [{"matcher": "Bash|Read|Grep|Glob", "hooks": [entry]}]
     else:
         post = [
-            {"matcher": tools, "hooks": [{"type": "http", "url": url, "timeout": timeout}]}
+            {"matcher": tools, "hooks": [{"type": "http", **http, "timeout": timeout}]}
             for tools, timeout in HTTP_HOOK_TIMEOUT_S.items()
         ]
         failure = [p for p in post if p["matcher"] != "Write"]
@@ -219,45 +222,27 @@ def _write_private(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def _ensure_daemon() -> bool:
-    from ctxwrap.client import ensure_running
-
-    try:
-        ensure_running(deadline_s=10.0)
-        return True
-    except CtxwrapError as exc:
-        # The proxy still runs: it replays frozen edits and forwards; the rest fails open.
-        sys.stderr.write(f"ctxwrap: warning: {exc.message}; Claude Code runs without new savings\n")
-        return False
-
-
-def _path_with_ctxwrap(path: str) -> str:
-    # The digest tells the model to run `ctxwrap recall …` in Bash: make sure it resolves.
-    here = Path(sys.executable).parent
-    if (here / "ctxwrap").exists() and str(here) not in path.split(os.pathsep):
-        return f"{path}{os.pathsep}{here}" if path else str(here)
-    return path
-
-
 # -- lifecycle: registered at launch, the status line, the exit line -------------------------
 
 
-def lifecycle_hooks(command: str, url: str | None = None) -> dict[str, Any]:
+def lifecycle_hooks(
+    command: str, http: dict[str, Any] | None = None, *, session_start: bool = True
+) -> dict[str, Any]:
     """SessionStart (startup, resume, /clear): the proxy registers the session at once, so
     `ctxwrap status` lists it while it sits at its prompt, before its first request.
     PostCompact (auto and manual): Claude Code's own compactions are recorded (its summary's
     size, what started it) beside the plain session's. Claude Code 2.1.197 skips HTTP hooks
     for SessionStart ("HTTP hooks are not supported for SessionStart"): it stays a command,
     run in the background ("async"): its answer is empty, so Claude Code need not wait for
-    a Python start before its first request."""
+    a Python start before its first request. Not for `-p` (`session_start` False): its first
+    request comes at once and registers the session; the hook's Python start (~0.1 s of CPU,
+    beside Claude Code's own start-up) would only delay it."""
     command_entry: dict[str, Any] = {"type": "command", "command": command, "timeout": 10}
-    compact = command_entry if url is None else {"type": "http", "url": url, "timeout": 10}
-    return {
-        "hooks": {
-            "SessionStart": [{"hooks": [{**command_entry, "async": True}]}],
-            "PostCompact": [{"hooks": [compact]}],
-        }
-    }
+    compact = command_entry if http is None else {"type": "http", **http, "timeout": 10}
+    hooks: dict[str, Any] = {"PostCompact": [{"hooks": [compact]}]}
+    if session_start:
+        hooks["SessionStart"] = [{"hooks": [{**command_entry, "async": True}]}]
+    return {"hooks": hooks}
 
 
 def statusline_command() -> str:
@@ -329,13 +314,18 @@ def status_line_enabled() -> bool:
 
 
 def lifecycle_settings(
-    settings: dict[str, Any], user_settings: str | None, url: str | None = None
+    settings: dict[str, Any],
+    user_settings: str | None,
+    http: dict[str, Any] | None = None,
+    *,
+    session_start: bool = True,
 ) -> dict[str, Any]:
     """Our lifecycle hooks appended to `settings`, and our status line unless the user has
     one of their own (or `stats_widget` is off)."""
     out = dict(settings)
     hooks = dict(out.get("hooks") or {})
-    for event, entries in lifecycle_hooks(hook_command(), url)["hooks"].items():
+    lifecycle = lifecycle_hooks(hook_command(), http, session_start=session_start)
+    for event, entries in lifecycle["hooks"].items():
         hooks[event] = [*(hooks.get(event) or []), *entries]
     out["hooks"] = hooks
     if status_line_enabled() and not user_has_status_line(user_settings):
@@ -372,9 +362,8 @@ def run_claude(args: list[str]) -> int:
     if first_party and policy.eligible and policy.restricted:
         # no supported switch makes Claude Code apply them behind a proxy: never weaker
         return run_child([*claude.argv, *args], dict(os.environ))
-    _ensure_daemon()
-    from ctxwrap.agents.claude import auto_compact
-    from ctxwrap.agents.claude.proxy import ClaudeProxy, upstream_from_env
+    from ctxwrap.agents.claude.hook import HookServer
+    from ctxwrap.launch.listener import Listener
 
     start_info: dict[str, Any] = {
         "cwd": os.getcwd(),
@@ -384,39 +373,37 @@ def run_claude(args: list[str]) -> int:
         "pi_version": None,
         "agent": "claude",
     }
-
-    def fill_version() -> None:
-        start_info["pi_version"] = claude_version(claude)
-
-    version_thread = threading.Thread(target=fill_version, daemon=True)
-    version_thread.start()
-    proxy = None
+    # Before Claude Code starts: only what it needs to start (the proxy's address and secret,
+    # the settings layer), all standard library. The proxy itself is built beside Claude
+    # Code's own start-up (`ProxySetup`): its imports are ~0.6 s.
+    listener: Listener | None = None
+    hooks: HookServer | None = None
     settings_file: Path | None = None
     same_env: dict[str, str] = {}  # what keeps first-party behaviour (same_agent.py)
     try:
         rest, user_settings = split_settings_arg(args)
-        compact = auto_compact.UserConfig()
-        with contextlib.suppress(Exception):  # a figure's input: never a reason to fail
-            compact = auto_compact.read_user_config(user_settings, rest)
-        proxy = ClaudeProxy(
-            upstream=upstream_from_env(),
-            state_dir=paths.state_dir(),
-            socket_path=paths.socket_path(),
-            start_info=start_info,
-            daemon_start_argv=daemon_run_argv(),
-            compact_config=compact,
-        )
-        proxy.start()
+        given = list(
+            rest
+        )  # the user's arguments, before a `[1m]` of ours (auto_compact reads them)
+        listener = Listener()
+        base_url = f"http://127.0.0.1:{listener.port}/{listener.secret}"
         layers = settings_layers(user_settings)
-        url = proxy.hook_url if http_hooks_usable(dict(os.environ), layers) else None
-        settings = merged_settings(user_settings, hook_settings(hook_command(), url))
-        settings = lifecycle_settings(settings, user_settings, url)
+        hook: dict[str, Any] | None = None
+        if http_hooks_usable(dict(os.environ), layers):
+            hooks = HookServer()
+            hook = hooks.hook_entry()
+        settings = merged_settings(user_settings, hook_settings(hook_command(), hook))
+        end = rest.index("--") if "--" in rest else len(rest)
+        interactive = not ({"-p", "--print"} & set(rest[:end]))
+        settings = lifecycle_settings(settings, user_settings, hook, session_start=interactive)
+        binary = same_agent.binary_of(claude.argv[0])
+        start_info["pi_version"] = same_agent.version_beside(binary) if binary else None
         if first_party:
-            # the version beside the binary, else `claude --version` (run beside the daemon
-            # and proxy start-up), else the binary's own catalog, read once and cached
+            # the version beside the binary, else `claude --version`, else the binary's own
+            # catalog, read once and cached
             catalog = same_agent.catalog_for(None, claude.argv[0], paths.state_dir())
             if catalog is None:
-                version_thread.join(timeout=3.0)
+                start_info["pi_version"] = claude_version(claude)
                 catalog = same_agent.catalog_for(
                     start_info["pi_version"], claude.argv[0], paths.state_dir()
                 )
@@ -438,28 +425,107 @@ def run_claude(args: list[str]) -> int:
             f"ctxwrap: warning: cannot set up the Claude Code proxy ({type(exc).__name__}: {exc}); "
             "running plain claude\n"
         )
-        if proxy is not None:
-            proxy.close()
+        for opened in (listener, hooks):
+            if opened is not None:
+                opened.close()
         if settings_file is not None:
             with contextlib.suppress(OSError):
                 settings_file.unlink()
         return run_child([*claude.argv, *args], dict(os.environ))
+
+    def build() -> Any:
+        return _build_proxy(claude, listener, user_settings, given, start_info, quiet)
+
+    setup = ProxySetup(build, "Claude Code", fallback=lambda: _plain_proxy(listener))
+
+    def started() -> None:  # Claude Code runs: the rest of ours beside its start-up
+        setup.start()
+        if hooks is not None:
+            hooks.serve(setup.get)  # a hook before this waits in the port's backlog
+
     env = dict(os.environ)
     env.update(first_party_env(env))  # before ANTHROPIC_BASE_URL becomes ours
     env.update(same_env)
     env.update(
         {
-            "ANTHROPIC_BASE_URL": proxy.base_url,
-            "CTXWRAP_CLAUDE_HOOK": proxy.hook_url,
+            "ANTHROPIC_BASE_URL": base_url,
+            "CTXWRAP_CLAUDE_HOOK": base_url + HOOK_PATH,
             "CTXWRAP_SOCKET": str(paths.socket_path()),
             "CTXWRAP_VERSION": __version__,
-            "PATH": _path_with_ctxwrap(env.get("PATH", "")),
+            "PATH": path_with_ctxwrap(env.get("PATH", "")),
         }
     )
     try:
-        return run_child([*claude.argv, "--settings", str(settings_file), *rest], env)
+        return run_child(
+            [*claude.argv, "--settings", str(settings_file), *rest], env, on_started=started
+        )
     finally:
-        proxy.close()
+        # the hook port stops beside the proxy's close (each waits for its serve loop)
+        closing = threading.Thread(target=hooks.close, daemon=True) if hooks else None
+        if closing is not None:
+            closing.start()
+        proxy = setup.finish()  # None: no request could have reached it
+        if closing is not None:
+            closing.join(timeout=1.0)
         with contextlib.suppress(OSError):
             settings_file.unlink()
-        _exit_line(proxy, quiet)  # after close(): the session's last records are in
+        if proxy is not None:
+            _exit_line(proxy, quiet)  # after close(): the session's last records are in
+
+
+HOOK_PATH = "/_ctxwrap/hook"  # the proxy's hook endpoint (agents/claude/proxy.py), for the command
+
+
+def _build_proxy(
+    claude: ClaudeInstall,
+    listener: Any,
+    user_settings: str | None,
+    rest: list[str],
+    start_info: dict[str, Any],
+    quiet: bool,
+) -> Any:
+    """The proxy on the launch's socket, started (on the setup thread, beside Claude Code)."""
+    daemon = threading.Thread(
+        target=ensure_daemon, args=("Claude Code runs without new savings",), daemon=True
+    )
+    daemon.start()  # the daemon's start (a process of its own) beside our imports
+    from ctxwrap.agents.claude import auto_compact
+    from ctxwrap.agents.claude.proxy import ClaudeProxy, upstream_from_env
+
+    if start_info["pi_version"] is None:  # not beside the binary: `claude --version`, ~0.2 s
+
+        def fill_version() -> None:
+            start_info["pi_version"] = claude_version(claude)
+
+        threading.Thread(target=fill_version, daemon=True).start()
+    compact = auto_compact.UserConfig()
+    with contextlib.suppress(Exception):  # a figure's input: never a reason to fail
+        compact = auto_compact.read_user_config(user_settings, rest)
+    proxy = ClaudeProxy(
+        upstream=upstream_from_env(),
+        state_dir=paths.state_dir(),
+        socket_path=paths.socket_path(),
+        start_info=start_info,
+        daemon_start_argv=daemon_run_argv(),
+        compact_config=compact,
+        listener=listener.sock,
+        secret=listener.secret,
+    )
+    daemon.join()  # bounded by ensure_running's own deadline
+    proxy.start()
+    if not quiet:
+        preload_exit_line()
+    return proxy
+
+
+def _plain_proxy(listener: Any) -> Any:
+    """The agent's requests forwarded as they are, when the proxy could not be built."""
+    from ctxwrap.agents._proxy.plain import plain_forwarding
+    from ctxwrap.agents.claude.proxy import upstream_from_env
+
+    return plain_forwarding(listener, upstream_from_env(), "claude")
+
+
+def main(args: list[str]) -> NoReturn:
+    """`ctxwrap claude ARGS…` straight from the entry point (no click): Claude Code's status."""
+    exit_with(run_claude, args)

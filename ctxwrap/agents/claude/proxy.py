@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -61,13 +62,16 @@ class ClaudeProxy(AgentProxy[ClaudeSession]):
         *,
         upstream: str,
         compact_config: auto_compact.UserConfig | None = None,
+        listener: socket.socket | None = None,
+        secret: str | None = None,
         **args: Unpack[ProxyArgs],
     ) -> None:
+        """`listener`, `secret`: the launch's, bound before Claude Code started."""
         super().__init__(**args)
         self.upstream = upstream.rstrip("/")
         # the user's compaction settings, for plain Claude Code's compaction model
         self.compact_config = compact_config or auto_compact.UserConfig()
-        self.server = LoopbackProxy(_Adapter(self), name="claude")
+        self.server = LoopbackProxy(_Adapter(self), name="claude", listener=listener, secret=secret)
         self.client = self.server.client
         self.httpd = self.server.httpd
         self.aux = UpstreamAux(self.client, self.upstream, self.credentials, self._aux_model)

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -24,11 +25,14 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 from ctxwrap import __version__, paths
 from ctxwrap.daemon.argv import daemon_run_argv
 from ctxwrap.errors import CtxwrapError
 from ctxwrap.launch.child import exit_with, run_child
+from ctxwrap.launch.daemon import ensure_daemon, path_with_ctxwrap
+from ctxwrap.launch.listener import ProxySetup, preload_exit_line
 
 OFF_FLAG = "--ctxwrap-off"
 CODEX_PACKAGE = "@openai/codex"
@@ -116,6 +120,30 @@ def codex_version(codex: CodexInstall, timeout: float = 5.0) -> str | None:
         return None
     words = out.strip().split()
     return words[-1] if words else None
+
+
+def version_beside(launcher_path: str) -> str | None:
+    """The version without running Codex (`codex --version` starts node, then the native
+    binary: CPU taken from Codex's own start-up): the npm package's package.json, found from
+    the `codex.js` that `codex` is, or that its wrapper script execs."""
+    try:
+        target = Path(os.path.realpath(launcher_path))
+        if target.suffix != ".js" and target.stat().st_size < 64 << 10:
+            text = target.read_text(errors="replace")[:4096]
+            for token in text.replace('"', " ").replace("'", " ").split():
+                if token.endswith("codex.js"):
+                    target = Path(token)
+                    break
+        for parent in list(target.parents)[:3]:
+            pkg = parent / "package.json"
+            if pkg.is_file():
+                data = json.loads(pkg.read_text())
+                if isinstance(data, dict) and data.get("name") == CODEX_PACKAGE:
+                    version = data.get("version")
+                    return version if isinstance(version, str) else None
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def codex_home(env: dict[str, str]) -> Path:
@@ -266,26 +294,6 @@ def without_override(args: list[str], key: str) -> list[str]:
     return out
 
 
-def _ensure_daemon() -> bool:
-    from ctxwrap.client import ensure_running
-
-    try:
-        ensure_running(deadline_s=10.0)
-        return True
-    except CtxwrapError as exc:
-        # The proxy still runs: it replays frozen edits and forwards; the rest fails open.
-        sys.stderr.write(f"ctxwrap: warning: {exc.message}; Codex runs without new savings\n")
-        return False
-
-
-def _path_with_ctxwrap(path: str) -> str:
-    # Digests tell the model to run `ctxwrap recall …` in the shell: make sure it resolves.
-    here = Path(sys.executable).parent
-    if (here / "ctxwrap").exists() and str(here) not in path.split(os.pathsep):
-        return f"{path}{os.pathsep}{here}" if path else str(here)
-    return path
-
-
 def _toml_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -336,9 +344,7 @@ def run_codex(args: list[str]) -> int:
     except (Unsupported, OSError, tomllib.TOMLDecodeError) as exc:
         sys.stderr.write(f"ctxwrap: warning: {exc}; running plain codex\n")
         return run_child([*codex.argv, *args], env)
-    _ensure_daemon()
-    from ctxwrap.agents.codex import auto_compact
-    from ctxwrap.agents.codex.proxy import CodexProxy
+    from ctxwrap.launch.listener import Listener
 
     start_info: dict[str, Any] = {
         "cwd": os.getcwd(),
@@ -348,51 +354,142 @@ def run_codex(args: list[str]) -> int:
         "pi_version": None,
         "agent": "codex",
     }
-
-    def fill_version() -> None:
-        start_info["pi_version"] = codex_version(codex)
-
-    threading.Thread(target=fill_version, daemon=True).start()
-    proxy = None
+    # Before Codex starts: only its address and secret (standard library); the proxy is built
+    # on that socket beside Codex's own start-up (`ProxySetup`): its imports are ~0.6 s.
     try:
-        proxy = CodexProxy(
-            upstream=route.upstream,
-            provider=route.provider,
-            state_dir=paths.state_dir(),
-            socket_path=paths.socket_path(),
-            start_info=start_info,
-            daemon_start_argv=daemon_run_argv(),
-            compact_config={k: config[k] for k in auto_compact.CONFIG_KEYS if k in config},
-        )
-        proxy.start()
+        listener = Listener()
+        door = proxy_door(route)
     except Exception as exc:  # anything of ours unavailable → plain Codex
         sys.stderr.write(
             f"ctxwrap: warning: cannot set up the Codex proxy ({type(exc).__name__}: {exc}); "
             "running plain codex\n"
         )
-        if proxy is not None:
-            proxy.close()
         return run_child([*codex.argv, *args], env)
+
+    def build() -> Any:
+        return _build_proxy(codex, route, config, listener, door, start_info, quiet)
+
+    def fallback() -> Any:
+        # the proxy's server (httpx): imported only when the proxy could not be built
+        from ctxwrap.agents._proxy.plain import plain_forwarding
+
+        return plain_forwarding(
+            listener,
+            route.upstream or OPENAI_UPSTREAM,
+            "codex",
+            door=door.door,
+            base_path=door.base_path,
+        )
+
+    setup = ProxySetup(
+        build,
+        "Codex",
+        fallback=fallback,
+    )
     rest = without_override(args, route.override_key)
     env.update(
         {
             "CTXWRAP_SOCKET": str(paths.socket_path()),
             "CTXWRAP_VERSION": __version__,
-            "PATH": _path_with_ctxwrap(env.get("PATH", "")),
+            "PATH": path_with_ctxwrap(env.get("PATH", "")),
         }
     )
-    override = ["-c", f"{route.override_key}={_toml_string(proxy.base_url)}"]
+    override = ["-c", f"{route.override_key}={_toml_string(door.base_url(listener))}"]
     # A -c override already makes Codex run without its shared background server (that server
     # was started with other settings); said explicitly, Codex no longer warns about it at
     # every TUI launch ("⚠ 1 warning: … requires embedded mode"). Once only: twice is an error.
     if "--no-daemon" not in rest[: rest.index("--") if "--" in rest else len(rest)]:
         override.insert(0, "--no-daemon")
-    override += proxy.launch_overrides()
+    override += door.overrides(route, listener)
     try:
-        return run_child([*codex.argv, *override, *rest], env)
+        return run_child([*codex.argv, *override, *rest], env, on_started=setup.start)
     finally:
-        proxy.close()
-        _exit_line(proxy, quiet, inv, args)  # after close(): the thread's last records are in
+        proxy = setup.finish()  # None: no request could have reached it
+        if proxy is not None:  # after close(): the thread's last records are in
+            _exit_line(proxy, quiet, inv, args)
+
+
+# -- the proxy's door, before the proxy exists (agents/_proxy/server.py, codex/proxy.py) ----
+
+OPENAI_UPSTREAM = "https://api.openai.com/v1"  # the built-in provider's (codex/proxy.py)
+SECRET_HEADER = "x-ctxwrap-proxy"  # the header door's (agents/_proxy/server.py)
+
+
+@dataclass(frozen=True)
+class Door:
+    """How Codex's requests show they are its own, as `CodexProxy` will check them: the built-in
+    `openai` provider by who connects ("peer"; the secret path where /proc/net/tcp is missing),
+    a custom provider by a header; the URL path is the upstream's own."""
+
+    door: str
+    base_path: str
+
+    def base_url(self, listener: Any) -> str:
+        if self.door == "path":
+            return f"http://127.0.0.1:{listener.port}/{listener.secret}"
+        return f"http://127.0.0.1:{listener.port}{self.base_path}"
+
+    def overrides(self, route: Route, listener: Any) -> list[str]:
+        """Codex's `-c` arguments beside the base_url one: the header door's header."""
+        if self.door != "header":
+            return []
+        key = f"model_providers.{route.provider}.http_headers.{SECRET_HEADER}"
+        return ["-c", f"{key}={json.dumps(listener.secret)}"]
+
+
+def proxy_door(route: Route) -> Door:
+    door = "peer" if route.provider == "openai" else "header"
+    if door == "peer" and not Path("/proc/net/tcp").is_file():
+        door = "path"
+    path = urlsplit((route.upstream or OPENAI_UPSTREAM).rstrip("/")).path.strip("/")
+    return Door(door, "/" + path if path else "")
+
+
+def _build_proxy(
+    codex: CodexInstall,
+    route: Route,
+    config: dict[str, Any],
+    listener: Any,
+    door: Door,
+    start_info: dict[str, Any],
+    quiet: bool,
+) -> Any:
+    """The proxy on the launch's socket, started (on the setup thread, beside Codex)."""
+    daemon = threading.Thread(
+        target=ensure_daemon, args=("Codex runs without new savings",), daemon=True
+    )
+    daemon.start()  # the daemon's start (a process of its own) beside our imports
+
+    def fill_version() -> None:
+        start_info["pi_version"] = codex_version(codex)
+
+    start_info["pi_version"] = version_beside(codex.argv[0])
+    if start_info["pi_version"] is None:
+        threading.Thread(target=fill_version, daemon=True).start()
+    from ctxwrap.agents.codex import auto_compact
+    from ctxwrap.agents.codex.proxy import CodexProxy
+
+    proxy = CodexProxy(
+        upstream=route.upstream,
+        provider=route.provider,
+        state_dir=paths.state_dir(),
+        socket_path=paths.socket_path(),
+        start_info=start_info,
+        daemon_start_argv=daemon_run_argv(),
+        compact_config={k: config[k] for k in auto_compact.CONFIG_KEYS if k in config},
+        listener=listener.sock,
+        secret=listener.secret,
+    )
+    if (proxy.base_url, proxy.launch_overrides()) != (
+        door.base_url(listener),
+        door.overrides(route, listener),
+    ):  # what Codex was given must be what the proxy admits (else: plain forwarding)
+        raise RuntimeError("the proxy's door is not the one Codex was given")
+    daemon.join()  # bounded by ensure_running's own deadline
+    proxy.start()
+    if not quiet:
+        preload_exit_line()
+    return proxy
 
 
 def main(args: list[str]) -> NoReturn:

@@ -14,6 +14,7 @@ with 426, on which Codex 0.171 falls back to HTTPS streaming at once.
 from __future__ import annotations
 
 import json
+import socket
 from dataclasses import dataclass
 from typing import Any, Unpack
 from urllib.parse import urlsplit
@@ -55,8 +56,11 @@ class CodexProxy(AgentProxy[CodexSession]):
         upstream: str | None,
         provider: str,
         compact_config: dict[str, Any] | None = None,
+        listener: socket.socket | None = None,
+        secret: str | None = None,
         **args: Unpack[ProxyArgs],
     ) -> None:
+        """`listener`, `secret`: the launch's, bound before Codex started."""
         super().__init__(**args)
         # None: the built-in OpenAI provider, whose endpoint depends on the login (an API key
         # → api.openai.com; a ChatGPT login sends chatgpt-account-id → the ChatGPT backend).
@@ -74,6 +78,8 @@ class CodexProxy(AgentProxy[CodexSession]):
             name="codex",
             door="peer" if provider == "openai" else "header",
             base_path=urlsplit(self.upstream or OPENAI_UPSTREAM).path,
+            listener=listener,
+            secret=secret,
         )
         self.aux = ResponsesAux(
             self.server.client, lambda: self._responses_url, self.credentials, self._aux_model

@@ -86,20 +86,6 @@ def bridge_env(pi: PiInstall) -> dict[str, str]:
     return env
 
 
-def _ensure_daemon() -> bool:
-    """False when the bridge must not load: the socket could be another user's."""
-    from ctxwrap.client import ensure_running
-
-    try:
-        ensure_running(deadline_s=10.0, started_by="ctxwrap pi")
-    except CtxwrapError as exc:
-        # Fail open: pi runs as plain pi would; say why once, on stderr (never on stdout).
-        hint = f" (hint: {exc.hint})" if isinstance(exc, SocketSecurityError) and exc.hint else ""
-        sys.stderr.write(f"ctxwrap: warning: {exc.message}; running pi without savings{hint}\n")
-        return not isinstance(exc, SocketSecurityError)
-    return True
-
-
 def _runtime_dir_safe() -> bool:
     """A planted runtime directory is refused before pi starts (one lstat, no connect)."""
     try:
@@ -113,11 +99,21 @@ def _runtime_dir_safe() -> bool:
     return True
 
 
-def _ensure_daemon_beside_pi() -> threading.Thread:
+def _ensure_daemon_beside_pi(exit_line: bool) -> threading.Thread:
     """Make sure the daemon runs while pi starts, not before: pi's own start-up (seconds) hides
     the probe and a cold daemon start; the bridge waits for the daemon itself. Started once
-    pi's process exists, so its imports do not delay pi's exec."""
-    return threading.Thread(target=_ensure_daemon, name="ctxwrap-ensure-daemon", daemon=True)
+    pi's process exists, so its imports do not delay pi's exec. Then the exit line's imports,
+    while pi runs rather than after it exits."""
+
+    def work() -> None:
+        from ctxwrap.launch.daemon import ensure_daemon
+        from ctxwrap.launch.listener import preload_exit_line
+
+        ensure_daemon("running pi without savings", started_by="ctxwrap pi")
+        if exit_line:
+            preload_exit_line()
+
+    return threading.Thread(target=work, name="ctxwrap-ensure-daemon", daemon=True)
 
 
 def run_pi(args: list[str]) -> int:
@@ -135,11 +131,11 @@ def run_pi(args: list[str]) -> int:
         argv = [*pi.argv, *args]
         env = dict(os.environ)
     else:
-        starting = _ensure_daemon_beside_pi()
         argv = [*pi.argv, "-e", str(bridge_path()), *args]
         env = bridge_env(pi)
         env["CTXWRAP_DAEMON_LAUNCHING"] = "1"  # the bridge waits instead of starting another
         note = None if quiet else _exit_note()
+        starting = _ensure_daemon_beside_pi(note is not None)
         if note is not None:
             env["CTXWRAP_EXIT_NOTE"] = str(note)
     try:

@@ -12,26 +12,33 @@ import pytest
 from ctxwrap.agents.claude import launcher, same_agent
 from ctxwrap.testing.claude_home import find_claude
 
-URL = "http://127.0.0.1:5/SECRET/_ctxwrap/hook"
+URL = "http://127.0.0.1:5/hook"
+HTTP = {"url": URL, "headers": {"x-ctxwrap-hook": "SECRET"}}
 
 
 def test_the_hooks_post_straight_to_the_proxy() -> None:
-    """No Python start per tool call: each PostToolUse hook is an HTTP POST to the proxy, with
-    Claude Code's wait a little over the proxy's own deadline for that tool."""
-    hooks = launcher.hook_settings("CMD", URL)["hooks"]
+    """No Python start per tool call: each PostToolUse hook is an HTTP POST to the launch, with
+    Claude Code's wait a little over the proxy's own deadline for that tool; the secret in a
+    header, not in the URL (Claude Code records a hook's URL in its transcript)."""
+    hooks = launcher.hook_settings("CMD", HTTP)["hooks"]
     entries = {m["matcher"]: m["hooks"] for m in hooks["PostToolUse"]}
     assert set("|".join(entries).split("|")) == set(launcher.HOOK_TOOLS.split("|"))
     for matcher, [entry] in entries.items():
         assert entry["type"] == "http" and entry["url"] == URL
+        assert entry["headers"] == {"x-ctxwrap-hook": "SECRET"}
         assert entry["timeout"] == launcher.HTTP_HOOK_TIMEOUT_S[matcher]
     assert entries["Bash"][0]["timeout"] == 20  # the proxy's bash digest deadline is 15 s
     failure = {m["matcher"] for m in hooks["PostToolUseFailure"]}
     assert set("|".join(failure).split("|")) == {"Bash", "Read", "Grep", "Glob"}
     assert "PreToolUse" not in hooks  # never a rewritten command
-    life = launcher.lifecycle_hooks("CMD", URL)["hooks"]
-    assert life["PostCompact"][0]["hooks"][0] == {"type": "http", "url": URL, "timeout": 10}
+    life = launcher.lifecycle_hooks("CMD", HTTP)["hooks"]
+    assert life["PostCompact"][0]["hooks"][0] == {"type": "http", **HTTP, "timeout": 10}
     # Claude Code skips HTTP hooks for SessionStart (test_wrapper_lifecycle.py: listed at launch)
     assert life["SessionStart"][0]["hooks"][0]["type"] == "command"
+    # `-p`: no SessionStart hook (its Python start would only delay the first request, which
+    # registers the session anyway)
+    quiet = launcher.lifecycle_hooks("CMD", HTTP, session_start=False)["hooks"]
+    assert "SessionStart" not in quiet and quiet["PostCompact"] == life["PostCompact"]
     # without a URL: the command hook, as before
     [cmd] = launcher.hook_settings("CMD")["hooks"]["PostToolUse"]
     assert cmd["hooks"][0] == {"type": "command", "command": "CMD", "timeout": 30}
