@@ -35,7 +35,6 @@ import shlex
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 QUIET_FLAG = "--ctxwrap-quiet"
@@ -120,7 +119,6 @@ PREFIX = "ctxwrap: "
 RESUME_LABEL = PREFIX + "resume through ctxwrap with:"
 
 
-_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-", re.I)
 
 
@@ -197,33 +195,6 @@ def render(
     return "\n".join(lines)
 
 
-def _claude_config_dir() -> Path:
-    override = os.environ.get("CLAUDE_CONFIG_DIR", "")
-    return Path(override) if override else Path.home() / ".claude"
-
-
-def resumable(agent: str, resume: list[str] | None) -> bool:
-    """Whether the agent wrote the session `resume` names. pi writes its session file, and
-    Claude Code its transcript (`<config>/projects/<project>/<id>.jsonl`), only once the
-    first prompt is sent: before that their resume fails ("No conversation found"). Codex's
-    launcher offers a resume only for a thread that reached the model."""
-    if not resume:
-        return False
-    try:
-        if agent == "pi" and len(resume) == 2 and resume[0] == "--session":
-            file = Path(resume[1])
-            return file.is_file() and file.stat().st_size > 0
-        if agent == "claude" and len(resume) == 2 and resume[0] == "--resume":
-            sid = resume[1]
-            if not _SAFE_ID.fullmatch(sid):  # a file name, no glob or path in it
-                return False
-            projects = _claude_config_dir() / "projects"
-            return any(p.stat().st_size > 0 for p in projects.glob(f"*/{sid}.jsonl"))
-    except OSError:
-        return False
-    return True
-
-
 def print_exit_line(
     agent: str, session_id: str | None, resume: list[str] | None, *, timeout_s: float = TIMEOUT_S
 ) -> None:
@@ -231,8 +202,6 @@ def print_exit_line(
     try:
         if not session_id or not enabled():
             return
-        if not resumable(agent, resume):
-            resume = None
         text = render(agent, session_id, resume, _bounded(session_id, timeout_s), columns=width())
         if text:
             sys.stderr.write(text + "\n")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -333,8 +334,23 @@ def lifecycle_settings(
     return out
 
 
-def resume_args(session_id: str) -> list[str]:
-    return ["--resume", session_id]
+# a session id that is a plain file name: no glob or path in it
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def resume_args(session_id: str) -> list[str] | None:
+    """`--resume ID`, offered only once Claude Code wrote the transcript
+    (`<config>/projects/<project>/<id>.jsonl`): before the first prompt it writes none and the
+    resume fails ("No conversation found")."""
+    if not _SAFE_ID.fullmatch(session_id):
+        return None
+    override = os.environ.get("CLAUDE_CONFIG_DIR", "")
+    projects = (Path(override) if override else Path.home() / ".claude") / "projects"
+    try:
+        written = any(p.stat().st_size > 0 for p in projects.glob(f"*/{session_id}.jsonl"))
+    except OSError:
+        return None
+    return ["--resume", session_id] if written else None
 
 
 def _exit_line(proxy: Any, quiet: bool) -> None:

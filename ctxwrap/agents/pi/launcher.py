@@ -168,6 +168,18 @@ def _exit_note() -> Path | None:
     return Path(name)
 
 
+def resume_args(session_file: object) -> list[str] | None:
+    """`--session FILE`, offered only once pi wrote the file (before the first prompt it
+    writes nothing and the resume fails); none under `--no-session`."""
+    if not isinstance(session_file, str) or not session_file:
+        return None
+    try:
+        written = Path(session_file).is_file() and Path(session_file).stat().st_size > 0
+    except OSError:
+        return None
+    return ["--session", session_file] if written else None
+
+
 def _print_exit_line(note: Path) -> None:
     """What this pi session saved and how to resume it through ctxwrap; never raises."""
     try:
@@ -178,12 +190,9 @@ def _print_exit_line(note: Path) -> None:
         sid = data.get("session_id") if isinstance(data, dict) else None
         if not isinstance(sid, str) or not sid:
             return  # pi never started a session (--version, --help, --no-session -p …)
-        file = data.get("session_file")
-        # No file: `--no-session`, nothing to resume.
-        resume = ["--session", file] if isinstance(file, str) and file else None
         from ctxwrap.launch.exit_line import print_exit_line
 
-        print_exit_line("pi", sid, resume)
+        print_exit_line("pi", sid, resume_args(data.get("session_file")))
     except Exception:
         return
 

@@ -108,23 +108,24 @@ def test_resume_only_offered_for_a_session_the_agent_wrote(
 ) -> None:
     """Issue 44 item 15: pi and Claude Code write nothing before the first prompt; a resume
     offered then fails. The real agents are driven in tests/e2e/test_exit_line_resume.py."""
-    from ctxwrap.launch.exit_line import resumable
+    from ctxwrap.agents.claude.launcher import resume_args as claude_resume
+    from ctxwrap.agents.pi.launcher import resume_args as pi_resume
 
     file = tmp_path / "s.jsonl"
-    assert not resumable("pi", ["--session", str(file)])
+    assert pi_resume(str(file)) is None
     file.write_text("{}\n")
-    assert resumable("pi", ["--session", str(file)])
-    assert not resumable("claude", ["--resume", SID])
+    assert pi_resume(str(file)) == ["--session", str(file)]
+    assert pi_resume(None) is None  # --no-session
+    assert claude_resume(SID) is None
     transcript = tmp_path / "home" / ".claude" / "projects" / "-tmp-proj" / f"{SID}.jsonl"
     transcript.parent.mkdir(parents=True)
     transcript.write_text("{}\n")
-    assert resumable("claude", ["--resume", SID])
-    assert not resumable("claude", ["--resume", "../*"])
-    assert not resumable("claude", ["--resume", "*"])  # a glob would match any transcript
+    assert claude_resume(SID) == ["--resume", SID]
+    assert claude_resume("../*") is None
+    assert claude_resume("*") is None  # a glob would match any transcript
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "elsewhere"))
-    assert not resumable("claude", ["--resume", SID])  # Claude Code reads only its config dir
-    assert resumable("codex", ["resume", SID])  # its launcher decides (a thread that ran)
-    assert not resumable("pi", None)
+    assert claude_resume(SID) is None  # Claude Code reads only its config dir
+    # Codex's launcher offers one only for a thread that ran (test_codex_adapter.py)
 
 
 def test_exit_line_reads_the_same_figures_as_stats(
@@ -135,7 +136,9 @@ def test_exit_line_reads_the_same_figures_as_stats(
     db_session = _recorded_session(state)
     report = load_report(session=db_session, since=None, by="mechanism")
     assert report is not None and report.totals.llm_calls == 2
-    exit_line.print_exit_line("claude", db_session, ["--resume", db_session])
+    from ctxwrap.agents.claude.launcher import resume_args
+
+    exit_line.print_exit_line("claude", db_session, resume_args(db_session))
     err = capsys.readouterr().err
     assert "resume" not in err  # no transcript: no resume offered, figures only
     assert f"{report.totals.net_tokens:,} tokens kept out" in err
