@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import NoReturn
 
 from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
@@ -30,6 +31,30 @@ def find_executable(override_var: str, name: str, not_found: Callable[[str], Exc
     if not found:
         raise not_found(f"{name} is not on PATH")
     return found
+
+
+@dataclass(frozen=True)
+class Install:
+    """An agent's executable, as the argv that runs it."""
+
+    argv: list[str]
+
+
+def find_install(override_var: str, name: str, not_found: Callable[[str], Exception]) -> Install:
+    """`find_executable`'s answer as an `Install`."""
+    return Install([find_executable(override_var, name, not_found)])
+
+
+def version_output(argv: Sequence[str], timeout: float = 5.0) -> str | None:
+    """What `ARGV --version` prints (stripped), or None when it cannot run: each agent reads
+    its own version out of it."""
+    try:
+        out = subprocess.run(
+            [*argv, "--version"], capture_output=True, text=True, timeout=timeout, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip() or None
 
 
 def run_child(

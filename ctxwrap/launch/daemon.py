@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 
 
@@ -27,6 +28,14 @@ def ensure_daemon(without: str, *, started_by: str = "ctxwrap") -> bool:
         sys.stderr.write(f"ctxwrap: warning: {exc.message}; {without}{hint}\n")
         return not isinstance(exc, SocketSecurityError)
     return True
+
+
+def ensure_daemon_beside(without: str) -> threading.Thread:
+    """`ensure_daemon` on a thread of its own: the daemon's start (a process of its own) runs
+    beside the caller's imports and proxy build."""
+    thread = threading.Thread(target=ensure_daemon, args=(without,), daemon=True)
+    thread.start()
+    return thread
 
 
 def path_with_ctxwrap(path: str) -> str:

@@ -20,21 +20,17 @@ from ctxwrap.agents.claude.launcher import (
     hook_command,
     talks_to_anthropic,
 )
-from ctxwrap.check import Check
+from ctxwrap.check import Check, installed
 
 
 def check_claude() -> list[Check]:
-    try:
-        claude = find_claude()
-    except ClaudeNotFound as exc:
-        return [
-            Check("claude", "warn", f"{exc.message}; `ctxwrap claude` is unavailable", INSTALL_HINT)
-        ]
-    version = claude_version(claude)
-    if version is None:
-        return [Check("claude", "fail", f"`{claude.argv[0]} --version` failed", INSTALL_HINT)]
+    claude, version, first = installed(
+        "claude", "Claude Code", find_claude, claude_version, ClaudeNotFound, INSTALL_HINT
+    )
+    if claude is None or version is None:
+        return [first]
     return [
-        Check("claude", "ok", f"Claude Code {version} ({claude.argv[0]})"),
+        first,
         _check_proxy(),
         _check_hook(),
         *_check_same_agent(claude, version),
@@ -112,28 +108,15 @@ def _check_same_agent(claude: ClaudeInstall, version: str) -> list[Check]:
 
 
 def _check_proxy() -> Check:
-    import httpx
-
+    from ctxwrap.agents._proxy.doctor import check_door
     from ctxwrap.agents.claude.proxy import ClaudeProxy
 
-    try:
-        proxy = ClaudeProxy(
+    def make() -> ClaudeProxy:
+        return ClaudeProxy(
             upstream="http://127.0.0.1:9", state_dir=None, socket_path=None, start_info={}
         )
-        proxy.start()
-        try:
-            denied = httpx.get(f"http://127.0.0.1:{proxy.port}/v1/models", timeout=3).status_code
-        finally:
-            proxy.close()
-    except (OSError, httpx.HTTPError) as exc:
-        return Check(
-            "claude proxy", "fail", f"cannot serve on 127.0.0.1: {exc}", "check loopback networking"
-        )
-    if denied != 404:
-        return Check("claude proxy", "fail", f"a request without the secret got {denied}, not 404")
-    return Check(
-        "claude proxy", "ok", "serves on 127.0.0.1, refuses requests without the per-launch secret"
-    )
+
+    return check_door("claude", make, "/v1/models")
 
 
 def _check_hook() -> Check:

@@ -15,10 +15,8 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -26,8 +24,8 @@ from urllib.parse import urlsplit
 from ctxwrap import __version__, paths
 from ctxwrap.daemon.argv import daemon_run_argv
 from ctxwrap.errors import CtxwrapError
-from ctxwrap.launch.child import exit_with, run_child
-from ctxwrap.launch.daemon import ensure_daemon, path_with_ctxwrap
+from ctxwrap.launch.child import Install, exit_with, find_install, run_child
+from ctxwrap.launch.daemon import ensure_daemon_beside, path_with_ctxwrap
 from ctxwrap.launch.listener import ProxySetup, preload_exit_line
 
 OFF_FLAG = "--ctxwrap-off"
@@ -42,37 +40,21 @@ class ClaudeNotFound(CtxwrapError):
     exit_code = 127
 
 
-@dataclass(frozen=True)
-class ClaudeInstall:
-    argv: list[str]
+ClaudeInstall = Install  # where `claude` is: the argv that runs it
 
 
-def find_claude() -> ClaudeInstall:
-    from ctxwrap.launch.child import find_executable
-
-    return ClaudeInstall(
-        [
-            find_executable(
-                "CTXWRAP_CLAUDE", "claude", lambda why: ClaudeNotFound(why, hint=INSTALL_HINT)
-            )
-        ]
+def find_claude() -> Install:
+    return find_install(
+        "CTXWRAP_CLAUDE", "claude", lambda why: ClaudeNotFound(why, hint=INSTALL_HINT)
     )
 
 
 def claude_version(claude: ClaudeInstall, timeout: float = 5.0) -> str | None:
     """`claude --version` → "2.1.197" (it answers offline in ~0.2 s)."""
-    try:
-        out = subprocess.run(
-            [*claude.argv, "--version"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    word = out.strip().split(" ", 1)[0]
-    return word or None
+    from ctxwrap.launch.child import version_output
+
+    out = version_output(claude.argv, timeout)
+    return out.split(" ", 1)[0] if out else None
 
 
 def hook_command() -> str:
@@ -501,10 +483,7 @@ def _build_proxy(
     quiet: bool,
 ) -> Any:
     """The proxy on the launch's socket, started (on the setup thread, beside Claude Code)."""
-    daemon = threading.Thread(
-        target=ensure_daemon, args=("Claude Code runs without new savings",), daemon=True
-    )
-    daemon.start()  # the daemon's start (a process of its own) beside our imports
+    daemon = ensure_daemon_beside("Claude Code runs without new savings")
     from ctxwrap.agents.claude import auto_compact
     from ctxwrap.agents.claude.proxy import ClaudeProxy, upstream_from_env
 

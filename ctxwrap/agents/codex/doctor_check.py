@@ -21,21 +21,17 @@ from ctxwrap.agents.codex.launcher import (
     find_codex,
     route_for,
 )
-from ctxwrap.check import Check
+from ctxwrap.check import Check, installed
 
 
 def check_codex() -> list[Check]:
-    try:
-        codex = find_codex()
-    except CodexNotFound as exc:
-        return [
-            Check("codex", "warn", f"{exc.message}; `ctxwrap codex` is unavailable", INSTALL_HINT)
-        ]
-    version = codex_version(codex)
-    if version is None:
-        return [Check("codex", "fail", f"`{codex.argv[0]} --version` failed", INSTALL_HINT)]
+    codex, _version, first = installed(
+        "codex", "Codex CLI", find_codex, codex_version, CodexNotFound, INSTALL_HINT
+    )
+    if codex is None:
+        return [first]
     return [
-        Check("codex", "ok", f"Codex CLI {version} ({codex.argv[0]})"),
+        first,
         check_provider(dict(os.environ)),
         _check_proxy(),
     ]
@@ -69,30 +65,16 @@ def check_provider(env: dict[str, str]) -> Check:
 
 
 def _check_proxy() -> Check:
-    import httpx
-
+    from ctxwrap.agents._proxy.doctor import check_door
     from ctxwrap.agents.codex.proxy import CodexProxy
 
-    try:
-        proxy = CodexProxy(
+    def make() -> CodexProxy:
+        return CodexProxy(
             upstream="http://127.0.0.1:9",
             provider="custom",  # a custom provider's door: the secret header
             state_dir=None,
             socket_path=None,
             start_info={},
         )
-        proxy.start()
-        try:
-            port = proxy.server.port
-            denied = httpx.get(f"http://127.0.0.1:{port}/v1/responses", timeout=3).status_code
-        finally:
-            proxy.close()
-    except (OSError, httpx.HTTPError) as exc:
-        return Check(
-            "codex proxy", "fail", f"cannot serve on 127.0.0.1: {exc}", "check loopback networking"
-        )
-    if denied != 404:
-        return Check("codex proxy", "fail", f"a request without the secret got {denied}, not 404")
-    return Check(
-        "codex proxy", "ok", "serves on 127.0.0.1, refuses requests without the per-launch secret"
-    )
+
+    return check_door("codex", make, "/v1/responses")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import threading
 import tomllib
@@ -30,8 +29,8 @@ from urllib.parse import urlsplit
 from ctxwrap import __version__, paths
 from ctxwrap.daemon.argv import daemon_run_argv
 from ctxwrap.errors import CtxwrapError
-from ctxwrap.launch.child import exit_with, run_child
-from ctxwrap.launch.daemon import ensure_daemon, path_with_ctxwrap
+from ctxwrap.launch.child import Install, exit_with, find_install, run_child
+from ctxwrap.launch.daemon import ensure_daemon_beside, path_with_ctxwrap
 from ctxwrap.launch.listener import ProxySetup, preload_exit_line
 
 OFF_FLAG = "--ctxwrap-off"
@@ -93,33 +92,19 @@ class Unsupported(Exception):
     """The launch is one the proxy cannot serve: run plain Codex (one warning)."""
 
 
-@dataclass(frozen=True)
-class CodexInstall:
-    argv: list[str]
+CodexInstall = Install  # where `codex` is: the argv that runs it
 
 
-def find_codex() -> CodexInstall:
-    from ctxwrap.launch.child import find_executable
-
-    return CodexInstall(
-        [
-            find_executable(
-                "CTXWRAP_CODEX", "codex", lambda why: CodexNotFound(why, hint=INSTALL_HINT)
-            )
-        ]
-    )
+def find_codex() -> Install:
+    return find_install("CTXWRAP_CODEX", "codex", lambda why: CodexNotFound(why, hint=INSTALL_HINT))
 
 
 def codex_version(codex: CodexInstall, timeout: float = 5.0) -> str | None:
     """`codex --version` → "0.171.0"."""
-    try:
-        out = subprocess.run(
-            [*codex.argv, "--version"], capture_output=True, text=True, timeout=timeout, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    words = out.strip().split()
-    return words[-1] if words else None
+    from ctxwrap.launch.child import version_output
+
+    out = version_output(codex.argv, timeout)
+    return out.split()[-1] if out else None
 
 
 def version_beside(launcher_path: str) -> str | None:
@@ -455,10 +440,7 @@ def _build_proxy(
     quiet: bool,
 ) -> Any:
     """The proxy on the launch's socket, started (on the setup thread, beside Codex)."""
-    daemon = threading.Thread(
-        target=ensure_daemon, args=("Codex runs without new savings",), daemon=True
-    )
-    daemon.start()  # the daemon's start (a process of its own) beside our imports
+    daemon = ensure_daemon_beside("Codex runs without new savings")
 
     def fill_version() -> None:
         start_info["pi_version"] = codex_version(codex)
