@@ -19,10 +19,9 @@ from ctxwrap.state.session import recall_call
 
 ROOT = Path(ctxwrap.__file__).parent
 NAMES = {"pi", "claude", "codex"}
-# Where an agent's name may decide something: its adapter (agents/), the entry point that
-# dispatches the command line's words (`ctxwrap pi …`), and replay's readers, one per
-# transcript format.
-MAY_NAME = ("agents/", "entry.py", "replay/_read")
+# Where an agent's name may decide something: its adapter (agents/), and the entry point that
+# dispatches the command line's words (`ctxwrap pi …`) to it.
+MAY_NAME = ("agents/", "entry.py")
 
 
 def _names_in(node: ast.AST) -> set[str]:
