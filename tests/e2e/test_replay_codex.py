@@ -128,3 +128,54 @@ def test_a_codex_rollout_under_ctxwrap_is_flagged(tmp_path: Path, xdg: Xdg) -> N
     stats = ReadStats()
     list(read_session(rollout, stats, known_sessions=known))
     assert stats.ctxwrap == {"its session is in ctxwrap's database": 1}
+
+
+def test_replay_of_plain_codex_agrees_with_what_ctxwrap_codex_saved(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """Issue 42: live and replay run the same mechanism objects, so the replay of plain
+    Codex's rollout and `ctxwrap stats` of the same script under `ctxwrap codex` agree on
+    what each mechanism kept out (the digest of `seq`, the added file's strip) and on the
+    calls."""
+    plain, _ = _run(tmp_path / "plain", xdg, wrapped=False)
+    _run(tmp_path / "wrapped", xdg, wrapped=True)
+    out = subprocess.run(
+        [*CTXWRAP, "replay", "--json", str(plain)],
+        env=xdg.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    replay = json.loads(out.stdout)["totals"]
+    sessions = json.loads(
+        subprocess.run(
+            [*CTXWRAP, "sessions", "--all", "--json"],
+            env=xdg.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    )["sessions"]
+    [live_id] = [s["session_id"] for s in sessions if s.get("agent") == "codex"]
+    live = json.loads(
+        subprocess.run(
+            [*CTXWRAP, "stats", "--session", live_id, "--json"],
+            env=xdg.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    )["totals"]
+    assert replay["llm_calls"] == live["llm_calls"] == len(STEPS)
+    by_replay = {m["mechanism"]: m["saved_chars"] for m in replay["mechanisms"]}
+    by_live = {m["mechanism"]: m["saved_chars"] for m in live["mechanisms"]}
+    for mech in ("bash", "writes"):
+        assert by_live[mech] > 0, (mech, by_live)
+        assert abs(by_replay[mech] - by_live[mech]) <= 0.10 * by_live[mech], (
+            mech,
+            by_replay[mech],
+            by_live[mech],
+        )
