@@ -42,7 +42,9 @@ class TagState:
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
 
 
-def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | None, bool]:
+def _admit(
+    d: AuxView, rt: SessionRuntime, req: P.ToolResult, mech: Amnesia
+) -> tuple[str | None, bool]:
     """Keep a result for recall; its raw-output handle and whether asking the tagger can pay.
 
     No tag for a result that could not be dropped anyway: an error or a small result, one with
@@ -63,7 +65,7 @@ def _admit(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> tuple[str | Non
             is_error=req.is_error,
         )
     rt.sizes[cid] = len(req.text)
-    if req.is_error or not Amnesia().wants(cfg, len(req.text)):
+    if req.is_error or not mech.wants(cfg, len(req.text)):
         return None, False
     if cid in rt.part(TagState).tags:
         return rt.handles.get(cid), False
@@ -92,11 +94,13 @@ def _view(d: AuxView, text: str) -> str:
     return tag_view(text, min(d.cfg.tag_view_chars, d.cfg.amnesia_max_chars))
 
 
-def start_tag(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+def start_tag(
+    d: AuxView, rt: SessionRuntime, req: P.ToolResult, mech: Amnesia | None = None
+) -> P.ToolResultReply:
     """One result, one tag: a read-like result posted on its own to `/v1/tool_result` (both
     adapters now send a tool round's results to `/v1/tag_batch` instead)."""
     cfg = d.cfg
-    handle, taggable = _admit(d, rt, req)
+    handle, taggable = _admit(d, rt, req, mech or Amnesia())
     if not taggable:
         return P.ToolResultReply(handle=handle)
     rt.part(TagState).tags[req.tool_call_id] = "PENDING"
@@ -132,7 +136,9 @@ def start_tag(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResult
 TOKENS_PER_ITEM = 8
 
 
-def start_tag_batch(d: AuxView, rt: SessionRuntime, req: P.TagBatch) -> P.TagBatchReply:
+def start_tag_batch(
+    d: AuxView, rt: SessionRuntime, req: P.TagBatch, mech: Amnesia | None = None
+) -> P.TagBatchReply:
     """The results of one tool round, tagged in one aux call (one `aux_calls` row)."""
     cfg = d.cfg
     handles: dict[str, str] = {}
@@ -140,7 +146,7 @@ def start_tag_batch(d: AuxView, rt: SessionRuntime, req: P.TagBatch) -> P.TagBat
     for item in req.results:
         if item.tool_call_id in {i.tool_call_id for i in items}:
             continue  # the same id twice: tagged once
-        handle, taggable = _admit(d, rt, item.as_result(req.session_id))
+        handle, taggable = _admit(d, rt, item.as_result(req.session_id), mech or Amnesia())
         if handle:
             handles[item.tool_call_id] = handle
         if taggable:
@@ -260,10 +266,10 @@ class Amnesia(Mechanism):
         return chars_to_tokens(chars) >= s.amnesia_min_tokens
 
     def tool_result(self, d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
-        return start_tag(d, rt, req)
+        return start_tag(d, rt, req, self)
 
     def tag_batch(self, d: AuxView, rt: SessionRuntime, req: P.TagBatch) -> P.TagBatchReply:
-        return start_tag_batch(d, rt, req)
+        return start_tag_batch(d, rt, req, self)
 
     def aux_result(
         self, d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str | None

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import AuxView
 
 
-async def write_result(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.ToolResultReply:
+async def write_result(
+    d: AuxView, rt: SessionRuntime, req: P.ToolResult, mech: WriteStrip | None = None
+) -> P.ToolResultReply:
     cfg = d.cfg
     content = req.input.get("content")
     path = str(req.input.get("path", req.input.get("file_path", "?")))
@@ -32,7 +34,7 @@ async def write_result(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> P.T
         if req.content_bytes is not None
         else len(content.encode("utf-8", "replace"))
     )
-    if not WriteStrip().strips(cfg, size):
+    if not (mech or WriteStrip()).strips(cfg, size):
         return P.ToolResultReply()
     fact = heuristic_fact(path, content, total_bytes=size, total_lines=req.content_lines)
     store_fact(d, rt.session_id, req.tool_call_id, path, fact, "heuristic")
@@ -119,7 +121,7 @@ class WriteStrip(Mechanism):
     async def tool_result(
         self, d: AuxView, rt: SessionRuntime, req: P.ToolResult
     ) -> P.ToolResultReply:
-        return await write_result(d, rt, req)
+        return await write_result(d, rt, req, self)
 
     def aux_result(
         self, d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str | None

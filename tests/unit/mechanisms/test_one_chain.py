@@ -15,6 +15,7 @@ import pytest
 from ctxwrap import protocol as P
 from ctxwrap.config import load_config
 from ctxwrap.daemon.service import Daemon
+from ctxwrap.mechanisms.amnesia import Amnesia
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.digest import BashDigest
 from ctxwrap.replay._events import Header, Message, ToolCall
@@ -125,3 +126,49 @@ def test_the_chain_is_one_list_in_the_order_a_result_meets_it() -> None:
         assert m.switch in Settings.model_fields, m.name
         assert set(m.settings) <= set(Settings.model_fields), m.name
     assert chain.aux_task("tag") is chain.amnesia and chain.aux_task("nope") is None
+
+
+class NeverTag(Amnesia):
+    """A tag policy that asks about nothing."""
+
+    def wants(self, s: Any, chars: int) -> bool:
+        return False
+
+
+NOTES = "".join(f"line {i}: a note the agent read once\n" for i in range(400))
+
+
+def test_swapping_the_tagger_changes_what_the_daemon_asks_and_replay_bounds(
+    daemon_for: Any,
+) -> None:
+    def live(chain: Mechanisms) -> P.ToolResultReply:
+        d = daemon_for(chain)
+        d.session_start(P.SessionStart(session_id="s1", cwd="/w", pid=0, agent="pi"))
+        read = P.ToolResult(
+            session_id="s1",
+            tool_call_id="r1",
+            tool_name="read",
+            input={"path": "notes.md"},
+            text=NOTES,
+        )
+        return asyncio.run(d.tool_result(read))
+
+    def bounded(chain: Mechanisms) -> list[str]:
+        call = ToolCall("r1", "read", {"path": "notes.md"}, 30)
+        sim = SessionSimulator("s", Thresholds(), mechanisms=chain)
+        sim.feed(
+            [
+                Header("pi", "s", "/w", 0.0),
+                Message("u1", None, "user", 1.0, 20),
+                Message("a1", None, "assistant", 2.0, 40, [call], request_key="q1"),
+                Message("t1", None, "tool_result", 3.0, len(NOTES), [], "r1", "read", NOTES),
+                Message("a2", None, "assistant", 4.0, 40, [], request_key="q2"),
+            ]
+        )
+        return [i.kind for i in sim.finish().interventions]
+
+    assert live(default_mechanisms()).handle is not None  # kept for recall, a tag asked
+    assert bounded(default_mechanisms()) == ["tombstone-bound"]
+    chain = replace(default_mechanisms(), amnesia=NeverTag())
+    assert live(chain).handle is None
+    assert bounded(chain) == []
