@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import CTXWRAP, Xdg
@@ -62,6 +63,15 @@ def _run(tmp_path: Path, xdg: Xdg, *, wrapped: bool) -> tuple[Path, ScriptedMode
     return rollout, srv
 
 
+def _ctxwrap_json(xdg: Xdg, *args: str) -> Any:
+    """`ctxwrap ARGS` (a --json command) under the test's XDG dirs, its output decoded."""
+    out = subprocess.run(
+        [*CTXWRAP, *args], env=xdg.env(), capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 def test_replay_of_a_real_codex_rollout(tmp_path: Path, xdg: Xdg) -> None:
     rollout, srv = _run(tmp_path / "plain", xdg, wrapped=False)
     reqs = srv.main_requests
@@ -85,16 +95,7 @@ def test_replay_of_a_real_codex_rollout(tmp_path: Path, xdg: Xdg) -> None:
     kinds = [(c.agent_tool or c.name, c.name) for a in asst for c in a.calls]
     assert kinds == [("exec_command", "bash"), ("exec_command", "read"), ("apply_patch", "write")]
     # each call's context, as replay rebuilds it, against the input the server received
-    doc = json.loads(
-        subprocess.run(
-            [*CTXWRAP, "replay", "--json", "--per-call", str(rollout)],
-            env=xdg.env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
-    )
+    doc = _ctxwrap_json(xdg, "replay", "--json", "--per-call", str(rollout))
     [s] = doc["groups"]
     assert s["format"] == "codex" and s["llm_calls"] == len(reqs)
     assert s["interventions"]["digest"] == 1 and s["interventions"]["strip"] == 1
@@ -139,36 +140,10 @@ def test_replay_of_plain_codex_agrees_with_what_ctxwrap_codex_saved(
     calls."""
     plain, _ = _run(tmp_path / "plain", xdg, wrapped=False)
     _run(tmp_path / "wrapped", xdg, wrapped=True)
-    out = subprocess.run(
-        [*CTXWRAP, "replay", "--json", str(plain)],
-        env=xdg.env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    replay = json.loads(out.stdout)["totals"]
-    sessions = json.loads(
-        subprocess.run(
-            [*CTXWRAP, "sessions", "--all", "--json"],
-            env=xdg.env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-    )["sessions"]
+    replay = _ctxwrap_json(xdg, "replay", "--json", str(plain))["totals"]
+    sessions = _ctxwrap_json(xdg, "sessions", "--all", "--json")["sessions"]
     [live_id] = [s["session_id"] for s in sessions if s.get("agent") == "codex"]
-    live = json.loads(
-        subprocess.run(
-            [*CTXWRAP, "stats", "--session", live_id, "--json"],
-            env=xdg.env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout
-    )["totals"]
+    live = _ctxwrap_json(xdg, "stats", "--session", live_id, "--json")["totals"]
     assert replay["llm_calls"] == live["llm_calls"] == len(STEPS)
     by_replay = {m["mechanism"]: m["saved_chars"] for m in replay["mechanisms"]}
     by_live = {m["mechanism"]: m["saved_chars"] for m in live["mechanisms"]}
