@@ -104,3 +104,17 @@ class Terminal:
         for ch in text:  # an input box drops a burst sent while it redraws
             self.child.send(ch)
             time.sleep(0.05)
+
+    def submit(self, text: str, arrived: Callable[[], bool], *, tries: int = 3) -> None:
+        """Type `text` and Enter until `arrived()` (the model server has the request): a loaded
+        machine can drop keystrokes while the TUI settles, so a prompt that never left is
+        cleared (Ctrl+U) and typed again."""
+        for _ in range(tries):
+            time.sleep(1.0)  # let the input box take keystrokes
+            self.type(text)
+            time.sleep(1.0)  # the TUI redraws the echo with cursor moves: no literal match
+            self.child.send("\r")
+            if self.poll(arrived, timeout=45):
+                return
+            self.child.sendcontrol("u")
+        raise AssertionError(f"{text!r} never reached the model; screen:\n{self.display}")

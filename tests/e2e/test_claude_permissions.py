@@ -174,14 +174,7 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
                 ),
                 timeout=90,
             ), f"the TUI did not come up; tail: {screen.text[-2000:]!r}"
-            for _ in range(3):  # a loaded machine can drop keystrokes while the TUI settles
-                time.sleep(1.0)  # let the input box take keystrokes
-                screen.type("run the generator")
-                time.sleep(1.0)
-                child.send("\r")
-                if screen.poll(lambda: bool(srv.requests), timeout=45):
-                    break
-                child.sendcontrol("u")  # clear whatever reached the input box
+            screen.submit("run the generator", lambda: bool(srv.requests))
             screen.wait_for("Esc to cancel")
             text = screen.printed
             prompt = text[text.rindex("Bash command") : text.rindex("Esc to cancel")]

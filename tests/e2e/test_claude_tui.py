@@ -18,6 +18,7 @@ from pathlib import Path
 import pexpect
 import pytest
 from support import CTXWRAP, Xdg
+from terminal import Terminal
 
 from ctxwrap.testing.claude_home import claude_env, find_claude, seed_claude_home
 from ctxwrap.testing.model_server import ScriptedModelServer
@@ -67,7 +68,7 @@ def winsize(pid: int) -> tuple[int, int]:
         os.close(fd)
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -87,21 +88,24 @@ def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None
             timeout=60,
         )
         try:
-            child.expect_exact("Claude Code", timeout=60)
+            screen = Terminal(child, ROWS, COLS)
+            screen.wait_for("Claude Code", timeout=60)
             pid = claude_process(child.pid)
             assert os.readlink(f"/proc/{pid}/fd/0") != os.readlink(f"/proc/{child.pid}/fd/0")
             assert winsize(pid) == (ROWS, COLS)
-            child.setwinsize(41, 133)
+            screen.resize(41, 133)
             end = time.monotonic() + 20
             while winsize(pid) != (41, 133) and time.monotonic() < end:
                 time.sleep(0.05)
             assert winsize(pid) == (41, 133)
 
-            time.sleep(1.0)  # let the input box take keystrokes
-            child.send("please answer")
-            time.sleep(1.0)  # the TUI redraws the echo with cursor moves: no literal match
-            child.send("\r")
-            child.expect_exact(ANSWER, timeout=60)
+            def asked() -> bool:
+                return any(r.body.get("tools") for r in srv.main_requests)
+
+            # the input box is up once the prompt marker is drawn
+            assert screen.poll(lambda: "❯" in screen.text, timeout=90), screen.text[-2000:]
+            screen.submit("please answer", asked)
+            screen.wait_for(ANSWER, timeout=60)
             with_tools = [r for r in srv.main_requests if r.body.get("tools")]
             assert "please answer" in str(with_tools[0].body["messages"])
             assert with_tools[0].headers["x-api-key"] == env["ANTHROPIC_API_KEY"]

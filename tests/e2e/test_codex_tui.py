@@ -111,10 +111,7 @@ def test_tui_answers_resizes_and_exits_cleanly(tmp_path: Path, xdg: Xdg) -> None
                 time.sleep(0.05)
             assert winsize(pid) == (41, 133)
 
-            time.sleep(1.0)
-            child.send("please answer")
-            time.sleep(1.0)
-            child.send("\r")
+            screen.submit("please answer", lambda: asked_for(srv, "please answer"))
             screen.wait_for(ANSWER, timeout=60)
             asked = [r for r in srv.main_requests if "please answer" in str(r.body["input"])]
             assert asked and asked[0].headers["authorization"].startswith("Bearer sk-codex-test")
@@ -178,6 +175,11 @@ LONG_LOG = (
 )
 
 
+def asked_for(srv: ScriptedModelServer, text: str) -> bool:
+    """Whether a request of the user's thread carries `text` (the prompt was submitted)."""
+    return any(text in str(r.body.get("input")) for r in srv.main_requests)
+
+
 def escalated(cmd: str, why: str) -> dict[str, object]:
     """A model's exec_command that asks to run outside the sandbox (Codex asks the user)."""
     args = {"cmd": cmd, "sandbox_permissions": "require_escalated", "justification": why}
@@ -206,10 +208,7 @@ def test_approval_prompts_show_and_run_what_the_model_asked(tmp_path: Path, xdg:
         child, screen = spawn([*CTXWRAP, "codex", "-s", "read-only", "-a", "on-request"], env, work)
         try:
             screen.wait_for("Ask Codex to do anything", timeout=60, blanks=False)
-            time.sleep(1.0)
-            child.send("make the marker")
-            time.sleep(1.0)
-            child.send("\r")
+            screen.submit("make the marker", lambda: asked_for(srv, "make the marker"))
             shown = screen.wait_for("Would you like to run the following command?", timeout=60)
             assert "$ touch approved.txt" in shown
             assert "Reason: create the marker file" in shown
@@ -218,9 +217,7 @@ def test_approval_prompts_show_and_run_what_the_model_asked(tmp_path: Path, xdg:
             screen.wait_for(ANSWER, timeout=60)
             assert (work / "approved.txt").exists()  # outside the read-only sandbox
 
-            child.send("one more")
-            time.sleep(1.0)
-            child.send("\r")
+            screen.submit("one more", lambda: asked_for(srv, "one more"))
             shown = screen.wait_for("$ touch declined.txt", timeout=60)
             assert "Reason: create another marker" in shown
             child.send("\x1b")  # "No, and tell Codex what to do differently"

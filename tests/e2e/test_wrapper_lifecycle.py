@@ -155,10 +155,9 @@ def test_claude_is_listed_at_launch_shows_its_status_line_and_says_how_to_resume
             screen = Terminal(child, 30, 120)
             screen.adopt()
             screen.wait_for("ctxwrap: nothing saved yet", 30)
-            time.sleep(1.0)
-            child.send("please answer")
-            time.sleep(1.0)
-            child.send("\r")
+            screen.submit(
+                "please answer", lambda: any(r.body.get("tools") for r in srv.main_requests)
+            )
             screen.wait_for("ANSWER-ONE", 90)
             status_file = xdg.state / "ctxwrap" / "status" / sid
             end = time.monotonic() + 30
