@@ -166,6 +166,10 @@ class Settings(BaseSettings):
         True,
         description="Claude Code and Codex: near the agent's own auto-compact threshold, while ctxwrap's smaller request is under it, the proxy reports in the response's usage the size the agent's unedited request would have had, so the agent compacts where it would have without ctxwrap instead of carrying what plain's compaction dropped (docs/accounting.md, compaction timing).",
     )
+    clear_old_thinking: bool = Field(
+        True,
+        description="Claude Code: where it asks the API to keep every earlier turn's thinking (clear_thinking_20251015, keep all), leave the thinking of turns before a clearing point out of later requests by that same edit, moving the point only where the cache is cold anyway or the rewrite pays back; the agent's messages are never touched (docs/accounting.md, old thinking).",
+    )
     compact_like_plain: bool = Field(
         True,
         description="pi: when plain pi would have compacted by now but ctxwrap's smaller context has not reached pi's threshold, ask pi to compact when the run ends (interactive sessions), so a session compacts about when it would without ctxwrap instead of carrying a larger context than plain pi (docs/accounting.md, compaction timing).",
@@ -372,5 +376,6 @@ def bridge_view(settings: Settings) -> dict[str, Any]:
         "cache_ttl_s",
         "compact_like_plain",
         "compact_in_step",
+        "clear_old_thinking",
     ]
     return {k: getattr(settings, k) for k in keys}

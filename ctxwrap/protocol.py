@@ -403,6 +403,8 @@ class SavedBreakdown(BaseModel):
     writes: Int = 0
     skills: Int = 0
     tools: Int = 0
+    # earlier turns' thinking the provider's edit left out at ctxwrap's asking (Claude Code)
+    thinking: Int = 0
 
 
 class MaskRequest(Request):

@@ -20,6 +20,7 @@ MECHANISM_WORDS: dict[str, tuple[str, str]] = {
     "skills": ("skills list loaded on demand", "skills on demand"),
     "tools": ("tool specs loaded on demand", "tools on demand"),
     "dedup": ("unchanged re-reads pointed back", "re-reads pointed"),
+    "thinking": ("earlier turns' thinking left out", "old thinking out"),
     # replay: history the agent's own compaction dropped from plain's context, which ctxwrap's
     # smaller context, compacting later, still carries (negative) less the summary it lacks
     "compaction": ("history carried past plain's compaction", "compacting later"),
@@ -34,6 +35,7 @@ MECHANISM_NAMES: dict[str, str] = {
     "skills": "lazy skills",
     "tools": "lazy tools",
     "dedup": "re-read dedup",
+    "thinking": "old thinking",
     "compaction": "compaction timing",
 }
 

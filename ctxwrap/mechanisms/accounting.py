@@ -39,6 +39,7 @@ def record_llm_call(store: Store, req: P.LlmCall) -> bool:
             "saved_writes": v.writes,
             "saved_skills": v.skills,
             "saved_tools": v.tools,
+            "saved_thinking": v.thinking,
             "head_changed": int(req.head_changed),
             "message_count": req.message_count,
             "record_id": req.record_id,
@@ -79,7 +80,7 @@ def record_turn(store: Store, req: P.TurnEnd) -> bool:
 def session_totals(store: Store, session_id: str) -> P.SessionTotals:
     row = store.query(
         """SELECT COUNT(*) n, COALESCE(SUM(sent_system+sent_messages+sent_tools),0) sent,
-                  COALESCE(SUM(saved_bash+saved_amnesia+saved_writes+saved_skills+saved_tools),0) saved
+                  COALESCE(SUM(saved_bash+saved_amnesia+saved_writes+saved_skills+saved_tools+saved_thinking),0) saved
            FROM llm_calls WHERE session_id=?""",
         (session_id,),
     )[0]

@@ -229,9 +229,15 @@ def _session_costs(
 # Sums and chars/4 in SQL: `ctxwrap stats` prices every call of every session it shows.
 _SENT_SQL = "(sent_system + sent_messages + sent_tools)"
 _BASE_SQL = "(sent_system + sent_tools + saved_skills + saved_tools)"
-_PLAIN_SQL = (
-    f"({_SENT_SQL} + saved_bash + saved_amnesia + saved_writes + saved_skills + saved_tools)"
-)
+_SAVED_SQL = "saved_bash + saved_amnesia + saved_writes + saved_skills + saved_tools"
+
+
+def saved_sql(conn: sqlite3.Connection) -> str:
+    """What every mechanism kept out of a call (chars), in SQL; a store older than schema 13
+    has no saved_thinking column (`ctxwrap stats` reads it before the daemon migrates it)."""
+    if has_column(conn, "llm_calls", "saved_thinking"):
+        return f"({_SAVED_SQL} + saved_thinking)"
+    return f"({_SAVED_SQL})"
 
 
 class PricedSession:
@@ -376,6 +382,7 @@ class PricedSession:
         # the provider's usage of each call, where the adapter linked it (schema 11): llm_calls
         # id → (cache read, cache write); which entry each call read follows from it
         self.has_link = has_column(conn, "turns", "llm_call_id")  # schema 11, with prefix_of
+        self.plain_sql = f"({_SENT_SQL} + {saved_sql(conn)})"
         self.call_ids: list[int] = []
         self.pos_of_index: dict[int, int] = {}  # call_index → the latest call's place with it
         self.call_pos: dict[int, int] = {}  # llm_calls id → its place in self.calls
@@ -401,8 +408,9 @@ class PricedSession:
         )
         ttl = "cache_ttl_s" if self.has_ttl else "NULL"
         prefix_of = "prefix_of" if self.has_link else "NULL"
+        plain = self.plain_sql
         rows = conn.execute(
-            f"""SELECT id, ts, {_tok(_SENT_SQL)}, {_tok(_PLAIN_SQL)}, {_BASE_SQL}, {_PLAIN_SQL},
+            f"""SELECT id, ts, {_tok(_SENT_SQL)}, {_tok(plain)}, {_BASE_SQL}, {plain},
                        head_changed, message_count, {extra}, saved_bash, {ttl},
                        call_index, {prefix_of}
                 FROM llm_calls WHERE session_id=? AND id > ? ORDER BY id""",

@@ -30,7 +30,7 @@ SENT_PARTS = ("system", "tools", "messages", "carried")
 # "carried": of the messages sent, what the agent under ctxwrap carried past the point where
 # plain's compaction had dropped it (it compacts later, on its smaller context): drawn apart,
 # as what a session that cost more paid for (DESIGN.md invariant 10)
-KEPT_PARTS = ("bash", "amnesia", "dedup", "writes", "masking", "skills", "tools")
+KEPT_PARTS = ("bash", "amnesia", "dedup", "writes", "masking", "skills", "tools", "thinking")
 # "dedup": a replay without --tag keeps out, of the amnesia mechanism, only the unchanged
 # re-reads pointed to their first copy; the tagger is then a range (MechanismRow.bound_tokens).
 
@@ -595,6 +595,8 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
             "writes": tokens(r["saved_writes"]),
             "skills": tokens(r["saved_skills"]),
             "tools": tokens(r["saved_tools"]),
+            # a store older than schema 13 has no such column (`in` on a Row tests values)
+            "thinking": tokens(r["saved_thinking"]) if "saved_thinking" in r.keys() else 0,  # noqa: SIM118
         }
         data.calls.append(
             CallRow(

@@ -32,11 +32,11 @@ _CSS = (
 :root{--bg:#fff;--fg:#1b1f24;--muted:#56606b;--grid:#dfe3e8;--axis:#8a939c;--card:#f3f5f7;
 --plain:@PLAIN_LIGHT@;--ours:@OURS_LIGHT@;--system:#a7b0b9;--messages:@OURS_LIGHT@;
 --bash:#cc79a7;--amnesia:#56b4e9;--dedup:#c7b300;--writes:#009e73;--masking:#d55e00;--skills:#3b3b3b;
---tools-kept:#6b7280;--mark:#1b1f24;--good:#005a8c}
+--tools-kept:#6b7280;--thinking:#8c6bb1;--mark:#1b1f24;--good:#005a8c}
 @media (prefers-color-scheme:dark){:root{--bg:#15181c;--fg:#e6e9ed;--muted:#a3adb8;
 --grid:#30363d;--axis:#6b7480;--card:#22272e;--plain:@PLAIN_DARK@;--ours:@OURS_DARK@;--system:#5c6670;
 --messages:@OURS_DARK@;--bash:#e08fc0;--amnesia:#f0e442;--dedup:#c9a0dc;--writes:#2ec4a0;--masking:#ff8a3d;
---skills:#d0d0d0;--tools-kept:#9aa3ad;--mark:#e6e9ed;--good:#8fd0f5}}
+--skills:#d0d0d0;--tools-kept:#9aa3ad;--thinking:#b79fd6;--mark:#e6e9ed;--good:#8fd0f5}}
 *{box-sizing:border-box}
 body{margin:0 auto;max-width:1240px;padding:16px 20px;background:var(--bg);color:var(--fg);
 font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
@@ -53,7 +53,7 @@ svg .label{fill:var(--fg);font-weight:600}
 .seg-system{fill:var(--system)}.seg-messages{fill:var(--messages)}
 .kept{fill-opacity:.6}
 .kept-bash{fill:var(--bash)}.kept-amnesia{fill:var(--amnesia)}.kept-dedup{fill:var(--dedup)}.kept-writes{fill:var(--writes)}
-.kept-masking{fill:var(--masking)}.kept-skills{fill:var(--skills)}.kept-tools{fill:var(--tools-kept)}
+.kept-masking{fill:var(--masking)}.kept-skills{fill:var(--skills)}.kept-tools{fill:var(--tools-kept)}.kept-thinking{fill:var(--thinking)}
 .line-plain{stroke:var(--plain);fill:none;stroke-width:3;stroke-dasharray:9 4}
 .line-ours{stroke:var(--ours);fill:none;stroke-width:3}
 .end-plain{fill:var(--plain);font-weight:600}.end-ours{fill:var(--ours);font-weight:600}

@@ -50,6 +50,12 @@ _EXPLAIN: dict[str, tuple[str, str]] = {
         "than it spared.",
         "loading tool specs on demand",
     ),
+    "thinking": (
+        "Earlier turns' thinking is left out of later requests by the provider's own context "
+        "edit, where the cache rewrite that causes pays back; the agent's messages are not "
+        "touched.",
+        "leaving earlier turns' thinking out",
+    ),
 }
 
 # Intervention kinds (one row of the interventions table each): (user words, name).

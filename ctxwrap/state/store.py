@@ -19,7 +19,7 @@ from typing import Any, get_args
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -235,6 +235,9 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX failed_tries_session ON failed_tries(session_id, ts);
     """,
+    # 13: earlier turns' thinking the provider's own edit left out of a request (Claude Code:
+    # the old-thinking mechanism), chars: plain carried it; an older reader sums without it
+    "ALTER TABLE llm_calls ADD COLUMN saved_thinking INTEGER NOT NULL DEFAULT 0;",
 ]
 
 

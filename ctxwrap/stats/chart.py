@@ -44,9 +44,11 @@ def session_chart_line(
     conn: sqlite3.Connection, session_id: str, *, width: int, color: bool
 ) -> str | None:
     """`per call  ▂▃▅▆▇ sent vs plain (▇ = 12.3k tokens)` for one session, or None."""
+    from ctxwrap.mechanisms.cost_accounting import saved_sql
+
     rows = conn.execute(
         "SELECT sent_system + sent_messages + sent_tools AS sent,"
-        " saved_bash + saved_amnesia + saved_writes + saved_skills + saved_tools AS saved"
+        f" {saved_sql(conn)} AS saved"
         " FROM llm_calls WHERE session_id=? ORDER BY call_index, ts",
         (session_id,),
     ).fetchall()

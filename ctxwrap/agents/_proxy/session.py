@@ -481,11 +481,18 @@ class ProxySession:
         applied: list[Edit],
         usage: Usage | None,
         original: bytes | None = None,
+        billed: JsonDict | None = None,
     ) -> None:
         """Stats of one forwarded request: what it carried and what each mechanism kept out
-        (`original`: the agent's own bytes, where ctxwrap edited the request), then the
-        provider's usage of its answer."""
-        index = self._record_agent_call(body, applied, original) if self._is_call(body) else None
+        (`original`: the agent's own bytes, where ctxwrap edited the request; `billed`: the
+        request as the provider counts it, where an edit it applies itself leaves part of it
+        out), then the provider's usage of its answer."""
+        index = (
+            self._record_agent_call(body, applied, original, billed)
+            if self._is_call(body)
+            else None
+        )
+        self._took_usage(billed if billed is not None else body, usage)
         if usage is not None and usage.seen:
             with self.lock:
                 turn, self.turn_index = self.turn_index, self.turn_index + 1
@@ -508,6 +515,9 @@ class ProxySession:
         """Whether the request is a call of the agent's conversation (`/v1/llm_call`)."""
         return True
 
+    def _took_usage(self, billed: JsonDict, usage: Usage | None) -> None:
+        """The provider's usage of a request as it counted it (an adapter learns from it)."""
+
     def _usage_model(self, usage: Usage, body: JsonDict) -> str | None:
         return f"{self.provider}/{usage.model}" if usage.model else None
 
@@ -519,14 +529,14 @@ class ProxySession:
         """Daemon calls due before this call's record (outside the lock)."""
 
     def _call_blocks(
-        self, body: JsonDict, applied: list[Edit], original: bytes | None
+        self, body: JsonDict, applied: list[Edit], original: bytes | None, billed: JsonDict
     ) -> CallBlocks:
-        """The request's blocks as sent, and the agent's own request with its blocks (`original`
-        where ctxwrap edited it; None: it does not parse). Outside the lock: a request can be
-        megabytes."""
-        blocks = self.wire.prefix_blocks(body)
+        """The request's blocks as billed, and the agent's own request with its blocks
+        (`original` where ctxwrap edited it; None: it does not parse). Outside the lock: a
+        request can be megabytes."""
+        blocks = self.wire.prefix_blocks(billed)
         if not applied:
-            return blocks, body, blocks
+            return blocks, body, (blocks if billed is body else self.wire.prefix_blocks(body))
         mine = parsed_original(original)
         return blocks, mine, (self.wire.prefix_blocks(mine) if mine else [])
 
@@ -549,13 +559,20 @@ class ProxySession:
         return sent, plain, (ref if ref is not None and ref != index - 1 else None)
 
     def _record_agent_call(
-        self, body: JsonDict, applied: list[Edit], original: bytes | None = None
+        self,
+        body: JsonDict,
+        applied: list[Edit],
+        original: bytes | None = None,
+        billed: JsonDict | None = None,
     ) -> int:
-        """Send the call's record; returns its call_index (its usage names it)."""
-        size = self.wire.measure(body)
+        """Send the call's record; returns its call_index (its usage names it). A part the
+        provider leaves out itself (`billed`) is neither sent nor plain's saving of another
+        mechanism: it is the thinking the provider's edit cleared, plain carries it."""
+        size = self.wire.measure(billed if billed is not None else body)
+        thinking = self.wire.measure(body).messages - size.messages if billed is not None else 0
         items = self.wire.items(body) or []
         present = self.wire.all_call_ids(items)
-        blocks = self._call_blocks(body, applied, original)
+        blocks = self._call_blocks(body, applied, original, billed if billed is not None else body)
         with self.lock:
             digests = self.frozen.digests
             bash = sum(p - d for c, (p, d) in digests.items() if c in present)
@@ -593,6 +610,7 @@ class ProxySession:
                     "writes": writes,
                     "skills": 0,
                     "tools": 0,
+                    "thinking": max(0, thinking),
                 },
                 **self._llm_call_fields(body),
             },

@@ -38,6 +38,7 @@ from ctxwrap.agents.claude import auto_compact
 from ctxwrap.agents.claude.session import WIRE, ClaudeSession, TagRound
 from ctxwrap.agents.claude.upstream_aux import CREDENTIAL_HEADERS, UpstreamAux
 from ctxwrap.engine.edits import Edit
+from ctxwrap.engine.thinking import Keep
 
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
 HOOK_PATH = "/_ctxwrap/hook"
@@ -50,6 +51,8 @@ class _Context(CallContext[ClaudeSession]):
     """What `prepare` decided for one request (`body` None: count_tokens, or not ours)."""
 
     round: TagRound | None = None
+    keep: Keep | None = None  # the old-thinking edit's keep ctxwrap sent (None: the agent's)
+    billed: JsonDict | None = None  # the request as the provider counts it after that edit
 
 
 class ClaudeProxy(AgentProxy[ClaudeSession]):
@@ -111,36 +114,39 @@ class ClaudeProxy(AgentProxy[ClaudeSession]):
 
     def edit_body(
         self, path: str, headers: dict[str, str], raw: bytes
-    ) -> tuple[bytes, ClaudeSession | None, JsonDict | None, list[Edit]]:
-        """The bytes to send upstream; the original bytes whenever ctxwrap cannot do better."""
+    ) -> tuple[bytes, ClaudeSession | None, JsonDict | None, list[Edit], Keep | None]:
+        """The bytes to send upstream; the original bytes whenever ctxwrap cannot do better;
+        and the old-thinking keep sent in place of the agent's (None: its own went)."""
         messages_call = wire.is_messages_call(path)
         if not (messages_call or wire.is_count_tokens(path)):
-            return raw, None, None, []
+            return raw, None, None, [], None
         try:
             body = body_encoding.parse_json(raw)
         except ValueError:
-            return raw, None, None, []
+            return raw, None, None, [], None
         if not isinstance(body, dict):
-            return raw, None, None, []
+            return raw, None, None, [], None
         sid = wire.session_id_of(headers, body)
         if sid is None:
-            return raw, None, None, []
+            return raw, None, None, [], None
         model = body.get("model") if isinstance(body.get("model"), str) else None
         sess = self.session(sid, model)
         if messages_call and body.get("tools"):  # the agent's own call: its window's betas
             sess.betas = str(headers.get("anthropic-beta", ""))
+        keep: Keep | None = None
         try:
             applied = sess.prepare(body) if messages_call else sess.replay(body)
+            keep = sess.thinking_keep() if messages_call else None
         except Exception:
             # Our side failed mid-request: keep replaying what is already frozen.
             try:
                 body = body_encoding.parse_json(raw)
                 applied = sess.replay(body)
             except Exception:
-                return raw, sess, None, []
-        if not applied:
-            return raw, sess, body if messages_call else None, []
-        return wire.encode_body(body), sess, body if messages_call else None, applied
+                return raw, sess, None, [], None
+        if not applied and keep is None:
+            return raw, sess, body if messages_call else None, [], None
+        return wire.encode_body(body), sess, body if messages_call else None, applied, keep
 
     def handle_hook(self, raw: bytes) -> JsonDict:
         event = json.loads(raw)
@@ -186,9 +192,10 @@ class _Adapter:
         url = self.proxy.upstream + rest
         if method != "POST":
             return Exchange(raw, url)
-        body_out, sess, body, applied = self.proxy.edit_body(rest, headers, raw)
+        body_out, sess, body, applied, keep = self.proxy.edit_body(rest, headers, raw)
+        changed = (applied or keep is not None) and body
         return Exchange(
-            body_out, url, _Context(sess, body, applied, raw if applied and body else None)
+            body_out, url, _Context(sess, body, applied, raw if changed else None, keep=keep)
         )
 
     def tap(self, exchange: Exchange, status: int, headers: httpx.Headers) -> ResponseTap | None:
@@ -205,7 +212,13 @@ class _Adapter:
         reader.on_tool_use = lambda cid, name: sess.round_tool_use(tag_round, cid, name)
         reader.on_end = lambda: sess.round_ended(tag_round)
         threshold = sess.in_step_threshold() if in_step_ok else None
-        return self.proxy.in_step(reader, ctx, len(exchange.body), threshold)
+        sent = len(exchange.body)
+        if ctx.keep is not None and ctx.body is not None:
+            # the provider counts the request without the thinking its edit left out
+            ctx.billed = sess.billed(ctx.body, ctx.keep)
+            if threshold is not None:
+                sent = len(wire.encode_body(ctx.billed))
+        return self.proxy.in_step(reader, ctx, sent, threshold)
 
     def finished(self, exchange: Exchange, tap: ResponseTap | None) -> None:
         ctx = self.proxy.ours(exchange)
@@ -214,7 +227,10 @@ class _Adapter:
         usage = self.proxy.usage_of(tap)
         if ctx.round is not None:
             ctx.sess.round_ended(ctx.round)  # a stream cut short ends its round too
-        ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original)
+        billed = ctx.billed
+        if billed is None and ctx.keep is not None:
+            billed = ctx.sess.billed(ctx.body, ctx.keep)
+        ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original, billed)
 
     def failed(self, exchange: Exchange, status: int | None) -> None:
         self.proxy.failed(exchange, status)

@@ -21,12 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Unpack
 
+from ctxwrap.agents._proxy.cache_state import head_key
 from ctxwrap.agents._proxy.session import Decision, ProxySession, SessionArgs
-from ctxwrap.agents._proxy.wire import Wire
+from ctxwrap.agents._proxy.wire import Usage, Wire
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
+from ctxwrap.engine import thinking as th
 from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit, u16len
 from ctxwrap.engine.thinking import checks_thinking_prefix
+from ctxwrap.mechanisms.thinking import ClearingState, OldThinking, plan
 
 JsonDict = dict[str, Any]
 WIRE: Wire = wire  # anthropic_wire implements the proxies' wire contract (checked by mypy)
@@ -35,6 +38,9 @@ AMNESIA_HOOK_TOOLS = {"Read": "read", "Grep": "grep", "Glob": "find"}
 BASH_DEADLINE_S = 15.0  # like the bridge's bash call: the digest is worth a short wait
 # A tombstone, a mask or a removal replaces a result: the first one stays (a stub does not).
 RESULT_EDITS = ("tombstone", "mask", "remove")
+# Tokens per character of a Claude Code request (its JSON) until a response says: the corpus's
+# requests count 0.25-0.35; the session's own figure replaces it at the first usage.
+TOKENS_PER_CHAR = 0.3
 _RECALL_HINT_RE = re.compile(r'ctx_recall\(handle="([A-Za-z0-9_-]+)", pattern=\.\.\.\)')
 
 
@@ -79,6 +85,12 @@ class ClaudeSession(ProxySession):
         # plain Claude Code's auto-compact threshold for that model (None: reactive or off)
         self.compact_threshold: int | None = None
         self.pending_compaction: JsonDict | None = None  # note_compaction's, not yet sent
+        # old thinking (mechanisms/thinking.py): each conversation's clearing point, kept
+        # across --continue so a resumed session leaves out the same turns (no rewrite)
+        self.old_thinking = OldThinking()
+        self.clearings: dict[str, ClearingState] = _load_clearings(self._clearing_file)
+        self.tokens_per_char = TOKENS_PER_CHAR
+        self._request = threading.local()  # this thread's request: the keep it was sent with
 
     # -- the daemon session ---------------------------------------------------------------------
 
@@ -123,6 +135,78 @@ class ClaudeSession(ProxySession):
             return None
         return self.compact_threshold
 
+    # -- old thinking: the provider's own edit, its keep raised where it pays back ----------------
+
+    @property
+    def _clearing_file(self) -> Path | None:
+        return self.state_file.with_suffix(".thinking.json") if self.state_file else None
+
+    def prepare(self, body: JsonDict) -> list[Edit]:
+        self._request.keep = None
+        return super().prepare(body)
+
+    def thinking_keep(self) -> th.Keep | None:
+        """The `keep` this thread's last `prepare` sent in place of the agent's "all" (None:
+        the agent's edit went as it was)."""
+        keep: th.Keep | None = getattr(self._request, "keep", None)
+        return keep
+
+    def _clear_old_thinking(self, d: Decision) -> None:
+        """Under the lock: send the `keep` that leaves out the turns before the conversation's
+        clearing point, moving the point where the payback rule says (mechanisms/thinking.py).
+
+        Only where Claude Code itself asked to keep "all" under the context-management beta:
+        the edit is the API's, applied after its thinking checks; `messages` stay as sent."""
+        body = d.body
+        if self.cfg.get("clear_old_thinking", True) is False or self.cfg.get("off"):
+            return
+        try:
+            asked = th.clear_thinking_keep(body)
+        except ValueError:
+            return  # the provider answers the agent's own malformed edit
+        messages = body.get("messages")
+        if (
+            asked != "all"
+            or th.CONTEXT_MANAGEMENT_BETA not in self.betas
+            or not th.accepts_context_editing(body.get("model"))
+            or not isinstance(messages, list)
+        ):
+            return
+        key = head_key(d.items)
+        if key is None:
+            return
+        state = self.clearings.setdefault(key, ClearingState())
+        point = state.point
+        ttl = wire.marked_ttl_s(body)
+        keep = plan(
+            self.old_thinking,
+            state,
+            messages,
+            cold=d.cold not in (None, "warm"),  # "warm": a warm request mask_warm may mask
+            tokens_per_char=self.tokens_per_char,
+            threshold=self.compact_threshold,
+            one_hour=ttl is not None and ttl > 300.0,
+        )
+        if state.point != point:
+            _save_clearings(self._clearing_file, self.clearings)
+        if keep is None:
+            return
+        body["context_management"] = th.with_clear_thinking(body, keep)["context_management"]
+        self._request.keep = keep
+
+    def billed(self, body: JsonDict, keep: th.Keep) -> JsonDict:
+        return billed_body(body, keep)
+
+    def _took_usage(self, billed: JsonDict, usage: Usage | None) -> None:
+        # the session's own tokens per character: the next clearing's estimate of its rewrite
+        if usage is None or not usage.seen or not billed.get("tools"):
+            return
+        counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        size = self.wire.measure(billed)
+        chars = size.system + size.messages + size.tools
+        if counted > 0 and chars > 0:
+            self.tokens_per_char = min(1.0, max(0.1, counted / chars))
+
     # -- the request path: the shared skeleton's hooks ------------------------------------------
 
     def _decides(self, body: JsonDict, items: list[Any]) -> bool:
@@ -138,6 +222,7 @@ class ClaudeSession(ProxySession):
         return not wire.is_compaction_request(items)
 
     def _take_tail(self, d: Decision) -> None:
+        self._clear_old_thinking(d)
         for m in d.tail.messages:
             cid = m.toolCallId
             if m.role == "toolResult" and cid in self.pending_digests:
@@ -502,3 +587,50 @@ def _persisted_preview_chars(path: str, size: int) -> int:
         "Preview (first 2KB):\n"
     )
     return len(head) + 2000 + len("\n...\n</persisted-output>")
+
+
+def billed_body(body: JsonDict, keep: th.Keep) -> JsonDict:
+    """`body` as the provider counts it once its edit with `keep` applied: the thinking blocks
+    it leaves out removed (for the stats only; never sent)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return body
+    gone: dict[int, set[int]] = {}
+    for b in th.cleared_by_keep(messages, keep, body.get("model")):
+        gone.setdefault(b.message, set()).add(b.block)
+    if not gone:
+        return body
+    out = list(messages)
+    for i, blocks in gone.items():
+        m = messages[i]
+        out[i] = {**m, "content": [b for j, b in enumerate(m["content"]) if j not in blocks]}
+    return {**body, "messages": out}
+
+
+def _load_clearings(path: Path | None) -> dict[str, ClearingState]:
+    """The clearing points a resumed session had (a missing or damaged file: none)."""
+    if path is None:
+        return {}
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        k: ClearingState(point=v)
+        for k, v in raw.items()
+        if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+    }
+
+
+def _save_clearings(path: Path | None, clearings: dict[str, ClearingState]) -> None:
+    if path is None:
+        return
+    points = {k: s.point for k, s in clearings.items() if s.point is not None}
+    try:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(points))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # the next request of a resumed session decides again

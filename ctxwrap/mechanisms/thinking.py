@@ -1,0 +1,141 @@
+"""Mechanism 7, old thinking: earlier turns' thinking left out of later requests by the
+provider's own context edit, where the cache rewrite it causes pays back (issue 41, item 3;
+docs/accounting.md, "Old thinking").
+
+Claude Code 2.1.x asks the API to keep every earlier turn's thinking (`clear_thinking_20251015`
+with `keep: "all"`), so each request carries it, read from the cache, until the next compaction:
+16-36 % of the bill on the corpus's long sessions that think. Leaving it out rewrites the cache
+from the first block left out on, so clearing at every chance costs more than it saves on most
+sessions; the payback rule clears only where the cache is cold anyway or where the tokens left
+out, read on every later request, pay for that rewrite.
+
+ctxwrap changes only the edit's `keep` — never `messages` (on a model that checks its thinking
+prefix a block the client leaves out fails every later block's check) — and only where the agent
+sent the edit with its beta header. A clearing point, once moved, is held: every later request
+sends the `keep` that leaves out the same turns, so the cleared part and the cache after it stay
+the same. The Claude Code proxy (`agents/claude/session.py`) and replay (`replay/_sim.py`) take
+their decisions from this one rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ctxwrap.engine.thinking import (
+    Keep,
+    keep_for_clearing,
+    thinking_blocks,
+    turns,
+)
+from ctxwrap.mechanisms.base import Mechanism
+
+# Prices relative to uncached input, the same for every Claude model: a cache read, a write
+# to the 5-minute cache, a write to the 1-hour cache (Claude Code's subscription logins).
+READ_WEIGHT = 0.1
+WRITE_WEIGHT = 1.25
+WRITE_WEIGHT_1H = 2.0
+# The horizon the rewrite must pay back within: as many later requests as the context has had
+# (a context that has run long is taken to run about as long again), at least this many, and
+# no more than until the agent's compaction drops the thinking anyway. Measured on the corpus:
+# 5 to 40 changes the saving by at most 0.4 points (docs/accounting.md).
+PAYBACK_MIN_REQUESTS = 10
+
+
+@dataclass(frozen=True)
+class ClearingChoice:
+    """What the rule is asked at a request that has earlier turns' thinking still to leave out
+    (weighted tokens: uncached input = 1)."""
+
+    per_request: float  # what leaving it out saves on each later request (its cache read)
+    rewrite: float  # what the cache rewrite from its first block on costs (0 when cold)
+    cold: bool  # the request reads no more than the fixed prefix anyway
+    so_far: int  # requests of this context before this one
+    to_compaction: float  # requests until the context, growing as it has, reaches the
+    # agent's compaction threshold (inf: unknown)
+
+
+class OldThinking(Mechanism):
+    name = "thinking"
+    switch = "clear_old_thinking"
+    min_requests: ClassVar[int] = PAYBACK_MIN_REQUESTS
+
+    def pays(self, c: ClearingChoice) -> bool:
+        """The payback rule: clear at a cold boundary, or where the saving per request over
+        the expected horizon pays for the rewrite."""
+        if c.cold:
+            return True
+        horizon = min(max(self.min_requests, c.so_far), c.to_compaction)
+        return c.per_request * horizon >= c.rewrite
+
+
+@dataclass
+class ClearingState:
+    """One conversation's clearing (a compaction starts a new conversation, a new state)."""
+
+    point: int | None = None  # turns before this one have their thinking left out
+    requests: int = 0  # requests of the conversation so far
+    first_tokens: int | None = None  # the first request's size (its growth rate)
+
+
+def _pending(messages: Sequence[Any], point: int | None) -> tuple[list[int], int | None]:
+    """(the turns that thought and are not left out yet but could be now, the point that
+    leaves them out). `keep` counts turns that thought and is at least 1, so the latest one
+    that thought keeps its thinking (docs/accounting.md)."""
+    blocks = thinking_blocks(messages)
+    if not blocks:
+        return [], None
+    current = turns(messages)[-1]
+    thought = sorted({b.turn for b in blocks if b.turn <= current})
+    latest = thought[-1]
+    start = point if point is not None else -1
+    pending = [t for t in thought if start <= t < latest]
+    return pending, latest
+
+
+def plan(
+    mech: OldThinking,
+    state: ClearingState,
+    messages: Sequence[Any],
+    *,
+    cold: bool,
+    tokens_per_char: float,
+    threshold: int | None,
+    one_hour: bool = False,
+) -> Keep | None:
+    """The `keep` this request is to send (None: leave the agent's edit as it is), moving the
+    state's clearing point where the rule says. Call once per request of the conversation."""
+    size_chars = sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
+    prompt = size_chars * tokens_per_char
+    so_far = state.requests
+    state.requests += 1
+    if state.first_tokens is None:
+        state.first_tokens = round(prompt)
+    pending, latest = _pending(messages, state.point)
+    if pending and latest is not None:
+        blocks = [b for b in thinking_blocks(messages) if b.turn in pending]
+        gone = sum(b.tokens for b in blocks)
+        first = min(b.message for b in blocks)
+        after = sum(len(json.dumps(m, ensure_ascii=False)) for m in messages[first:])
+        span = max(0.0, after * tokens_per_char - gone)
+        write = WRITE_WEIGHT_1H if one_hour else WRITE_WEIGHT
+        growth = max(1.0, (prompt - state.first_tokens) / max(1, so_far))
+        to_compaction = (
+            max(0.0, (threshold - prompt) / growth) if threshold is not None else math.inf
+        )
+        choice = ClearingChoice(
+            per_request=gone * READ_WEIGHT,
+            rewrite=0.0 if cold else span * (write - READ_WEIGHT),
+            cold=cold,
+            so_far=so_far,
+            to_compaction=to_compaction,
+        )
+        if mech.pays(choice):
+            state.point = latest
+    if state.point is None:
+        return None
+    keep = keep_for_clearing(messages, state.point)
+    return None if keep == "all" else keep

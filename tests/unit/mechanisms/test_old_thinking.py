@@ -1,0 +1,156 @@
+"""The old-thinking mechanism's rule (mechanisms/thinking.py) and the proxy's billed view of a
+request whose edit it raised (agents/claude/session.billed_body)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from ctxwrap.agents.claude.session import billed_body
+from ctxwrap.engine.thinking import cleared_by_keep, thinking_blocks, with_clear_thinking
+from ctxwrap.mechanisms.thinking import ClearingChoice, ClearingState, OldThinking, plan
+from ctxwrap.testing.model_server import anthropic_prompt_tokens
+from ctxwrap.testing.model_server_thinking import model_view
+
+RULE = OldThinking()
+
+
+def choice(**kw: Any) -> ClearingChoice:
+    base: dict[str, Any] = {
+        "per_request": 100.0,
+        "rewrite": 5000.0,
+        "cold": False,
+        "so_far": 3,
+        "to_compaction": math.inf,
+    }
+    return ClearingChoice(**{**base, **kw})
+
+
+def test_the_payback_rule() -> None:
+    assert RULE.pays(choice(cold=True))  # rewritten anyway
+    assert not RULE.pays(choice())  # 100 x 10 requests < 5000
+    assert RULE.pays(choice(so_far=50))  # a long context runs as long again: 100 x 50
+    assert not RULE.pays(choice(so_far=50, to_compaction=20))  # the agent compacts first
+    assert RULE.pays(choice(per_request=500.0))  # 500 x 10 pays the rewrite
+
+
+def turn(n: int, thinking_chars: int, *, tool: bool = False) -> list[dict[str, Any]]:
+    """A human prompt and the answer that thought (a tool loop: two answers)."""
+    think = {"type": "thinking", "thinking": "t" * thinking_chars, "signature": f"sig{n}"}
+    if not tool:
+        return [
+            {"role": "user", "content": f"prompt {n}"},
+            {"role": "assistant", "content": [think, {"type": "text", "text": f"done {n}"}]},
+        ]
+    call = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "x" * 200}
+    return [
+        {"role": "user", "content": f"prompt {n}"},
+        {"role": "assistant", "content": [think, call]},
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": [dict(think), {"type": "text", "text": f"done {n}"}]},
+    ]
+
+
+def conversation(
+    turns: int, thinking_chars: int, *, first: int | None = None
+) -> list[dict[str, Any]]:
+    """`turns` answered prompts and a new one; `first`: the first answer's thinking, if not
+    `thinking_chars`."""
+    out: list[dict[str, Any]] = []
+    for n in range(1, turns + 1):
+        chars = first if n == 1 and first is not None else thinking_chars
+        out += turn(n, chars, tool=n % 2 == 0)
+    return [*out, {"role": "user", "content": f"prompt {turns + 1}"}]
+
+
+def test_little_old_thinking_in_a_warm_cache_is_kept() -> None:
+    state = ClearingState()
+    for n in range(1, 6):
+        keep = plan(
+            RULE,
+            state,
+            conversation(n, 40),
+            cold=False,
+            tokens_per_char=0.25,
+            threshold=167_000,
+        )
+        assert keep is None
+    assert state.point is None and state.requests == 5
+
+
+def test_a_cold_boundary_clears_the_turns_before_the_latest_that_thought() -> None:
+    state = ClearingState()
+    messages = conversation(3, 40)
+    keep = plan(RULE, state, messages, cold=True, tokens_per_char=0.25, threshold=None)
+    assert keep == 1 and state.point == 3
+    gone = cleared_by_keep(messages, keep, "claude-sonnet-4-6")
+    assert {b.turn for b in gone} == {1, 2}  # the latest turn that thought keeps its own
+
+
+def test_heavy_thinking_pays_back_while_warm() -> None:
+    state = ClearingState()
+    # ~25k tokens of thinking in the first answer, little after it: reading it on ten more
+    # requests costs more than writing what follows it once
+    messages = conversation(2, 40, first=100_000)
+    keep = plan(RULE, state, messages, cold=False, tokens_per_char=0.25, threshold=None)
+    assert keep == 1 and state.point == 2
+    # the same thinking followed by as much again to rewrite does not pay back
+    heavy = ClearingState()
+    messages = conversation(2, 100_000)
+    assert plan(RULE, heavy, messages, cold=False, tokens_per_char=0.25, threshold=None) is None
+
+
+def test_the_point_is_held_so_the_cleared_part_stays_the_same() -> None:
+    state = ClearingState()
+    messages = conversation(3, 40)
+    plan(RULE, state, messages, cold=True, tokens_per_char=0.25, threshold=None)
+    first = {(b.message, b.block) for b in cleared_by_keep(messages, 1, "claude-sonnet-4-6")}
+    for n in range(4, 8):  # later turns, warm: no new clearing pays back, the old one stays
+        longer = conversation(n, 40)
+        keep = plan(RULE, state, longer, cold=False, tokens_per_char=0.25, threshold=None)
+        assert keep == n - 2  # the turns from the point on that thought
+        gone = {(b.message, b.block) for b in cleared_by_keep(longer, keep, "claude-sonnet-4-6")}
+        assert gone == first
+    assert state.point == 3
+
+
+def test_nothing_to_leave_out_sends_the_agents_own_edit() -> None:
+    state = ClearingState()
+    one = conversation(1, 40)  # one turn thought: it keeps its thinking
+    assert plan(RULE, state, one, cold=True, tokens_per_char=0.25, threshold=None) is None
+    assert plan(RULE, state, [], cold=True, tokens_per_char=0.25, threshold=None) is None
+
+
+@pytest.mark.parametrize("keep", [1, 2, 3])
+def test_the_billed_view_is_what_the_provider_counts(keep: int) -> None:
+    body = {
+        "model": "claude-sonnet-4-6",
+        "messages": conversation(4, 300),
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    }
+    sent = with_clear_thinking(body, keep)
+    billed = billed_body(sent, keep)
+    view = model_view(sent, anthropic_prompt_tokens)
+    assert billed["messages"] == view.body["messages"]
+    assert sent["messages"] == body["messages"]  # the request itself is not touched
+    left = len(thinking_blocks(billed["messages"]))
+    assert left == len(thinking_blocks(body["messages"])) - len(view.cleared)
+    assert view.response is not None
+    cleared = view.response["applied_edits"][0]["cleared_input_tokens"]
+    assert cleared == anthropic_prompt_tokens(sent) - anthropic_prompt_tokens(billed)
+
+
+def test_a_resumed_session_keeps_its_clearing_points(tmp_path: Any) -> None:
+    from ctxwrap.agents.claude.session import _load_clearings, _save_clearings
+
+    path = tmp_path / "s.thinking.json"
+    _save_clearings(path, {"a": ClearingState(point=3), "b": ClearingState()})
+    loaded = _load_clearings(path)
+    assert {k: s.point for k, s in loaded.items()} == {"a": 3}
+    path.write_text("{not json")
+    assert _load_clearings(path) == {}  # damaged: decided again, never an error
+    path.write_text('{"a": "3", "b": true, "c": 2}')
+    assert {k: s.point for k, s in _load_clearings(path).items()} == {"c": 2}
