@@ -13,13 +13,14 @@ second prompt; ctxwrap's digests keep the real context far under it.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
 
 import pexpect
 import pytest
-from support import Xdg, count_compactions, session_cost
+from support import Xdg, count_compactions, run_ctxwrap_pi, session_cost
 from test_launcher_pty import ctxwrap_tui, type_prompt
 
 pytestmark = pytest.mark.e2e
@@ -91,4 +92,70 @@ def test_pi_compacts_when_plain_pi_would_have(
             assert list(db.execute("SELECT from_extension FROM compactions")) == [(1,)]
     else:
         assert summaries == 0 and compactions(agent_dir) == 0
+        assert cost["compactions"] == 0
+
+
+# -- print mode: `pi -p`, then `pi -p --continue` (scripts, CI) --------------------------------
+#
+# A print run ends where the interactive one asks pi to compact (agent_end), so the bridge asks
+# at the start of the next print run of the session instead (session_start, awaited: pi holds the
+# prompt until the summary is in), when the daemon's plain counterfactual has compacted more
+# often than the session. One run of four `seq` outputs puts plain pi over its threshold;
+# ctxwrap's digests keep the real context under it, so pi alone does not compact.
+FIRST_RUN = [_seq(4000 + k) for k in range(4)] + [{"text": "FIRST-RUN-DONE"}]
+CONTINUED = "CONTINUED-RUN-DONE"
+
+
+@pytest.mark.parametrize(
+    ("name", "on"),
+    [("pi", True), ("pi-0.73", True), ("pi", False)],
+    ids=["print-pi-1.6", "print-pi-0.73", "print-off-pi-1.6"],
+)
+@pytest.mark.timeout(300)
+def test_a_continued_print_run_compacts_first_where_plain_pi_had(
+    name: str, on: bool, tmp_path: Path, xdg: Xdg
+) -> None:
+    env = {} if on else {"PI_CTX_COMPACT_LIKE_PLAIN": "0"}
+    first = run_ctxwrap_pi(
+        name, tmp_path, xdg, FIRST_RUN, prompt="run sequences", pi_settings=SETTINGS, extra_env=env
+    )
+    assert first.proc.returncode == 0, first.proc.stderr
+    assert "FIRST-RUN-DONE" in first.proc.stdout
+    # the first run ends as it did: no summary nobody may continue
+    assert not first.server.summary_requests and compactions(first.agent_dir) == 0
+    cost = session_cost(xdg)
+    assert cost["plain_compactions"] >= 1 and cost["compactions"] == 0  # plain pi had compacted
+
+    again = run_ctxwrap_pi(
+        name,
+        tmp_path,
+        xdg,
+        [{"text": CONTINUED}],
+        prompt="and now?",
+        args=("--continue",),
+        home=first.home,
+        pi_settings=SETTINGS,
+        extra_env=env,
+    )
+    assert again.proc.returncode == 0, again.proc.stderr
+    assert CONTINUED in again.proc.stdout  # the run goes on answering
+    (main,) = again.server.main_requests
+    sent = json.dumps(main.body["messages"], ensure_ascii=False)
+    cost = session_cost(xdg)
+    if on:
+        # compacted before the run's first request, which carries the summary, not the outputs
+        (summary,) = again.server.summary_requests
+        assert summary.timestamp < main.timestamp
+        assert "Scripted session summary" in sent and "\n3999\n" not in sent
+        assert compactions(again.agent_dir) == 1
+        # told as a compaction on stderr, never as an error
+        assert "ctxwrap: compacted this session where pi would have" in again.proc.stderr
+        assert "error" not in again.proc.stderr.lower(), again.proc.stderr
+        assert cost["compactions"] == 1
+        with sqlite3.connect(xdg.db) as db:  # ctxwrap's ask, not the user's /compact
+            assert list(db.execute("SELECT from_extension FROM compactions")) == [(1,)]
+    else:
+        assert not again.server.summary_requests and compactions(again.agent_dir) == 0
+        assert "Scripted session summary" not in sent
+        assert "ctxwrap: compacted" not in again.proc.stderr
         assert cost["compactions"] == 0
