@@ -146,7 +146,9 @@ def test_a_continued_print_run_compacts_first_where_plain_pi_had(
         # compacted before the run's first request, which carries the summary, not the outputs
         (summary,) = again.server.summary_requests
         assert summary.timestamp < main.timestamp
-        assert "Scripted session summary" in sent and "\n3999\n" not in sent
+        assert "Scripted session summary" in sent
+        # the first prompt and its first outputs are summarised away (pi keeps the last turn)
+        assert "run sequences" not in sent and "seq 1 4000" not in sent
         assert compactions(again.agent_dir) == 1
         # told as a compaction on stderr, never as an error
         assert "ctxwrap: compacted this session where pi would have" in again.proc.stderr
@@ -157,5 +159,6 @@ def test_a_continued_print_run_compacts_first_where_plain_pi_had(
     else:
         assert not again.server.summary_requests and compactions(again.agent_dir) == 0
         assert "Scripted session summary" not in sent
+        assert "run sequences" in sent and "seq 1 4000" in sent
         assert "ctxwrap: compacted" not in again.proc.stderr
         assert cost["compactions"] == 0
