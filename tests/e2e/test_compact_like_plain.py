@@ -103,23 +103,38 @@ def test_pi_compacts_when_plain_pi_would_have(
 # at the start of the next print run of the session instead (session_start, awaited: pi holds the
 # prompt until the summary is in), when the daemon's plain counterfactual has compacted more
 # often than the session. One run of four `seq` outputs puts plain pi over its threshold;
-# ctxwrap's digests keep the real context under it, so pi alone does not compact.
+# ctxwrap's digests keep the real context under it, so pi alone does not compact. In the other
+# first run only its last reply (~3,000 tokens of text) puts plain pi over: plain pi compacts
+# when that run ends, which the daemon's counterfactual must have counted by then.
 FIRST_RUN = [_seq(4000 + k) for k in range(4)] + [{"text": "FIRST-RUN-DONE"}]
+LAST_REPLY_RUN = [_seq(4000), _seq(4001), {"text": "FIRST-RUN-DONE " + "word " * 2400}]
 CONTINUED = "CONTINUED-RUN-DONE"
 
 
 @pytest.mark.parametrize(
-    ("name", "on"),
-    [("pi", True), ("pi-0.73", True), ("pi", False)],
-    ids=["print-pi-1.6", "print-pi-0.73", "print-off-pi-1.6"],
+    ("name", "on", "script"),
+    [
+        ("pi", True, FIRST_RUN),
+        ("pi-0.73", True, FIRST_RUN),
+        ("pi", False, FIRST_RUN),
+        ("pi", True, LAST_REPLY_RUN),
+        ("pi-0.73", True, LAST_REPLY_RUN),
+    ],
+    ids=[
+        "print-pi-1.6",
+        "print-pi-0.73",
+        "print-off-pi-1.6",
+        "last-reply-pi-1.6",
+        "last-reply-pi-0.73",
+    ],
 )
 @pytest.mark.timeout(300)
 def test_a_continued_print_run_compacts_first_where_plain_pi_had(
-    name: str, on: bool, tmp_path: Path, xdg: Xdg
+    name: str, on: bool, script: list[dict[str, object]], tmp_path: Path, xdg: Xdg
 ) -> None:
     env = {} if on else {"PI_CTX_COMPACT_LIKE_PLAIN": "0"}
     first = run_ctxwrap_pi(
-        name, tmp_path, xdg, FIRST_RUN, prompt="run sequences", pi_settings=SETTINGS, extra_env=env
+        name, tmp_path, xdg, script, prompt="run sequences", pi_settings=SETTINGS, extra_env=env
     )
     assert first.proc.returncode == 0, first.proc.stderr
     assert "FIRST-RUN-DONE" in first.proc.stdout
