@@ -172,7 +172,7 @@ class Settings(BaseSettings):
     )
     compact_like_plain: bool = Field(
         True,
-        description="pi: when plain pi would have compacted by now but ctxwrap's smaller context has not reached pi's threshold, ask pi to compact when the run ends (interactive sessions), so a session compacts about when it would without ctxwrap instead of carrying a larger context than plain pi (docs/accounting.md, compaction timing).",
+        description="pi: when plain pi would have compacted by now but ctxwrap's smaller context has not reached pi's threshold, ask pi to compact when the run ends (interactive sessions) or before the next print run of the session (`pi -p --continue`), so a session compacts about when it would without ctxwrap instead of carrying a larger context than plain pi (docs/accounting.md, compaction timing).",
     )
     # -- masking policies (issue 21; docs/accounting.md "Policies on real sessions") --
     mask_earlier_tasks: bool = Field(

@@ -897,6 +897,10 @@ function install(pi: any): void {
 	let promptIndex = 0;
 	let lastStart: Json | null = null;
 	let catalogSignature = "";
+	// Compaction timing (compact_like_plain): the daemon's latest session totals (the start's
+	// and each turn_end's reply), and the plain compaction count a compaction was last asked for.
+	let lastTotals: Json | null = null;
+	let compactAskedAt = 0;
 
 	let meter = new ContextMeter();
 	const outbox = new StatsOutbox((path, body, deadline) => daemon.send<Json>(path, body, deadline));
@@ -1014,8 +1018,10 @@ function install(pi: any): void {
 					}, cfg.bridge_timeout_ms).unref?.(),
 				),
 			]);
-			if (reply) updateStatus(ctx, reply.totals);
-			else {
+			if (reply) {
+				updateStatus(ctx, reply.totals);
+				if (reply.totals) lastTotals = reply.totals;
+			} else {
 				// A daemon that took the call but did not answer within a decision's deadline is hung
 				// or busy: suspend like any deadline, so each later hook does not wait out its own
 				// (invariant 1). The registration stays in flight; its answer lifts the suspension.
@@ -1188,7 +1194,10 @@ function install(pi: any): void {
 			registered = false;
 			catalogKnown = false;
 			catalogDelivered = false;
+			lastTotals = null;
+			compactAskedAt = 0;
 			register(ctx, String(event?.reason ?? "startup"));
+			if (!ctx?.hasUI) await compactBeforePrintRun(ctx);
 		} catch {}
 	});
 
@@ -1780,8 +1789,6 @@ function install(pi: any): void {
 		return undefined;
 	});
 
-	let lastTotals: Json | null = null; // the daemon's latest session totals (turn_end reply)
-	let compactAskedAt = 0; // the plain compaction count a compaction was last asked for
 	pi.on("turn_end", (event: any, ctx: any) => {
 		// Not awaited: on pi 1.x turn_end blocks the agent loop.
 		try {
@@ -1817,7 +1824,8 @@ function install(pi: any): void {
 	// on the real pi sessions: the median saving falls from 30 to 19 %). When the daemon's
 	// plain counterfactual has compacted more often than this session, ask pi to compact once
 	// the run has ended — never mid-run (ctx.compact aborts a running loop, pi #6096) — and
-	// only with a UI: a print run ends here, and a summary nobody continues is money lost.
+	// here only with a UI: a print run ends here, and a summary nobody continues is money lost;
+	// a print run's session compacts when a later print run continues it (compactBeforePrintRun).
 	const compactLikePlain = (event: any, ctx: any) => {
 		if (!cfg.compact_like_plain || cfg.off || !sessionId || !ctx?.hasUI || event?.aborted) return;
 		if (typeof ctx.compact !== "function") return;
@@ -1825,13 +1833,12 @@ function install(pi: any): void {
 		void (async () => {
 			try {
 				await outbox.flush(1000);
-				const plainC = Number(lastTotals?.plain_compactions) || 0;
-				const c = Number(lastTotals?.compactions) || 0;
-				if (plainC <= c || plainC <= compactAskedAt) return;
+				const plainC = plainCompactedAhead();
+				if (plainC === null) return;
 				// The user may have started the next run meanwhile: compacting would abort it.
 				if (ctx.isIdle?.() === false || ctx.hasPendingMessages?.() === true) return;
 				compactAskedAt = plainC;
-				trace(`compact like plain: plain pi compacted ${plainC}, this session ${c}`);
+				trace(`compact like plain: plain pi compacted ${plainC}, this session ${Number(lastTotals?.compactions) || 0}`);
 				try {
 					ctx.ui?.notify?.(
 						"ctxwrap: compacting now, where pi would have without ctxwrap (compact_like_plain = false turns this off)",
@@ -1852,6 +1859,56 @@ function install(pi: any): void {
 			} catch {}
 		})();
 	};
+	/** Plain pi's compaction count when it is ahead of this session's and not asked for yet. */
+	const plainCompactedAhead = (): number | null => {
+		const plainC = Number(lastTotals?.plain_compactions) || 0;
+		const c = Number(lastTotals?.compactions) || 0;
+		return plainC > c && plainC > compactAskedAt ? plainC : null;
+	};
+
+	// Print mode (`pi -p`, no UI): the run ends at agent_end, where a summary the session may
+	// never continue from would be money lost. A later print run of the session (`pi -p
+	// --continue`, `--session FILE`) compacts first instead — here, from session_start, where
+	// nothing runs yet (no loop to abort) and pi awaits the handler before it takes the run's
+	// prompt, so the run's first request carries the summary. The start's reply has the
+	// session's totals: plain pi compacted in an earlier run and the session did not.
+	const compactBeforePrintRun = async (ctx: any) => {
+		if (typeof ctx?.compact !== "function") return;
+		let entries: any[] = [];
+		try {
+			entries = ctx.sessionManager?.getBranch?.() ?? ctx.sessionManager?.getEntries?.() ?? [];
+		} catch {}
+		if (!entries.some((e) => e?.type === "message")) return; // a new session: nothing to wait for
+		const wait = startWait;
+		if (wait) await wait; // the daemon's answer (or its deadline): its config and totals
+		if (!cfg.compact_like_plain || cfg.off || !sessionId) return;
+		const plainC = plainCompactedAhead();
+		if (plainC === null) return;
+		if (ctx.isIdle?.() === false || ctx.hasPendingMessages?.() === true) return;
+		compactAskedAt = plainC;
+		trace(`compact like plain, before the print run: plain pi compacted ${plainC}, this session ${Number(lastTotals?.compactions) || 0}`);
+		compactAsked = true;
+		// Awaited to its end: a prompt sent while pi compacts is refused (pi 1.6) or races it.
+		const failed = await new Promise<unknown>((resolve) => {
+			try {
+				ctx.compact({ onComplete: () => resolve(null), onError: (e: any) => resolve(e ?? "failed") });
+			} catch (e) {
+				resolve(e ?? "failed");
+			}
+		});
+		compactAsked = false;
+		if (failed) {
+			trace(`compact like plain: ${(failed as any)?.message ?? failed}`);
+			return; // the run goes on uncompacted, as it would have without this
+		}
+		trace("compact like plain: done");
+		try {
+			process.stderr.write(
+				"ctxwrap: compacted this session where pi would have without ctxwrap (compact_like_plain = false turns this off)\n",
+			);
+		} catch {}
+	};
+
 	pi.on("agent_end", compactLikePlain);
 	// pi 1.x: also once the run has settled (no retry, compaction or continuation pending),
 	// for a run that was not idle yet at agent_end; the count asked for keeps it to one ask.

@@ -1,25 +1,28 @@
-"""Compaction timing under `ctxwrap pi` (real pi 1.6 and 0.73, interactive, on a PTY).
+"""Compaction timing under `ctxwrap pi` (real pi 1.6 and 0.73, interactive on a PTY, and
+`pi -p` runs continued with `-p --continue`).
 
 pi compacts when the context its provider reports crosses `contextWindow - reserveTokens`.
 ctxwrap's context is smaller, so pi alone would compact later than plain pi and carry, in the
 meantime, much more than plain pi did after its compaction: replayed on the real pi sessions
 that costs more than the masking saved (docs/accounting.md, "Compaction timing"). With
 `compact_like_plain` (the default) the bridge asks pi to compact once the run ends when the
-daemon's plain counterfactual has compacted and the session has not.
+daemon's plain counterfactual has compacted and the session has not; a print run, which ends
+there, leaves it to the next print run of the session, which compacts before its first request.
 
-Two prompts of two big `seq` outputs each put plain pi (8,000-token threshold) over it in the
+Interactive: two prompts of two big `seq` outputs each put plain pi (8,000-token threshold) over it in the
 second prompt; ctxwrap's digests keep the real context far under it.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
 
 import pexpect
 import pytest
-from support import Xdg, count_compactions, session_cost
+from support import Xdg, count_compactions, run_ctxwrap_pi, session_cost
 from test_launcher_pty import ctxwrap_tui, type_prompt
 
 pytestmark = pytest.mark.e2e
@@ -92,3 +95,121 @@ def test_pi_compacts_when_plain_pi_would_have(
     else:
         assert summaries == 0 and compactions(agent_dir) == 0
         assert cost["compactions"] == 0
+
+
+# -- print mode: `pi -p`, then `pi -p --continue` (scripts, CI) --------------------------------
+#
+# A print run ends where the interactive one asks pi to compact (agent_end), so the bridge asks
+# at the start of the next print run of the session instead (session_start, awaited: pi holds the
+# prompt until the summary is in), when the daemon's plain counterfactual has compacted more
+# often than the session. One run of four `seq` outputs puts plain pi over its threshold;
+# ctxwrap's digests keep the real context under it, so pi alone does not compact. In the other
+# first run only its last reply (~3,000 tokens of text) puts plain pi over: plain pi compacts
+# when that run ends, which the daemon's counterfactual must have counted by then.
+FIRST_RUN = [_seq(4000 + k) for k in range(4)] + [{"text": "FIRST-RUN-DONE"}]
+LAST_REPLY_RUN = [_seq(4000), _seq(4001), {"text": "FIRST-RUN-DONE " + "word " * 2400}]
+CONTINUED = "CONTINUED-RUN-DONE"
+
+
+@pytest.mark.parametrize(
+    ("name", "on", "script"),
+    [
+        ("pi", True, FIRST_RUN),
+        ("pi-0.73", True, FIRST_RUN),
+        ("pi", False, FIRST_RUN),
+        ("pi", True, LAST_REPLY_RUN),
+        ("pi-0.73", True, LAST_REPLY_RUN),
+    ],
+    ids=[
+        "print-pi-1.6",
+        "print-pi-0.73",
+        "print-off-pi-1.6",
+        "last-reply-pi-1.6",
+        "last-reply-pi-0.73",
+    ],
+)
+@pytest.mark.timeout(300)
+def test_a_continued_print_run_compacts_first_where_plain_pi_had(
+    name: str, on: bool, script: list[dict[str, object]], tmp_path: Path, xdg: Xdg
+) -> None:
+    env = {} if on else {"PI_CTX_COMPACT_LIKE_PLAIN": "0"}
+    first = run_ctxwrap_pi(
+        name, tmp_path, xdg, script, prompt="run sequences", pi_settings=SETTINGS, extra_env=env
+    )
+    assert first.proc.returncode == 0, first.proc.stderr
+    assert "FIRST-RUN-DONE" in first.proc.stdout
+    # the first run ends as it did: no summary nobody may continue
+    assert not first.server.summary_requests and compactions(first.agent_dir) == 0
+    cost = session_cost(xdg)
+    assert cost["plain_compactions"] >= 1 and cost["compactions"] == 0  # plain pi had compacted
+
+    again = run_ctxwrap_pi(
+        name,
+        tmp_path,
+        xdg,
+        [{"text": CONTINUED}],
+        prompt="and now?",
+        args=("--continue",),
+        home=first.home,
+        pi_settings=SETTINGS,
+        extra_env=env,
+    )
+    assert again.proc.returncode == 0, again.proc.stderr
+    assert CONTINUED in again.proc.stdout  # the run goes on answering
+    (main,) = again.server.main_requests
+    sent = json.dumps(main.body["messages"], ensure_ascii=False)
+    cost = session_cost(xdg)
+    if on:
+        # compacted before the run's first request, which carries the summary, not the outputs
+        (summary,) = again.server.summary_requests
+        assert summary.timestamp < main.timestamp
+        assert "Scripted session summary" in sent
+        # the first prompt and its first outputs are summarised away (pi keeps the last turn)
+        assert "run sequences" not in sent and "seq 1 4000" not in sent
+        assert compactions(again.agent_dir) == 1
+        # told as a compaction on stderr, never as an error
+        assert "ctxwrap: compacted this session where pi would have" in again.proc.stderr
+        assert "Error" not in again.proc.stderr and "failed" not in again.proc.stderr
+        assert cost["compactions"] == 1
+        with sqlite3.connect(xdg.db) as db:  # ctxwrap's ask, not the user's /compact
+            assert list(db.execute("SELECT from_extension FROM compactions")) == [(1,)]
+    else:
+        assert not again.server.summary_requests and compactions(again.agent_dir) == 0
+        assert "Scripted session summary" not in sent
+        assert "run sequences" in sent and "seq 1 4000" in sent
+        assert "ctxwrap: compacted" not in again.proc.stderr
+        assert cost["compactions"] == 0
+
+
+@pytest.mark.timeout(300)
+def test_a_compaction_pi_declines_before_a_print_run_is_no_error(tmp_path: Path, xdg: Xdg) -> None:
+    """pi 1.6 declines to compact when what it keeps covers the whole session (keepRecentTokens
+    raised before the continued run): the bridge's ask fails, and the run goes on as it would
+    have without it — no summary, nothing on stderr but ctxwrap's usual exit line."""
+    first = run_ctxwrap_pi(
+        "pi", tmp_path, xdg, FIRST_RUN, prompt="run sequences", pi_settings=SETTINGS
+    )
+    assert first.proc.returncode == 0, first.proc.stderr
+    keep_all = {"compaction": {"reserveTokens": 120000, "keepRecentTokens": 120000}}
+    again = run_ctxwrap_pi(
+        "pi",
+        tmp_path,
+        xdg,
+        [{"text": CONTINUED}],
+        prompt="and now?",
+        args=("--continue",),
+        home=first.home,
+        pi_settings=keep_all,
+        extra_env={"CTXWRAP_BRIDGE_LOG": str(tmp_path / "bridge.log")},
+    )
+    assert again.proc.returncode == 0, again.proc.stderr
+    assert again.proc.stdout.strip() == CONTINUED
+    assert not again.server.summary_requests and compactions(again.agent_dir) == 0
+    # (the checks name pi's and ctxwrap's words: the test's tmp path is in the exit line)
+    for said in ("ctxwrap: compacted", "Nothing to compact", "Compaction failed", "Error"):
+        assert said not in again.proc.stderr, again.proc.stderr
+    assert session_cost(xdg)["compactions"] == 0
+    # the bridge did ask, before the run (its trace), and pi declined
+    trace = (tmp_path / "bridge.log").read_text()
+    assert "compact like plain, before the print run" in trace
+    assert "compact like plain: Nothing to compact" in trace
