@@ -140,6 +140,9 @@ class AgentProfile(BaseModel):
     # the agent's session file is a tree: a message whose parent is an earlier message starts
     # a branch (pi); else the file's order is the context's order
     session_tree: bool = False
+    # the agent asks the API to keep earlier turns' thinking with the provider's own edit
+    # (Claude Code 2.1: clear_thinking_20251015, keep "all"), whose keep ctxwrap can raise
+    thinking_edit: bool = False
 
 
 PROFILES: dict[str, AgentProfile] = {
@@ -151,7 +154,9 @@ PROFILES: dict[str, AgentProfile] = {
         aux_runner="pi",
         session_tree=True,
     ),
-    "claude": AgentProfile(spill="tool-results", status_line=True, compaction_is_call=True),
+    "claude": AgentProfile(
+        spill="tool-results", status_line=True, compaction_is_call=True, thinking_edit=True
+    ),
     "codex": AgentProfile(compaction_is_call=True),
 }
 # an agent's major version whose traits differ from its entry above

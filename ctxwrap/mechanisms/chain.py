@@ -17,6 +17,7 @@ from ctxwrap.mechanisms.base import Mechanism
 from ctxwrap.mechanisms.dedup import Rereads
 from ctxwrap.mechanisms.digest import BashDigest
 from ctxwrap.mechanisms.masking import Masking
+from ctxwrap.mechanisms.thinking import OldThinking
 from ctxwrap.mechanisms.writes import EditStrip, WriteStrip
 
 
@@ -30,6 +31,8 @@ class Mechanisms:
     writes: WriteStrip
     edits: EditStrip
     masking: Masking
+    # decided in the Claude Code proxy (agents/claude/session.py), not by a daemon route
+    thinking: OldThinking
 
     def __iter__(self) -> Iterator[Mechanism]:
         return iter(tuple(getattr(self, f.name) for f in fields(self)))
@@ -52,4 +55,5 @@ def default_mechanisms() -> Mechanisms:
         writes=WriteStrip(),
         edits=EditStrip(),
         masking=Masking(),
+        thinking=OldThinking(),
     )

@@ -38,11 +38,13 @@ from ctxwrap.mechanisms.base import Mechanism
 READ_WEIGHT = 0.1
 WRITE_WEIGHT = 1.25
 WRITE_WEIGHT_1H = 2.0
-# The horizon the rewrite must pay back within: as many later requests as the context has had
-# (a context that has run long is taken to run about as long again), at least this many, and
-# no more than until the agent's compaction drops the thinking anyway. Measured on the corpus:
-# 5 to 40 changes the saving by at most 0.4 points (docs/accounting.md).
+# The horizon the rewrite must pay back within: half as many later requests as the context has
+# had (a context that has run long is taken to run on, but a clearing near a session's end is
+# the one that loses: with the whole count, one corpus session cleared 6 requests before its
+# end and cost 3.9 points more than without), at least this many, and no more than until the
+# agent's compaction drops the thinking anyway (docs/accounting.md, "Old thinking").
 PAYBACK_MIN_REQUESTS = 10
+PAYBACK_SO_FAR_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,14 @@ class OldThinking(Mechanism):
     name = "thinking"
     switch = "clear_old_thinking"
     min_requests: ClassVar[int] = PAYBACK_MIN_REQUESTS
+    so_far_share: ClassVar[float] = PAYBACK_SO_FAR_SHARE
 
     def pays(self, c: ClearingChoice) -> bool:
         """The payback rule: clear at a cold boundary, or where the saving per request over
         the expected horizon pays for the rewrite."""
         if c.cold:
             return True
-        horizon = min(max(self.min_requests, c.so_far), c.to_compaction)
+        horizon = min(max(self.min_requests, c.so_far * self.so_far_share), c.to_compaction)
         return c.per_request * horizon >= c.rewrite
 
 
@@ -79,6 +82,19 @@ class ClearingState:
     point: int | None = None  # turns before this one have their thinking left out
     requests: int = 0  # requests of the conversation so far
     first_tokens: int | None = None  # the first request's size (its growth rate)
+    # The cache's view: the provider writes an entry only at a request's end, so after a
+    # rewrite the entries inside what it rewrote hold the old content. `view_from`: the
+    # message count of the request that began the current content (a cold boundary or a
+    # clearing); `view_rewritten`: the first message it wrote anew (0: all of them).
+    view_from: int = 0
+    view_rewritten: int = 0
+
+
+def rewrite_start(first: int, view_from: int, view_rewritten: int) -> int:
+    """Where a change at `first` (a message, or a call) makes the provider write anew: from
+    there if a request of the current content ended before it (`first` >= `view_from`), else
+    from where the current content was itself written (no entry of it ends before `first`)."""
+    return first if first >= view_from else view_rewritten
 
 
 def _pending(messages: Sequence[Any], point: int | None) -> tuple[list[int], int | None]:
@@ -114,11 +130,13 @@ def plan(
     state.requests += 1
     if state.first_tokens is None:
         state.first_tokens = round(prompt)
+    if cold:
+        state.view_from, state.view_rewritten = len(messages), 0
     pending, latest = _pending(messages, state.point)
     if pending and latest is not None:
         blocks = [b for b in thinking_blocks(messages) if b.turn in pending]
         gone = sum(b.tokens for b in blocks)
-        first = min(b.message for b in blocks)
+        first = rewrite_start(min(b.message for b in blocks), state.view_from, state.view_rewritten)
         after = sum(len(json.dumps(m, ensure_ascii=False)) for m in messages[first:])
         span = max(0.0, after * tokens_per_char - gone)
         write = WRITE_WEIGHT_1H if one_hour else WRITE_WEIGHT
@@ -135,6 +153,8 @@ def plan(
         )
         if mech.pays(choice):
             state.point = latest
+            if not cold:
+                state.view_from, state.view_rewritten = len(messages), first
     if state.point is None:
         return None
     keep = keep_for_clearing(messages, state.point)

@@ -45,6 +45,9 @@ class Message:
     # prefixes, what a thinking block follows stays as sent (engine: `keep`)
     thinking: bool = False
     calls_before_thinking: tuple[str, ...] = ()
+    # of `chars`, the thinking text and redacted data the file kept (Claude Code 2.1 keeps only
+    # a signature: 0): not visible output, for the estimate of the response's thinking tokens
+    thinking_chars: int = 0
     # assistant only: the provider's own split of usage_prompt_tokens, where the file records
     # it (None: not recorded). Cache writes with a 1-hour TTL are billed 2x input, 5-minute ones
     # 1.25x; Claude Code records the split in usage.cache_creation.

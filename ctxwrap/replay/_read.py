@@ -115,6 +115,16 @@ def looks_binary(head: bytes) -> bool:
     return False
 
 
+def _thinking_chars(content: object) -> int:
+    """Chars of `_content_chars` that are a thinking block's text or a redacted one's data."""
+    n = 0
+    for b in content if isinstance(content, list) else ():
+        if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking"):
+            v = b.get("thinking") if b.get("type") == "thinking" else b.get("data")
+            n += len(v) if isinstance(v, str) else 0
+    return n
+
+
 def _thinking_order(content: object, call_type: str) -> tuple[bool, tuple[str, ...]]:
     """(holds a thinking block, the ids of the calls a thinking block follows) of an assistant
     message's content (`call_type`: Anthropic's tool_use or pi's toolCall)."""
@@ -389,6 +399,7 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
                 model=str(msg["model"]) if msg.get("model") else None,
             )
             out.thinking, out.calls_before_thinking = _thinking_order(content, "toolCall")
+            out.thinking_chars = _thinking_chars(content)
             if usage and _has_counts(usage, ("input", "cacheRead", "cacheWrite")):
                 uncached, read, write = (
                     _int(usage.get(k)) for k in ("input", "cacheRead", "cacheWrite")
@@ -676,6 +687,7 @@ class ClaudeReader:
             model=str(msg["model"]) if msg.get("model") else None,
         )
         out.thinking, out.calls_before_thinking = _thinking_order(content, "tool_use")
+        out.thinking_chars = _thinking_chars(content)
         usage = msg.get("usage")
         if isinstance(usage, dict) and usage:
             _claude_usage(out, usage)

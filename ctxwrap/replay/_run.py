@@ -30,7 +30,7 @@ from ctxwrap.replay._sim import (
 
 SCHEMA = 1
 # Mechanisms whose savings sit in the message list (the rest are system prompt and tools).
-MESSAGE_MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction")
+MESSAGE_MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction", "thinking")
 
 
 def default_roots(home: Path | None = None) -> list[Path]:
@@ -127,11 +127,16 @@ def price_session(
             p_blocks = [(fingerprint(sid, "p-epoch", c.index), p_msgs)]
         else:
             p_blocks.append((fingerprint(sid, "p", c.index), p_msgs - p_prev))
-        if c.masked and not c.ours_compaction and c.rewrite_from is not None and o_blocks:
-            # a masking pass rewrites from the first message it changed: the blocks before it
-            # stay cached, the rest is one new block
+        # a masking pass, or a clearing of old thinking, rewrites from the first call whose
+        # messages it changed
+        starts = [c.rewrite_from if c.masked else None, c.thinking_rewrite_from]
+        rewrite_from = min((s for s in starts if s is not None), default=None)
+        if rewrite_from is not None and not c.ours_compaction and o_blocks:
+            # the blocks before it stay cached, the rest is one new block: the entries the
+            # provider wrote inside it hold the content as it was before (a later rewrite from
+            # within it finds no entry of the new content before its own change)
             keep = 0
-            while keep < len(o_spans) and o_spans[keep][1] < c.rewrite_from:
+            while keep < len(o_spans) and o_spans[keep][1] < rewrite_from:
                 keep += 1
             start = o_spans[keep][0] if keep < len(o_spans) else c.index
             o_blocks, o_spans = o_blocks[:keep], o_spans[:keep]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import astuple, dataclass, field
@@ -57,10 +58,18 @@ from ctxwrap.engine.masking import (
     suffix_tokens_estimate,
 )
 from ctxwrap.engine.rereads import result_digest
-from ctxwrap.engine.thinking import checks_thinking_prefix
+from ctxwrap.engine.thinking import accepts_context_editing, checks_thinking_prefix
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.digest import digest_header, digest_status
 from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
+from ctxwrap.mechanisms.thinking import (
+    READ_WEIGHT,
+    WRITE_WEIGHT,
+    WRITE_WEIGHT_1H,
+    ClearingChoice,
+    ClearingState,
+    rewrite_start,
+)
 from ctxwrap.protocol import AgentProfile, profile_of
 from ctxwrap.replay._calibrate import Calibration
 from ctxwrap.replay._events import (
@@ -80,7 +89,7 @@ Tagger = Callable[
 
 # "compaction": what ctxwrap's later compaction changes (`Thresholds.compaction_timing`):
 # negative while it carries history the agent's own compaction dropped from plain's context.
-MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction", "skills", "tools")
+MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction", "skills", "tools", "thinking")
 META_TOOLS = frozenset({"read", "grep", "find", "ls", "glob"})
 # Name + description + JSON parameters of ctx_recall and find_capability as the bridge
 # registers them (pi). Measured from `ctxwrap stats` (saved_tools per call); the agreement
@@ -149,6 +158,9 @@ class Thresholds:
     mask_at_plain_compaction: str = ""
     edit_strip: bool = True
     edit_min_chars: int = 300
+    # Claude Code 2.1: earlier turns' thinking left out by the provider's edit where the
+    # payback rule says (mechanisms/thinking.py)
+    clear_old_thinking: bool = True
 
     @classmethod
     def from_settings(cls, s: Any) -> Thresholds:
@@ -177,6 +189,7 @@ class Thresholds:
             bash=s.bash,
             compact_like_plain=s.compact_like_plain,
             compact_in_step=s.compact_in_step,
+            clear_old_thinking=s.clear_old_thinking,
         )
 
 
@@ -213,6 +226,8 @@ class CallFigures:
     masked: bool = False  # a masking pass rewrote history before this call
     idle_gap_s: float = 0.0
     rewrite_from: int | None = None  # the first call whose new messages the masking changed
+    # the first call whose new messages hold thinking the provider's edit newly left out
+    thinking_rewrite_from: int | None = None
     # ctxwrap's context was compacted before this call: with the plain's, or later (its own,
     # `Thresholds.compaction_timing`)
     ours_compaction: bool = False
@@ -598,6 +613,17 @@ class SessionSimulator:
         self.carried_summarised = 0  # tokens of it ctxwrap's own summarisation will read
         self.last_summary_tokens = DEFAULT_SUMMARY_TOKENS
         self.deferred_now = False  # plain compacted before the next call, ctxwrap did not
+        # Old thinking (mechanisms/thinking.py), per context: each turn's estimated thinking
+        # tokens and the call whose new messages first held it; the clearing point; the
+        # response being read (its visible chars, whether it thought, its turn)
+        self.turn_thinking: dict[int, float] = {}
+        self.turn_entry: dict[int, int] = {}
+        self.clearing = ClearingState()  # its view_* count calls here, not messages
+        self.thinking_out = 0.0  # tokens of it the edit leaves out of the next request
+        self.context_first: float | None = None  # this context's first request, tokens
+        self.resp_visible = 0
+        self.resp_thought = False
+        self.resp_turn = 0
         self.call_cached = False  # the latest request's usage shows a cache read or write
         self.request_calls: dict[str, int] = {}  # request key → its call's index
         # tokens kept out per mechanism, each item at its own rate; the unrated tail's
@@ -727,6 +753,7 @@ class SessionSimulator:
             iv.needed_again, iv.needed_at = how, at
 
     def _reset(self, keep_from: int) -> None:
+        self._reset_thinking()
         dropped, self.items = self.items[:keep_from], self.items[keep_from:]
         self.tail_start = max(0, self.tail_start - keep_from)
         self.round_item = None
@@ -1015,6 +1042,8 @@ class SessionSimulator:
                 self.call_cached = bool(m.usage_cache_read_tokens or m.usage_cache_write_tokens)
             else:
                 self._later_usage(m)
+            self.resp_visible += max(0, m.chars - m.thinking_chars)
+            self.resp_thought = self.resp_thought or m.thinking
             self._add(self._assistant_item(m))
             if m.thinking:
                 self.thinking_bound |= self.thinking_unbound | set(m.calls_before_thinking)
@@ -1526,6 +1555,100 @@ class SessionSimulator:
         it.hid.append(idx)
         return it.seg
 
+    # -- old thinking (mechanisms/thinking.py): what the Claude Code proxy sends -----------------
+
+    def _thinks_on(self) -> bool:
+        """Whether the proxy would raise the edit's keep here: only where the agent sends the
+        edit itself (Claude Code 2.1.197 does, checked; the other 2.1 releases are taken to;
+        2.0 did not: its sessions on the models that drop earlier thinking carried none), on a
+        model that takes context edits."""
+        if not (self.th.clear_old_thinking and self.profile.thinking_edit):
+            return False
+        version = tuple(int(x) for x in re.findall(r"\d+", self.r.agent_version or "")[:2])
+        return version >= (2, 1) and accepts_context_editing(self.r.model)
+
+    def _settle_response(self, index: int) -> None:
+        """The response before this call is complete: its thinking, estimated as its output
+        less its visible part at the session's rate (bench/thinking_share.py), joins its turn;
+        this call's new messages are where that thinking first is."""
+        if self.resp_thought and self.r.calls:
+            prev = self.r.calls[-1]
+            tokens = max(0.0, prev.output_tokens - self.r.rate * self.resp_visible)
+            t = self.resp_turn
+            self.turn_thinking[t] = self.turn_thinking.get(t, 0.0) + tokens
+            self.turn_entry.setdefault(t, index)
+        self.resp_visible = 0
+        self.resp_thought = False
+        self.resp_turn = self.task
+
+    def _reset_thinking(self) -> None:
+        """A compaction: the context's earlier thinking is gone with what it summarised."""
+        self.turn_thinking, self.turn_entry = {}, {}
+        self.clearing = ClearingState()
+        self.thinking_out = 0.0
+        self.context_first = None
+
+    def _clear_thinking(
+        self, m: Message, index: int, cold: bool, mask_from: int | None
+    ) -> int | None:
+        """The proxy's clearing decision at this request (the rule's, as live): moves the point
+        where it pays back; sets what the edit leaves out from here on; returns the first call
+        whose messages a new clearing rewrites (None: no new clearing, or cold anyway)."""
+        self._settle_response(index)
+        if not self._thinks_on():
+            return None
+        plain_now = (
+            m.usage_prompt_tokens
+            if m.usage_prompt_tokens is not None
+            else self.r.rate * (self.system.chars + self.system.tools_chars + self.msg_chars)
+        )
+        state = self.clearing
+        so_far = state.requests
+        state.requests += 1
+        if self.context_first is None:
+            self.context_first = float(plain_now)
+        if cold:
+            state.view_from, state.view_rewritten = index, 0
+        elif mask_from is not None:
+            state.view_from, state.view_rewritten = index, mask_from
+        thought = sorted(t for t in self.turn_entry if t <= self.task)
+        new_from: int | None = None
+        if thought:
+            latest = thought[-1]
+            start = state.point if state.point is not None else -1
+            pending = [t for t in thought if start <= t < latest]
+            if pending:
+                gone = sum(self.turn_thinking[t] for t in pending)
+                first = min(self.turn_entry[t] for t in pending)
+                free = cold or (mask_from is not None and mask_from <= first)
+                start = rewrite_start(first, state.view_from + 1, state.view_rewritten)
+                before = self.r.calls[start - 1] if start >= 1 else None
+                ours_now = plain_now - self._kept_out_tokens(
+                    self.saved, self.carried, self.carried_tokens
+                )
+                at = self._ours_tokens(before) if before is not None else self.r.head_tokens or 0
+                span = max(0.0, ours_now - at - gone)
+                write = WRITE_WEIGHT_1H if (self.r.cache_ttl_s or 0) >= 3600 else WRITE_WEIGHT
+                window = 1_000_000 if plain_now > 200_000 else 200_000
+                growth = max(1.0, (plain_now - self.context_first) / max(1, so_far))
+                choice = ClearingChoice(
+                    per_request=gone * READ_WEIGHT,
+                    rewrite=0.0 if free else span * (write - READ_WEIGHT),
+                    cold=free,
+                    so_far=so_far,
+                    to_compaction=max(0.0, (window - 33_000 - plain_now) / growth),
+                )
+                if self.mech.thinking.pays(choice):
+                    state.point = latest
+                    new_from = None if free else first
+                    if not free:
+                        state.view_from, state.view_rewritten = index, start
+        if state.point is not None:
+            out = sum(v for t, v in self.turn_thinking.items() if t < state.point)
+            self.thinking_out = out
+            self.saved["thinking"] = round(out / self.r.rate) if self.r.rate else 0
+        return new_from
+
     def _call(self, m: Message) -> None:
         self._rate_tail(m)
         index = len(self.r.calls)
@@ -1550,6 +1673,7 @@ class SessionSimulator:
         )
         rewrite_from = self._mask(index, gap > self.ttl_s or ours_cold)
         masked = rewrite_from is not None
+        thinking_from = self._clear_thinking(m, index, gap > self.ttl_s or ours_cold, rewrite_from)
         self.tail_start = len(self.items)
         self.round_item = None
         if m.model:
@@ -1592,6 +1716,7 @@ class SessionSimulator:
                 masked=masked,
                 idle_gap_s=gap,
                 rewrite_from=rewrite_from,
+                thinking_rewrite_from=thinking_from,
                 cache_read_recorded=m.usage_cache_read_tokens,
                 cache_entry_recorded=(
                     m.usage_cache_read_tokens + m.usage_cache_write_tokens
@@ -1624,7 +1749,8 @@ class SessionSimulator:
         summary plain carries and ctxwrap does not)."""
         items = sum(self.saved_tok.get(k, 0.0) for k in _MESSAGE_SAVINGS if k != "compaction")
         summary = saved.get("compaction", 0) + carried  # the summary plain has, ctxwrap not
-        return items + self.r.rate * summary - carried_tokens
+        # and the earlier thinking the provider's edit leaves out (in tokens: estimated so)
+        return items + self.r.rate * summary - carried_tokens + self.thinking_out
 
     def _plain_tokens(self, c: CallFigures) -> float:
         return self.r.plain_tokens(c)

@@ -271,7 +271,7 @@ def _session_table(
     return lines
 
 
-_SIMULATED = ("bash", "writes", "masking", "compaction", "skills", "tools")
+_SIMULATED = ("bash", "writes", "masking", "compaction", "skills", "tools", "thinking")
 
 
 def _mechanism_table(
@@ -297,8 +297,11 @@ def _mechanism_table(
     aux: list[str] = []
     net: list[str | tuple[str, ...]] = []
     how: list[str | tuple[str, ...]] = []
-    # compaction timing only where the agent compacted on its own and ctxwrap would not have yet
-    shown = [m for m in _SIMULATED if m != "compaction" or total(m, "saved_tokens")]
+    # compaction timing only where the agent compacted on its own and ctxwrap would not have
+    # yet; old thinking only where the agent's edit kept some to leave out
+    shown = [
+        m for m in _SIMULATED if m not in ("compaction", "thinking") or total(m, "saved_tokens")
+    ]
     for mech in shown:
         s, a = total(mech, "saved_tokens"), total(mech, "aux_tokens_estimated")
         labels.append((mechanism_words(mech), mechanism_label(mech), mech))

@@ -4,8 +4,8 @@ docs/accounting.md, "Old thinking").
 Claude Code asks the API to keep every earlier turn's thinking (`clear_thinking_20251015`,
 keep "all"). At a cold boundary, where the cache is rewritten anyway, ctxwrap raises that
 edit's `keep` so the provider leaves out the turns before the latest that thought; it never
-touches `messages`, so a model that checks its thinking prefix (Opus 5.5) takes the request as
-one that does not (Sonnet 4.6). The scripted server applies the edit as the API does
+touches `messages`, so a model that checks its thinking prefix (Opus 5.5) takes the request:
+the provider applies the edit after its check. The scripted server applies the edit as the API does
 (`thinking_rules`) and says what it cleared; ctxwrap's stats count it as the old-thinking
 mechanism. `clear_old_thinking = false` leaves the agent's edit alone.
 """
@@ -80,7 +80,9 @@ def _session(tmp_path: Path, xdg: Xdg, model: str, env_extra: dict[str, str]) ->
     return srv, before, three
 
 
-@pytest.mark.parametrize("model", ["claude-sonnet-4-6", "claude-opus-5-5"])
+# Opus 5.5 checks its thinking prefix: the model the edit must not trouble (the rule is the same
+# on Sonnet 4.6, the corpus's model; the suite's time goes to the harder case)
+@pytest.mark.parametrize("model", ["claude-opus-5-5"])
 def test_a_cold_boundary_leaves_earlier_thinking_out_through_the_providers_edit(
     tmp_path: Path, xdg: Xdg, model: str
 ) -> None:

@@ -117,7 +117,7 @@ def test_replay_words_the_digest_header_as_the_daemon_does_for_that_agent() -> N
 def test_the_chain_is_one_list_in_the_order_a_result_meets_it() -> None:
     chain = default_mechanisms()
     names = [m.name for m in chain]
-    assert names == ["bash", "rereads", "amnesia", "writes", "edits", "masking"]
+    assert names == ["bash", "rereads", "amnesia", "writes", "edits", "masking", "thinking"]
     assert names.index("rereads") < names.index("amnesia")  # a repeat is never tagged
     # each names the setting that turns it on and the slice it reads, all real settings
     from ctxwrap.config import Settings

@@ -31,8 +31,8 @@ def choice(**kw: Any) -> ClearingChoice:
 def test_the_payback_rule() -> None:
     assert RULE.pays(choice(cold=True))  # rewritten anyway
     assert not RULE.pays(choice())  # 100 x 10 requests < 5000
-    assert RULE.pays(choice(so_far=50))  # a long context runs as long again: 100 x 50
-    assert not RULE.pays(choice(so_far=50, to_compaction=20))  # the agent compacts first
+    assert RULE.pays(choice(so_far=100))  # a long context runs on: 100 x 50
+    assert not RULE.pays(choice(so_far=100, to_compaction=20))  # the agent compacts first
     assert RULE.pays(choice(per_request=500.0))  # 500 x 10 pays the rewrite
 
 

@@ -1,0 +1,107 @@
+"""Replay models the Claude Code proxy's old-thinking clearing (mechanisms/thinking.py): on a
+Claude Code 2.1 session whose turns think, an idle gap past the cache TTL leaves the earlier
+turns' thinking out of ctxwrap's side from there on, priced as the provider bills it; not on
+Claude Code 2.0 (it sent no edit to raise), not with `clear_old_thinking` off, and the
+chain's own `thinking` object decides (a swapped one changes replay)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from ctxwrap.mechanisms.chain import default_mechanisms
+from ctxwrap.mechanisms.thinking import ClearingChoice, OldThinking
+from ctxwrap.replay._events import ReadStats
+from ctxwrap.replay._pricing import default_prices
+from ctxwrap.replay._run import price_session, replay_sessions
+from ctxwrap.replay._sim import SessionReplay, SessionSimulator, Thresholds
+
+THINK = {"type": "thinking", "thinking": "", "signature": "x" * 8000}
+TEXT = {"type": "text", "text": "A" * 1000}
+PROMPT = "p" * 40_000  # ~15k tokens a turn: a warm rewrite of it costs more than it saves
+
+
+def _transcript(path: Path, version: str) -> Path:
+    """Five turns that think ~2,000 tokens each, a pause past the cache, then three more."""
+    entries: list[dict[str, Any]] = []
+    read = 0
+    t = 0
+    for n in range(8):
+        t += 3600 if n == 5 else 20
+        for role, content in (("user", PROMPT), ("assistant", [THINK, TEXT])):
+            i = len(entries)
+            msg: dict[str, Any] = {"role": role, "content": content}
+            if role == "assistant":
+                write = 25_000 if n == 0 or n == 5 else 15_200
+                msg.update(
+                    id=f"m{n}",
+                    model="claude-sonnet-4-6",
+                    usage={
+                        "input_tokens": 0,
+                        "cache_read_input_tokens": 0 if n in (0, 5) else read,
+                        "cache_creation_input_tokens": write + (read if n == 5 else 0),
+                        "output_tokens": 2370,
+                    },
+                )
+                read += write if n != 5 else 0
+                read += 2370 if n else 0
+            entries.append(
+                {
+                    "type": role,
+                    "sessionId": "s1",
+                    "version": version,
+                    "uuid": f"u{i}",
+                    "parentUuid": f"u{i - 1}" if i else None,
+                    "timestamp": f"2026-06-01T{10 + t // 3600:02d}:{t % 3600 // 60:02d}:"
+                    f"{t % 60:02d}Z",
+                    "message": msg,
+                }
+            )
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def _replay(path: Path, th: Thresholds | None = None, **kw: Any) -> SessionReplay:
+    [r] = replay_sessions(path, th or Thresholds(), ReadStats(), **kw)
+    return r
+
+
+def _cost(r: SessionReplay) -> float:
+    costs = price_session(r, default_prices(r.model), r.cache_ttl_s or 300.0)
+    return sum(c.weighted_tokens for c in costs.ctxwrap)
+
+
+def test_an_idle_gap_leaves_earlier_thinking_out_from_there_on(tmp_path: Path) -> None:
+    r = _replay(_transcript(tmp_path / "s.jsonl", "2.1.185"))
+    off = _replay(tmp_path / "s.jsonl", Thresholds(clear_old_thinking=False))
+    cleared = [c.saved.get("thinking", 0) for c in r.calls]
+    assert cleared[:5] == [0] * 5  # warm: a few turns' thinking does not pay a rewrite
+    assert all(n > 0 for n in cleared[5:])  # cold: cleared, and held
+    assert all(c.saved.get("thinking", 0) == 0 for c in off.calls)
+    # the turns before the latest that thought: four of ~2,000 tokens at the gap
+    assert 7000 < cleared[5] * r.rate < 9000
+    assert all(c.thinking_rewrite_from is None for c in r.calls)  # cold: no extra rewrite
+    assert _cost(r) < _cost(off)
+
+
+def test_claude_code_2_0_sent_no_edit_to_raise(tmp_path: Path) -> None:
+    r = _replay(_transcript(tmp_path / "s.jsonl", "2.0.76"))
+    assert all(c.saved.get("thinking", 0) == 0 for c in r.calls)
+
+
+class NeverClears(OldThinking):
+    def pays(self, c: ClearingChoice) -> bool:
+        return False
+
+
+def test_replay_takes_the_chains_decision(tmp_path: Path) -> None:
+    path = _transcript(tmp_path / "s.jsonl", "2.1.185")
+    chain = dataclasses.replace(default_mechanisms(), thinking=NeverClears())
+    sim = SessionSimulator(str(path), Thresholds(), None, None, mechanisms=chain)
+    from ctxwrap.replay._read import read_session
+
+    sim.feed(list(read_session(path, ReadStats())))
+    r = sim.finish()
+    assert all(c.saved.get("thinking", 0) == 0 for c in r.calls)
