@@ -154,3 +154,20 @@ def test_a_resumed_session_keeps_its_clearing_points(tmp_path: Any) -> None:
     assert _load_clearings(path) == {}  # damaged: decided again, never an error
     path.write_text('{"a": "3", "b": true, "c": 2}')
     assert {k: s.point for k, s in _load_clearings(path).items()} == {"c": 2}
+
+
+def test_a_rewrite_inside_an_earlier_one_starts_where_that_one_did() -> None:
+    from ctxwrap.mechanisms.thinking import rewrite_start
+
+    # the current content began at the request of 10 messages, written anew from message 4:
+    # a change at 12 finds that request's entry before it; one at 6 finds no entry of the new
+    # content before it (the entries of requests 5..9 hold the old one)
+    assert rewrite_start(12, 10, 4) == 12
+    assert rewrite_start(6, 10, 4) == 4
+    assert rewrite_start(6, 10, 0) == 0  # after a cold boundary: everything
+
+
+def test_a_cold_boundary_resets_the_cache_view() -> None:
+    state = ClearingState(view_from=3, view_rewritten=2)
+    plan(RULE, state, conversation(2, 40), cold=True, tokens_per_char=0.25, threshold=None)
+    assert (state.view_from, state.view_rewritten) == (len(conversation(2, 40)), 0)
