@@ -487,12 +487,10 @@ class ProxySession:
         (`original`: the agent's own bytes, where ctxwrap edited the request; `billed`: the
         request as the provider counts it, where an edit it applies itself leaves part of it
         out), then the provider's usage of its answer."""
-        index = (
-            self._record_agent_call(body, applied, original, billed)
-            if self._is_call(body)
-            else None
-        )
-        self._took_usage(billed if billed is not None else body, usage)
+        index: int | None = None
+        if self._is_call(body):
+            index, chars = self._record_agent_call(body, applied, original, billed)
+            self._took_usage(chars, usage)
         if usage is not None and usage.seen:
             with self.lock:
                 turn, self.turn_index = self.turn_index, self.turn_index + 1
@@ -515,8 +513,9 @@ class ProxySession:
         """Whether the request is a call of the agent's conversation (`/v1/llm_call`)."""
         return True
 
-    def _took_usage(self, billed: JsonDict, usage: Usage | None) -> None:
-        """The provider's usage of a request as it counted it (an adapter learns from it)."""
+    def _took_usage(self, chars: int, usage: Usage | None) -> None:
+        """The provider's usage of an agent call of `chars` as it counted them (an adapter
+        learns from it)."""
 
     def _usage_model(self, usage: Usage, body: JsonDict) -> str | None:
         return f"{self.provider}/{usage.model}" if usage.model else None
@@ -564,8 +563,9 @@ class ProxySession:
         applied: list[Edit],
         original: bytes | None = None,
         billed: JsonDict | None = None,
-    ) -> int:
-        """Send the call's record; returns its call_index (its usage names it). A part the
+    ) -> tuple[int, int]:
+        """Send the call's record; returns its call_index (its usage names it) and its chars as
+        the provider counts them. A part the
         provider leaves out itself (`billed`) is neither sent nor plain's saving of another
         mechanism: it is the thinking the provider's edit cleared, plain carries it."""
         size = self.wire.measure(billed if billed is not None else body)
@@ -616,7 +616,7 @@ class ProxySession:
             },
             timeout=3.0,
         )
-        return index
+        return index, size.system + size.messages + size.tools
 
     # -- the end ----------------------------------------------------------------------------------
 

@@ -197,13 +197,11 @@ class ClaudeSession(ProxySession):
     def billed(self, body: JsonDict, keep: th.Keep) -> JsonDict:
         return billed_body(body, keep)
 
-    def _took_usage(self, billed: JsonDict, usage: Usage | None) -> None:
+    def _took_usage(self, chars: int, usage: Usage | None) -> None:
         # the session's own tokens per character: the next clearing's estimate of its rewrite
-        if usage is None or not usage.seen or not billed.get("tools"):
+        if usage is None or not usage.seen:
             return
         counted = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-        size = self.wire.measure(billed)
-        chars = size.system + size.messages + size.tools
         if counted > 0 and chars > 0:
             self.tokens_per_char = min(1.0, max(0.1, counted / chars))
 
