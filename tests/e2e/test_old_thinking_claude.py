@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CTXWRAP, Xdg
+from support import CTXWRAP, Xdg, ctxwrap
 
 from ctxwrap.engine.thinking import CLEAR_THINKING, old_thinking, thinking_blocks
 from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
@@ -109,16 +109,9 @@ def test_a_cold_boundary_leaves_earlier_thinking_out_through_the_providers_edit(
         with sqlite3.connect(xdg.db) as db:
             saved = db.execute("SELECT SUM(saved_thinking) FROM llm_calls").fetchone()[0]
         assert saved > 0
-        stats = json.loads(
-            subprocess.run(
-                [*CTXWRAP, "stats", "--json"],
-                env=xdg.env(),
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=True,
-            ).stdout
-        )
+        done = ctxwrap(xdg, "stats", "--json")
+        assert done.returncode == 0, done.stderr
+        stats = json.loads(done.stdout)
         by_mech = {m["mechanism"]: m for m in stats["totals"]["mechanisms"]}
         assert by_mech["thinking"]["saved_chars"] == saved
     finally:
