@@ -320,6 +320,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--ttft", type=float, default=1.5, help="--realistic: main model, s")
     ap.add_argument("--aux-ttft", type=float, default=0.8, help="--realistic: aux model, s")
     ap.add_argument("--tps", type=float, default=60.0, help="--realistic: tokens per second")
+    ap.add_argument(
+        "--baseline",
+        help="--realistic: also run a ctxwrap source tree (e.g. a worktree of main) wrapped, "
+        "interleaved with plain and this tree",
+    )
     args = ap.parse_args(argv)
     print(f"load average at start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     sys.path.insert(0, str(Path(__file__).parent))

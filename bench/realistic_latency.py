@@ -10,12 +10,18 @@ main-model request, first → last request (the tool rounds: hooks, digests, tag
 request → exit (the last answer and the launcher's exit). A benchmark: it prints, it does not
 pass or fail.
 
+With `--baseline DIR` (a ctxwrap source tree, e.g. `git worktree add /tmp/base main`), that
+tree's ctxwrap runs wrapped too, interleaved (plain, baseline, this tree): a change's before and
+after at the same load. The load average is printed per agent (other work on a 2-core machine
+slows the wrapped side more: ctxwrap's own CPU competes with the agent's start-up).
+
     .venv/bin/python bench/overhead.py --realistic [--runs 3] [--ttft 1.5] [--aux-ttft 0.8]
-        [--tps 60] [--agents pi,claude,codex]
+        [--tps 60] [--agents pi,claude,codex] [--baseline DIR]
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -83,7 +89,16 @@ class Run:
 FAILED = Run(float("nan"), float("nan"), float("nan"), float("nan"), 0)
 
 
-def _run(agent: str, wrapped: bool, root: Path, xdg_env: dict[str, str], opts: Any) -> Run:
+def _run(
+    agent: str,
+    wrapped: bool,
+    root: Path,
+    xdg_env: dict[str, str],
+    opts: Any,
+    source: str | None = None,
+) -> Run:
+    """One session; `source`: a ctxwrap source tree the wrapped run imports instead of this
+    one (PYTHONPATH; `--baseline`)."""
     root.mkdir(parents=True)
     work = _work(root)
     script = _script(agent, work)
@@ -108,6 +123,8 @@ def _run(agent: str, wrapped: bool, root: Path, xdg_env: dict[str, str], opts: A
             env = codex_env(xdg_env, home=root / "home", base_url=srv.base_url)
             args = codex_exec_args("run the session")
             argv = [*CTXWRAP, "codex", *args] if wrapped else [env["CTXWRAP_CODEX"], *args]
+        if source is not None:
+            env["PYTHONPATH"] = source
         start_wall = time.time()
         start = time.monotonic()
         proc = subprocess.run(
@@ -137,9 +154,12 @@ AGENTS: dict[str, Callable[[], object]] = {
 
 
 def report(agents: Sequence[str], runs: int, opts: Any, xdg_env: dict[str, str]) -> None:
+    baseline = getattr(opts, "baseline", None)
     print(
         f"whole sessions, main model {opts.ttft:.2f} s to first token at {opts.tps:g} tokens/s,"
-        f" aux model {opts.aux_ttft:.2f} s; {runs} runs each, alternating:"
+        f" aux model {opts.aux_ttft:.2f} s; {runs} runs each, alternating"
+        + (f" (plain, baseline {baseline}, this tree)" if baseline else "")
+        + ":"
     )
     with tempfile.TemporaryDirectory(prefix="ctxwrap-bench-") as tmp:
         for agent in agents:
@@ -147,22 +167,32 @@ def report(agents: Sequence[str], runs: int, opts: Any, xdg_env: dict[str, str])
                 print(f"  {agent:7} not installed, skipped")
                 continue
             plain: list[Run] = []
+            base: list[Run] = []
             wrapped: list[Run] = []
             for i in range(runs):
                 plain.append(_run(agent, False, Path(tmp) / f"{agent}-p{i}", xdg_env, opts))
+                if baseline:
+                    where = Path(tmp) / f"{agent}-b{i}"
+                    base.append(_run(agent, True, where, xdg_env, opts, baseline))
                 wrapped.append(_run(agent, True, Path(tmp) / f"{agent}-w{i}", xdg_env, opts))
-            p, w = _median(plain, "wall"), _median(wrapped, "wall")
-            ratio = w / p if p == p and w == w else float("nan")
-            print(f"  {agent:7} plain {p:6.1f} s  ctxwrap {w:6.1f} s  ratio {ratio:.3f}")
-            # where the difference went: wrapped − plain, median over the pairs
-            added = {
-                part: _median_added(plain, wrapped, part) for part in ("launch", "rounds", "tail")
-            }
-            print(
-                "          added: launch → first request {launch:+.2f} s, rounds {rounds:+.2f} s,"
-                " last request → exit {tail:+.2f} s".format(**added)
-                + f"; aux requests {statistics.median(r.aux for r in wrapped):.0f}"
-            )
+            load = os.getloadavg()[0]  # other work on the machine skews both sides, not alike
+            p = _median(plain, "wall")
+            print(f"  {agent:7} plain {p:6.1f} s  (load average {load:.2f})")
+            for label, side in (("baseline", base), ("ctxwrap", wrapped)):
+                if not side:
+                    continue
+                w = _median(side, "wall")
+                ratio = w / p if p == p and w == w else float("nan")
+                # where the difference went: wrapped − plain, median over the pairs
+                added = {
+                    part: _median_added(plain, side, part) for part in ("launch", "rounds", "tail")
+                }
+                print(
+                    f"          {label:8} {w:6.1f} s  ratio {ratio:.3f}; added: launch → first"
+                    " request {launch:+.2f} s, rounds {rounds:+.2f} s, last request → exit"
+                    " {tail:+.2f} s".format(**added)
+                    + f"; aux requests {statistics.median(r.aux for r in side):.0f}"
+                )
 
 
 def _median(runs: Sequence[Run], part: str) -> float:

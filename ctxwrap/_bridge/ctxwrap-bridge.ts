@@ -845,6 +845,62 @@ export class TagRound {
 	}
 }
 
+/** Tag rounds whose pace decides the next wait (agents/_proxy/tag_wait.py: the same rule). */
+const TAG_RECENT_ROUNDS = 3;
+/** Before the tagger's pace is known: enough for a local model, once per process for a slow one. */
+export const TAG_FIRST_WAIT_MS = 250;
+
+/**
+ * How long a request may wait for its tail's RETAIN/DROP tags (issue 43): `tag_wait_ms` while
+ * the tagger's recent rounds fit in it (a round still running past it counting as one that did
+ * not), else nothing; before any round was measured, `TAG_FIRST_WAIT_MS` unless a round has run
+ * longer than that already. A tag that comes later is not lost: RETAIN in the tail, and a late
+ * DROP becomes a history mask at the next cold boundary. The twin of the proxies' `TagWait`.
+ */
+export class TagPace {
+	private recent: number[] = [];
+	private running = new Map<number, number>();
+	private next = 0;
+	private readonly now: () => number;
+
+	constructor(now: () => number = Date.now) {
+		this.now = now;
+	}
+
+	/** A tag round's aux call starts now; `end` with the token when it settled. */
+	begin(): number {
+		const token = this.next++;
+		this.running.set(token, this.now());
+		return token;
+	}
+
+	end(token: number): void {
+		const started = this.running.get(token);
+		if (started === undefined) return;
+		this.running.delete(token);
+		this.recent.push(this.now() - started);
+		if (this.recent.length > TAG_RECENT_ROUNDS) this.recent.shift();
+	}
+
+	allowance(budgetMs: number): number {
+		if (budgetMs <= 0) return 0;
+		const now = this.now();
+		const running = [...this.running.values()].map((t) => now - t);
+		if (this.recent.length === 0) {
+			const first = Math.min(budgetMs, TAG_FIRST_WAIT_MS);
+			return running.some((r) => r > first) ? 0 : first;
+		}
+		const seen = [...this.recent, ...running.filter((r) => r > budgetMs)].slice(-TAG_RECENT_ROUNDS);
+		return median(seen) > budgetMs ? 0 : budgetMs;
+	}
+}
+
+function median(values: number[]): number {
+	const s = [...values].sort((a, b) => a - b);
+	const mid = s.length >> 1;
+	return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
 const STATE_ENTRY = "ctxwrap-state";
 const OWN_TOOLS = new Set(["ctx_recall", "find_capability"]);
 const FACT_TYPE = "ctxwm-fact";
@@ -889,6 +945,9 @@ function install(pi: any): void {
 	// Batched tags: the read-like calls of the latest assistant message whose result has not
 	// arrived yet, and the taggable results collected so far; one aux call tags the round.
 	let tagRound = new TagRound();
+	// The tagger's pace: how long a request waits for its tags (kept across sessions: it is the
+	// aux model's).
+	const tagPace = new TagPace();
 	// Cost model (docs/accounting.md): last request's blocks as sent and as plain pi's, and
 	// per-message sizes by identity, so each call measures only what is new or edited.
 	let prevSentBlocks: Block[] = [];
@@ -1475,7 +1534,13 @@ function install(pi: any): void {
 		const runChunk = async (results: Json[]) => {
 			const reply = await daemon.call<Json>("/v1/tag_batch", { session_id: sessionId, results }, cfg.bridge_timeout_ms);
 			if (reply?.aux) {
-				const outcome = await runAux(batch.ctx, cfg, reply.aux as AuxRequest);
+				const pace = tagPace.begin();
+				let outcome: AuxOutcome;
+				try {
+					outcome = await runAux(batch.ctx, cfg, reply.aux as AuxRequest);
+				} finally {
+					tagPace.end(pace);
+				}
 				await daemon.call("/v1/aux/result", { session_id: sessionId, aux_id: reply.aux.aux_id, ...outcome }, cfg.bridge_timeout_ms);
 			}
 		};
@@ -1654,15 +1719,18 @@ function install(pi: any): void {
 		if (unsent) flushTags(unsent);
 		if (tail.messages.length > 0 && editable) {
 			const waits = [...inTail].map((id) => pendingTags.get(id)).filter((p): p is Promise<void> => !!p);
-			if (waits.length) {
-				// Tags still running after this grace count as RETAIN (invariant 4).
+			// A request waits for its tags only while the tagger answers within tag_wait_ms
+			// (TagPace): tags still running after the allowance count as RETAIN (invariant 4),
+			// and a late DROP becomes a history mask at the next cold boundary (issue 43).
+			const allowance = waits.length ? tagPace.allowance(cfg.tag_wait_ms) : 0;
+			if (allowance > 0) {
 				// The grace timer is cleared when the tags finish first: left running it kept
-				// `pi -p` alive for the rest of tag_wait_ms after its last request.
+				// `pi -p` alive for the rest of the wait after its last request.
 				let grace: ReturnType<typeof setTimeout> | undefined;
 				await Promise.race([
 					Promise.allSettled(waits),
 					new Promise((r) => {
-						grace = setTimeout(r, cfg.tag_wait_ms);
+						grace = setTimeout(r, allowance);
 					}),
 				]);
 				clearTimeout(grace);

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import re
 
-from ctxwrap.digest.redact import redact_secrets
-
 _DEF = re.compile(
     r"^(?:export\s+)?(?:async\s+)?(?:def|class|function|interface|type|struct|enum|fn|func|const|let)\s+([A-Za-z_][\w]*)",
     re.MULTILINE,
@@ -34,6 +32,10 @@ def heuristic_fact(
     total_lines: int | None = None,
 ) -> str:
     """`content` may be the head of a larger file; `total_*` then give its real size."""
+    # Imported here: the proxies import this module for `line_count` only, and the digest
+    # package it pulls in (~40 ms) would be built beside the agent's start-up for nothing.
+    from ctxwrap.digest.redact import redact_secrets
+
     if "\x00" in content[:4096]:
         size = total_bytes if total_bytes is not None else len(content.encode("utf-8", "replace"))
         return f"[Wrote {path} — binary content, {size:,} bytes]"

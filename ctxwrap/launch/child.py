@@ -12,8 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
 
@@ -33,8 +32,7 @@ def find_executable(override_var: str, name: str, not_found: Callable[[str], Exc
     return found
 
 
-@dataclass(frozen=True)
-class Install:
+class Install(NamedTuple):  # not a dataclass: its import is ~10 ms before the agent starts
     """An agent's executable, as the argv that runs it."""
 
     argv: list[str]

@@ -49,6 +49,23 @@ class DaemonLink:
                 close_fds=True,
             )
 
+    def _get_client(self, timeout: float) -> Any:
+        with self._lock:
+            if self._client is None:
+                from ctxwrap.client import make_client
+
+                self._client = make_client(self.socket_path, timeout=timeout)
+            return self._client
+
+    def warm(self, timeout: float = 1.5) -> None:
+        """Build the client and open its connection now (the launch's setup thread), not on
+        the session's first request: httpx's transport alone is ~50 ms of CPU (an SSL
+        context, even for a Unix socket), paid while the agent's first request waited."""
+        if self.socket_path is None:
+            return
+        with contextlib.suppress(Exception):
+            self._get_client(timeout).get("/v1/health", timeout=timeout)
+
     def call(
         self, path: str, body: JsonDict, timeout: float, *, retry: bool = True
     ) -> JsonDict | None:
@@ -56,12 +73,7 @@ class DaemonLink:
             return None
         import httpx
 
-        with self._lock:
-            if self._client is None:
-                from ctxwrap.client import make_client
-
-                self._client = make_client(self.socket_path, timeout=timeout)
-            client = self._client
+        client = self._get_client(timeout)
         try:
             r = client.post(path, json=body, timeout=timeout)
         except httpx.TimeoutException:

@@ -284,11 +284,13 @@ def user_has_status_line(user_settings: str | None, cwd: Path | None = None) -> 
 def status_line_enabled() -> bool:
     """The `stats_widget` setting (pi's footer, Claude Code's status line), read without
     pydantic: PI_CTX_STATS_WIDGET over config.toml over on."""
-    import tomllib
-
     value = os.environ.get("PI_CTX_STATS_WIDGET", "")
     if value:
         return value.strip().lower() not in ("0", "false", "no", "off")
+    if not os.path.isfile(paths.config_file()):
+        return True  # no config: tomllib's import (~20 ms before Claude Code starts) for nothing
+    import tomllib
+
     with contextlib.suppress(OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         setting = tomllib.loads(paths.config_file().read_text(encoding="utf-8")).get("stats_widget")
         if isinstance(setting, bool):
@@ -508,6 +510,8 @@ def _build_proxy(
     )
     daemon.join()  # bounded by ensure_running's own deadline
     proxy.start()
+    # the daemon link's client, built before the first request needs it (not waited for)
+    threading.Thread(target=proxy.daemon.warm, daemon=True).start()
     if not quiet:
         preload_exit_line()
     return proxy

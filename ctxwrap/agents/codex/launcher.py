@@ -469,6 +469,8 @@ def _build_proxy(
         raise RuntimeError("the proxy's door is not the one Codex was given")
     daemon.join()  # bounded by ensure_running's own deadline
     proxy.start()
+    # the daemon link's client, built before the first request needs it (not waited for)
+    threading.Thread(target=proxy.daemon.warm, daemon=True).start()
     if not quiet:
         preload_exit_line()
     return proxy

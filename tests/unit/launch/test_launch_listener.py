@@ -198,6 +198,54 @@ def test_the_agent_starts_before_the_proxy_is_imported(agent: str, tmp_path: Pat
     assert json.loads(out.stdout.splitlines()[-1]) == []
 
 
+def test_claude_without_a_config_file_starts_without_tomllib(tmp_path: Path) -> None:
+    """The status line setting is read from config.toml only when there is one: tomllib's
+    import (~20 ms) was paid before Claude Code started, for a file that is not there."""
+    code = (
+        "import sys, json\n"
+        "from ctxwrap.agents.claude import launcher\n"
+        "def fake(argv, env, on_started=None):\n"
+        "    print(json.dumps(['tomllib' in sys.modules, 'dataclasses' in sys.modules])); return 0\n"
+        "launcher.run_child = fake\n"
+        "launcher.find_claude = lambda: launcher.ClaudeInstall(['/bin/true'])\n"
+        "sys.exit(launcher.run_claude(['-p', 'hi']))\n"
+    )
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+        "CTXWRAP_NO_SYSTEMD": "1",
+        "PI_CTX_EXIT_LINE": "0",
+    }
+    env.pop("PI_CTX_STATS_WIDGET", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])[0] is False
+
+
+def test_the_proxies_do_not_import_the_digesters() -> None:
+    """The proxies use engine/facts.py for `line_count` only: the digest package (~40 ms of
+    CPU beside the agent's start-up) is imported where a heuristic fact is made, not by them."""
+    code = (
+        "import sys\n"
+        "import ctxwrap.agents.claude.proxy, ctxwrap.agents.codex.proxy\n"
+        "from ctxwrap.engine.facts import heuristic_fact\n"
+        "print('ctxwrap.digest' in sys.modules)\n"
+        "assert heuristic_fact('a.py', '# sk-ant-api03-' + 'x' * 40 + '\\n')\n"
+        "print('ctxwrap.digest' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
+
+
 def test_codexs_version_is_read_beside_it_without_running_it() -> None:
     from ctxwrap.agents.codex.launcher import CodexInstall, codex_version, version_beside
     from ctxwrap.testing.codex_home import find_codex
