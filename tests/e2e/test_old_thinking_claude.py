@@ -28,7 +28,6 @@ from ctxwrap.testing.model_server import ScriptedModelServer
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.serial,  # an idle gap past a cache TTL that Claude Code starts within
     pytest.mark.skipif(
         find_claude() is None, reason="claude not installed (scripts/install-tools.sh)"
     ),
@@ -82,6 +81,7 @@ def _session(tmp_path: Path, xdg: Xdg, model: str, env_extra: dict[str, str]) ->
 
 # Opus 5.5 checks its thinking prefix: the model the edit must not trouble (the rule is the same
 # on Sonnet 4.6, the corpus's model; the suite's time goes to the harder case)
+@pytest.mark.serial  # an idle gap past a cache TTL that Claude Code starts within
 @pytest.mark.parametrize("model", ["claude-opus-5-5"])
 def test_a_cold_boundary_leaves_earlier_thinking_out_through_the_providers_edit(
     tmp_path: Path, xdg: Xdg, model: str
@@ -119,6 +119,7 @@ def test_a_cold_boundary_leaves_earlier_thinking_out_through_the_providers_edit(
 
 
 def test_clear_old_thinking_off_leaves_claude_codes_edit_alone(tmp_path: Path, xdg: Xdg) -> None:
+    # not serial: with the setting off nothing changes whether a run is warm or cold
     srv, _before, three = _session(
         tmp_path, xdg, "claude-sonnet-4-6", {"PI_CTX_CLEAR_OLD_THINKING": "0"}
     )
