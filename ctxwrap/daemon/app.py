@@ -169,7 +169,7 @@ def build_app(daemon: Daemon) -> Any:
 
     async def stats(request: Request) -> Response:
         """One session's breakdown as text, for /ctx-stats inside pi."""
-        from ctxwrap.stats.compute import compute_stats
+        from ctxwrap.stats.compute import compute_stats, with_cause
         from ctxwrap.stats.render import render_text
 
         session = request.query_params.get("session")
@@ -180,12 +180,11 @@ def build_app(daemon: Daemon) -> Any:
 
         try:
             # views: the daemon's own price settings, as the totals and `ctxwrap stats` use
-            report = compute_stats(
-                daemon.store.conn,
-                session=session,
-                ttl_s=daemon.cfg.cache_ttl_s,
-                prices=settings_overrides(daemon.cfg.prices),
-            )
+            prices = settings_overrides(daemon.cfg.prices)
+            ttl_s = daemon.cfg.cache_ttl_s
+            report = compute_stats(daemon.store.conn, session=session, ttl_s=ttl_s, prices=prices)
+            # why it cost more, as `ctxwrap stats --session` says it (asked by /ctx-stats only)
+            report = with_cause(daemon.store.conn, report, ttl_s=ttl_s, prices=prices)
         except Exception as exc:  # unknown session id and the like
             return _json(P.ErrorReply(error="no statistics", detail=str(exc)[:200]), 404)
         text = render_text(report, color=False, width=int(width_arg))

@@ -748,6 +748,25 @@ def money_total(rows: Sequence[Money]) -> Money:
 # -- the default database and settings ------------------------------------------------------
 
 
+def with_cause(
+    conn: sqlite3.Connection,
+    report: StatsReport,
+    *,
+    ttl_s: float,
+    prices: Mapping[str, Prices] | None,
+) -> StatsReport:
+    """`report` with why its one session cost more than plain (`cost_cause`), where it did:
+    `ctxwrap stats --session` and pi's /ctx-stats say the same."""
+    c = report.totals.cost
+    if report.session is None or not c.calls or c.total_saved_weighted >= 0:
+        return report
+    from ctxwrap.mechanisms.cost_accounting import load_session_costs
+
+    costs = load_session_costs(conn, [report.session], ttl_s=ttl_s, overrides=prices)
+    cause = cost_cause(costs[report.session], c)
+    return replace(report, costs_more_because=cause.text if cause else None)
+
+
 def load_report(*, session: str | None, since: float | None, by: GroupBy) -> StatsReport | None:
     """The report from the default database, or None when nothing was ever recorded."""
     from ctxwrap.state.store import connect
@@ -761,14 +780,7 @@ def load_report(*, session: str | None, since: float | None, by: GroupBy) -> Sta
         report = compute_stats(
             conn, session=session, since=since, by=by, ttl_s=ttl_s, prices=prices
         )
-        c = report.totals.cost
-        if report.session is not None and c.calls and c.total_saved_weighted < 0:
-            from ctxwrap.mechanisms.cost_accounting import load_session_costs
-
-            costs = load_session_costs(conn, [report.session], ttl_s=ttl_s, overrides=prices)
-            cause = cost_cause(costs[report.session], c)
-            report = replace(report, costs_more_because=cause.text if cause else None)
-        return report
+        return with_cause(conn, report, ttl_s=ttl_s, prices=prices)
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):  # created by a daemon that never migrated it
             return None

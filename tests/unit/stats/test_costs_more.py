@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -270,3 +271,35 @@ def test_stats_of_the_session_says_why(tmp_path: Path, monkeypatch: pytest.Monke
     assert json.loads(render_json(report))["costs_more_because"] == cause.text
     whole = load_report(session=None, since=None, by="mechanism")
     assert whole is not None and whole.costs_more_because is None
+
+
+def test_pis_ctx_stats_says_why_too(tmp_path: Path) -> None:
+    """/ctx-stats inside pi (the daemon's /v1/stats) gives the `why:` line `ctxwrap stats
+    --session` gives."""
+    import inspect
+
+    from starlette.testclient import TestClient
+
+    from ctxwrap.config import Settings
+    from ctxwrap.daemon.app import build_app
+
+    db = build(tmp_path / "ctxwrap.db", CARRYING)
+    cause = session_cost_cause(connect(db, readonly=True), SID, ttl_s=300.0, prices={})
+    assert cause is not None
+
+    class Daemon:
+        started = 0.0
+        store = Store(db)
+        cfg = Settings()
+
+        def session_totals(self, session_id: str) -> None:
+            return None
+
+        def __getattr__(self, name: str) -> Any:
+            return lambda *a, **k: None
+
+    app = inspect.getclosurevars(build_app(Daemon())).nonlocals["app"]  # type: ignore[arg-type]
+    with TestClient(app) as client:
+        reply = client.get("/v1/stats", params={"session": SID, "width": "100"})
+    assert reply.status_code == 200, reply.text
+    assert f"why: {cause.text}" in reply.json()["text"].splitlines()
