@@ -409,6 +409,8 @@ class UsageReader(JsonEventStream):
     usage: Usage = field(default_factory=Usage)
     on_tool_use: Callable[[str, str], None] | None = None
     on_end: Callable[[], None] | None = None
+    # the thinking turns the provider's clear_thinking edit says it cleared (None: not said)
+    cleared_thinking_turns: int | None = None
 
     def _event(self, data: dict[str, Any]) -> None:
         if data.get("type") == "message_start" and isinstance(data.get("message"), dict):
@@ -416,11 +418,19 @@ class UsageReader(JsonEventStream):
             update_usage(self.usage, m.get("usage"), m.get("model"))
         elif data.get("type") == "message_delta":
             update_usage(self.usage, data.get("usage"))
+            self._context_management(data.get("context_management"))
         elif data.get("type") == "content_block_start":
             self._tool_use(data.get("content_block"))
         elif data.get("type") == "message_stop" and self.on_end is not None:
             with contextlib.suppress(Exception):  # never at the cost of the stream
                 self.on_end()
+
+    def _context_management(self, cm: Any) -> None:
+        edits = cm.get("applied_edits") if isinstance(cm, dict) else None
+        for e in edits if isinstance(edits, list) else ():
+            n = e.get("cleared_thinking_turns") if isinstance(e, dict) else None
+            if isinstance(n, int) and e.get("type") == "clear_thinking_20251015":
+                self.cleared_thinking_turns = n
 
     def _tool_use(self, block: Any) -> None:
         if not isinstance(block, dict) or block.get("type") != "tool_use":
@@ -434,6 +444,7 @@ class UsageReader(JsonEventStream):
         data = self.body()
         if data is not None and data.get("type") == "message":
             update_usage(self.usage, data.get("usage"), data.get("model"))
+            self._context_management(data.get("context_management"))
             content = data.get("content")
             for block in content if isinstance(content, list) else []:
                 self._tool_use(block)

@@ -30,6 +30,7 @@ from ctxwrap.agents._proxy import (
     LoopbackProxy,
     ResponseTap,
     body_encoding,
+    in_step,
 )
 from ctxwrap.agents._proxy.agent_proxy import AgentProxy, CallContext, ProxyArgs
 from ctxwrap.agents._proxy.session import SessionArgs
@@ -230,6 +231,10 @@ class _Adapter:
         billed = ctx.billed
         if billed is None and ctx.keep is not None:
             billed = ctx.sess.billed(ctx.body, ctx.keep)
+        if ctx.keep is not None:
+            reader = in_step.provider_tap(tap)
+            reported = getattr(reader, "cleared_thinking_turns", None)
+            ctx.sess.check_cleared(ctx.body, ctx.keep, reported)
         ctx.sess.record_call(ctx.body, ctx.applied, usage, ctx.original, billed)
 
     def failed(self, exchange: Exchange, status: int | None) -> None:

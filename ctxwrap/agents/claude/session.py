@@ -91,6 +91,8 @@ class ClaudeSession(ProxySession):
         self.clearings: dict[str, ClearingState] = _load_clearings(self._clearing_file)
         self.tokens_per_char = TOKENS_PER_CHAR
         self._request = threading.local()  # this thread's request: the keep it was sent with
+        # the provider cleared other turns than the proxy's keep meant: off for the session
+        self.thinking_mismatch: str | None = None
 
     # -- the daemon session ---------------------------------------------------------------------
 
@@ -160,6 +162,8 @@ class ClaudeSession(ProxySession):
         body = d.body
         if self.cfg.get("clear_old_thinking", True) is False or self.cfg.get("off"):
             return
+        if self.thinking_mismatch is not None:
+            return  # the agent's own edit again: one rewrite, not one at every request
         try:
             asked = th.clear_thinking_keep(body)
         except ValueError:
@@ -196,6 +200,20 @@ class ClaudeSession(ProxySession):
 
     def billed(self, body: JsonDict, keep: th.Keep) -> JsonDict:
         return billed_body(body, keep)
+
+    def check_cleared(self, body: JsonDict, keep: th.Keep, reported: int | None) -> None:
+        """The response says how many thinking turns its edit cleared. Where that is not what
+        `keep` meant here, the API counts turns otherwise than this proxy, and a held keep
+        would clear a different part at each request (a cache rewrite every time): stop
+        clearing for the session (docs/accounting.md, "Old thinking")."""
+        if reported is None or self.thinking_mismatch is not None:
+            return
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return
+        meant = len({b.turn for b in th.cleared_by_keep(messages, keep, body.get("model"))})
+        if reported != meant:
+            self.thinking_mismatch = f"the provider cleared {reported} thinking turns, not {meant}"
 
     def _took_usage(self, chars: int, usage: Usage | None) -> None:
         # the session's own tokens per character: the next clearing's estimate of its rewrite

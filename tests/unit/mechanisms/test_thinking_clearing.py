@@ -3,6 +3,7 @@ request whose edit it raised (agents/claude/session.billed_body)."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -171,3 +172,55 @@ def test_a_cold_boundary_resets_the_cache_view() -> None:
     state = ClearingState(view_from=3, view_rewritten=2)
     plan(RULE, state, conversation(2, 40), cold=True, tokens_per_char=0.25, threshold=None)
     assert (state.view_from, state.view_rewritten) == (len(conversation(2, 40)), 0)
+
+
+def _claude_request(turns: int) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-4-6",
+        "tools": [{"name": "Bash"}],
+        "messages": conversation(turns, 40, first=100_000),  # the first turn thought at length
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+    }
+
+
+def test_the_proxy_stops_clearing_where_the_provider_counts_turns_otherwise() -> None:
+    """The response says how many thinking turns the edit cleared; where that is not what
+    the proxy's keep meant, a held keep would clear a different part at every request (a
+    cache rewrite each time): the proxy sends the agent's own edit from then on."""
+    from ctxwrap.agents.claude import anthropic_wire as wire
+    from ctxwrap.agents.claude.session import ClaudeSession
+    from ctxwrap.engine.thinking import CONTEXT_MANAGEMENT_BETA
+    from tests.unit.agents.test_claude_adapter import FakeDaemon
+
+    sess = ClaudeSession("s", daemon=FakeDaemon(), state_file=None, aux=None, start_info={})
+    sess.betas = CONTEXT_MANAGEMENT_BETA
+    first = _claude_request(3)
+    sess.prepare(first)  # the first turn's thinking pays its rewrite back: cleared
+    keep = sess.thinking_keep()
+    assert keep == 1 and first["context_management"]["edits"][0]["keep"]["value"] == 1
+
+    # the provider's answer, as the stream carries it: it cleared 2 turns, as meant
+    reader = wire.UsageReader(True, "")
+    delta = {
+        "type": "message_delta",
+        "usage": {"output_tokens": 5},
+        "context_management": {
+            "applied_edits": [
+                {"type": "clear_thinking_20251015", "cleared_thinking_turns": 2},
+            ]
+        },
+    }
+    reader.feed(f"event: message_delta\ndata: {json.dumps(delta)}\n\n".encode())
+    assert reader.cleared_thinking_turns == 2
+    sess.check_cleared(first, keep, reader.cleared_thinking_turns)
+    later = _claude_request(4)
+    sess.prepare(later)
+    assert sess.thinking_keep() == 2  # still clearing, the same turns
+
+    # an answer that cleared 3 where 2 were meant: the API counts otherwise
+    sess.check_cleared(later, 2, 3)
+    assert sess.thinking_mismatch is not None
+    again = _claude_request(5)
+    sess.prepare(again)
+    assert sess.thinking_keep() is None
+    assert again["context_management"]["edits"][0]["keep"] == "all"
