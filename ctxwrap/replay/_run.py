@@ -29,8 +29,10 @@ from ctxwrap.replay._sim import (
 )
 
 SCHEMA = 1
-# Mechanisms whose savings sit in the message list (the rest are system prompt and tools).
-MESSAGE_MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction", "thinking")
+# Mechanisms whose savings sit in the message list's characters as the transcript has them (the
+# rest are system prompt and tools; old thinking is in none: a 2.1 transcript keeps its
+# signature only, so the report draws it kept out beside what was sent, not taken from it).
+MESSAGE_MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction")
 
 
 def default_roots(home: Path | None = None) -> list[Path]:
