@@ -105,3 +105,20 @@ def test_replay_takes_the_chains_decision(tmp_path: Path) -> None:
     sim.feed(list(read_session(path, ReadStats())))
     r = sim.finish()
     assert all(c.saved.get("thinking", 0) == 0 for c in r.calls)
+
+
+def test_the_replay_report_draws_it_kept_out_beside_what_was_sent(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A 2.1 transcript keeps no thinking text: the thinking left out is drawn on top of what
+    was sent, never taken from the messages' own characters (sent bars stay whole)."""
+    from ctxwrap.report._data import from_replay
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    path = _transcript(tmp_path / "s.jsonl", "2.1.185")
+    data = from_replay(path)
+    monkeypatch.setenv("PI_CTX_CLEAR_OLD_THINKING", "0")
+    off = from_replay(path)
+    assert [c.sent for c in data.calls] == [c.sent for c in off.calls]
+    assert [bool(c.kept.get("thinking")) for c in data.calls] == [False] * 5 + [True] * 3
+    assert not any(c.kept.get("thinking") for c in off.calls)
