@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxwrap.mechanisms.thinking import ClearingChoice, OldThinking
 from ctxwrap.replay._calibrate import calibrate
 from ctxwrap.replay._events import Compaction, Event, Header, Message, ReadStats
 from ctxwrap.replay._pricing import default_prices, price_recorded
@@ -399,19 +400,22 @@ class Decision:
 # When to clear earlier turns' thinking (the provider's clear_thinking_20251015, keep = the
 # turns since the last clearing).
 Rule = Callable[[Decision], bool]
-PAYBACK_MIN_REQUESTS = 10  # the payback rule's horizon: at least this many later requests …
+
+
+def _payback(d: Decision) -> bool:
+    """The product's own rule (`mechanisms/thinking.OldThinking.pays`)."""
+    choice = ClearingChoice(d.per_request, d.rewrite, d.cold, d.so_far, d.to_compaction)
+    return OldThinking().pays(choice)
+
+
 RULES: dict[str, Rule] = {
     # whenever there is earlier thinking to leave out (keep = the last thinking turn)
     "every": lambda d: True,
     # only where the cache is cold anyway
     "cold": lambda d: d.cold,
-    # where it pays back within as many later requests as the context has had (at least
-    # PAYBACK_MIN_REQUESTS: a context that has run long is taken to run about as long again),
-    # and before the agent's compaction drops the thinking anyway
-    "payback": lambda d: (
-        d.cold
-        or d.per_request * min(max(PAYBACK_MIN_REQUESTS, d.so_far), d.to_compaction) >= d.rewrite
-    ),
+    # where it pays back within half as many later requests as the context has had (at least
+    # 10), and before the agent's compaction drops the thinking anyway: the proxy's rule
+    "payback": _payback,
     # with hindsight: where it pays back over the requests the context really had left
     "oracle": lambda d: d.cold or d.per_request * d.remaining >= d.rewrite,
 }

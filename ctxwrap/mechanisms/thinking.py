@@ -86,6 +86,34 @@ class ClearingState:
     sizes: list[int] = field(default_factory=list)  # each message's JSON length (message_sizes)
 
 
+def clearing_choice(
+    state: ClearingState,
+    *,
+    gone: float,
+    span: float,
+    cold: bool,
+    prompt: float,
+    threshold: float | None,
+    one_hour: bool,
+) -> ClearingChoice:
+    """The rule's question at a request of `prompt` tokens (the state's `requests` already
+    counts it): `gone` tokens of earlier thinking to leave out, `span` tokens the provider would
+    write anew, the agent compacting at `threshold` (None: not known)."""
+    so_far = state.requests - 1
+    first = state.first_tokens if state.first_tokens is not None else prompt
+    growth = max(1.0, (prompt - first) / max(1, so_far))
+    write = WRITE_WEIGHT_1H if one_hour else WRITE_WEIGHT
+    return ClearingChoice(
+        per_request=gone * READ_WEIGHT,
+        rewrite=0.0 if cold else span * (write - READ_WEIGHT),
+        cold=cold,
+        so_far=so_far,
+        to_compaction=max(0.0, (threshold - prompt) / growth)
+        if threshold is not None
+        else math.inf,
+    )
+
+
 def rewrite_start(first: int, view_from: int, view_rewritten: int) -> int:
     """Where a change at `first` (a message, or a call) makes the provider write anew: from
     there if a request of the current content ended before it (`first` >= `view_from`), else
@@ -117,7 +145,6 @@ def plan(
     state's clearing point where the rule says. Call once per request of the conversation."""
     sizes = message_sizes(state, messages)
     prompt = sum(sizes) * tokens_per_char
-    so_far = state.requests
     state.requests += 1
     if state.first_tokens is None:
         state.first_tokens = round(prompt)
@@ -138,17 +165,14 @@ def plan(
                 min(b.message for b in gone_blocks), state.view_from, state.view_rewritten
             )
             span = max(0.0, sum(sizes[first:]) * tokens_per_char - gone)
-            write = WRITE_WEIGHT_1H if one_hour else WRITE_WEIGHT
-            growth = max(1.0, (prompt - state.first_tokens) / max(1, so_far))
-            to_compaction = (
-                max(0.0, (threshold - prompt) / growth) if threshold is not None else math.inf
-            )
-            choice = ClearingChoice(
-                per_request=gone * READ_WEIGHT,
-                rewrite=0.0 if cold else span * (write - READ_WEIGHT),
+            choice = clearing_choice(
+                state,
+                gone=gone,
+                span=span,
                 cold=cold,
-                so_far=so_far,
-                to_compaction=to_compaction,
+                prompt=prompt,
+                threshold=threshold,
+                one_hour=one_hour,
             )
             if mech.pays(choice):
                 state.point = latest

@@ -62,14 +62,7 @@ from ctxwrap.engine.thinking import accepts_context_editing, checks_thinking_pre
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.digest import digest_header, digest_status
 from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
-from ctxwrap.mechanisms.thinking import (
-    READ_WEIGHT,
-    WRITE_WEIGHT,
-    WRITE_WEIGHT_1H,
-    ClearingChoice,
-    ClearingState,
-    rewrite_start,
-)
+from ctxwrap.mechanisms.thinking import ClearingState, clearing_choice, rewrite_start
 from ctxwrap.protocol import AgentProfile, profile_of
 from ctxwrap.replay._calibrate import Calibration
 from ctxwrap.replay._events import (
@@ -620,7 +613,6 @@ class SessionSimulator:
         self.turn_entry: dict[int, int] = {}
         self.clearing = ClearingState()  # its view_* count calls here, not messages
         self.thinking_out = 0.0  # tokens of it the edit leaves out of the next request
-        self.context_first: float | None = None  # this context's first request, tokens
         self.resp_visible = 0
         self.resp_thought = False
         self.resp_turn = 0
@@ -1586,7 +1578,6 @@ class SessionSimulator:
         self.turn_thinking, self.turn_entry = {}, {}
         self.clearing = ClearingState()
         self.thinking_out = 0.0
-        self.context_first = None
 
     def _clear_thinking(
         self, m: Message, index: int, cold: bool, mask_from: int | None
@@ -1603,10 +1594,9 @@ class SessionSimulator:
             else self.r.rate * (self.system.chars + self.system.tools_chars + self.msg_chars)
         )
         state = self.clearing
-        so_far = state.requests
         state.requests += 1
-        if self.context_first is None:
-            self.context_first = float(plain_now)
+        if state.first_tokens is None:
+            state.first_tokens = round(plain_now)
         if cold:
             state.view_from, state.view_rewritten = index, 0
         elif mask_from is not None:
@@ -1627,16 +1617,17 @@ class SessionSimulator:
                     self.saved, self.carried, self.carried_tokens
                 )
                 at = self._ours_tokens(before) if before is not None else self.r.head_tokens or 0
-                span = max(0.0, ours_now - at - gone)
-                write = WRITE_WEIGHT_1H if (self.r.cache_ttl_s or 0) >= 3600 else WRITE_WEIGHT
+                # Claude Code compacts at its window less 33,000 tokens (agents/claude/
+                # auto_compact.py); a context past 200,000 had the 1M window
                 window = 1_000_000 if plain_now > 200_000 else 200_000
-                growth = max(1.0, (plain_now - self.context_first) / max(1, so_far))
-                choice = ClearingChoice(
-                    per_request=gone * READ_WEIGHT,
-                    rewrite=0.0 if free else span * (write - READ_WEIGHT),
+                choice = clearing_choice(
+                    state,
+                    gone=gone,
+                    span=max(0.0, ours_now - at - gone),
                     cold=free,
-                    so_far=so_far,
-                    to_compaction=max(0.0, (window - 33_000 - plain_now) / growth),
+                    prompt=plain_now,
+                    threshold=window - 33_000,
+                    one_hour=(self.r.cache_ttl_s or 0) >= 3600,
                 )
                 if self.mech.thinking.pays(choice):
                     state.point = latest

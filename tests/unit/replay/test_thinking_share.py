@@ -122,8 +122,8 @@ def test_a_clearing_rule_is_asked_with_what_it_saves_and_costs(tmp_path: Path) -
     assert len(asked) == 2  # and again at request 4, still unpaid
     payback = ts.RULES["payback"]
     assert not payback(first)  # 200 x 10 requests < 3,236
-    assert payback(dataclasses.replace(first, so_far=20))  # 200 x 20 >= 3,236
-    assert not payback(dataclasses.replace(first, so_far=20, to_compaction=5))  # compacts first
+    assert payback(dataclasses.replace(first, so_far=40))  # 200 x 40/2 >= 3,236
+    assert not payback(dataclasses.replace(first, so_far=40, to_compaction=5))  # compacts first
     assert payback(dataclasses.replace(first, cold=True))  # nothing to rewrite
 
 
