@@ -52,6 +52,7 @@ from typing import Any
 
 from ctxwrap.config import Settings
 from ctxwrap.mechanisms.needed_again import how_text
+from ctxwrap.protocol import profile_of
 from ctxwrap.replay import Thresholds, replay_paths, run_json
 from ctxwrap.replay._run import MECHANISMS
 
@@ -114,6 +115,8 @@ POLICIES: dict[str, Any] = {
     "digest2000": lambda: _with(bash_min_tokens=2000),
     "digest1000": lambda: _with(bash_min_tokens=1000),
     "nowrite": lambda: _with(write=False),
+    # the write strip on under every agent (`write = true`; the default is per agent)
+    "write-on": lambda: _with(write=True),
     "noedit": lambda: _with(edit_strip=False),
     "edit-min1000": lambda: _with(edit_min_chars=1000),
     "mask-min2000": lambda: _with(mask_min_chars=2000),
@@ -309,6 +312,15 @@ def _by_after(p: dict[str, Any]) -> tuple[float, float]:
     return (p["after_rereads_pct"] or 0.0, p["cost_saved_pct"] or 0.0)
 
 
+def _effective(th: Thresholds, key: str, agent: str) -> Any:
+    """A setting as it applies to `agent`'s sessions: `write = "auto"` is the agent's default
+    (`AgentProfile.write_strip`), the grid's true or false."""
+    value = getattr(th, key)
+    if key == "write" and value == "auto":
+        return profile_of(agent).write_strip
+    return value
+
+
 def sweep(
     corpus: Path,
     agent: str,
@@ -335,7 +347,7 @@ def sweep(
         points.append(
             {
                 "settings": settings,
-                "is_default": all(getattr(defaults, k) == v for k, v in settings.items()),
+                "is_default": all(_effective(defaults, k, agent) == v for k, v in settings.items()),
                 # what the daemon can run: masking only results it can give back (recall path)
                 "built": settings.get("mask_kinds", defaults.mask_kinds) == "recall",
                 "sessions": med["sessions"],

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ctxwrap import paths
@@ -27,6 +27,12 @@ ENV_PREFIX = "PI_CTX_"
 # aux_backend's value for "the agent's adapter runs aux calls" (pi's providers, the proxies'
 # upstream): named after pi, where it began; users' config files keep that name
 AUX_BY_AGENT = "pi"
+
+
+# what pydantic reads as a boolean, and "auto" (a switch whose default depends on the agent)
+_SWITCH_WORDS = frozenset(
+    {"auto", "true", "false", "1", "0", "yes", "no", "on", "off", "t", "f", "y", "n"}
+)
 
 
 class Settings(BaseSettings):
@@ -99,10 +105,22 @@ class Settings(BaseSettings):
         None, description="JSONL event log (default: state dir/events.jsonl)."
     )
     # -- writes (upstream mechanism 4) --
-    write: bool = Field(True, description="Strip large write bodies and keep a one-line fact.")
+    write: bool | Literal["auto"] = Field(
+        "auto",
+        description="Strip large write bodies and keep a one-line fact: true, false, or auto (on where it pays after the re-reads it causes on real sessions: under Claude Code; off under pi and Codex, where the agent needs the body again in one write of two; docs/accounting.md).",
+    )
     write_min_bytes: int = Field(
         400, ge=0, description="Strip write content of at least this many bytes."
     )
+
+    @field_validator("write", mode="before")
+    @classmethod
+    def _write_switch(cls, v: object) -> object:
+        # one clear message for the three values (the union's own names only the boolean)
+        if isinstance(v, str) and v.strip().lower() not in _SWITCH_WORDS:
+            raise ValueError("expected true, false or auto")
+        return v.strip().lower() if isinstance(v, str) else v
+
     edit_strip: bool = Field(
         True,
         description="Leave an applied edit's replaced text (old_string / oldText) out of later requests; its new text stays (docs/accounting.md, edit strip).",

@@ -143,6 +143,11 @@ class AgentProfile(BaseModel):
     # the agent asks the API to keep earlier turns' thinking with the provider's own edit
     # (Claude Code 2.1: clear_thinking_20251015, keep "all"), whose keep ctxwrap can raise
     thinking_edit: bool = False
+    # the write strip's default (`write = "auto"`): on where, on the agent's real sessions, it
+    # pays after charging a re-read for every body the agent needed again (Claude Code: +5
+    # points); off where it saves about a point for a body needed again in one write of two
+    # (pi, Codex; docs/accounting.md, needed again). `write = true` turns it on anyway.
+    write_strip: bool = True
 
 
 PROFILES: dict[str, AgentProfile] = {
@@ -153,11 +158,12 @@ PROFILES: dict[str, AgentProfile] = {
         tail_waits_for_tags=True,
         aux_runner="pi",
         session_tree=True,
+        write_strip=False,
     ),
     "claude": AgentProfile(
         spill="tool-results", status_line=True, compaction_is_call=True, thinking_edit=True
     ),
-    "codex": AgentProfile(compaction_is_call=True),
+    "codex": AgentProfile(compaction_is_call=True, write_strip=False),
 }
 # an agent's major version whose traits differ from its entry above
 PROFILES["pi@0"] = PROFILES["pi"].model_copy(update={"compaction_check": "prompt"})

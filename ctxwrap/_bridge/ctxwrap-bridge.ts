@@ -69,7 +69,8 @@ function envConfig(): BridgeConfig {
 		aux_model: env.PI_CTX_AUX_MODEL || null,
 		aux_timeout_ms: num(env.PI_CTX_AUX_TIMEOUT_MS, 20000),
 		stats_widget: flag(env.PI_CTX_STATS_WIDGET, true),
-		write: flag(env.PI_CTX_WRITE, true),
+		// "auto" (the default) is off under pi: the daemon's AgentProfile.write_strip
+		write: flag(env.PI_CTX_WRITE, false),
 		write_min_bytes: num(env.PI_CTX_WRITE_MIN_BYTES, 400),
 		bridge_timeout_ms: num(env.PI_CTX_BRIDGE_TIMEOUT_MS, 1500),
 		tag_wait_ms: num(env.PI_CTX_TAG_WAIT_MS, 400),

@@ -119,7 +119,12 @@ class Daemon:
 
     def _config_view(self) -> dict[str, object] | None:
         """After a reload every reply carries the new bridge config (idempotent on the bridge)."""
-        return bridge_view(self.cfg) if self.config_generation else None
+        return self._bridge_config(P.profile_of("pi")) if self.config_generation else None
+
+    def _bridge_config(self, profile: P.AgentProfile) -> dict[str, object]:
+        """The bridge's view, its switches as they apply to the session's agent (the bridge
+        is pi's adapter; `write = "auto"` resolves to the agent's default)."""
+        return {**bridge_view(self.cfg), "write": self.mechanisms.writes.on(self.cfg, profile)}
 
     def _ack(self) -> P.Ack:
         return P.Ack(config=self._config_view())
@@ -227,7 +232,7 @@ class Daemon:
         totals = self.session_totals(req.session_id)
         if rt.profile.status_line:
             self._status_line(req.session_id, totals)  # a resumed session shows its figures
-        return P.SessionStartReply(config=bridge_view(self.cfg), totals=totals)
+        return P.SessionStartReply(config=self._bridge_config(rt.profile), totals=totals)
 
     def _hidden_signatures(self, session_id: str) -> set[str]:
         rows = self.store.query(
@@ -281,7 +286,7 @@ class Daemon:
             if m.rereads.tool_result(self, rt, req):
                 return P.ToolResultReply()  # a repeat of a result the model has: no tag needed
             return m.amnesia.tool_result(self, rt, req)
-        if kind == "write" and m.writes.enabled(cfg):
+        if kind == "write" and m.writes.on(cfg, rt.profile):
             return await m.writes.tool_result(self, rt, req)
         return P.ToolResultReply()
 

@@ -51,7 +51,7 @@ class AmnesiaSettings(Protocol):
 
 class WriteSettings(Protocol):
     @property
-    def write(self) -> bool: ...
+    def write(self) -> bool | str: ...  # true, false or "auto" (the agent's default)
     @property
     def write_min_bytes(self) -> int: ...
 

@@ -38,7 +38,7 @@ async def decide(
         amnesia.drop_tags(d, rt),
         mode=cfg.amnesia_mode,
         dropped_sigs=rt.dropped_sigs,
-        write_min_bytes=m.writes.min_bytes(cfg),
+        write_min_bytes=m.writes.min_bytes(cfg, rt.profile),
         tombstone_for=lambda result, call: (
             dedup.tombstone
             if (result.toolCallId or call.id) in rt.part(ReadState).dedups

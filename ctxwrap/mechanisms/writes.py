@@ -19,6 +19,7 @@ from ctxwrap.state.session import PendingAux, SessionRuntime
 
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import AuxView
+    from ctxwrap.protocol import AgentProfile
 
 
 async def write_result(
@@ -34,7 +35,7 @@ async def write_result(
         if req.content_bytes is not None
         else len(content.encode("utf-8", "replace"))
     )
-    if not (mech or WriteStrip()).strips(cfg, size):
+    if not (mech or WriteStrip()).strips(cfg, size, rt.profile):
         return P.ToolResultReply()
     fact = heuristic_fact(path, content, total_bytes=size, total_lines=req.content_lines)
     store_fact(d, rt.session_id, req.tool_call_id, path, fact, "heuristic")
@@ -108,12 +109,21 @@ class WriteStrip(Mechanism):
     switch = "write"
     settings = ("write", "write_min_bytes", "write_max_content_chars", "write_fact_max_tokens")
 
-    def strips(self, s: WriteSettings, size_bytes: int) -> bool:
-        return s.write and size_bytes >= s.write_min_bytes
+    def on(self, s: WriteSettings, profile: AgentProfile) -> bool:
+        """`write = true` / `false`, or `auto`: the agent's default (`AgentProfile.write_strip`,
+        measured on its real sessions)."""
+        return s.write is True or (s.write == "auto" and profile.write_strip)
 
-    def min_bytes(self, s: WriteSettings) -> int:
+    def enabled(self, s: object) -> bool:
+        # without a profile: whether it may strip under any agent (true or auto)
+        return getattr(s, self.switch) is not False
+
+    def strips(self, s: WriteSettings, size_bytes: int, profile: AgentProfile) -> bool:
+        return self.on(s, profile) and size_bytes >= s.write_min_bytes
+
+    def min_bytes(self, s: WriteSettings, profile: AgentProfile) -> int:
         """The tail decision's threshold (`engine.edits.decide_edits`): none when off."""
-        return s.write_min_bytes if s.write else 1 << 62
+        return s.write_min_bytes if self.on(s, profile) else 1 << 62
 
     def marker(self, call: TailToolCall) -> str:
         return strip_marker(call)

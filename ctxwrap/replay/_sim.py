@@ -22,8 +22,9 @@ Mechanisms, as replay models them (no model call):
 
 "Needed again" (DESIGN.md invariant 8): every digest, strip and mask keeps the lines it hid;
 a later Edit old_string / Write body / apply_patch line that, at that moment, exists only in
-hidden lines marks the intervention `copied`, a later read of the same file `reread`, a
-ctx_recall or `ctxwrap recall` `recalled` (a lower bound: the agent's reasoning is not seen).
+hidden lines marks the intervention `copied`, a later read of the same file that returns the
+hidden lines, most of them in no message still in view, `reread`, a ctx_recall or
+`ctxwrap recall` `recalled` (a lower bound: the agent's reasoning is not seen).
 
 The aux model's tokens are estimated from the real prompt builders (tags, facts, and digests
 whose extract is long enough to be condensed) and counted against the mechanism.
@@ -61,7 +62,7 @@ from ctxwrap.engine.rereads import result_digest
 from ctxwrap.engine.thinking import accepts_context_editing, checks_thinking_prefix
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.digest import digest_header, digest_status
-from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
+from ctxwrap.mechanisms.needed_again import REREAD_OVERLAP, asks_again, distinctive_lines
 from ctxwrap.mechanisms.thinking import ClearingState, clearing_choice, rewrite_start
 from ctxwrap.protocol import AgentProfile, profile_of
 from ctxwrap.replay._calibrate import Calibration
@@ -121,7 +122,7 @@ class Thresholds:
     mask_read_idle_rounds: int = 10
     mask_earlier_tasks: bool = False
     mask_kinds: str = "recall"  # recall: what has a recall path (read-like, digested bash); all
-    write: bool = True
+    write: bool | str = "auto"  # true, false, or the agent's default (AgentProfile.write_strip)
     bash: bool = True
     # An automatic compaction happens when the context crosses the agent's threshold: under
     # ctxwrap the context is smaller, so it comes later (or never). True: model that (ctxwrap
@@ -739,6 +740,20 @@ class SessionSimulator:
                     ) in str(c.args):
                         self._mark(idx, "recalled", at)
 
+    def _asks_for_hidden(self, hidden: list[str], new: list[str]) -> bool:
+        """Whether a re-read asked for what ctxwrap hid: it returned the hidden result
+        (`asks_again`), and most of the hidden lines it brought back were nowhere else in the
+        context (as a copy counts only lines no visible message holds). A re-read of a file
+        whose hidden read another, later read of the same lines still shows did not need the
+        hidden one: plain had it twice and read it again."""
+        if not asks_again(hidden, new):
+            return False
+        if not hidden or not new:
+            return True
+        back = set(new).intersection(hidden)
+        missing = sum(1 for line in back if self.vis.get(line, 0) <= 0)
+        return missing >= REREAD_OVERLAP * len(back)
+
     def _mark(self, idx: int, how: str, at: int) -> None:
         iv = self.r.interventions[idx]
         if iv.needed_again is None:
@@ -1112,7 +1127,7 @@ class SessionSimulator:
                 visible += [ln for text in _strings(c.args) for ln in _lines(text)]
                 continue
             size = len(content.encode("utf-8", "replace"))
-            if not self.mech.writes.strips(self.th, size):
+            if not self.mech.writes.strips(self.th, size, self.profile):
                 visible += _lines(content)
                 continue
             if self._thinking_checked():
@@ -1251,7 +1266,7 @@ class SessionSimulator:
             new = _lines(m.text)
             for idx in pending[1]:
                 hidden = self.hidden_lines.get(idx)
-                if hidden is not None and asks_again(hidden, new):
+                if hidden is not None and self._asks_for_hidden(hidden, new):
                     self._mark(idx, "reread", pending[0])
         if not item.lines and not item.saved.get("amnesia"):
             item.lines = _lines(m.text)

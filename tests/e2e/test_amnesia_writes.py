@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from support import PI_VERSIONS, Xdg, ctxwrap, request_messages_json, run_ctxwrap_pi, tool_contents
 
+from ctxwrap.testing.model_server import aux_task_of
+
 pytestmark = pytest.mark.e2e
 
 RELEVANT = "def parse_config(path):\n" + "".join(
@@ -134,10 +136,31 @@ WRITE = [
 ]
 
 
+# `write = true`: the write strip on under pi, where its default (`auto`) keeps the body
+ON = {"PI_CTX_WRITE": "1"}
+
+
+def test_pis_default_keeps_the_write_body_and_asks_no_fact(tmp_path: Path, xdg: Xdg) -> None:
+    """Under pi the write strip is off by default (`write = "auto"`: on pi's real sessions the
+    agent needed the body again in one write of two, docs/accounting.md): every later request
+    carries the body as plain pi sends it, and no fact is made or asked of the aux model."""
+    rules = [{"task": "fact", "answer": "small CNN definition with 220 conv layers"}]
+    run = run_ctxwrap_pi("pi", tmp_path, xdg, WRITE, aux_rules=rules)
+    assert run.proc.returncode == 0, run.proc.stderr
+    bodies = run.main_bodies()
+    assert_prefix_chain(bodies)
+    for body in bodies[1:]:
+        text = json.dumps(body["messages"], ensure_ascii=False)
+        assert "layer_219" in text and "content stripped by ctxwrap" not in text
+        assert "[Wrote src/model.py" not in text
+    assert [aux_task_of(r.body) for r in run.server.aux_requests] == []  # no fact, no tag
+
+
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_write_body_is_stripped_and_a_fact_kept(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     rules = [{"task": "fact", "answer": "small CNN definition with 220 conv layers"}]
-    run = run_ctxwrap_pi(pi, tmp_path, xdg, WRITE, aux_rules=rules)
+    # the write strip on (its default under pi, `auto`, keeps the body: tested below)
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, WRITE, aux_rules=rules, extra_env=ON)
     assert run.proc.returncode == 0, run.proc.stderr
     assert (run.work / "src/model.py").read_text() == WRITE_BODY  # the file on disk is complete
     bodies = run.main_bodies()
@@ -190,7 +213,7 @@ def test_write_fact_falls_back_to_heuristic_and_small_writes_pass(
         {"tool_calls": [{"name": "write", "arguments": {"path": "tiny.txt", "content": "small"}}]},
         {"text": "done"},
     ]
-    run = run_ctxwrap_pi(pi, tmp_path, xdg, script, aux_status=500)
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, script, aux_status=500, extra_env=ON)
     bodies = run.main_bodies()
     text = json.dumps(bodies[-1]["messages"], ensure_ascii=False)
     assert "[Wrote src/model.py — Model definition: a small CNN." in text  # heuristic fact
@@ -220,7 +243,7 @@ def test_odd_writes_land_on_disk_exactly_as_with_plain_pi(
         for p, c in writes.items()
     ] + [{"text": "done"}]
     plain = run_ctxwrap_pi(pi, tmp_path / "plain", xdg, script, plain=True, timeout=300)
-    run = run_ctxwrap_pi(pi, tmp_path / "wrapped", xdg, script, timeout=300)
+    run = run_ctxwrap_pi(pi, tmp_path / "wrapped", xdg, script, timeout=300, extra_env=ON)
     assert plain.proc.returncode == 0 and run.proc.returncode == 0, run.proc.stderr[-2000:]
     for name in writes:
         assert (run.work / name).read_bytes() == (plain.work / name).read_bytes(), name

@@ -180,6 +180,7 @@ def test_codex_exec_digest_tombstone_patch_strip(tmp_path: Path, xdg: Xdg) -> No
     ]
     with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
         ce = CodexEnv(tmp_path, xdg, srv)
+        ce.env["PI_CTX_WRITE"] = "1"  # the added file's strip (off under Codex by default)
         (ce.work / "gen_log.py").write_text(GEN_LOG)
         (ce.work / "notes.txt").write_text(NOTES)
         events = ce.run("summarise the server log")

@@ -30,7 +30,13 @@ RULES = [{"task": "tag", "match": "vendored license", "answer": '{"decision": "D
 
 def _session(xdg: Xdg, tmp_path: Path) -> tuple[str, dict[str, Any]]:
     run = run_ctxwrap_pi(
-        "pi", tmp_path, xdg, SCRIPT, aux_rules=RULES, files={"VENDOR_LICENSE": BIG_READ}
+        "pi",
+        tmp_path,
+        xdg,
+        SCRIPT,
+        aux_rules=RULES,
+        files={"VENDOR_LICENSE": BIG_READ},
+        extra_env={"PI_CTX_WRITE": "1"},  # every mechanism drawn (the strip: off under pi)
     )
     assert run.proc.returncode == 0, run.proc.stderr
     sid = json.loads(ctxwrap(xdg, "sessions", "--all", "--json").stdout)["sessions"][0][

@@ -48,7 +48,8 @@ SCRIPT = [
     },
     {"text": "done"},
 ]
-AUX_ALWAYS = {"PI_CTX_BASH_AUX_MIN_CHARS": "0"}
+# every aux task, the write fact too (the write strip is off under pi by default)
+AUX_ALWAYS = {"PI_CTX_BASH_AUX_MIN_CHARS": "0", "PI_CTX_WRITE": "1"}
 
 
 def found_in(text: str) -> list[str]:

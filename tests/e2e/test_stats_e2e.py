@@ -57,7 +57,7 @@ def test_reported_figures_match_what_the_model_server_received(
         SCRIPT,
         aux_rules=RULES,
         files=files,
-        extra_env={"PI_CTX_BASH_AUX_MIN_CHARS": "0"},
+        extra_env={"PI_CTX_BASH_AUX_MIN_CHARS": "0", "PI_CTX_WRITE": "1"},
     )
     assert run.proc.returncode == 0 and plain.proc.returncode == 0, run.proc.stderr
     totals = session_stats(xdg)["totals"]

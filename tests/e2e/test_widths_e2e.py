@@ -66,6 +66,7 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[State]:
                 aux_rules=RULES,
                 files={"VENDOR_LICENSE": BIG_READ},
                 pi_model=model,
+                extra_env={"PI_CTX_WRITE": "1"},  # facts to list (off under pi by default)
             )
             assert run.proc.returncode == 0, run.proc.stderr[-2000:]
             (session_file,) = run.session_files()

@@ -31,6 +31,7 @@ def test_digest_tag_and_fact_through_the_http_backend(tmp_path: Path, xdg: Xdg) 
         env = {
             "PI_CTX_AUX_BACKEND": "http",
             "PI_CTX_BASH_AUX_MIN_CHARS": "0",
+            "PI_CTX_WRITE": "1",  # the fact of a write: off under pi by default
             "PI_CTX_AUX_BASE_URL": srv.base_url,
             "PI_CTX_AUX_MODEL": "scripted/scripted-model",
         }
@@ -117,6 +118,7 @@ def test_http_backend_down_falls_back(tmp_path: Path, xdg: Xdg) -> None:
     env = {
         "PI_CTX_AUX_BACKEND": "http",
         "PI_CTX_BASH_AUX_MIN_CHARS": "0",
+        "PI_CTX_WRITE": "1",  # the fact of a write: off under pi by default
         "PI_CTX_AUX_BASE_URL": "http://127.0.0.1:9/v1",
         "PI_CTX_AUX_TIMEOUT_MS": "500",
     }

@@ -160,7 +160,8 @@ def test_a_write_the_adapter_keeps_is_not_stripped(tmp_path: Path, xdg: Xdg) -> 
     strip is recorded; the same tail without `keep` gets the strip."""
     with daemon_process(xdg), client(xdg, 30) as c:
         sid = "s-keep-write"
-        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1,
+                                       "agent": "claude"})  # fmt: skip
         body = "".join(f"line {i} of the new module\n" for i in range(100))
         write = {"type": "toolCall", "id": "w1", "name": "write",
                  "arguments": {"path": "a.py", "content": body}}  # fmt: skip
@@ -187,3 +188,46 @@ def test_a_write_the_adapter_keeps_is_not_stripped(tmp_path: Path, xdg: Xdg) -> 
     assert conn.execute("SELECT tool_call_id, kind FROM edits").fetchall() == [
         ("w1", "strip_write")
     ]
+
+
+@pytest.mark.parametrize(
+    ("agent", "setting", "strips"),
+    [
+        ("claude", None, True),
+        ("pi", None, False),
+        ("codex", None, False),
+        ("pi", "1", True),
+        ("codex", "true", True),
+        ("claude", "0", False),
+    ],
+)
+def test_the_write_strip_is_on_by_default_only_where_it_pays(
+    tmp_path: Path, xdg: Xdg, agent: str, setting: str | None, strips: bool
+) -> None:
+    """`write = "auto"` (the default) strips under Claude Code only: under pi and Codex the
+    body is needed again in one write of two on real sessions for about a point of saving
+    (docs/accounting.md). An explicit setting wins on every agent, and the bridge's view of the
+    config says what applies to its session."""
+    env = {} if setting is None else {"PI_CTX_WRITE": setting}
+    body = "".join(f"line {i} of the new module\n" for i in range(100))
+    with daemon_process(xdg, env), client(xdg, 30) as c:
+        sid = f"s-{agent}"
+        start = post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path),
+                                                "pid": 1, "agent": agent})  # fmt: skip
+        assert start["config"]["write"] is strips
+        fact = post(c, "/v1/tool_result", {"session_id": sid, "tool_call_id": "w1",
+                                           "tool_name": "write", "text": "Wrote a.py",
+                                           "input": {"path": "a.py", "content": body}})  # fmt: skip
+        assert bool(fact.get("text")) is strips
+        write = {"type": "toolCall", "id": "w1", "name": "write",
+                 "arguments": {"path": "a.py", "content": body}}  # fmt: skip
+        messages = [
+            {"role": "user", "content": "write a.py"},
+            {"role": "assistant", "content": [write]},
+            {"role": "toolResult", "toolCallId": "w1", "toolName": "write",
+             "content": [{"type": "text", "text": "Wrote a.py"}], "isError": False},
+        ]  # fmt: skip
+        req = {"session_id": sid, "call_index": 1, "message_count": len(messages),
+               "tail": describe_tail(messages, set()).to_json()}  # fmt: skip
+        edits = post(c, "/v1/context", req)["edits"]
+        assert [e["kind"] for e in edits] == (["strip_write"] if strips else [])

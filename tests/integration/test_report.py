@@ -38,9 +38,19 @@ needs_chromium = pytest.mark.skipif(
 _CHROMIUM_OWN = re.compile(r"(^|\.)(google\.com|googleapis\.com|gstatic\.com|gvt1\.com)$")
 
 
+# The report draws every mechanism: the write strip on, as `write = true` has it under pi
+# (its default, `auto`, keeps pi's write bodies).
+_ENV = {**os.environ, "PI_CTX_WRITE": "1"}
+
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CTXWRAP, *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        [*CTXWRAP, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=_ENV,
     )
 
 

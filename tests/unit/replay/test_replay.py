@@ -46,7 +46,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 @pytest.mark.parametrize("path", [PI16, PI073], ids=["pi-1.6", "pi-0.73"])
 def test_pi_sessions_replay_every_call_with_each_mechanism(path: Path) -> None:
-    doc = replay(path)
+    doc = replay(path, thresholds=Thresholds(write=True))  # the write strip: off under pi
     assert doc["skipped_entries"] == {} and doc["skipped_files"] == {}
     [s] = doc["groups"]
     assert s["format"] == "pi" and s["compactions"] >= 1
@@ -589,6 +589,39 @@ def test_a_reread_counts_only_when_it_returns_what_was_hidden(
     assert mask.needed_again == needed
 
 
+def test_a_reread_of_what_a_later_read_still_shows_did_not_need_the_hidden_one() -> None:
+    """A read masked as superseded by the same read later: a third read returns lines the
+    context still holds (the later read), so the masked one was not needed again — as a copy
+    of a visible line is not. Without the later read in view, the same re-read is."""
+    from ctxwrap.replay._events import Header, Message, ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
+    calls = [ToolCall("c0", "read", {"path": "a.py"}, 30)]
+    calls += [ToolCall(f"c{i}", "bash", {"command": f"echo {i}"}, 30) for i in range(1, 4)]
+    calls += [ToolCall("c4", "read", {"path": "a.py"}, 30)]
+    calls += [ToolCall(f"c{i}", "bash", {"command": f"echo {i}"}, 30) for i in range(5, 8)]
+    t = 2.0
+    for i, c in enumerate(calls):
+        text = _BODY if c.name == "read" else f"{i}\n"
+        ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
+        ev.append(Message(f"t{i}", None, "tool_result", t + 1, len(text), [], c.call_id,
+                          c.name, text))  # fmt: skip
+        t += 2
+    again = ToolCall("c9", "read", {"path": "a.py"}, 40)
+    ev.append(Message("u2", None, "user", t + 600, 12))  # idle past the TTL: a cold boundary
+    ev.append(Message("a9", None, "assistant", t + 610, 80, [again], request_key="q9"))
+    ev.append(Message("t9", None, "tool_result", t + 611, len(_BODY), [], "c9", "read", _BODY))
+    ev.append(Message("a10", None, "assistant", t + 700, 10, [], request_key="q10"))
+    # no re-read pointer (dedup): the later read stays whole, as under Claude Code and Codex
+    th = Thresholds(mask_read_idle_rounds=0, mask_warm=False, dedup=False)
+    sim = SessionSimulator("s", th)
+    sim.feed(ev)
+    [mask] = [i for i in sim.finish().interventions if i.kind == "mask"]
+    assert (mask.reason, mask.label) == ("superseded", "read a.py")
+    assert mask.needed_again is None
+
+
 def test_asks_again_compares_the_smaller_side() -> None:
     from ctxwrap.mechanisms.needed_again import asks_again, distinctive_lines
 
@@ -642,7 +675,7 @@ def test_ctxwrap_compacts_later_when_its_context_is_smaller(
     from ctxwrap.replay._run import MESSAGE_MECHANISMS
     from ctxwrap.replay._sim import SessionSimulator
 
-    sim = SessionSimulator("s", Thresholds(mask=False, compaction_timing=timing))
+    sim = SessionSimulator("s", Thresholds(mask=False, compaction_timing=timing, write=True))
     events = _compacting_session(trigger, tokens_before)
     cut = next(i for i, e in enumerate(events) if type(e).__name__ == "Compaction")
     sim.feed(events[:cut])
@@ -736,7 +769,7 @@ def test_write_idle_rounds_strips_a_write_once_its_file_is_left_alone() -> None:
         t += 700
     ev.append(Message("u9", None, "user", t - 10, 10))
     ev.append(Message("end", None, "assistant", t, 10, [], request_key="q-end"))
-    sim = SessionSimulator("s", Thresholds(write_idle_rounds=3))
+    sim = SessionSimulator("s", Thresholds(write_idle_rounds=3, write=True))
     sim.feed(ev)
     r = sim.finish()
     [strip] = [i for i in r.interventions if i.kind == "strip"]
@@ -773,6 +806,7 @@ def test_compact_like_plain_compacts_at_the_next_prompt_on_pi_only(
     events.insert(at + 3, Message("u2", None, "user", ts + 5, 20))
     th = Thresholds(
         mask=False,
+        write=True,  # the session's context grows by a write body (pi's default keeps it)
         compact_like_plain=like_plain,
         compact_with_plain=with_plain,
         compact_in_step=in_step,

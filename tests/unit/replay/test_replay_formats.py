@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from ctxwrap.replay import Thresholds, replay_paths, run_json
 from ctxwrap.replay import _shellcmd as shellcmd
-from ctxwrap.replay import replay_paths, run_json
 from ctxwrap.replay._events import (
     ClearedResults,
     Compaction,
@@ -310,7 +310,10 @@ def test_codex_0125_unified_exec_polling_and_apply_patch() -> None:
     doc = replay(path)
     [s] = doc["groups"]
     assert s["llm_calls"] == 5 and s["model"] == "gpt-5.5"
-    assert s["interventions"]["digest"] == 1 and s["interventions"]["strip"] == 1
+    # the added file's body: kept under Codex by default (`write = "auto"`), stripped when on
+    assert s["interventions"]["digest"] == 1 and s["interventions"].get("strip", 0) == 0
+    doc = run_json(replay_paths([path], thresholds=Thresholds(write=True)))
+    assert doc["groups"][0]["interventions"]["strip"] == 1
 
 
 def test_codex_0128_desktop_prompt_event_parallel_calls_and_js() -> None:

@@ -227,7 +227,8 @@ def test_the_report_of_a_replay_says_why_and_draws_what_it_carried(
     from ctxwrap.report import _data, render_html
     from tests.unit.replay.test_replay import _compacting_session
 
-    sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=False))
+    # a pi session whose write strip (on: pi's default keeps the body) delays its compaction
+    sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=False, write=True))
     sim.feed(_compacting_session(None, 184_000))
     r = sim.finish()
     prices = _pricing.default_prices("claude-opus-4-5")
