@@ -1258,6 +1258,7 @@ function install(pi: any): void {
 			compactAskedAt = 0;
 			register(ctx, String(event?.reason ?? "startup"));
 			if (!ctx?.hasUI) await compactBeforePrintRun(ctx);
+			else void compactOnResume(ctx);
 		} catch {}
 	});
 
@@ -1975,6 +1976,18 @@ function install(pi: any): void {
 			process.stderr.write(
 				"ctxwrap: compacted this session where pi would have without ctxwrap (compact_like_plain = false turns this off)\n",
 			);
+		} catch {}
+	};
+
+	// Interactive, a session resumed after print runs (`ctxwrap pi -c`): plain pi compacted in
+	// them and the session did not, so ask now, while the editor is idle, not after the first
+	// run (one run late). pi queues what the user submits meanwhile and sends it after the
+	// summary (both versions: compactionQueuedMessages), so nothing waits on it but that prompt.
+	const compactOnResume = async (ctx: any) => {
+		try {
+			const wait = startWait;
+			if (wait) await wait; // the daemon's answer: its config and the session's totals
+			compactLikePlain({}, ctx);
 		} catch {}
 	};
 

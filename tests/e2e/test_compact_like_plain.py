@@ -7,7 +7,8 @@ meantime, much more than plain pi did after its compaction: replayed on the real
 that costs more than the masking saved (docs/accounting.md, "Compaction timing"). With
 `compact_like_plain` (the default) the bridge asks pi to compact once the run ends when the
 daemon's plain counterfactual has compacted and the session has not; a print run, which ends
-there, leaves it to the next print run of the session, which compacts before its first request.
+there, leaves it to the next run of the session, which compacts before its first request (a
+print run from session_start, awaited; an interactive `-c` as it opens, its prompt queued).
 
 Interactive: two prompts of two big `seq` outputs each put plain pi (8,000-token threshold) over it in the
 second prompt; ctxwrap's digests keep the real context far under it.
@@ -213,3 +214,46 @@ def test_a_compaction_pi_declines_before_a_print_run_is_no_error(tmp_path: Path,
     trace = (tmp_path / "bridge.log").read_text()
     assert "compact like plain, before the print run" in trace
     assert "compact like plain: Nothing to compact" in trace
+
+
+@pytest.mark.parametrize("name", ["pi", "pi-0.73"])
+@pytest.mark.timeout(300)
+def test_an_interactive_resume_after_print_runs_compacts_before_the_first_prompt(
+    name: str, tmp_path: Path, xdg: Xdg
+) -> None:
+    """`ctxwrap pi -c` after a print run in which plain pi compacted: the bridge asks pi to
+    compact as the session opens, not after the first run (one run late), and the prompt the
+    user types meanwhile goes out after the summary, carrying it."""
+    first = run_ctxwrap_pi(
+        name, tmp_path, xdg, FIRST_RUN, prompt="run sequences", pi_settings=SETTINGS
+    )
+    assert first.proc.returncode == 0, first.proc.stderr
+    cost = session_cost(xdg)
+    assert cost["plain_compactions"] >= 1 and cost["compactions"] == 0
+
+    with ctxwrap_tui(
+        name,
+        tmp_path,
+        xdg,
+        [{"text": CONTINUED}],
+        pi_settings=SETTINGS,
+        home=first.home,
+        args=("--continue",),
+    ) as tui:
+        tui.wait_up()
+        tui.child.expect_exact("ctxwrap: compacting now", timeout=30)
+        type_prompt(tui, "and now?")
+        tui.child.expect_exact(CONTINUED, timeout=90)
+        deadline = time.monotonic() + 20
+        while compactions(first.agent_dir) < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tui.child.send("\x04")  # Ctrl+D: leave pi
+        tui.child.expect(pexpect.EOF, timeout=60)
+
+    (summary,) = tui.server.summary_requests
+    (main,) = tui.server.main_requests
+    assert summary.timestamp < main.timestamp  # before the first run, not after it
+    sent = json.dumps(main.body["messages"], ensure_ascii=False)
+    assert "Scripted session summary" in sent and "seq 1 4000" not in sent
+    assert compactions(first.agent_dir) == 1
+    assert session_cost(xdg)["compactions"] == 1

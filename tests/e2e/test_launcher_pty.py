@@ -69,16 +69,19 @@ def ctxwrap_tui(
     in_bash: str | None = None,
     pi_settings: dict[str, object] | None = None,
     extra_env: dict[str, str] | None = None,
+    home: Path | None = None,
+    args: Sequence[str] = (),
 ) -> Iterator[Tui]:
     """`ctxwrap pi` (interactive) on a ROWS×COLS pexpect terminal; killed in any case.
 
     ``in_bash``: run it as ``bash -c 'ctxwrap pi …; <in_bash>'`` to inspect the terminal after.
     ``pi_settings``: merged into pi's settings.json; ``extra_env``: for ctxwrap and pi.
+    ``home``: an earlier run's (its sessions, for ``args=("--continue",)``).
     """
     pi = pi_path(name)
-    home = tmp_path / "home"
+    home = home or tmp_path / "home"
     work = home / "work"
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     server = ScriptedModelServer(script)
     server.start()
     child: pexpect.spawn | None = None
@@ -86,7 +89,7 @@ def ctxwrap_tui(
         agent_dir = make_pi_agent_dir(home, server.base_url, settings=pi_settings)
         env = xdg.env(pi_env(agent_dir, home))
         env.update(CTXWRAP_PI=str(pi), TERM="xterm-256color", **(extra_env or {}))
-        argv = [*CTXWRAP, "pi", "--offline", "--provider", PROVIDER, "--model", MODEL]
+        argv = [*CTXWRAP, "pi", "--offline", "--provider", PROVIDER, "--model", MODEL, *args]
         if in_bash is None:
             child = pexpect.spawn(
                 argv[0], argv[1:], env=env, cwd=str(work), dimensions=(ROWS, COLS), timeout=60
