@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -119,7 +120,13 @@ def decide(
     cost = rewrite_cost_tokens(suffix, warm=warm, write_weight=weight)
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
     d.hide_signatures(rt, {c.call.argsSig for c in plan})
+    # Needed again: a read superseded by the same read later is still in view through that
+    # one, so a re-read asks for the later read, not the masked one (as replay counts it:
+    # only hidden lines missing from the context); the later read registers if it is masked.
+    sigs = Counter(c.argsSig for m in history for c in m.toolCalls or ())
     for c in plan:
+        if c.reason == "superseded" and sigs[c.call.argsSig] > 1:
+            continue
         rt.part(HiddenState).hidden_by_sig[c.call.argsSig] = c.toolCallId
         if c.call.name in ("read", "Read") and c.toolCallId in mask.paths:
             rt.part(HiddenState).hidden_reads.setdefault(mask.paths[c.toolCallId], []).append(

@@ -231,3 +231,37 @@ def test_the_write_strip_is_on_by_default_only_where_it_pays(
                "tail": describe_tail(messages, set()).to_json()}  # fmt: skip
         edits = post(c, "/v1/context", req)["edits"]
         assert [e["kind"] for e in edits] == (["strip_write"] if strips else [])
+
+
+def test_a_reread_of_a_read_still_in_view_is_not_the_masked_one_needed_again(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """A read masked as superseded by the same read later: that later read still shows its
+    lines, so reading the file a third time is not the masked result needed again (replay
+    counts it so too: only hidden lines missing from the context)."""
+    with daemon_process(xdg, {"PI_CTX_MASK_KEEP_ROUNDS": "1"}), client(xdg, 30) as c:
+        sid = "s-superseded"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1,
+                                       "agent": "claude"})  # fmt: skip
+        post(c, "/v1/prompt", {"session_id": sid, "prompt": "fix the parser"})
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "fix the parser"}]
+
+        def tool(cid: str, path: str, text: str) -> None:
+            messages.extend([call(cid, path), result(cid, text)])
+            post(c, "/v1/tool_result", {"session_id": sid, "tool_call_id": cid,
+                                        "tool_name": "read", "input": {"path": path},
+                                        "text": text})  # fmt: skip
+
+        for cid, path, text in (("r1", "LICENSE", LICENSE), ("r2", "LICENSE", LICENSE),
+                                ("r3", "notes.md", NOTES)):  # fmt: skip
+            tool(cid, path, text)
+        body = {"session_id": sid, "call_index": 3, "message_count": len(messages),
+                "tail": describe_tail(messages, {"r1", "r2", "r3"}).to_json(),
+                "mask": {"reason": "idle", "gap_s": 400.0, "calls": 3,
+                         "history": describe_tail(messages, set()).to_json(),
+                         "paths": call_paths(messages), "edited": []}}  # fmt: skip
+        edits = post(c, "/v1/context", body)["edits"]
+        assert [(e["toolCallId"], e["reason"]) for e in edits] == [("r1", "superseded")]
+        tool("r4", "LICENSE", LICENSE)  # the third read: r2 holds these lines in view
+    conn = sqlite3.connect(xdg.db)
+    assert conn.execute("SELECT tool_call_id, how FROM needed_again").fetchall() == []
