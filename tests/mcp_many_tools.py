@@ -2,7 +2,8 @@
 
 `python mcp_many_tools.py [N]` serves N tools (default 40) named `probe_tool_00` … over
 newline-delimited JSON-RPC 2.0 on stdin/stdout: `initialize`, `tools/list`, `tools/call`
-(answers the tool's name and arguments) and `ping`; anything else is "method not found".
+(answers the tool's name and arguments, then `pages` lines of a document when the arguments
+ask for them) and `ping`; anything else is "method not found".
 Each tool has a description and a small input schema of the size real servers send.
 """
 
@@ -56,7 +57,11 @@ def answer(msg: dict[str, Any], n: int) -> dict[str, Any] | None:
         result = {"tools": tools(n)}
     elif method == "tools/call":
         params = msg.get("params", {})
-        text = json.dumps({"tool": params.get("name"), "arguments": params.get("arguments")})
+        args = params.get("arguments") or {}
+        text = json.dumps({"tool": params.get("name"), "arguments": args})
+        pages = args.get("pages") if isinstance(args, dict) else None
+        if isinstance(pages, int) and 0 < pages <= 10_000:  # a long document, as a fetch returns
+            text += "".join(f"\nsection {i}: details of the record, page {i}" for i in range(pages))
         result = {"content": [{"type": "text", "text": text}], "isError": False}
     elif method == "ping":
         result = {}

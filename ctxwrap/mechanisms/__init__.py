@@ -26,6 +26,8 @@ TOOL_KINDS: dict[str, ToolKind] = {
     "find": "amnesia",
     "ls": "amnesia",
     "find_capability": "amnesia",
+    # a lookup tool's answer (Codex: an MCP tool, the web tool), read like a file
+    "fetch": "amnesia",
     "write": "write",
     "Bash": "bash",
     "Read": "amnesia",

@@ -26,7 +26,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ctxwrap.agents.codex.commands import shell_command_of
+from ctxwrap.agents.codex.commands import (
+    lookup_of,
+    lookup_text,
+    shell_command_of,
+    split_exec_output,
+)
 from ctxwrap.replay._events import (
     Compaction,
     Event,
@@ -390,6 +395,12 @@ class CodexReader:
             args = parsed if isinstance(parsed, dict) else {"input": parsed}
         chars = len(name) + len(raw)
         calls = self._classify(call_id, name, args, chars)
+        # neither a command nor a patch: a lookup (an MCP or web tool's call) is read-like, as
+        # the proxy sees it (agents/codex/responses_wire.call_info)
+        tool = lookup_of(name, raw if itype == "custom_tool_call" else args, item.get("namespace"))
+        if tool is not None and len(calls) == 1 and calls[0].name == name.lower():
+            query = raw if itype == "custom_tool_call" else json.dumps(args, ensure_ascii=False)
+            calls = [ToolCall(call_id, "fetch", {"tool": tool, "input": query}, chars, name)]
         for c in calls:
             self.calls[c.call_id] = c
         return calls
@@ -464,6 +475,8 @@ class CodexReader:
             running = _SESSION_RE.search(text[:400])
             if running is not None:
                 self.processes[running.group(1)] = call
+        if call is not None and call.name == "fetch":  # as the proxy stores and tags it
+            text = lookup_text(split_exec_output(text).body)
         return Message(
             f"codex-{self.n}",
             None,

@@ -75,7 +75,7 @@ from ctxwrap.replay._events import (
     SystemPrompt,
     ToolCall,
 )
-from ctxwrap.state.session import chars_to_tokens, recall_call
+from ctxwrap.state.session import call_label, chars_to_tokens, recall_call
 
 Tagger = Callable[
     [str, dict[str, Any], str, str], Any
@@ -84,7 +84,9 @@ Tagger = Callable[
 # "compaction": what ctxwrap's later compaction changes (`Thresholds.compaction_timing`):
 # negative while it carries history the agent's own compaction dropped from plain's context.
 MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction", "skills", "tools", "thinking")
-META_TOOLS = frozenset({"read", "grep", "find", "ls", "glob"})
+# read-like: tagged, stored behind a recall handle (a "fetch" is a lookup tool's answer: Codex's
+# MCP and web tools)
+META_TOOLS = frozenset({"read", "grep", "find", "ls", "glob", "fetch"})
 # Name + description + JSON parameters of ctx_recall and find_capability as the bridge
 # registers them (pi). Measured from `ctxwrap stats` (saved_tools per call); the agreement
 # test against a real `ctxwrap pi` run fails if it drifts.
@@ -460,11 +462,7 @@ def _version(text: str | None) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _label(tool: str, args: dict[str, Any]) -> str:
-    for key in ("path", "file_path", "pattern", "query", "command"):
-        if key in args:
-            return f"{tool} {str(args[key])[:120]}"
-    return tool
+_label = call_label  # what the daemon's stored output and tombstones say the call was
 
 
 _OLD_KEYS = frozenset({"old_string", "oldText", "old_str", "old"})

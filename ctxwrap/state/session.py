@@ -61,6 +61,11 @@ def call_label(tool: str, args: dict[str, Any]) -> str:
     for key in ("path", "file_path", "pattern", "query", "command"):
         if key in args:
             return f"{tool} {str(args[key])[:120]}"
+    if isinstance(args.get("tool"), str):  # a lookup (Codex: an MCP or web tool): `TOOL(ARGS`
+        name, asked = str(args["tool"]), str(args.get("input", ""))
+        at = asked.find(name + "(")
+        asked = asked[at + len(name) + 1 :] if at >= 0 else asked
+        return " ".join(f"{name}({asked}"[:120].split())
     return tool
 
 

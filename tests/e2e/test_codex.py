@@ -759,3 +759,43 @@ def test_codex_compacts_where_plain_codex_did_not_later(
         assert ours == plain
     else:  # on its own, Codex under ctxwrap compacts later, or not at all
         assert True not in ours[: plain.index(True) + 1], ours
+
+
+def test_an_mcp_lookup_in_code_mode_is_stored_and_masked_once_old(tmp_path: Path, xdg: Xdg) -> None:
+    """Code mode (a model entry with the JS `exec` tool): a script of one MCP call is a lookup,
+    its answer data the model reads once, as it reads a file. ctxwrap stores it behind a recall
+    handle, and after a gap past the cache TTL it is masked as older (a result other than a
+    read, seen a round ago); `ctxwrap recall` gives it back. Before, it stayed whole."""
+    lookup = (
+        "const r = await tools.mcp__many__probe_tool_03({record_id: 'r3', pages: 400});\ntext(r);"
+    )
+    steps = [
+        {"tool_calls": [{"name": "exec", "arguments": lookup}]},
+        {"tool_calls": [js_exec("echo checked")]},
+        {"text": "task one done"},
+        {"text": "task two done"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        ce.env.update(PI_CTX_CACHE_TTL_S="2")
+        config = ce.home / ".codex" / "config.toml"
+        config.write_text(
+            config.read_text() + "[mcp_servers.many]\n"
+            f"command = {json.dumps(sys.executable)}\n"
+            f'args = [{json.dumps(str(MCP_SERVER))}, "5"]\n'
+            'default_tools_approval_mode = "approve"\n'
+        )
+        ce.run("look up record 3", "-m", "gpt-5.6-sol")
+        assert len(srv.main_requests) == 3
+        answer = outputs(srv.main_requests[1])["call_0_0"]
+        assert "section 399: details of the record" in json.dumps(answer)  # seen whole once
+        time.sleep(2.5)
+        ce.run("and now?", "resume", "--last", "-m", "gpt-5.6-sol")
+        last = srv.main_requests[-1]
+        tomb = json.dumps(outputs(last)["call_0_0"])
+        assert "section 399" not in tomb
+        assert "mcp__many__probe_tool_03(" in tomb and "seen several requests ago" in tomb
+        handle = re.search(r"ctxwrap recall (r[0-9a-f]{8})", tomb)
+        assert handle is not None
+        back = ce.ctxwrap("recall", handle.group(1), "section 250:")
+        assert back.returncode == 0 and "section 250: details of the record" in back.stdout

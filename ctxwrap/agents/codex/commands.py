@@ -140,6 +140,47 @@ def shell_command_of(name: str, arguments: object) -> str | None:
     return None
 
 
+# `tools.NAME(` in a JS exec script: a nested tool call
+_JS_TOOL_RE = re.compile(r"\btools\.([A-Za-z_$][\w$]*)\s*\(")
+# The tools whose answer is data the model reads once, as it reads a file: an MCP server's
+# (code mode names them `mcp__SERVER__TOOL`, a plain call carries the `mcp__SERVER` namespace)
+# and the web tool's (`web__run`, newer model entries). Shell, patch and plan tools are not.
+_LOOKUP_PREFIXES = ("mcp__", "web__")
+_CODE_RUNNERS = frozenset({"js", "exec"})
+
+
+def lookup_of(name: str, arguments: object, namespace: object = None) -> str | None:
+    """The tool a call looks something up with, or None: a namespaced MCP call, or a JS
+    ``exec`` script of exactly one nested MCP or web call (its result is that tool's answer)."""
+    if isinstance(namespace, str) and namespace.startswith("mcp__") and name:
+        # a code runner's (Codex Desktop's `js` in `mcp__node_repl__`) answer is what its
+        # script printed, a command's output: no lookup
+        return None if name in _CODE_RUNNERS else f"{namespace.rstrip('_')}__{name}"
+    if name == "exec" and isinstance(arguments, str) and arguments.count("tools.") == 1:
+        found = _JS_TOOL_RE.findall(arguments)
+        if len(found) == 1 and found[0].startswith(_LOOKUP_PREFIXES):
+            return str(found[0])
+    return None
+
+
+def lookup_text(body: str) -> str:
+    """A lookup's answer as text: an MCP result (`{"content": [{"type": "text", "text": …}],
+    "isError": …}`, what code mode prints) is the text of its parts, one JSON-escaped line no
+    more; anything else as it is."""
+    stripped = body.strip()
+    if not stripped.startswith("{"):
+        return body
+    try:
+        doc = json.loads(stripped)
+    except ValueError:
+        return body
+    parts = doc.get("content") if isinstance(doc, dict) else None
+    if not isinstance(parts, list):
+        return body
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "\n".join(texts) if texts else body
+
+
 @dataclass(frozen=True)
 class AddedFile:
     path: str

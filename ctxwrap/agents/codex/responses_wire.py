@@ -160,8 +160,9 @@ class CallInfo:
 
     call_id: str
     wire_name: str  # Codex's tool name
-    kind: str  # "bash" | "read" | "grep" | "find" | "write" | "other"
-    command: str | None = None
+    kind: str  # "bash" | "read" | "grep" | "find" | "write" | "fetch" | "other"
+    command: str | None = None  # a shell command; for "fetch", the tool it looks up with
+    query: str | None = None  # "fetch": what the tool was asked (its arguments as text)
     added: commands.AddedFile | None = None  # apply_patch: the largest added file
 
 
@@ -207,7 +208,17 @@ def call_info(
         session = args.get("session_id") if isinstance(args, dict) else None
         command = (running or {}).get(session, "") if isinstance(session, int) else ""
         return CallInfo(cid, name, "bash", command=command)
+    tool = commands.lookup_of(name, args, item.get("namespace"))
+    if tool is not None:
+        query = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        return CallInfo(cid, name, "fetch", command=tool, query=query)
     return CallInfo(cid, name, "other")
+
+
+def fetch_input(info: CallInfo) -> JsonDict:
+    """A lookup's arguments as the mechanisms see them (the call and its tag item alike, so
+    the daemon's "asked again" guard matches): the tool and what it was asked."""
+    return {"tool": info.command or "", "input": info.query or ""}
 
 
 def neutral_name(info: CallInfo) -> str:
@@ -225,6 +236,8 @@ def neutral_call(info: CallInfo, item: Mapping[str, Any]) -> JsonDict:
         args = {"path": info.added.path, "content": info.added.content}
     elif info.kind in ("read", "grep", "find", "bash"):
         args = {"command": info.command or ""}
+    elif info.kind == "fetch":
+        args = fetch_input(info)
     else:
         args = _arguments(item)
     return {"type": "toolCall", "id": info.call_id, "name": neutral_name(info), "arguments": args}
@@ -330,8 +343,10 @@ def tail_of(items: list[Any], seen: Collection[str]) -> tuple[Tail, int, Convers
 
 
 def _is_error(info: CallInfo | None, text: str) -> bool:
-    if info is None or info.kind not in ("bash", "read", "grep", "find"):
+    if info is None or info.kind not in ("bash", "read", "grep", "find", "fetch"):
         return False
+    if info.kind == "fetch":
+        return '"isError":true' in text[:4000].replace(" ", "")  # an MCP tool's own error
     code = commands.split_exec_output(text).exit_code
     return code is not None and code != 0
 

@@ -154,7 +154,7 @@ class CodexSession(ProxySession):
         """Codex's own header (exit status, wall time) stays above a tombstone of a command."""
         info = conv.calls.get(edit.toolCallId)
         header = ""
-        if info is not None and info.kind in ("bash", "read", "grep", "find"):
+        if info is not None and info.kind in ("bash", "read", "grep", "find", "fetch"):
             header = commands.split_exec_output(conv.outputs.get(edit.toolCallId, "")).header
         if not header:
             return edit
@@ -189,13 +189,19 @@ class CodexSession(ProxySession):
             if info.kind == "bash" and self.cfg.get("bash", True):
                 if (len(parsed.body) + 3) // 4 >= threshold:
                     digests.append((cid, info, text))
-            elif info.kind in ("read", "grep", "find") and not m.get("isError"):
+            elif info.kind in ("read", "grep", "find", "fetch") and not m.get("isError"):
+                # a lookup's answer (an MCP tool's, the web tool's) is read like a file: stored
+                # behind a recall handle and tagged, so masking may take it once it is old
                 tags.append(
                     {
                         "tool_call_id": cid,
                         "tool_name": info.kind,
-                        "input": {"command": info.command},
-                        "text": parsed.body,
+                        "input": responses_wire.fetch_input(info)
+                        if info.kind == "fetch"
+                        else {"command": info.command},
+                        "text": commands.lookup_text(parsed.body)
+                        if info.kind == "fetch"
+                        else parsed.body,
                     }
                 )
             elif info.kind == "write":

@@ -105,6 +105,74 @@ PATCH = (
 )
 
 
+# What a recorded edgerunner rollout (Codex, newer model entries) and code mode under 0.171 send.
+WEB_SCRIPT = (
+    'const r = await tools.web__run({"open":[{"ref_id":"https://example.org/docs"}],'
+    '"response_length":"long"}); text(r);'
+)
+MCP_SCRIPT = "const r = await tools.mcp__many__probe_tool_03({record_id: 'r3'});\ntext(r);"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "namespace", "tool"),
+    [
+        ("exec", WEB_SCRIPT, None, "web__run"),
+        ("exec", MCP_SCRIPT, None, "mcp__many__probe_tool_03"),
+        ("probe_tool_03", {"record_id": "r3"}, "mcp__many", "mcp__many__probe_tool_03"),
+        # a shell command, two calls in one script, a tool that is no lookup: not lookups
+        ("exec", "const r = await tools.exec_command({cmd: 'ls'}); text(r);", None, None),
+        ("exec", MCP_SCRIPT + "\nawait tools.mcp__many__probe_tool_04({});", None, None),
+        ("exec", "const r = await tools.view_image({path: 'a.png'}); text(r);", None, None),
+        ("update_plan", {"plan": []}, None, None),
+        # Codex Desktop's code runner: its scripts run commands (replay reads them as such)
+        (
+            "js",
+            {"code": "const r = await tools.exec_command({cmd: 'ls'});"},
+            "mcp__node_repl__",
+            None,
+        ),
+    ],
+)
+def test_a_lookup_is_an_mcp_or_web_tool_call(
+    name: str, arguments: object, namespace: str | None, tool: str | None
+) -> None:
+    assert commands.lookup_of(name, arguments, namespace) == tool
+
+
+def test_a_lookups_answer_is_its_text_and_its_call_reads_like_a_fetch() -> None:
+    answer = {"content": [{"type": "text", "text": "line one\nline two"}], "isError": False}
+    assert commands.lookup_text(json.dumps(answer)) == "line one\nline two"
+    assert commands.lookup_text("plain page text") == "plain page text"
+    assert commands.lookup_text("{not json") == "{not json"
+    items: list[Any] = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+        {"type": "custom_tool_call", "call_id": "c1", "name": "exec", "input": MCP_SCRIPT},
+        {
+            "type": "custom_tool_call_output",
+            "call_id": "c1",
+            "output": [
+                {
+                    "type": "input_text",
+                    "text": "Script completed\nWall time 0.0 seconds\nOutput:\n",
+                },
+                {"type": "input_text", "text": json.dumps(answer)},
+            ],
+        },
+    ]
+    conv = wire.to_neutral(items)
+    info = conv.calls["c1"]
+    assert (info.kind, info.command) == ("fetch", "mcp__many__probe_tool_03")
+    [call] = conv.messages[1]["content"]
+    # the call's arguments are exactly the tag item's input: the "asked again" guard matches
+    assert call["name"] == "fetch" and call["arguments"] == wire.fetch_input(info)
+    assert call["arguments"] == {"tool": "mcp__many__probe_tool_03", "input": MCP_SCRIPT}
+    result = conv.messages[2]
+    assert result["toolName"] == "fetch" and result["isError"] is False
+    failed = {**answer, "isError": True}
+    items[2]["output"][1]["text"] = json.dumps(failed)
+    assert wire.to_neutral(items).messages[2]["isError"] is True  # kept whole, as errors are
+
+
 def test_added_files() -> None:
     files = commands.added_files(PATCH)
     assert [f.path for f in files] == ["small.txt", "big.txt"]

@@ -767,6 +767,30 @@ def test_codex_exec_tool_with_a_json_argument_is_classified(tmp_path: Path) -> N
     assert call.args["limit"] == 40
 
 
+def test_codex_mcp_lookup_in_code_mode_is_a_fetch_read_as_its_text(tmp_path: Path) -> None:
+    """A JS exec script of one MCP (or web) call is a lookup, as the proxy sees it
+    (`responses_wire.call_info`): "fetch", read-like, its answer the text of the MCP result."""
+    lines = (CODEX / "rollout-0.171-exec-tool.jsonl").read_text().splitlines()
+    script = "const r = await tools.mcp__docs__fetch({url: 'https://example.org/a'});\ntext(r);"
+    call = json.loads(lines[4])
+    call["payload"]["input"] = script
+    lines[4] = json.dumps(call)
+    page = "".join(f"paragraph {i} of the fetched documentation page\n" for i in range(200))
+    out = json.loads(lines[6])
+    answer = {"content": [{"type": "text", "text": page}], "isError": False}
+    out["payload"]["output"][1]["text"] = json.dumps(answer)
+    lines[6] = json.dumps(out)
+    f = tmp_path / "rollout.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    [c] = _calls(f)
+    assert (c.agent_tool, c.name) == ("exec", "fetch")
+    assert c.args == {"tool": "mcp__docs__fetch", "input": script}
+    evs, _ = events(f)
+    [result] = [e for e in evs if isinstance(e, Message) and e.role == "tool_result"]
+    assert result.tool_name == "fetch" and not result.is_error
+    assert result.text.splitlines()[7] == "paragraph 7 of the fetched documentation page"
+
+
 def _replaced_transcript(tmp_path: Path, *, at: int | None) -> Path:
     """CLAUDE_MAIN without its microcompact, with 2.1.x session metadata, and Claude Code's
     per-message budget replacing the read's result by a 2,000-char preview at line `at`."""
