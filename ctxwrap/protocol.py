@@ -144,7 +144,7 @@ class AgentProfile(BaseModel):
     # (Claude Code 2.1: clear_thinking_20251015, keep "all"), whose keep ctxwrap can raise
     thinking_edit: bool = False
     # the write strip's default (`write = "auto"`): on where, on the agent's real sessions, it
-    # pays after charging a re-read for every body the agent needed again (Claude Code: +5
+    # pays after charging a re-read for every body the agent needed again (Claude Code: +4
     # points); off where it saves about a point for a body needed again in one write of two
     # (pi, Codex; docs/accounting.md, needed again). `write = true` turns it on anyway.
     write_strip: bool = True

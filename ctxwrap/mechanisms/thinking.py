@@ -116,9 +116,13 @@ def clearing_choice(
 
 def rewrite_start(first: int, view_from: int, view_rewritten: int) -> int:
     """Where a change at `first` (a message, or a call) makes the provider write anew: from
-    there if a request of the current content ended before it (`first` >= `view_from`), else
-    from where the current content was itself written (no entry of it ends before `first`)."""
-    return first if first >= view_from else view_rewritten
+    there if a request of the current content ended before it (`first` >= `view_from`) or if
+    it lies before what the current content's own write began with (`first` <
+    `view_rewritten`: the entries of earlier requests end before it); else from where the
+    current content was itself written (no entry of it ends before `first`)."""
+    if first >= view_from or first < view_rewritten:
+        return first
+    return view_rewritten
 
 
 def message_sizes(state: ClearingState, messages: Sequence[Any]) -> list[int]:

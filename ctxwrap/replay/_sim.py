@@ -1625,18 +1625,23 @@ class SessionSimulator:
                 first = min(self.turn_entry[t] for t in pending)
                 free = cold or (mask_from is not None and mask_from <= first)
                 start = rewrite_start(first, state.view_from + 1, state.view_rewritten)
-                before = self.r.calls[start - 1] if start >= 1 else None
-                ours_now = plain_now - self._kept_out_tokens(
-                    self.saved, self.carried, self.carried_tokens
+                # what the provider writes anew: the conversation as it is now from `start` on
+                # (the proxy measures the messages it sends; a size recorded at an earlier
+                # request would miss what a mask has since taken out of it)
+                rate = self.r.rate or 0.0
+                written = sum(
+                    max(0, it.chars - sum(it.saved.get(k, 0) for k in _MESSAGE_SAVINGS))
+                    * (it.rate or rate)
+                    for it in self.items
+                    if it.seg >= start
                 )
-                at = self._ours_tokens(before) if before is not None else self.r.head_tokens or 0
                 # Claude Code compacts at its window less 33,000 tokens (agents/claude/
                 # auto_compact.py); a context past 200,000 had the 1M window
                 window = 1_000_000 if plain_now > 200_000 else 200_000
                 choice = clearing_choice(
                     state,
                     gone=gone,
-                    span=max(0.0, ours_now - at - gone),
+                    span=written,
                     cold=free,
                     prompt=plain_now,
                     threshold=window - 33_000,

@@ -166,6 +166,9 @@ def test_a_rewrite_inside_an_earlier_one_starts_where_that_one_did() -> None:
     assert rewrite_start(12, 10, 4) == 12
     assert rewrite_start(6, 10, 4) == 4
     assert rewrite_start(6, 10, 0) == 0  # after a cold boundary: everything
+    # a change before what that write began with: from there (it once said 4, and a clearing
+    # of earlier thinking looked free where it rewrote the whole conversation since)
+    assert rewrite_start(2, 10, 4) == 2
 
 
 def test_a_cold_boundary_resets_the_cache_view() -> None:

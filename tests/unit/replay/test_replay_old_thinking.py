@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ctxwrap.mechanisms.chain import default_mechanisms
 from ctxwrap.mechanisms.thinking import ClearingChoice, OldThinking
 from ctxwrap.replay._events import ReadStats
@@ -122,3 +124,65 @@ def test_the_replay_report_draws_it_kept_out_beside_what_was_sent(
     assert [c.sent for c in data.calls] == [c.sent for c in off.calls]
     assert [bool(c.kept.get("thinking")) for c in data.calls] == [False] * 5 + [True] * 3
     assert not any(c.kept.get("thinking") for c in off.calls)
+
+
+class Asked(OldThinking):
+    """The chain's rule, recording each warm clearing it decides (the rewrite it expected)."""
+
+    def __init__(self) -> None:
+        self.asked: list[ClearingChoice] = []
+
+    def pays(self, c: ClearingChoice) -> bool:
+        ok = super().pays(c)
+        if ok and not c.cold:
+            self.asked.append(c)
+        return ok
+
+
+REALDATA = Path(__file__).resolve().parents[3].parent / "shared" / "realdata"
+
+
+@pytest.mark.parametrize(
+    ("name", "policy"),
+    [
+        ("pv-case-review", {}),
+        ("jgive", {}),
+        # masking that shrinks the conversation between the thinking and the clearing
+        ("allym-4", {"mask_read_idle_rounds": 3, "mask_min_chars": 500}),
+    ],
+)
+def test_a_clearing_expects_the_rewrite_the_provider_bills(
+    name: str, policy: dict[str, Any]
+) -> None:
+    """The rule is asked the rewrite the provider will bill: the conversation as it is now
+    from where the provider writes anew. It was asked a size from an earlier request less the
+    thinking, which after a mask came out at 0 where 33,000 tokens were written (and a
+    change before the last rewrite's start was taken to rewrite from that start)."""
+    from ctxwrap.config import Settings
+    from ctxwrap.replay._calibrate import calibrate
+    from ctxwrap.replay._read import read_session
+    from ctxwrap.replay._run import _by_session
+
+    found = sorted(p for p in REALDATA.rglob(f"*{name}*") if p.is_file())
+    if not found:
+        pytest.skip(f"no {name} session in {REALDATA}")
+    th = dataclasses.replace(Thresholds.from_settings(Settings()), **policy)
+    checked = 0
+    for events in _by_session(read_session(found[0], ReadStats())):
+        rule = Asked()
+        chain = dataclasses.replace(default_mechanisms(), thinking=rule)
+        sim = SessionSimulator(str(found[0]), th, None, calibrate(events), mechanisms=chain)
+        sim.feed(events)
+        r = sim.finish()
+        if len(r.calls) < 40:
+            continue
+        costs = price_session(r, default_prices(r.model), r.cache_ttl_s or 300.0)
+        at = [c.index for c in r.calls if c.thinking_rewrite_from is not None]
+        assert len(at) == len(rule.asked)
+        for i, choice in zip(at, rule.asked, strict=True):
+            expected = choice.rewrite / (1.25 - 0.1)
+            written = costs.ctxwrap[i].cache_write_tokens
+            # the request's own new content is written too: a margin for it
+            assert expected + 10_000 >= 0.5 * written, (i, expected, written)
+            checked += 1
+    assert checked or name == "allym-4"  # the two thinking sessions clear while warm
