@@ -391,6 +391,7 @@ def bridge_view(settings: Settings) -> dict[str, Any]:
         "tag_max_tokens",
         "mask",
         "mask_warm",
+        "mask_min_chars",
         "cache_ttl_s",
         "compact_like_plain",
         "compact_in_step",

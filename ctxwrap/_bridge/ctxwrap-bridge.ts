@@ -42,6 +42,7 @@ interface BridgeConfig {
 	tag_wait_ms: number;
 	mask: boolean;
 	mask_warm: boolean;
+	mask_min_chars: number;
 	cache_ttl_s: number;
 	compact_like_plain: boolean;
 }
@@ -76,6 +77,7 @@ function envConfig(): BridgeConfig {
 		tag_wait_ms: num(env.PI_CTX_TAG_WAIT_MS, 400),
 		mask: flag(env.PI_CTX_MASK, true),
 		mask_warm: flag(env.PI_CTX_MASK_WARM, false),
+		mask_min_chars: num(env.PI_CTX_MASK_MIN_CHARS, 1000),
 		cache_ttl_s: num(env.PI_CTX_CACHE_TTL_S, 300),
 		compact_like_plain: flag(env.PI_CTX_COMPACT_LIKE_PLAIN, true),
 	};
@@ -1462,7 +1464,25 @@ function install(pi: any): void {
 		const started = bashStarted.get(String(event.toolCallId));
 		bashStarted.delete(String(event.toolCallId));
 		const text = textOf(event.content);
-		if (tokens(text.length) < cfg.bash_min_tokens) return undefined;
+		if (tokens(text.length) < cfg.bash_min_tokens) {
+			// Too short to digest, long enough for masking to take once old: stored behind a
+			// recall handle by the daemon, off the tool's path (Masking.keeps_for_recall)
+			if (cfg.mask && !event.isError && text.length >= cfg.mask_min_chars && sessionId) {
+				void daemon.send<Json>(
+					"/v1/tool_result",
+					{
+						session_id: sessionId,
+						tool_call_id: String(event.toolCallId),
+						tool_name: "bash",
+						input: event.input ?? {},
+						text,
+						is_error: false,
+					},
+					cfg.bridge_timeout_ms,
+				);
+			}
+			return undefined;
+		}
 		const details = (event.details && typeof event.details === "object" ? event.details : {}) as Json;
 		const reply = await daemon.callOrRevive<Json>(
 			"/v1/tool_result",

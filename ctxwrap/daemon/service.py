@@ -280,8 +280,13 @@ class Daemon:
             return P.ToolResultReply()
         kind = tool_kind(req.tool_name)
         m = self.mechanisms
-        if kind == "bash" and m.digest.enabled(cfg):
-            return await m.digest.tool_result(self, rt, req)
+        if kind == "bash":
+            command = str(req.input.get("command", ""))
+            if m.digest.enabled(cfg) and m.digest.wants(cfg, req.text, command):
+                return await m.digest.tool_result(self, rt, req)
+            # too short to digest: kept whole, and stored so masking may take it once old
+            m.masking.keep_for_recall(self, rt, req)
+            return P.ToolResultReply()
         if kind == "amnesia" and m.amnesia.enabled(cfg):
             if m.rereads.tool_result(self, rt, req):
                 return P.ToolResultReply()  # a repeat of a result the model has: no tag needed

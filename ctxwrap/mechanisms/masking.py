@@ -31,6 +31,7 @@ from ctxwrap.engine.masking import (
     warm_rewrite_pays,
     write_weight,
 )
+from ctxwrap.engine.shellread import read_kind
 from ctxwrap.mechanisms import tool_kind
 from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.base import MaskSettings, Mechanism
@@ -38,7 +39,7 @@ from ctxwrap.mechanisms.needed_again import HiddenState
 from ctxwrap.state.session import chars_to_tokens, recall_call
 
 if TYPE_CHECKING:
-    from ctxwrap.mechanisms.ports import MaskView
+    from ctxwrap.mechanisms.ports import AuxView, MaskView
     from ctxwrap.state.session import SessionRuntime
 
 _WHY = {
@@ -250,6 +251,28 @@ class Masking(Mechanism):
 
     def active(self, s: MaskSettings, *, warm: bool) -> bool:
         return s.mask and (not warm or s.mask_warm)
+
+    def keeps_for_recall(self, s: MaskSettings, chars: int, *, is_error: bool = False) -> bool:
+        """Whether a command's output too short to digest is stored behind a recall handle,
+        so that masking may take it once it is old (only what the model can get back is
+        masked; an error is never masked)."""
+        return s.mask and not is_error and chars >= s.mask_min_chars
+
+    def keep_for_recall(self, d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> None:
+        """Store a command's output the digest left whole (too short, a file's content is
+        never stored here: it is a read, tagged as one)."""
+        command = str(req.input.get("command", ""))
+        if not self.keeps_for_recall(d.cfg, len(req.text), is_error=req.is_error):
+            return
+        if read_kind(command) is not None:
+            return
+        d.raw.try_put_text(
+            req.text,
+            session_id=rt.session_id,
+            tool_call_id=req.tool_call_id,
+            tool_name=req.tool_name,
+            command=command,
+        )
 
     def policy(self, s: MaskSettings) -> MaskPolicy:
         return mask_policy(s)

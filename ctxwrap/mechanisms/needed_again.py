@@ -2,7 +2,7 @@
 
 Every intervention that hides part of a result — a digest (bash), a tombstone or pointer
 (amnesia), a write strip (writes), a history mask (masking) — is recorded where it happens
-(`raw_outputs` for digests, `edits` for the rest). This module records when the agent then
+(`digests` for digests, `edits` for the rest). This module records when the agent then
 asked for what was hidden: it recalled the stored output by its handle (`recalled`), or issued
 the hidden call again (`reread`: a repeat of a hidden signature, or a read of a file whose read
 was masked or tombstoned). Copies from hidden text (an edit quoting a line only the hidden
@@ -210,10 +210,10 @@ def summary(
         edits = conn.execute(
             f"SELECT session_id, tool_call_id, kind FROM edits WHERE {where}", params
         ).fetchall()
+        # the digests that replaced an output (a stored output the digest left whole, or one
+        # kept for masking's recall, hid nothing)
         digests = conn.execute(
-            f"SELECT session_id, tool_call_id FROM raw_outputs WHERE "
-            f"{where.replace('ts >=', 'created_at >=')} AND lower(tool_name) = 'bash'",
-            params,
+            f"SELECT session_id, tool_call_id FROM digests WHERE {where}", params
         ).fetchall()
         needed = conn.execute(
             f"SELECT session_id, tool_call_id, how FROM needed_again WHERE {where}", params

@@ -926,9 +926,12 @@ class SessionSimulator:
 
     def _recallable(self, it: _Item) -> bool:
         """What the daemon can give back behind a recall handle: read-like results the
-        adapter tags and digested bash output."""
+        adapter tags, digested bash output, and bash output too short to digest that masking
+        keeps for recall (`Masking.keeps_for_recall`)."""
         if it.tool == "bash":
-            return it.saved.get("bash", 0) > 0
+            return it.saved.get("bash", 0) > 0 or self.mech.masking.keeps_for_recall(
+                self.th, it.chars, is_error=it.is_error
+            )
         return it.tool in META_TOOLS and tokens(it.chars) >= self.th.amnesia_min_tokens
 
     def _summarised(self, items: list[_Item]) -> int:

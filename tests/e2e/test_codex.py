@@ -799,3 +799,30 @@ def test_an_mcp_lookup_in_code_mode_is_stored_and_masked_once_old(tmp_path: Path
         assert handle is not None
         back = ce.ctxwrap("recall", handle.group(1), "section 250:")
         assert back.returncode == 0 and "section 250: details of the record" in back.stdout
+
+
+def test_a_short_command_output_is_kept_for_recall_and_masked_once_old(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """A command output too short to digest reaches the model whole, is stored behind a recall
+    handle off the request path, and after a gap past the cache TTL is masked as older under
+    Codex's own header; before, only a digested output could be masked."""
+    gen = "for i in range(60):\n    print(f'module_{i:03d}  ok  0.{i:02d}s')\n"
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen.py"}}]},
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "echo checked"}}]},
+        {"text": "task one done"},
+        {"text": "task two done"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        ce.env.update(PI_CTX_CACHE_TTL_S="2")
+        (ce.work / "gen.py").write_text(gen)
+        ce.run("run the module checks")
+        assert "module_059  ok" in json.dumps(inputs(srv.main_requests[1]))  # seen whole
+        time.sleep(2.5)
+        ce.run("and now?", "resume", "--last")
+        tomb = outputs(srv.main_requests[-1])["call_0_0"]
+        assert "module_059  ok" not in tomb
+        assert tomb.startswith("Chunk ID: ") and "python3 gen.py" in tomb
+        assert "seen several requests ago" in tomb and "`ctxwrap recall r" in tomb

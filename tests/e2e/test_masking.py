@@ -203,3 +203,41 @@ def test_no_mask_breaks_a_preserved_thinking_prefix_under_pi(
     else:
         assert masks and "old-marker" not in json.dumps(after[0]["messages"])
         assert srv.prefix_failures, "the masked request passed the prefix check"
+
+
+GEN = "for i in range(60):\n    print(f'module_{i:03d}  ok  0.{i:02d}s')\n"  # 1,500 chars
+
+
+def test_a_short_command_output_is_kept_for_recall_and_masked_once_old(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """pi 1.6, the defaults: a command output too short to digest reaches the model whole, is
+    stored behind a recall handle on the side, and after an idle gap past the cache TTL it is
+    masked as older (a result other than a read, seen rounds ago); ctx_recall gives it back.
+    Before, only digested output could be masked, and it stayed whole to the end."""
+    steps = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "python3 gen.py"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo checked"}}]},
+        {"text": "task one done"},
+        {"text": "task two done"},
+    ]
+    env = {"PI_CTX_CACHE_TTL_S": "2"}
+    with ScriptedModelServer(steps) as srv:
+        one = run_ctxwrap_pi(
+            "pi", tmp_path, xdg, prompt="task one", files={"gen.py": GEN}, extra_env=env,
+            server=srv,
+        )  # fmt: skip
+        assert one.proc.returncode == 0, one.proc.stderr
+        assert "module_059  ok" in json.dumps(srv.main_requests[1].body)  # seen whole
+        time.sleep(2.5)  # the idle gap: past the 2 s cache TTL
+        two = run_ctxwrap_pi(
+            "pi", tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
+            extra_env=env, server=srv,
+        )  # fmt: skip
+        assert two.proc.returncode == 0, two.proc.stderr
+        last = json.dumps(srv.main_requests[-1].body)
+    assert "module_059  ok" not in last
+    assert "python3 gen.py" in last and "ctx_recall(handle=" in last
+    [(handle,)] = db_rows(xdg, "SELECT handle FROM raw_outputs")
+    assert db_rows(xdg, "SELECT COUNT(*) FROM digests") == [(0,)]
+    assert handle in last

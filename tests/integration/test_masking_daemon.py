@@ -265,3 +265,57 @@ def test_a_reread_of_a_read_still_in_view_is_not_the_masked_one_needed_again(
         tool("r4", "LICENSE", LICENSE)  # the third read: r2 holds these lines in view
     conn = sqlite3.connect(xdg.db)
     assert conn.execute("SELECT tool_call_id, how FROM needed_again").fetchall() == []
+
+
+def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once_old(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """A command's output under the digest threshold but over `mask_min_chars` stays whole and
+    is stored behind a recall handle, so masking takes it once old (a result other than a read,
+    seen a round ago); the digests' needed-again count does not take it for a digest. A
+    failing command's output and a file read through the shell are not stored this way."""
+    listing = "".join(f"drwxr-xr-x  module_{i:03d}\n" for i in range(60))  # 1,560 chars
+    with daemon_process(xdg), client(xdg, 30) as c:
+        sid = "s-short-bash"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1,
+                                       "agent": "claude"})  # fmt: skip
+        post(c, "/v1/prompt", {"session_id": sid, "prompt": "tidy the modules"})
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "tidy the modules"}]
+
+        def bash(cid: str, command: str, text: str, *, error: bool = False) -> dict[str, Any]:
+            messages.extend([
+                {"role": "assistant", "content": [{"type": "toolCall", "id": cid,
+                                                   "name": "bash",
+                                                   "arguments": {"command": command}}]},
+                {"role": "toolResult", "toolCallId": cid, "toolName": "bash",
+                 "content": [{"type": "text", "text": text}], "isError": error},
+            ])  # fmt: skip
+            return post(c, "/v1/tool_result", {"session_id": sid, "tool_call_id": cid,
+                                               "tool_name": "bash", "text": text,
+                                               "input": {"command": command},
+                                               "is_error": error})  # fmt: skip
+
+        assert bash("b1", "make modules", listing).get("text") is None  # kept whole
+        bash("b2", "make lint", listing, error=True)
+        bash("b3", "cat modules/README", listing)
+        bash("b4", "true", "ok")
+        bash("b5", "true", "ok")
+        body = {"session_id": sid, "call_index": 5, "message_count": len(messages),
+                "tail": describe_tail(messages, {"b1", "b2", "b3", "b4", "b5"}).to_json(),
+                "mask": {"reason": "idle", "gap_s": 400.0, "calls": 5,
+                         "history": describe_tail(messages, set()).to_json(),
+                         "paths": call_paths(messages), "edited": []}}  # fmt: skip
+        edits = post(c, "/v1/context", body)["edits"]
+        assert [(e["toolCallId"], e["reason"]) for e in edits] == [("b1", "older")]
+        assert (
+            "make modules (1,380 chars)" in edits[0]["text"]
+            and "ctxwrap recall r" in edits[0]["text"]
+        )
+    conn = sqlite3.connect(xdg.db)
+    assert conn.execute("SELECT tool_call_id FROM raw_outputs").fetchall() == [("b1",)]
+    assert conn.execute("SELECT COUNT(*) FROM digests").fetchone() == (0,)
+    summary = needed_again.summary(conn, session=sid)
+    assert (
+        "bash" not in summary["mechanisms"]
+        and summary["mechanisms"]["masking"]["interventions"] == 1
+    )

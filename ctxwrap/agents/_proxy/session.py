@@ -361,6 +361,28 @@ class ProxySession:
 
     # -- the daemon's tool work -----------------------------------------------------------------
 
+    def _keep_for_recall(self, cid: str, command: str, text: str) -> None:
+        """A command's output too short to digest, long enough for masking to take once it is
+        old (`Masking.keeps_for_recall`): stored by the daemon behind a recall handle, off the
+        path the agent waits on (the daemon decides; nothing comes back)."""
+        if self.cfg.get("mask", True) is False or self.cfg.get("off"):
+            return
+        if len(text) < self._cfg_int("mask_min_chars", 1000):
+            return
+        body = {
+            "session_id": self.session_id,
+            "tool_call_id": cid,
+            "tool_name": "bash",
+            "input": {"command": command},
+            "text": text,
+            "is_error": False,
+        }
+        threading.Thread(
+            target=lambda: self.daemon.call("/v1/tool_result", body, timeout=self._timeout()),
+            name="ctxwrap-keep",
+            daemon=True,
+        ).start()
+
     def _ask_digest(
         self,
         cid: str,

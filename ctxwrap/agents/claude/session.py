@@ -401,6 +401,7 @@ class ClaudeSession(ProxySession):
         text = stdout + ("\n" + stderr if stderr else "")
         threshold = self._cfg_int("bash_min_tokens", 2000)
         if persisted is None and (len(text) + 3) // 4 < threshold:
+            self._keep_for_recall(cid, _command_of(event), text)
             return {}
         # Claude Code reports no exit status for a command it did not call failed (`grep`
         # finding nothing exits 1): the daemon reads None as success.

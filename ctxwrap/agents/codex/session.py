@@ -189,6 +189,8 @@ class CodexSession(ProxySession):
             if info.kind == "bash" and self.cfg.get("bash", True):
                 if (len(parsed.body) + 3) // 4 >= threshold:
                     digests.append((cid, info, text))
+                elif not m.get("isError"):
+                    self._keep_for_recall(cid, info.command or "", parsed.body)
             elif info.kind in ("read", "grep", "find", "fetch") and not m.get("isError"):
                 # a lookup's answer (an MCP tool's, the web tool's) is read like a file: stored
                 # behind a recall handle and tagged, so masking may take it once it is old

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +271,47 @@ def test_small_bash_output_is_claude_codes_own(tmp_path: Path) -> None:
     want = json.loads(json.dumps(body))
     assert sess.prepare(body) == []
     assert body == want  # "Exit code 2" stays an error, as plain Claude Code sent it
+
+
+def test_a_short_bash_output_is_kept_for_recall_off_the_hooks_path() -> None:
+    """Under the digest threshold and over `mask_min_chars`: Claude Code's own output stays
+    (the hook answers nothing at once), and the daemon is asked to store it behind a recall
+    handle in the background, so masking may take it once old. Not with masking off, not for
+    a shorter output."""
+    listing = "".join(f"module_{i:03d}  ok\n" for i in range(80))  # 1,120 chars, 280 tokens
+
+    class Configured(FakeDaemon):
+        def __init__(self, cfg: dict[str, Any]) -> None:
+            super().__init__()
+            self.cfg = cfg
+
+        def call(
+            self, path: str, body: dict[str, Any], timeout: float, *, retry: bool = True
+        ) -> dict[str, Any] | None:
+            if path == "/v1/sessions/start":
+                return {"config": self.cfg}
+            return super().call(path, body, timeout, retry=retry)
+
+    for cfg, stored in (({}, True), ({"mask": False}, False), ({"mask_min_chars": 5000}, False)):
+        daemon = Configured(cfg)
+        sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+        event = {
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Bash",
+            "tool_use_id": "b1",
+            "tool_input": {"command": "make modules"},
+            "tool_response": {"stdout": listing, "stderr": "", "interrupted": False},
+        }
+        assert sess.handle_hook(event) == {}
+        deadline = time.monotonic() + 5
+        while stored and not daemon.calls and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not stored:
+            time.sleep(0.2)  # a background store would have been sent by now
+        sent = [b for p, b in daemon.calls if p == "/v1/tool_result"]
+        assert bool(sent) is stored
+        if stored:
+            assert sent[0]["text"] == listing and sent[0]["input"] == {"command": "make modules"}
 
 
 def test_large_bash_outputs_are_digested_with_their_own_status(tmp_path: Path) -> None:

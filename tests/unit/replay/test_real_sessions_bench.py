@@ -120,11 +120,13 @@ def test_sweep_finds_the_best_policy_under_each_needed_again_cap(one_claude_sess
         # with the write strip off, no write is stripped, so none can be needed again
         assert ("writes" in p["needed_again"]) == p["settings"]["write"]
 
-    # masking every result kind hides more than masking only what can be recalled
+    # masking every result kind hides no less than masking only what can be recalled (on this
+    # session every result masking takes has a recall path: reads, and command outputs too
+    # short to digest that masking keeps for recall)
     def masked(p: dict[str, Any]) -> int:
         return int(p["needed_again"].get("masking", {}).get("interventions", 0))
 
-    assert masked(pts[2]) > masked(pts[0])
+    assert masked(pts[2]) >= masked(pts[0]) > 0
     for fr in res["frontier"]:
         within = [p for p in pts if fr["cap_pct"] is None or p["worst_share_pct"] <= fr["cap_pct"]]
         assert fr["policies"] == len(within)
