@@ -102,6 +102,8 @@ class _RuleTable:
                     masks[shorter] |= masks.pop(longer)
                     break
         self.anchors: tuple[tuple[bytes, int], ...] = tuple(masks.items())
+        self.line_start_anchors = tuple((a[1:], b) for a, b in self.anchors if a[:1] == b"\n")
+        self.bits_of = {a: bits for a, bits in self.anchors if a[:1] != b"\n"}
         # One linear pass finds every line holding any anchor (one bytes.find pass per anchor
         # was 9x slower: a 1 GiB log took 30 s); the line's mask is then worked out on the line.
         options = re2.Options()
@@ -113,6 +115,13 @@ class _RuleTable:
                 for a, _ in self.anchors
             ),
             options,
+        )
+        # The anchors found anywhere in a line, for line_mask (no anchor here contains
+        # another, so two never start at one offset).
+        self.any_inner = (
+            re2.compile(b"|".join(re2.escape(a) for a in self.bits_of), options)
+            if self.bits_of
+            else None
         )
 
     def anchored_lines(self, folded: bytes) -> dict[int, int]:
@@ -126,21 +135,33 @@ class _RuleTable:
             line_end = find(b"\n", found.start())
             if line_end < 0:
                 line_end = len(folded)
-            hits[line_start] = self.line_mask(folded[line_start:line_end])
+            # Rules only ever see a line's first CLASSIFY_BYTES, so only those can give one.
+            hits[line_start] = self.line_mask(
+                folded[line_start : min(line_end, line_start + CLASSIFY_BYTES)]
+            )
             position = line_end + 1
             if position > len(folded):
                 break
         return hits
 
     def line_mask(self, line: bytes) -> int:
-        """The rules worth trying on a line (upper-cased) that holds an anchor."""
+        """The rules worth trying on a line (upper-cased) that holds an anchor.
+
+        One RE2 search per anchor occurrence, each from the byte after the last one's start
+        (so overlapping anchors are all found; two never start at one offset, as none
+        contains another), instead of one `in` test per anchor (64 of them with the generic
+        rules): the realdata logs digest ~10 % faster."""
         mask = 0
-        for anchor, bits in self.anchors:
-            if anchor[:1] == b"\n":  # an anchor that starts a line, like "\n+" in a diff
-                if line.startswith(anchor[1:]):
-                    mask |= bits
-            elif anchor in line:
+        for anchor, bits in self.line_start_anchors:
+            if line.startswith(anchor):
                 mask |= bits
+        if self.any_inner is None:
+            return mask
+        search, bits_of = self.any_inner.search, self.bits_of
+        position = 0
+        while (found := search(line, position)) is not None:
+            mask |= bits_of[found.group()]
+            position = found.start() + 1
         return mask
 
     def classify(self, line: str, mask: int) -> LineRule | None:
@@ -151,6 +172,18 @@ class _RuleTable:
             mask >>= 1
             index += 1
         return None
+
+
+_TABLES: dict[tuple[type[Family], bool], _RuleTable] = {}
+
+
+def _table_for(family: Family) -> _RuleTable:
+    """A family's rule table; rules are class attributes, so one table serves every digest."""
+    key = (type(family), family.uses_generic_rules)
+    table = _TABLES.get(key)
+    if table is None:
+        table = _TABLES[key] = _RuleTable(family)
+    return table
 
 
 class StreamingDigester:
@@ -287,7 +320,7 @@ class StreamingDigester:
         if self._family is None:
             self._family = family_for_output(decode(block[:SNIFF_BYTES]))
         if self._table is None:
-            self._table = _RuleTable(self._family)
+            self._table = _table_for(self._family)
             self._tail_size = self._family.tail_lines * (2 if self._failing else 1)
             self._tail = deque(maxlen=self._tail_size)
         return self._family
@@ -298,7 +331,7 @@ class StreamingDigester:
 
     def _fall_back_to_generic(self) -> Family:
         self._family = Family()
-        self._table = _RuleTable(self._family)
+        self._table = _table_for(self._family)
         return self._family
 
     def _process_block(self, block: bytes) -> None:
