@@ -19,6 +19,7 @@ import re2
 from ctxwrap.digest._command import family_for_command, family_for_output
 from ctxwrap.digest._render import render_digest, similarity_key
 from ctxwrap.digest._rules import (
+    BOX_LINE,
     CONTEXT,
     FAILURE,
     GENERIC_RULES,
@@ -61,6 +62,17 @@ SNIFF_BYTES = 1 << 16
 SMALL_OUTPUT_BYTES = 2000
 # A rule's pattern never needs more of a line than this to decide.
 CLASSIFY_BYTES = 2000
+# A line that starts a message of its own: a time, a level, a located message, a box.
+_RECORD_START = re.compile(
+    r"\s*(?:\d{4}-\d\d-\d\d|\[\d|\d\d:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d \d\d:|[IWEF]\d{4} \d\d:"
+    r"|[{╷╵]|(?:time|level|lvl|ts)="
+    r"|\W{0,2}(?i:error|warn|warning|info|debug|note|hint|help|fatal|trace|critical)\b)"
+)
+# Lines under an error that are not its message: another located message, a stack frame, a
+# compiler's source excerpt and caret line.
+_NOT_MESSAGE = re.compile(r"[\w./-]+:\d+(?::\d+)?:|\s*(?:at \S|File \"|\d*\s*\||[~^]+\s*$)")
+# A message this long has likely filled a terminal's width (80 columns and up) and wrapped.
+WRAP_WIDTH = 78
 
 
 @dataclass(frozen=True)
@@ -414,6 +426,8 @@ class StreamingDigester:
             )
             if kept and (matched.before or matched.after):
                 self._keep_context(block, line_start, line_end, lineno, matched)
+            if kept and matched.continues:
+                self._keep_continuation(block, line_end, lineno, matched, line)
         return lineno - base + block.count(b"\n", previous) + 1
 
     def _keep_context(
@@ -439,6 +453,41 @@ class StreamingDigester:
             if matched.after_stops_at_blank and not line.strip():
                 break
             self._keep(lineno + ahead, priority, decode(line[:PARTIAL_LINE_KEEP]))
+            end = next_end
+
+    def _keep_continuation(
+        self, block: bytes, line_end: int, lineno: int, matched: LineRule, line: str
+    ) -> None:
+        """Keep, at the rule's priority, the lines that continue a matched line's message.
+
+        With `continues_with`, those that match it (a box's `│`, any line of a log record)
+        and, unless in a box, start no message of their own. Otherwise a line continues an
+        error message when it starts no message of its own and is indented under it, or the
+        message ended with `:` or filled a terminal's width (the terminal wrapped it)."""
+        pattern = re.compile(matched.continues_with) if matched.continues_with else None
+        boxed = matched.continues_with == BOX_LINE
+        previous = line.rstrip()
+        end = line_end
+        for ahead in range(1, matched.continues + 1):
+            if end >= len(block):
+                break
+            next_end = block.find(b"\n", end + 1)
+            next_end = len(block) if next_end < 0 else next_end
+            text = decode(block[end + 1 : min(next_end, end + 1 + PARTIAL_LINE_KEEP)])
+            if not text.strip() and not boxed:
+                break
+            if pattern is not None:
+                if not pattern.match(text) or (not boxed and _RECORD_START.match(text)):
+                    break
+            elif (
+                _RECORD_START.match(text)
+                or _NOT_MESSAGE.match(text)
+                or not (text[:1].isspace() or previous.endswith(":") or len(previous) >= WRAP_WIDTH)
+            ):
+                break
+            self._keep(lineno + ahead, matched.priority, text)
+            # A terminal wraps at column 0: an indented line says nothing of the next one.
+            previous = "" if text[:1].isspace() else text.rstrip()
             end = next_end
 
     def _keep(
@@ -531,7 +580,10 @@ class StreamingDigester:
         must_keep = [s for s in summary if s.strip()] + [
             shown
             for lineno in sorted(kept)
-            if kept[lineno][0] >= FAILURE and (shown := display_line(kept[lineno][1])) in text
+            if kept[lineno][0] >= FAILURE
+            and (shown := display_line(kept[lineno][1])) in text
+            # a box's `│` or a closing `]` is no line an answer could lose
+            and any(c.isalnum() for c in shown)
         ]
         return Digest(
             text,
