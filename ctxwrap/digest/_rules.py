@@ -112,20 +112,24 @@ class Family:
 _LOG_TIME = (
     r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?![.,\d])(?:Z|[+-]\d\d:?\d\d)?"
     r"(?!\w)(?<!\.\d{7}Z)\]?"  # not GitHub Actions' own timestamp
-    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: \S+ [^\s:]+:)?"
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: \S++ [^\s:]++:)?"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?)"
 )
 _LEVELS = r"ERROR|ERRO|EROR|FATAL|FATA|CRITICAL|CRIT|PANIC|PANI|SEVERE|EMERG|ALERT"
 _ANY_LEVEL = _LEVELS + r"|WARN|WARNING|INFO|DEBUG|DEBU|TRACE|TRAC|NOTICE"
-_LOG_FIELD = r"(?:\[[^\]]{0,80}\]|\(?[\w.$/@:-]{1,80}\)?)"
+# Fields are whitespace-separated words or bracketed groups, matched possessively: a line of
+# `:`/`-` runs must not make the regex try every way to split it (10 s on one line, once).
+_LOG_FIELD = r"(?:\[[^\]]{0,80}\]|[^\s\[]{1,80}+)"
+_LOG_SEP = r"(?:[ \t]{1,3}+|$)"
 _LOG_PREFIX = (
     r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z )?(?:[\w.-]+ +\| )?"
     + _LOG_TIME
-    + r"[\s|:-]{0,3}(?:(?![\[<(]?(?i:"
+    + r",?[ \t]{0,3}+(?:(?![\[<(]?(?i:"
     + _ANY_LEVEL
     + r")\b)"
     + _LOG_FIELD
-    + r"[\s|:-]{1,3}){0,3}?[\[<(]?"
+    + _LOG_SEP
+    + r"){0,3}?[\[<(]?"
 )
 _LEVEL_END = r"(?:[\]>)]|\b)(?=[\s:|\[\]>)-]|$)"
 # A record continues on the lines after it that have no time or level of their own (a stack

@@ -530,3 +530,15 @@ def test_the_new_rules_leave_info_records_to_the_block_scan(name: str) -> None:
     result = digest(text, "./serve.sh", 0)
     assert time.process_time() - start < 3  # ~0.25 s on 2 shared cores
     assert_kept(result, errors)
+
+
+def test_lines_of_separators_do_not_make_the_record_rules_backtrack() -> None:
+    """A timestamp, then a long run of `:`/`-` and an error word: the fields before a level are
+    matched possessively (one such line took 10 s of regex backtracking before)."""
+    lines = [
+        "Dec  1 10:22:33 " + ":" * 1500 + " error",
+        "[2026-12-01 10:22:33,123] " + "-".join(["abc"] * 500) + " ERROR",
+    ] * 20
+    start = time.process_time()
+    digest("\n".join(lines) + "\n", "./serve.sh", 0)
+    assert time.process_time() - start < 1.0
