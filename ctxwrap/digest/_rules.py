@@ -176,7 +176,7 @@ _LOG_RECORD_RULES: tuple[LineRule, ...] = (
         )
     ),
 )
-# Plan/apply tools: the verdict of Terraform/OpenTofu, Pulumi, Helm.
+# Plan/apply tools: the verdict of Terraform/OpenTofu, Pulumi, Helm, kubectl rollout status.
 _PLAN_APPLY_RULES: tuple[LineRule, ...] = (
     *(
         rule(pattern, anchors, SUMMARY)
@@ -188,6 +188,7 @@ _PLAN_APPLY_RULES: tuple[LineRule, ...] = (
             (r"^Duration: \d", "\nduration: "),
             (r"^STATUS: [a-z-]+\s*$", "\nstatus: "),
             (r"^Release \S+ has been (?:upgraded|installed)\b|Happy Helming!", "happy helming"),
+            (r"^\S+ \S+ successfully rolled out$", "successfully rolled out"),  # kubectl
         )
     ),
     # Pulumi's counts under `Resources:` (`+ 3 created`, `~ 1 updated`, `12 unchanged`).

@@ -507,6 +507,21 @@ def test_helm_failure_keeps_its_error() -> None:
     assert_kept(result, [error])
 
 
+def test_kubectl_rollout_status_keeps_its_verdict() -> None:
+    lines = []
+    for i in range(600):
+        lines.append(
+            f'Waiting for deployment "web" rollout to finish: {i % 3} of 3 updated replicas are '
+            "available..."
+        )
+        lines.append(f"Waiting for deployment spec update to be observed... ({i})")
+    verdict = 'deployment "web" successfully rolled out'
+    lines += [verdict]
+    lines += [f"pod/web-7d9f{i:04d} condition met" for i in range(30)]
+    result = digest("\n".join(lines) + "\n", "kubectl rollout status deploy/web && kubectl wait", 0)
+    assert_kept(result, [verdict])
+
+
 # -- speed ---------------------------------------------------------------------------------
 
 
