@@ -122,7 +122,7 @@ _ANY_LEVEL = _LEVELS + r"|WARN|WARNING|INFO|DEBUG|DEBU|TRACE|TRAC|NOTICE"
 _LOG_FIELD = r"(?:\[[^\]]{0,80}\]|[^\s\[]{1,80}+)"
 _LOG_SEP = r"(?:[ \t]{1,3}+|$)"
 _LOG_PREFIX = (
-    r"^(?:\d{4}-\d\d-\d\dT[\d:.]+Z )?(?:[\w.-]+ +\| )?"
+    r"^(?:\d{4}-\d\d-\d\dT[\d:.]++Z (?=\S))?(?:[\w.-]++ +\| )?"
     + _LOG_TIME
     + r",?[ \t]{0,3}+(?:(?![\[<(]?(?i:"
     + _ANY_LEVEL
@@ -163,7 +163,12 @@ _LOG_RECORD_RULES: tuple[LineRule, ...] = (
             (r"^WARN ?\[[\d:|.-]+\] ", "warn", WARNING),
             (
                 _KEYED_LEVEL + r"(?i:error|err|eror|fatal|crit|critical|panic|alert|emerg)\b",
-                ("erro", "=err", '"err"', "fata", "crit", "pani", "alert", "emerg"),
+                # the key's `=` or quote and the level: `errors=0` is no anchor here
+                tuple(
+                    prefix + level
+                    for prefix in ("=", '="', "='", '"', '": "')
+                    for level in ("err", "fatal", "crit", "panic", "alert", "emerg")
+                ),
                 FAILURE,
             ),
             (_KEYED_LEVEL + r"(?i:warn|warning)\b", "warn", WARNING),
