@@ -71,8 +71,10 @@ _RECORD_START = re.compile(
 # Lines under an error that are not its message: another located message, a stack frame, a
 # compiler's source excerpt and caret line.
 _NOT_MESSAGE = re.compile(r"[\w./-]+:\d+(?::\d+)?:|\s*(?:at \S|File \"|\d*\s*\||[~^]+\s*$)")
-# A message this long has likely filled a terminal's width (80 columns and up) and wrapped.
+# A message this long has likely filled a terminal's width (80 columns and up) and wrapped;
+# a longer one than any terminal's was not wrapped, and says nothing of the next line.
 WRAP_WIDTH = 78
+WRAP_WIDTH_MAX = 200
 
 
 @dataclass(frozen=True)
@@ -482,7 +484,11 @@ class StreamingDigester:
             elif (
                 _RECORD_START.match(text)
                 or _NOT_MESSAGE.match(text)
-                or not (text[:1].isspace() or previous.endswith(":") or len(previous) >= WRAP_WIDTH)
+                or not (
+                    text[:1].isspace()
+                    or previous.endswith(":")
+                    or WRAP_WIDTH <= len(previous) <= WRAP_WIDTH_MAX
+                )
             ):
                 break
             self._keep(lineno + ahead, matched.priority, text)

@@ -95,6 +95,16 @@ def test_continuation_stops_at_the_next_message_and_is_bounded() -> None:
     assert "warning: something else" not in joined
 
 
+def test_a_long_unwrapped_error_line_takes_no_continuation() -> None:
+    """Wider than any terminal: the output was not wrapped, the next line is not its message."""
+    rng = random.Random(4)
+    error = "Error: " + "request failed; " * 30
+    lines = [*_build_log(rng, 2000), error, "Done in 3.20s.", *_build_log(rng, 100)]
+    result = digest("\n".join(lines) + "\n", "./build.sh", 1)
+    assert any(kept.startswith("Error: request failed") for kept in result.must_keep)
+    assert "Done in 3.20s." not in result.must_keep
+
+
 def test_a_compiler_error_does_not_take_the_source_excerpt_as_its_message() -> None:
     lines = [f"gcc -c src/f{i}.c -o build/f{i}.o -O2 -Wall -Wextra" for i in range(400)]
     lines += [
