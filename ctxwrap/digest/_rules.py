@@ -38,6 +38,12 @@ class LineRule:
     context_priority: int = 0  # 0: two below the rule's own priority
     # Repeats are lines equal but for numbers (default: also paths and quoted names alike).
     repeats_keep_paths: bool = False
+    # Up to this many lines after a match that continue its message (wrapped by a terminal,
+    # indented under it, a stack trace under a log record; see _stream.continues) are kept at
+    # the rule's own priority: a reader needs the whole message, not its first line.
+    continues: int = 0
+    # When set, continuation lines are those starting with this prefix instead (a box's `│`).
+    continues_with: str = ""
 
     @property
     def effective_context_priority(self) -> int:
@@ -55,6 +61,8 @@ def rule(
     context_priority: int = 0,
     flags: int = 0,
     repeats_keep_paths: bool = False,
+    continues: int = 0,
+    continues_with: str = "",
 ) -> LineRule:
     return LineRule(
         pattern=re.compile(pattern, flags),
@@ -65,6 +73,8 @@ def rule(
         after_stops_at_blank=after_stops_at_blank,
         context_priority=context_priority,
         repeats_keep_paths=repeats_keep_paths,
+        continues=continues,
+        continues_with=continues_with,
     )
 
 
@@ -96,8 +106,107 @@ class Family:
         return []
 
 
+# Service logs: a record starts with its time (ISO-8601, bracketed or not; syslog's `Dec  6
+# 10:22:33 host app[123]:`; a time of day), a few fields (pid, thread, logger, `---`, `-`)
+# and its level. GitHub Actions' timestamp and docker compose's `name  | ` may come first.
+_LOG_TIME = (
+    r"(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?![.,\d])(?:Z|[+-]\d\d:?\d\d)?"
+    r"(?!\w)(?<!\.\d{7}Z)\]?"  # not GitHub Actions' own timestamp
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: \S++ [^\s:]++:)?"
+    r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?)"
+)
+_LEVELS = r"ERROR|ERRO|EROR|FATAL|FATA|CRITICAL|CRIT|PANIC|PANI|SEVERE|EMERG|ALERT"
+_ANY_LEVEL = _LEVELS + r"|WARN|WARNING|INFO|DEBUG|DEBU|TRACE|TRAC|NOTICE"
+# Fields are whitespace-separated words or bracketed groups, matched possessively: a line of
+# `:`/`-` runs must not make the regex try every way to split it (10 s on one line, once).
+_LOG_FIELD = r"(?:\[[^\]]{0,80}\]|[^\s\[]{1,80}+)"
+_LOG_SEP = r"(?:[ \t]{1,3}+|$)"
+_LOG_PREFIX = (
+    r"^(?:\d{4}-\d\d-\d\dT[\d:.]++Z (?=\S))?(?:[\w.-]++ +\| )?"
+    + _LOG_TIME
+    + r",?[ \t]{0,3}+(?:(?![\[<(]?(?i:"
+    + _ANY_LEVEL
+    + r")\b)"
+    + _LOG_FIELD
+    + _LOG_SEP
+    + r"){0,3}?[\[<(]?"
+)
+_LEVEL_END = r"(?:[\]>)]|\b)(?=[\s:|\[\]>)-]|$)"
+# A record continues on the lines after it that have no time or level of their own (a stack
+# trace, a message with newlines), up to a few.
+ANY_LINE = r"(?!\s*$)"
+BOX_LINE = "[│╵]"  # a line inside Terraform's box around a diagnostic, or its end
+# glog/klog: `E1206 10:22:33.123456   12345 file.go:123] message` (I, W, E, F).
+_GLOG = r"\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]]+\] "
+_GLOG_ANCHORS = ("\nE0", "\nE1", "\nF0", "\nF1")
+# logfmt `level=error` and JSON `"level":"error"` (also lvl, severity, levelname, log.level;
+# pino and bunyan write the level as a number: 50 error, 60 fatal, 40 warn).
+_KEYED_LEVEL = r"""(?:level|lvl|severity)(?:name)?(?:=["']?|" ?: ?")"""
+_LOG_RECORD_RULES: tuple[LineRule, ...] = (
+    *(
+        rule(pattern, anchors, priority, continues=5, continues_with=ANY_LINE)
+        for pattern, anchors, priority in (
+            (
+                _LOG_PREFIX + r"(?i:" + _LEVELS + r")" + _LEVEL_END,
+                ("erro", "eror", "fata", "crit", "pani", "severe", "emerg", "alert"),
+                FAILURE,
+            ),
+            (_LOG_PREFIX + r"(?i:WARN|WARNING)" + _LEVEL_END, "warn", WARNING),
+            (r"^[EF]" + _GLOG, _GLOG_ANCHORS, FAILURE),
+            (r"^W" + _GLOG, ("\nW0", "\nW1"), WARNING),
+            # logrus and geth text: `ERRO[0042] message`, `WARN [12-01|10:22:33.123] message`
+            (
+                r"^(?:ERRO|EROR|ERROR|FATA|FATAL|PANI|CRIT) ?\[[\d:|.-]+\] ",
+                ("erro", "eror", "fata", "pani", "crit"),
+                FAILURE,
+            ),
+            (r"^WARN ?\[[\d:|.-]+\] ", "warn", WARNING),
+            (
+                _KEYED_LEVEL + r"(?i:error|err|eror|fatal|crit|critical|panic|alert|emerg)\b",
+                # the key's `=` or quote and the level: `errors=0` is no anchor here
+                tuple(
+                    prefix + level
+                    for prefix in ("=", '="', "='", '"', '": "')
+                    for level in ("err", "fatal", "crit", "panic", "alert", "emerg")
+                ),
+                FAILURE,
+            ),
+            (_KEYED_LEVEL + r"(?i:warn|warning)\b", "warn", WARNING),
+            (
+                r'^\{.*"level" ?: ?[56]0\b',
+                ('"level":5', '"level":6', '"level": 5', '"level": 6'),
+                FAILURE,
+            ),
+            (r'^\{.*"level" ?: ?40\b', ('"level":4', '"level": 4'), WARNING),
+        )
+    ),
+)
+# Plan/apply tools: the verdict of Terraform/OpenTofu, Pulumi, Helm, kubectl rollout status.
+_PLAN_APPLY_RULES: tuple[LineRule, ...] = (
+    *(
+        rule(pattern, anchors, SUMMARY)
+        for pattern, anchors in (
+            (r"^Plan: \d+ to (?:add|import|change|destroy)\b", "\nplan: "),
+            (r"^(?:Apply|Destroy) complete! Resources: ", ("apply complete!", "destroy complete!")),
+            (r"^No changes\. ", "\nno changes. "),
+            (r"has been successfully initialized!", "successfully initialized"),
+            (r"^Duration: \d", "\nduration: "),
+            (r"^STATUS: [a-z-]+\s*$", "\nstatus: "),
+            (r"^Release \S+ has been (?:upgraded|installed)\b|Happy Helming!", "happy helming"),
+            (r"^\S+ \S+ successfully rolled out$", "successfully rolled out"),  # kubectl
+        )
+    ),
+    # Pulumi's counts under `Resources:` (`+ 3 created`, `~ 1 updated`, `12 unchanged`).
+    rule(r"^Resources:\s*$", "\nresources:", SUMMARY, after=8, context_priority=SUMMARY),
+    # Terraform's boxed diagnostics (`╷ │ Error: … ╵`) are kept whole, the box included.
+    rule(r"^│ Error: ", "│ error: ", FAILURE, before=1, continues=16, continues_with=BOX_LINE),
+    rule(r"^│ Warning: ", "│ warning: ", WARNING, before=1, continues=8, continues_with=BOX_LINE),
+    # Pulumi's diagnostics: an indented `error:` under the resource it is about.
+    rule(r"^ {2,}error: ", "error: ", FAILURE, before=1, continues=4),
+)
+
 # Shared patterns for whatever a family does not know about. Anchors are matched without
-# regard to case and stay few: each one costs a pass over every block. Panics and fatal
+# regard to case and stay few: every anchored line is classified in Python. Panics and fatal
 # signals end a program, so the tail keeps them without an anchor of their own.
 # CI logs (GitHub Actions) prefix every line with a timestamp; line-start patterns allow it.
 _TS = r"(?:\d{4}-\d\d-\d\dT[\d:.]+Z ?)?(?:\d+ )?"
@@ -141,6 +250,8 @@ GENERIC_RULES: tuple[LineRule, ...] = (
             (r"TestsFailedException\b", "testsfailedexception"),
         )
     ),
+    *_PLAN_APPLY_RULES,
+    *_LOG_RECORD_RULES,
     # A failing test or step: its id, and the line or two after it (the assertion, a frame).
     *(
         rule(pattern, anchors, FAILURE, after=2, context_priority=DETAIL)
@@ -194,8 +305,9 @@ GENERIC_RULES: tuple[LineRule, ...] = (
         before=6,
         after=2,
         context_priority=LOCATION,
+        continues=4,
     ),
-    rule(r"^(?:error|ERROR|Error)\b", "error", FAILURE, before=1, after=2),
+    rule(r"^(?:error|ERROR|Error)\b", "error", FAILURE, before=1, after=2, continues=4),
     rule(
         r"(?i)\b(?:error|errors|failed|failure|fatal error|exception)\b",
         ("error", "fail", "exception"),

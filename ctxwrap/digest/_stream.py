@@ -19,6 +19,7 @@ import re2
 from ctxwrap.digest._command import family_for_command, family_for_output
 from ctxwrap.digest._render import render_digest, similarity_key
 from ctxwrap.digest._rules import (
+    BOX_LINE,
     CONTEXT,
     FAILURE,
     GENERIC_RULES,
@@ -61,6 +62,19 @@ SNIFF_BYTES = 1 << 16
 SMALL_OUTPUT_BYTES = 2000
 # A rule's pattern never needs more of a line than this to decide.
 CLASSIFY_BYTES = 2000
+# A line that starts a message of its own: a time, a level, a located message, a box.
+_RECORD_START = re.compile(
+    r"\s*(?:\d{4}-\d\d-\d\d|\[\d|\d\d:\d\d:\d\d|[A-Z][a-z]{2} [ \d]\d \d\d:|[IWEF]\d{4} \d\d:"
+    r"|[{╷╵]|(?:time|level|lvl|ts)="
+    r"|\W{0,2}(?i:error|warn|warning|info|debug|note|hint|help|fatal|trace|critical)\b)"
+)
+# Lines under an error that are not its message: another located message, a stack frame, a
+# compiler's source excerpt and caret line.
+_NOT_MESSAGE = re.compile(r"[\w./-]+:\d+(?::\d+)?:|\s*(?:at \S|File \"|\d*\s*\||[~^]+\s*$)")
+# A message this long has likely filled a terminal's width (80 columns and up) and wrapped;
+# a longer one than any terminal's was not wrapped, and says nothing of the next line.
+WRAP_WIDTH = 78
+WRAP_WIDTH_MAX = 200
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,8 @@ class _RuleTable:
                     masks[shorter] |= masks.pop(longer)
                     break
         self.anchors: tuple[tuple[bytes, int], ...] = tuple(masks.items())
+        self.line_start_anchors = tuple((a[1:], b) for a, b in self.anchors if a[:1] == b"\n")
+        self.bits_of = {a: bits for a, bits in self.anchors if a[:1] != b"\n"}
         # One linear pass finds every line holding any anchor (one bytes.find pass per anchor
         # was 9x slower: a 1 GiB log took 30 s); the line's mask is then worked out on the line.
         options = re2.Options()
@@ -113,6 +129,13 @@ class _RuleTable:
                 for a, _ in self.anchors
             ),
             options,
+        )
+        # The anchors found anywhere in a line, for line_mask (no anchor here contains
+        # another, so two never start at one offset).
+        self.any_inner = (
+            re2.compile(b"|".join(re2.escape(a) for a in self.bits_of), options)
+            if self.bits_of
+            else None
         )
 
     def anchored_lines(self, folded: bytes) -> dict[int, int]:
@@ -126,21 +149,33 @@ class _RuleTable:
             line_end = find(b"\n", found.start())
             if line_end < 0:
                 line_end = len(folded)
-            hits[line_start] = self.line_mask(folded[line_start:line_end])
+            # Rules only ever see a line's first CLASSIFY_BYTES, so only those can give one.
+            hits[line_start] = self.line_mask(
+                folded[line_start : min(line_end, line_start + CLASSIFY_BYTES)]
+            )
             position = line_end + 1
             if position > len(folded):
                 break
         return hits
 
     def line_mask(self, line: bytes) -> int:
-        """The rules worth trying on a line (upper-cased) that holds an anchor."""
+        """The rules worth trying on a line (upper-cased) that holds an anchor.
+
+        One RE2 search per anchor occurrence, each from the byte after the last one's start
+        (so overlapping anchors are all found; two never start at one offset, as none
+        contains another), instead of one `in` test per anchor (64 of them with the generic
+        rules): the realdata logs digest ~10 % faster."""
         mask = 0
-        for anchor, bits in self.anchors:
-            if anchor[:1] == b"\n":  # an anchor that starts a line, like "\n+" in a diff
-                if line.startswith(anchor[1:]):
-                    mask |= bits
-            elif anchor in line:
+        for anchor, bits in self.line_start_anchors:
+            if line.startswith(anchor):
                 mask |= bits
+        if self.any_inner is None:
+            return mask
+        search, bits_of = self.any_inner.search, self.bits_of
+        position = 0
+        while (found := search(line, position)) is not None:
+            mask |= bits_of[found.group()]
+            position = found.start() + 1
         return mask
 
     def classify(self, line: str, mask: int) -> LineRule | None:
@@ -151,6 +186,18 @@ class _RuleTable:
             mask >>= 1
             index += 1
         return None
+
+
+_TABLES: dict[tuple[type[Family], bool], _RuleTable] = {}
+
+
+def _table_for(family: Family) -> _RuleTable:
+    """A family's rule table; rules are class attributes, so one table serves every digest."""
+    key = (type(family), family.uses_generic_rules)
+    table = _TABLES.get(key)
+    if table is None:
+        table = _TABLES[key] = _RuleTable(family)
+    return table
 
 
 class StreamingDigester:
@@ -287,7 +334,7 @@ class StreamingDigester:
         if self._family is None:
             self._family = family_for_output(decode(block[:SNIFF_BYTES]))
         if self._table is None:
-            self._table = _RuleTable(self._family)
+            self._table = _table_for(self._family)
             self._tail_size = self._family.tail_lines * (2 if self._failing else 1)
             self._tail = deque(maxlen=self._tail_size)
         return self._family
@@ -298,7 +345,7 @@ class StreamingDigester:
 
     def _fall_back_to_generic(self) -> Family:
         self._family = Family()
-        self._table = _RuleTable(self._family)
+        self._table = _table_for(self._family)
         return self._family
 
     def _process_block(self, block: bytes) -> None:
@@ -381,6 +428,8 @@ class StreamingDigester:
             )
             if kept and (matched.before or matched.after):
                 self._keep_context(block, line_start, line_end, lineno, matched)
+            if kept and matched.continues:
+                self._keep_continuation(block, line_end, lineno, matched, line)
         return lineno - base + block.count(b"\n", previous) + 1
 
     def _keep_context(
@@ -406,6 +455,45 @@ class StreamingDigester:
             if matched.after_stops_at_blank and not line.strip():
                 break
             self._keep(lineno + ahead, priority, decode(line[:PARTIAL_LINE_KEEP]))
+            end = next_end
+
+    def _keep_continuation(
+        self, block: bytes, line_end: int, lineno: int, matched: LineRule, line: str
+    ) -> None:
+        """Keep, at the rule's priority, the lines that continue a matched line's message.
+
+        With `continues_with`, those that match it (a box's `│`, any line of a log record)
+        and, unless in a box, start no message of their own. Otherwise a line continues an
+        error message when it starts no message of its own and is indented under it, or the
+        message ended with `:` or filled a terminal's width (the terminal wrapped it)."""
+        pattern = re.compile(matched.continues_with) if matched.continues_with else None
+        boxed = matched.continues_with == BOX_LINE
+        previous = line.rstrip()
+        end = line_end
+        for ahead in range(1, matched.continues + 1):
+            if end >= len(block):
+                break
+            next_end = block.find(b"\n", end + 1)
+            next_end = len(block) if next_end < 0 else next_end
+            text = decode(block[end + 1 : min(next_end, end + 1 + PARTIAL_LINE_KEEP)])
+            if not text.strip() and not boxed:
+                break
+            if pattern is not None:
+                if not pattern.match(text) or (not boxed and _RECORD_START.match(text)):
+                    break
+            elif (
+                _RECORD_START.match(text)
+                or _NOT_MESSAGE.match(text)
+                or not (
+                    text[:1].isspace()
+                    or previous.endswith(":")
+                    or WRAP_WIDTH <= len(previous) <= WRAP_WIDTH_MAX
+                )
+            ):
+                break
+            self._keep(lineno + ahead, matched.priority, text)
+            # A terminal wraps at column 0: an indented line says nothing of the next one.
+            previous = "" if text[:1].isspace() else text.rstrip()
             end = next_end
 
     def _keep(
@@ -498,7 +586,10 @@ class StreamingDigester:
         must_keep = [s for s in summary if s.strip()] + [
             shown
             for lineno in sorted(kept)
-            if kept[lineno][0] >= FAILURE and (shown := display_line(kept[lineno][1])) in text
+            if kept[lineno][0] >= FAILURE
+            and (shown := display_line(kept[lineno][1])) in text
+            # a box's `│` or a closing `]` is no line an answer could lose
+            and any(c.isalnum() for c in shown)
         ]
         return Digest(
             text,
