@@ -336,9 +336,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.realistic:
         import realistic_latency
 
-        with isolated_xdg(Path(tempfile.mkdtemp(prefix="ctxwrap-real-"))) as xdg_env:
+        # Each tree its own daemon and store (a shared one would be whichever tree started it
+        # first); each keeps its store across its runs, as a user's daemon does.
+        with (
+            isolated_xdg(Path(tempfile.mkdtemp(prefix="ctxwrap-real-"))) as xdg_env,
+            isolated_xdg(Path(tempfile.mkdtemp(prefix="ctxwrap-base-"))) as base_env,
+        ):
             env = {**os.environ, **xdg_env}
-            realistic_latency.report(args.agents.split(","), args.runs, args, env)
+            realistic_latency.report(
+                args.agents.split(","), args.runs, args, env, {**os.environ, **base_env}
+            )
         return 0
     results = [r for n in args.versions.split(",") if (r := bench_version(n, args.runs))]
     print("\nsummary:")

@@ -12,7 +12,8 @@ pass or fail.
 
 With `--baseline DIR` (a ctxwrap source tree, e.g. `git worktree add /tmp/base main`), that
 tree's ctxwrap runs wrapped too, interleaved (plain, baseline, this tree): a change's before and
-after at the same load. The load average is printed per agent (other work on a 2-core machine
+after at the same load, each tree with its own daemon and store (kept across its runs, as a
+user's daemon keeps its history). The load average is printed per agent (other work on a 2-core machine
 slows the wrapped side more: ctxwrap's own CPU competes with the agent's start-up).
 
     .venv/bin/python bench/overhead.py --realistic [--runs 3] [--ttft 1.5] [--aux-ttft 0.8]
@@ -153,7 +154,14 @@ AGENTS: dict[str, Callable[[], object]] = {
 }
 
 
-def report(agents: Sequence[str], runs: int, opts: Any, xdg_env: dict[str, str]) -> None:
+def report(
+    agents: Sequence[str],
+    runs: int,
+    opts: Any,
+    xdg_env: dict[str, str],
+    baseline_env: dict[str, str] | None = None,
+) -> None:
+    """`baseline_env`: the baseline tree's own XDG dirs (its own daemon and store)."""
     baseline = getattr(opts, "baseline", None)
     print(
         f"whole sessions, main model {opts.ttft:.2f} s to first token at {opts.tps:g} tokens/s,"
@@ -173,7 +181,8 @@ def report(agents: Sequence[str], runs: int, opts: Any, xdg_env: dict[str, str])
                 plain.append(_run(agent, False, Path(tmp) / f"{agent}-p{i}", xdg_env, opts))
                 if baseline:
                     where = Path(tmp) / f"{agent}-b{i}"
-                    base.append(_run(agent, True, where, xdg_env, opts, baseline))
+                    base_xdg = baseline_env or xdg_env
+                    base.append(_run(agent, True, where, base_xdg, opts, baseline))
                 wrapped.append(_run(agent, True, Path(tmp) / f"{agent}-w{i}", xdg_env, opts))
             load = os.getloadavg()[0]  # other work on the machine skews both sides, not alike
             p = _median(plain, "wall")

@@ -28,6 +28,8 @@ from ctxwrap.errors import DaemonStartError, DaemonUnreachable, SocketSecurityEr
 from ctxwrap.state.pidfile import pidfile_locked, read_pidfile
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 START_DEADLINE_S = 15.0
@@ -105,8 +107,17 @@ def make_client(socket_path: Path | None = None, timeout: float = 5.0) -> httpx.
                 raise httpx.ConnectError(f"no socket at {sock}", request=request) from exc
             return super().handle_request(request)
 
-    transport = CheckedTransport(uds=str(sock))
+    transport = CheckedTransport(uds=str(sock), verify=_no_ca_context())
     return httpx.Client(transport=transport, base_url="http://ctxwrap", timeout=timeout)
+
+
+def _no_ca_context() -> ssl.SSLContext:
+    """The daemon speaks plain HTTP on its Unix socket: its client needs no CA bundle. httpx's
+    default context loads one (~50 ms of CPU, paid by every proxy launch beside the agent's
+    first request); this one trusts no certificate at all, so TLS could never succeed."""
+    import ssl
+
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def _get_health(sock: Path, timeout: float) -> dict[str, Any]:

@@ -238,6 +238,11 @@ class TurnEndReply(Reply):
 class SessionStartReply(Reply):
     config: dict[str, Any]
     totals: SessionTotals
+    # The tagger's latest rounds in earlier sessions (ms, oldest first, at most 3) with the
+    # same aux runner: the adapter's tag wait starts from them instead of a blind first wait
+    # (agents/_proxy/tag_wait.py, the bridge's TagPace). Empty: none known (an older daemon
+    # sends no such field).
+    tag_pace_ms: list[Float] = Field(default_factory=list)
 
 
 class SessionShutdown(Request):

@@ -850,14 +850,18 @@ export class TagRound {
 
 /** Tag rounds whose pace decides the next wait (agents/_proxy/tag_wait.py: the same rule). */
 const TAG_RECENT_ROUNDS = 3;
-/** Before the tagger's pace is known: enough for a local model, once per process for a slow one. */
+/**
+ * Before the tagger's pace is known (the daemon knew none at registration): enough for a local
+ * model, once per process for a slow one.
+ */
 export const TAG_FIRST_WAIT_MS = 250;
 
 /**
  * How long a request may wait for its tail's RETAIN/DROP tags (issue 43): `tag_wait_ms` while
  * the tagger's recent rounds fit in it (a round still running past it counting as one that did
  * not), else nothing; before any round was measured, `TAG_FIRST_WAIT_MS` unless a round has run
- * longer than that already. A tag that comes later is not lost: RETAIN in the tail, and a late
+ * longer than that already; the daemon's registration reply tells the pace of earlier sessions
+ * (`known`). A tag that comes later is not lost: RETAIN in the tail, and a late
  * DROP becomes a history mask at the next cold boundary. The twin of the proxies' `TagWait`.
  */
 export class TagPace {
@@ -868,6 +872,16 @@ export class TagPace {
 
 	constructor(now: () => number = Date.now) {
 		this.now = now;
+	}
+
+	/**
+	 * The tagger's latest rounds in earlier sessions (ms, oldest first: the registration reply's
+	 * `tag_pace_ms`), taken while nothing has been measured here; anything else ignored.
+	 */
+	known(pacesMs: unknown): void {
+		if (!Array.isArray(pacesMs) || this.recent.length > 0) return;
+		const ms = pacesMs.filter((v): v is number => typeof v === "number" && v > 0 && v < 1e9);
+		this.recent = ms.slice(-TAG_RECENT_ROUNDS);
 	}
 
 	/** A tag round's aux call starts now; `end` with the token when it settled. */
@@ -1138,6 +1152,7 @@ function install(pi: any): void {
 			const reply = await daemon.call<Json>("/v1/sessions/start", lastStart, deadlineMs);
 			if (reply && sid === sessionId) {
 				applyConfig(reply.config);
+				tagPace.known(reply.tag_pace_ms); // the tagger's pace in earlier sessions
 				markRegistered(withCatalog);
 				// pi showed its skills while this call was on its way: send them now.
 				if (catalogKnown && !catalogDelivered) void sendCatalog(3000);

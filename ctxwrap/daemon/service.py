@@ -36,6 +36,10 @@ __all__ = ["Daemon", "RequestRefused"]
 log = logging.getLogger("ctxwrap.daemon")
 
 UNKNOWN_SESSION = "unknown session"
+# The tagger's pace sent at registration (`SessionStartReply.tag_pace_ms`): its latest rounds
+# (agents/_proxy/tag_wait.py keeps as many), found among the latest aux calls.
+TAG_PACE_ROUNDS = 3
+TAG_PACE_SCAN = 2000
 
 
 class RequestRefused(Exception):
@@ -232,7 +236,35 @@ class Daemon:
         totals = self.session_totals(req.session_id)
         if rt.profile.status_line:
             self._status_line(req.session_id, totals)  # a resumed session shows its figures
-        return P.SessionStartReply(config=self._bridge_config(rt.profile), totals=totals)
+        return P.SessionStartReply(
+            config=self._bridge_config(rt.profile),
+            totals=totals,
+            tag_pace_ms=self._tag_pace_ms(rt),
+        )
+
+    def _tag_pace_ms(self, rt: SessionRuntime) -> list[float]:
+        """How long the tagger took in its latest rounds (ms, oldest first): the aux runner
+        this session's tags will use (the agent's own when it runs them, else the daemon's http
+        backend), over the last TAG_PACE_SCAN aux calls (bounded: a registration is on the
+        agent's path)."""
+        if self.cfg.off:
+            return []
+        delegated = self.aux.delegated()
+        rows = self.store.query(
+            """SELECT a.elapsed_ms FROM aux_calls a JOIN sessions s USING (session_id)
+               WHERE a.id > (SELECT COALESCE(MAX(id), 0) FROM aux_calls) - ?
+                 AND a.task = 'tag' AND a.elapsed_ms > 0 AND a.backend = ?
+                 AND (? OR s.agent = ?)
+               ORDER BY a.id DESC LIMIT ?""",
+            (
+                TAG_PACE_SCAN,
+                rt.profile.aux_runner if delegated else "http",
+                not delegated,
+                rt.agent,
+                TAG_PACE_ROUNDS,
+            ),
+        )
+        return [float(r[0]) for r in reversed(rows)]
 
     def _hidden_signatures(self, session_id: str) -> set[str]:
         rows = self.store.query(

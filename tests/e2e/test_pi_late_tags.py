@@ -95,3 +95,41 @@ def test_a_late_drop_waits_for_nothing_and_becomes_a_mask(
     assert sorted(m[:2] for m in mask["masks"]) == [[a, "dropped"], [b, "dropped"]]
     # pi's own session keeps the true history
     assert "DROP-ME-MARKER" in run.session_text()
+
+
+# One read round, then a round long enough for the slow tag to come back and be recorded.
+ONE_READ: list[object] = [
+    {"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}]},
+    {"tool_calls": [{"name": "bash", "arguments": {"command": "sleep 1.8"}}]},
+    {"text": "done"},
+]
+
+
+@pytest.mark.timeout(240)
+def test_a_tagger_known_slow_from_earlier_sessions_is_not_waited_for_even_once(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """The daemon tells the bridge the tagger's pace of earlier sessions at registration
+    (`tag_pace_ms`): a new pi process does not wait its first read round's TAG_FIRST_WAIT_MS
+    (250 ms) for a tagger it already knows to be slower than tag_wait_ms."""
+    gaps = []
+    for i in range(2):
+        run = run_ctxwrap_pi(
+            "pi",
+            tmp_path,
+            xdg,
+            ONE_READ,
+            aux_rules=[DROP],
+            aux_delay_s=AUX_DELAY_S,
+            extra_env=RULES,
+            files={"a.txt": notes("a")},
+            home=tmp_path / f"home{i}",
+            timeout=120,
+        )
+        assert run.proc.returncode == 0, run.proc.stderr
+        (tag,) = [r for r in run.server.aux_requests if r.aux_task == "tag"]
+        gaps.append(run.server.main_requests[1].timestamp - tag.timestamp)
+    # the first session knows nothing yet: the blind first wait (the bridge's setTimeout)
+    assert gaps[0] >= 0.24, gaps
+    # the second starts from the first's pace (before: the same 250 ms again)
+    assert gaps[1] < 0.2, gaps

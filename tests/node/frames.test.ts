@@ -94,6 +94,8 @@ test("session_start reply: config covers every BridgeConfig field, with its type
   }
   // updateStatus reads these with Number(); they must be numbers already
   assert.ok(isNum(reply.totals.saved_tokens) && isNum(reply.totals.net_tokens));
+  // TagPace.known reads the tagger's pace of earlier sessions: numbers (ms)
+  assert.ok(Array.isArray(reply.tag_pace_ms) && reply.tag_pace_ms.every(isNum));
 });
 
 test("ack: an object whose config is null or an object", () => {

@@ -56,3 +56,22 @@ test("no budget, no wait; a budget under the first wait is the first wait", () =
   pace.end(12345); // an unknown token changes nothing
   assert.equal(pace.allowance(400), TAG_FIRST_WAIT_MS);
 });
+
+test("a pace the daemon knew at registration replaces the blind first wait", () => {
+  const c = clock();
+  const slow = new TagPace(c.now);
+  slow.known([800, 820, 790]); // the registration reply's tag_pace_ms
+  assert.equal(slow.allowance(400), 0); // before: TAG_FIRST_WAIT_MS for a 0.8 s tagger
+  const fast = new TagPace(c.now);
+  fast.known([40, 55]);
+  assert.equal(fast.allowance(400), 400);
+  const measured = new TagPace(c.now);
+  measured.end(measured.begin()); // measured in this process: that wins
+  measured.known([900, 900, 900]);
+  assert.equal(measured.allowance(400), 400);
+  for (const odd of [undefined, null, "800", [true, "x", -5, Infinity], { ms: 800 }]) {
+    const p = new TagPace(c.now);
+    p.known(odd);
+    assert.equal(p.allowance(400), TAG_FIRST_WAIT_MS);
+  }
+});

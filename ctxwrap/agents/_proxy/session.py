@@ -162,6 +162,7 @@ class ProxySession:
             self.registered = True
             if isinstance(reply.get("config"), dict):
                 self.cfg = reply["config"]
+            self.tag_wait.known(reply.get("tag_pace_ms"))  # the tagger's pace so far
 
     def _cfg_int(self, key: str, default: int) -> int:
         """An integer setting of the daemon's; anything else (a bool too) is the default."""

@@ -6,8 +6,10 @@ in the tail, and a slow one (a remote small model, ~0.8 s) never holds a turn ba
 that comes later is not lost: it is RETAIN now (invariant 4), and a late DROP becomes a history
 mask where hiding is paid for anyway (a cold boundary, or a warm rewrite that pays back).
 
-The first round of a session may wait `FIRST_WAIT_S` once (nothing measured yet); each round's
-time is measured whether anyone waited or not.
+The daemon sends the tagger's latest rounds in earlier sessions at registration (`known`), so a
+session starts measured; only when none are known (a first session, another aux runner) may
+its first round wait `FIRST_WAIT_S` once. Each round's time is measured whether anyone waited
+or not.
 """
 
 from __future__ import annotations
@@ -30,6 +32,21 @@ class TagWait:
         self._recent: deque[float] = deque(maxlen=RECENT_ROUNDS)
         self._running: dict[int, float] = {}
         self._tokens = itertools.count()
+
+    def known(self, paces_ms: object) -> None:
+        """The tagger's latest rounds in earlier sessions (ms, oldest first: the registration
+        reply's `tag_pace_ms`), taken while nothing has been measured here; anything else in
+        the list ignored."""
+        if not isinstance(paces_ms, list):
+            return
+        seconds = [
+            v / 1000
+            for v in paces_ms
+            if isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1e9
+        ]
+        with self._lock:
+            if not self._recent:
+                self._recent.extend(seconds[-RECENT_ROUNDS:])
 
     def begin(self) -> int:
         """A tag round's aux call starts now; `end` with the token when it settled."""

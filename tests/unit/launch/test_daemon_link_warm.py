@@ -74,3 +74,32 @@ def test_warm_fails_open(tmp_path: Path) -> None:
     run.mkdir(mode=0o700)
     DaemonLink(run / "no.sock").warm()  # nothing listens: nothing raised
     DaemonLink(None).warm()
+
+
+def test_the_daemon_client_loads_no_ca_bundle(tmp_path: Path, monkeypatch: Any) -> None:
+    """The daemon speaks plain HTTP on a Unix socket: its client's SSL context trusts nothing
+    and loads no CA bundle (httpx's default loads certifi's: ~50 ms of CPU at every proxy
+    launch, beside the agent's first request). It still talks to the daemon."""
+    import ssl
+
+    from ctxwrap.client import make_client
+
+    loaded: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counting(self: ssl.SSLContext, *args: Any, **kw: Any) -> None:
+        loaded.append(args or kw)
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    sock = run / "daemon.sock"
+    server, seen = _serve(sock)
+    try:
+        with make_client(sock, timeout=2) as client:
+            assert client.get("/v1/health").json() == {"ok": True}
+        assert loaded == [] and seen == ["GET /v1/health"]
+    finally:
+        server.shutdown()
+        server.server_close()

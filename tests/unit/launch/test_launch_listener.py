@@ -255,3 +255,55 @@ def test_codexs_version_is_read_beside_it_without_running_it() -> None:
         pytest.skip("codex not installed (scripts/install-tools.sh)")
     assert version_beside(str(codex)) == codex_version(CodexInstall([str(codex)]))
     assert version_beside("/bin/true") is None  # no package beside it: `codex --version` then
+
+
+PRELOAD_THEN_EXIT_LINE = """
+import sys, threading, time
+from ctxwrap.launch.listener import preload_exit_line
+preload_exit_line(0)
+for t in threading.enumerate():
+    if t is not threading.current_thread():
+        t.join(10)
+before = set(sys.modules)
+from ctxwrap.launch.exit_line import render, session_savings
+found = session_savings(sys.argv[1])
+render("codex", sys.argv[1], None, found, columns=80)
+print(" ".join(sorted(m for m in set(sys.modules) - before if m.startswith("ctxwrap"))))
+"""
+
+
+def test_the_exit_line_preload_loads_what_the_exit_line_runs(tmp_path: Path) -> None:
+    """preload_exit_line imports the exit line's figures while the agent runs: after it, the
+    exit line imports no module of ours when the user waits (it imported `ctxwrap.stats`,
+    a package that loads none of its modules, and the first figures took ~50 ms of imports
+    after the agent had exited)."""
+    from ctxwrap.state.store import Store
+
+    state = tmp_path / "state"
+    (state / "ctxwrap").mkdir(parents=True)
+    store = Store(state / "ctxwrap" / "ctxwrap.db")
+    store.upsert_session(
+        {
+            "session_id": "s1",
+            "session_file": None,
+            "cwd": "/w",
+            "pid": 1,
+            "pi_version": None,
+            "pi_package": None,
+            "model": None,
+            "agent": "codex",
+            "started_at": 1.0,
+        }
+    )
+    store.conn.commit()
+    store.close()
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(tmp_path / "c")}
+    out = subprocess.run(
+        [sys.executable, "-c", PRELOAD_THEN_EXIT_LINE, "s1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [], out.stdout
