@@ -191,7 +191,7 @@ def test_a_slow_aux_model_does_not_delay_the_write_round(pi: str, tmp_path: Path
     """The aux fact is not waited for: a write round with an aux model that takes 4 s to answer
     goes on at once, with the heuristic fact (it waited up to the round's 20 s budget)."""
     rules = [{"task": "fact", "answer": "small CNN definition with 220 conv layers"}]
-    run = run_ctxwrap_pi(pi, tmp_path, xdg, WRITE, aux_rules=rules, aux_delay_s=4.0)
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, WRITE, aux_rules=rules, aux_delay_s=4.0, extra_env=ON)
     assert run.proc.returncode == 0, run.proc.stderr
     first, second, _ = run.server.main_requests
     assert second.timestamp - first.timestamp < 2.5, second.timestamp - first.timestamp

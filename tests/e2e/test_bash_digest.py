@@ -145,7 +145,9 @@ def test_daemon_gone_for_good_still_no_raw_flood(pi: str, tmp_path: Path, xdg: X
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("pi", PI_VERSIONS)
+# pi 1.6 only: these fault paths are the bridge's own code, the same under 0.73 (whose API
+# differences the parallel tests cover); the serial pass runs alone and its time is budgeted.
+@pytest.mark.parametrize("pi", ["pi"])
 def test_hung_daemon_costs_at_most_the_deadline(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """SIGSTOP: every bridge call gives up at its deadline; the run ends normally."""
     started = ctxwrap(xdg, "daemon", "start")

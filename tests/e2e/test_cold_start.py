@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from support import PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi, tool_contents
+from support import Xdg, ctxwrap, run_ctxwrap_pi, tool_contents
 
 pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # pi must start within DELAY_S
 
@@ -32,7 +32,8 @@ if b"daemon" in argv and b"run" in argv:
 """
 
 
-@pytest.mark.parametrize("pi", PI_VERSIONS)
+# pi 1.6 only: the bridge's own wait, the same under 0.73; the serial pass's time is budgeted
+@pytest.mark.parametrize("pi", ["pi"])
 def test_slow_daemon_start_keeps_the_first_rounds_savings(
     pi: str, tmp_path: Path, xdg: Xdg
 ) -> None:

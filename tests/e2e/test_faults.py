@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CTXWRAP, PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi, tool_contents
+from support import CTXWRAP, Xdg, ctxwrap, run_ctxwrap_pi, tool_contents
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +37,9 @@ SLOW_AUX_SCRIPT: list[dict[str, Any]] = [
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("pi", PI_VERSIONS)
+# pi 1.6 only: these fault paths are the bridge's own code, the same under 0.73 (whose API
+# differences the parallel tests cover); the serial pass runs alone and its time is budgeted.
+@pytest.mark.parametrize("pi", ["pi"])
 def test_slow_aux_costs_at_most_one_aux_timeout(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     """Aux answers take 25 s; the timeout is 4 s. Three rounds wait for the aux model (two
     digests, a fact): a sum of timeouts would add 12 s; one budget adds at most 4 s."""
@@ -120,7 +122,9 @@ class CrashLoop:
 
 
 @pytest.mark.serial  # a daemon killed every 0.7 s must come up in between
-@pytest.mark.parametrize("pi", PI_VERSIONS)
+# pi 1.6 only: these fault paths are the bridge's own code, the same under 0.73 (whose API
+# differences the parallel tests cover); the serial pass runs alone and its time is budgeted.
+@pytest.mark.parametrize("pi", ["pi"])
 def test_daemon_killed_in_a_loop_loses_no_statistics_silently(
     pi: str, tmp_path: Path, xdg: Xdg
 ) -> None:

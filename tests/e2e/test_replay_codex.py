@@ -10,6 +10,7 @@ Needs the Responses side of the scripted server and `ctxwrap.testing.codex_home`
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -41,13 +42,20 @@ STEPS = [
 ]
 
 
+# The added file's strip is off under Codex by default (`write = "auto"`): these tests check
+# that replay and the live proxy agree on it, so both run with it on.
+WRITE_ON = {"PI_CTX_WRITE": "1"}
+
+
 def _run(tmp_path: Path, xdg: Xdg, *, wrapped: bool) -> tuple[Path, ScriptedModelServer]:
     work = tmp_path / "work"
     work.mkdir(parents=True)
     (work / "notes.txt").write_text(NOTES)
     home = tmp_path / "home"
     with ScriptedModelServer(STEPS) as srv:
-        env = codex_home.codex_env(xdg.env(), home=home, base_url=srv.base_url)
+        env = codex_home.codex_env(
+            xdg.env({**os.environ, **WRITE_ON}), home=home, base_url=srv.base_url
+        )
         exe = [*CTXWRAP, "codex"] if wrapped else [env.get("CTXWRAP_CODEX", "codex")]
         proc = subprocess.run(
             [*exe, *codex_home.codex_exec_args("look at the notes")],
@@ -66,7 +74,11 @@ def _run(tmp_path: Path, xdg: Xdg, *, wrapped: bool) -> tuple[Path, ScriptedMode
 def _ctxwrap_json(xdg: Xdg, *args: str) -> Any:
     """`ctxwrap ARGS` (a --json command) under the test's XDG dirs, its output decoded."""
     out = subprocess.run(
-        [*CTXWRAP, *args], env=xdg.env(), capture_output=True, text=True, timeout=120
+        [*CTXWRAP, *args],
+        env=xdg.env({**os.environ, **WRITE_ON}),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)

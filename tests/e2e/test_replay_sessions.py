@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support import PI_VERSIONS, Xdg, ctxwrap, pi_path, run_ctxwrap_pi
 
-from ctxwrap.replay import replay_paths, run_json
+from ctxwrap.replay import Thresholds, replay_paths, run_json
 from ctxwrap.testing.model_server import ScriptedModelServer
 from ctxwrap.testing.pi_home import make_pi_agent_dir, pi_command, pi_env
 from ctxwrap.testing.recount import message_chars, tools_chars
@@ -86,7 +86,8 @@ def test_replay_matches_what_the_server_received(pi: str, tmp_path: Path) -> Non
     [session] = sorted((home / ".pi" / "agent" / "sessions").rglob("*.jsonl"))
     keep_fixture(session, f"{pi}-compaction.jsonl")
     before = session.read_bytes()
-    doc = run_json(replay_paths([session], per_call=True))
+    # every mechanism on (the write strip is off under pi by default: `write = "auto"`)
+    doc = run_json(replay_paths([session], per_call=True, thresholds=Thresholds(write=True)))
     assert session.read_bytes() == before  # replay never writes to the agent's file
     assert doc["skipped_entries"] == {} and doc["skipped_files"] == {}
     [s] = doc["groups"]
