@@ -1479,22 +1479,19 @@ function install(pi: any): void {
 		const started = bashStarted.get(String(event.toolCallId));
 		bashStarted.delete(String(event.toolCallId));
 		const text = textOf(event.content);
+		const result = {
+			session_id: sessionId,
+			tool_call_id: String(event.toolCallId),
+			tool_name: "bash",
+			input: event.input ?? {},
+			text,
+			is_error: !!event.isError,
+		};
 		if (tokens(text.length) < cfg.bash_min_tokens) {
 			// Too short to digest, long enough for masking to take once old: stored behind a
 			// recall handle by the daemon, off the tool's path (Masking.keeps_for_recall)
 			if (cfg.mask && !event.isError && text.length >= cfg.mask_min_chars && sessionId) {
-				void daemon.send<Json>(
-					"/v1/tool_result",
-					{
-						session_id: sessionId,
-						tool_call_id: String(event.toolCallId),
-						tool_name: "bash",
-						input: event.input ?? {},
-						text,
-						is_error: false,
-					},
-					cfg.bridge_timeout_ms,
-				);
+				void daemon.send<Json>("/v1/tool_result", result, cfg.bridge_timeout_ms);
 			}
 			return undefined;
 		}
@@ -1502,12 +1499,7 @@ function install(pi: any): void {
 		const reply = await daemon.callOrRevive<Json>(
 			"/v1/tool_result",
 			{
-				session_id: sessionId,
-				tool_call_id: String(event.toolCallId),
-				tool_name: "bash",
-				input: event.input ?? {},
-				text,
-				is_error: !!event.isError,
+				...result,
 				full_output_path: typeof details.fullOutputPath === "string" ? details.fullOutputPath : null,
 				pi_tmpdir: piTmpdir(),
 				call_started_ms: started ?? null,

@@ -274,7 +274,9 @@ def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once
     is stored behind a recall handle, so masking takes it once old (a result other than a read,
     seen a round ago); the digests' needed-again count does not take it for a digest. A
     failing command's output and a file read through the shell are not stored this way."""
-    listing = "".join(f"drwxr-xr-x  module_{i:03d}\n" for i in range(60))  # 1,560 chars
+    # a key the command printed (tool output is hostile): stored redacted, as every output is
+    key = "sk-ant-api03-" + "Q7vX2mPz9" * 6
+    listing = "".join(f"drwxr-xr-x  module_{i:03d}\n" for i in range(58)) + f"KEY={key}\n"
     with daemon_process(xdg), client(xdg, 30) as c:
         sid = "s-short-bash"
         post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1,
@@ -308,11 +310,14 @@ def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once
         edits = post(c, "/v1/context", body)["edits"]
         assert [(e["toolCallId"], e["reason"]) for e in edits] == [("b1", "older")]
         assert (
-            "make modules (1,380 chars)" in edits[0]["text"]
+            f"make modules ({len(listing):,} chars)" in edits[0]["text"]
             and "ctxwrap recall r" in edits[0]["text"]
         )
     conn = sqlite3.connect(xdg.db)
-    assert conn.execute("SELECT tool_call_id FROM raw_outputs").fetchall() == [("b1",)]
+    [(cid, stored)] = conn.execute("SELECT tool_call_id, path FROM raw_outputs").fetchall()
+    assert cid == "b1"
+    text = Path(stored).read_text()
+    assert "module_057" in text and key not in text and "[REDACTED" in text
     assert conn.execute("SELECT COUNT(*) FROM digests").fetchone() == (0,)
     summary = needed_again.summary(conn, session=sid)
     assert (

@@ -172,7 +172,7 @@ def lookup_text(body: str) -> str:
         return body
     try:
         doc = json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # a tool's output is hostile: nested past the limit
         return body
     parts = doc.get("content") if isinstance(doc, dict) else None
     if not isinstance(parts, list):

@@ -201,11 +201,13 @@ def _session(tmp_path: Path) -> ClaudeSession:
 
 
 class FakeDaemon(DaemonLink):
-    """Answers /v1/tool_result with a digest and /v1/context with no edits; records calls."""
+    """Answers /v1/tool_result with a digest and /v1/context with no edits, registration with
+    `config`; records calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: dict[str, Any] | None = None) -> None:
         super().__init__(None)
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.config = config or {}
 
     def call(
         self, path: str, body: dict[str, Any], timeout: float, *, retry: bool = True
@@ -214,7 +216,7 @@ class FakeDaemon(DaemonLink):
         if path == "/v1/tool_result":
             return {"action": "replace", "text": f"[digest of {len(body['text'])} chars]"}
         if path == "/v1/sessions/start":
-            return {"config": {}}
+            return {"config": self.config}
         return {"edits": []}
 
 
@@ -280,20 +282,8 @@ def test_a_short_bash_output_is_kept_for_recall_off_the_hooks_path() -> None:
     a shorter output."""
     listing = "".join(f"module_{i:03d}  ok\n" for i in range(80))  # 1,120 chars, 280 tokens
 
-    class Configured(FakeDaemon):
-        def __init__(self, cfg: dict[str, Any]) -> None:
-            super().__init__()
-            self.cfg = cfg
-
-        def call(
-            self, path: str, body: dict[str, Any], timeout: float, *, retry: bool = True
-        ) -> dict[str, Any] | None:
-            if path == "/v1/sessions/start":
-                return {"config": self.cfg}
-            return super().call(path, body, timeout, retry=retry)
-
     for cfg, stored in (({}, True), ({"mask": False}, False), ({"mask_min_chars": 5000}, False)):
-        daemon = Configured(cfg)
+        daemon = FakeDaemon(cfg)
         sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
         event = {
             "hook_event_name": "PostToolUse",

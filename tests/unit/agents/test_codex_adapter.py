@@ -144,6 +144,9 @@ def test_a_lookups_answer_is_its_text_and_its_call_reads_like_a_fetch() -> None:
     assert commands.lookup_text(json.dumps(answer)) == "line one\nline two"
     assert commands.lookup_text("plain page text") == "plain page text"
     assert commands.lookup_text("{not json") == "{not json"
+    # an answer nested past the parser's recursion limit is text, not a crash of the proxy
+    deep = '{"content": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert commands.lookup_text(deep) == deep
     items: list[Any] = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
         {"type": "custom_tool_call", "call_id": "c1", "name": "exec", "input": MCP_SCRIPT},

@@ -162,6 +162,30 @@ def test_the_launchers_share_one_daemon_and_path_helper() -> None:
     assert path_with_ctxwrap("") == here
 
 
+def _launch_in_a_child(tmp_path: Path, code: str, extra: dict[str, str]) -> Any:
+    """Run a launcher `code` in a fresh Python with its own home and XDG dirs, no exit line and
+    no status-line setting; what it printed last, as JSON."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+        "CTXWRAP_NO_SYSTEMD": "1",
+        "PI_CTX_EXIT_LINE": "0",
+        **extra,
+    }
+    env.pop("PI_CTX_STATS_WIDGET", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.splitlines()[-1])
+
+
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_the_agent_starts_before_the_proxy_is_imported(agent: str, tmp_path: Path) -> None:
     """What the agent waits for at launch is the standard library: the proxy's imports (httpx,
@@ -176,26 +200,9 @@ def test_the_agent_starts_before_the_proxy_is_imported(agent: str, tmp_path: Pat
         "launcher.run_child = fake\n"
         f"sys.exit(launcher.run_{agent}(['exec', 'hi'] if '{agent}' == 'codex' else ['-p', 'hi']))\n"
     )
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path),
-        "XDG_RUNTIME_DIR": str(runtime),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "CTXWRAP_CLAUDE": "/bin/true",
-        "CTXWRAP_CODEX": "/bin/true",
-        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
-        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
-        "CTXWRAP_NO_SYSTEMD": "1",
-        "PI_CTX_EXIT_LINE": "0",
-    }
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.splitlines()[-1]) == []
+    env = {"CTXWRAP_CLAUDE": "/bin/true", "CTXWRAP_CODEX": "/bin/true"}
+    env["OPENAI_BASE_URL"] = "http://127.0.0.1:9/v1"
+    assert _launch_in_a_child(tmp_path, code, env) == []
 
 
 def test_claude_without_a_config_file_starts_without_tomllib(tmp_path: Path) -> None:
@@ -210,24 +217,7 @@ def test_claude_without_a_config_file_starts_without_tomllib(tmp_path: Path) -> 
         "launcher.find_claude = lambda: launcher.ClaudeInstall(['/bin/true'])\n"
         "sys.exit(launcher.run_claude(['-p', 'hi']))\n"
     )
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path),
-        "XDG_RUNTIME_DIR": str(runtime),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
-        "CTXWRAP_NO_SYSTEMD": "1",
-        "PI_CTX_EXIT_LINE": "0",
-    }
-    env.pop("PI_CTX_STATS_WIDGET", None)
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.splitlines()[-1])[0] is False
+    assert _launch_in_a_child(tmp_path, code, {})[0] is False
 
 
 def test_the_proxies_do_not_import_the_digesters() -> None:
