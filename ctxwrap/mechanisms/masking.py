@@ -252,19 +252,23 @@ class Masking(Mechanism):
     def active(self, s: MaskSettings, *, warm: bool) -> bool:
         return s.mask and (not warm or s.mask_warm)
 
-    def keeps_for_recall(self, s: MaskSettings, chars: int, *, is_error: bool = False) -> bool:
+    def keeps_for_recall(
+        self, s: MaskSettings, chars: int, command: str, *, is_error: bool = False
+    ) -> bool:
         """Whether a command's output too short to digest is stored behind a recall handle,
         so that masking may take it once it is old (only what the model can get back is
-        masked; an error is never masked)."""
-        return s.mask and not is_error and chars >= s.mask_min_chars
+        masked; an error is never masked). A file's content read through the shell (`cat`,
+        `sed -n`) is not stored here: it is a read, stored where the adapter tags it as one
+        (Codex); a search's hits or a listing are stored like any output."""
+        return (
+            s.mask and not is_error and chars >= s.mask_min_chars and read_kind(command) != "read"
+        )
 
     def keep_for_recall(self, d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> None:
         """Store a command's output the digest left whole (too short, a file's content is
         never stored here: it is a read, tagged as one)."""
         command = str(req.input.get("command", ""))
-        if not self.keeps_for_recall(d.cfg, len(req.text), is_error=req.is_error):
-            return
-        if read_kind(command) is not None:
+        if not self.keeps_for_recall(d.cfg, len(req.text), command, is_error=req.is_error):
             return
         d.raw.try_put_text(
             req.text,

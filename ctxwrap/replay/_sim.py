@@ -276,6 +276,7 @@ class _Item:
     masked: bool = False
     is_error: bool = False
     pinned: bool = False  # a later pointer refers to it: never masked (its signature is hidden)
+    kept_for_recall: bool = False  # a command's output stored whole for masking's recall
     call_id: str | None = None
     request_key: str | None = None
     seg: int = 0  # the call that first carried it
@@ -929,9 +930,7 @@ class SessionSimulator:
         adapter tags, digested bash output, and bash output too short to digest that masking
         keeps for recall (`Masking.keeps_for_recall`)."""
         if it.tool == "bash":
-            return it.saved.get("bash", 0) > 0 or self.mech.masking.keeps_for_recall(
-                self.th, it.chars, is_error=it.is_error
-            )
+            return it.saved.get("bash", 0) > 0 or it.kept_for_recall
         return it.tool in META_TOOLS and tokens(it.chars) >= self.th.amnesia_min_tokens
 
     def _summarised(self, items: list[_Item]) -> int:
@@ -1196,6 +1195,10 @@ class SessionSimulator:
             command = str(args.get("command", ""))
             replacement, extract = _digest_text(
                 m.text, command, digest.max_chars(self.th), digest.keeps, self.profile
+            )
+        if tool == "bash" and replacement is None:
+            item.kept_for_recall = self.mech.masking.keeps_for_recall(
+                self.th, m.chars, str(args.get("command", "")), is_error=m.is_error
             )
         if replacement is not None:
             item.saved["bash"] = m.chars - len(replacement)

@@ -273,7 +273,8 @@ def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once
     """A command's output under the digest threshold but over `mask_min_chars` stays whole and
     is stored behind a recall handle, so masking takes it once old (a result other than a read,
     seen a round ago); the digests' needed-again count does not take it for a digest. A
-    failing command's output and a file read through the shell are not stored this way."""
+    failing command's output and a file read through the shell are not stored this way; a
+    listing or a search's hits are."""
     # a key the command printed (tool output is hostile): stored redacted, as every output is
     key = "sk-ant-api03-" + "Q7vX2mPz9" * 6
     listing = "".join(f"drwxr-xr-x  module_{i:03d}\n" for i in range(58)) + f"KEY={key}\n"
@@ -300,27 +301,32 @@ def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once
         assert bash("b1", "make modules", listing).get("text") is None  # kept whole
         bash("b2", "make lint", listing, error=True)
         bash("b3", "cat modules/README", listing)
+        bash("b6", "ls -la modules", listing)  # a listing is an output like any other
         bash("b4", "true", "ok")
         bash("b5", "true", "ok")
-        body = {"session_id": sid, "call_index": 5, "message_count": len(messages),
-                "tail": describe_tail(messages, {"b1", "b2", "b3", "b4", "b5"}).to_json(),
-                "mask": {"reason": "idle", "gap_s": 400.0, "calls": 5,
+        body = {"session_id": sid, "call_index": 6, "message_count": len(messages),
+                "tail": describe_tail(messages, {"b1", "b2", "b3", "b6", "b4", "b5"}).to_json(),
+                "mask": {"reason": "idle", "gap_s": 400.0, "calls": 6,
                          "history": describe_tail(messages, set()).to_json(),
                          "paths": call_paths(messages), "edited": []}}  # fmt: skip
         edits = post(c, "/v1/context", body)["edits"]
-        assert [(e["toolCallId"], e["reason"]) for e in edits] == [("b1", "older")]
+        assert [(e["toolCallId"], e["reason"]) for e in edits] == [
+            ("b1", "older"),
+            ("b6", "older"),
+        ]
         assert (
             f"make modules ({len(listing):,} chars)" in edits[0]["text"]
             and "ctxwrap recall r" in edits[0]["text"]
         )
     conn = sqlite3.connect(xdg.db)
-    [(cid, stored)] = conn.execute("SELECT tool_call_id, path FROM raw_outputs").fetchall()
-    assert cid == "b1"
+    rows = conn.execute("SELECT tool_call_id, path FROM raw_outputs ORDER BY rowid").fetchall()
+    assert [cid for cid, _ in rows] == ["b1", "b6"]
+    stored = rows[0][1]
     text = Path(stored).read_text()
     assert "module_057" in text and key not in text and "[REDACTED" in text
     assert conn.execute("SELECT COUNT(*) FROM digests").fetchone() == (0,)
     summary = needed_again.summary(conn, session=sid)
     assert (
         "bash" not in summary["mechanisms"]
-        and summary["mechanisms"]["masking"]["interventions"] == 1
+        and summary["mechanisms"]["masking"]["interventions"] == 2
     )

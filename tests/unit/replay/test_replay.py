@@ -493,6 +493,33 @@ def test_a_masked_read_quoted_by_a_later_edit_is_needed_again(
     assert (figures["share_pct"] == 100.0) is bool(needed)
 
 
+def test_a_file_read_through_the_shell_is_not_masked_a_listing_is() -> None:
+    """Live, a command's output too short to digest is kept for recall (and so masked once
+    old) unless it is a file's content read through the shell: the daemon stores no such
+    output under pi and Claude Code, so replay masks none (it credited them before)."""
+    from ctxwrap.replay._events import Header, Message, ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    body = "".join(f"def function_number_{i}(): pass\n" for i in range(80))
+    listing = "".join(f"-rw-r--r-- 1 dev dev 120 Jan 1 module_{i:03d}.py\n" for i in range(40))
+    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
+    commands = ["cat a.py", "ls -la src", "echo 1", "echo 2", "echo 3"]
+    t = 2.0
+    for i, command in enumerate(commands):
+        c = ToolCall(f"c{i}", "bash", {"command": command}, 30)
+        text = {0: body, 1: listing}.get(i, f"{i}\n")
+        ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
+        ev.append(Message(f"t{i}", None, "tool_result", t + 1, len(text), [], c.call_id,
+                          "bash", text))  # fmt: skip
+        t += 2
+    ev.append(Message("u2", None, "user", t + 600, 12))  # idle past the TTL: a cold boundary
+    ev.append(Message("a9", None, "assistant", t + 610, 10, [], request_key="q9"))
+    sim = SessionSimulator("s", Thresholds(mask_warm=False))
+    sim.feed(ev)
+    masked = [i.label for i in sim.finish().interventions if i.kind == "mask"]
+    assert masked == ["bash ls -la src"]
+
+
 @pytest.mark.parametrize("how", ["copied", "reread"])
 def test_a_copy_is_charged_the_request_that_asks_for_it_again_a_reread_is_not(how: str) -> None:
     """An agent that copies from what it no longer sees must ask for it first: one more
