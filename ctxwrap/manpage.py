@@ -264,8 +264,9 @@ def render_ctxwrap_1(root: click.Group) -> str:
         "`ctxwrap claude` does the same for Claude Code through its hooks (a per-launch "
         "--settings layer; ~/.claude/settings.json is never edited) and a loopback Anthropic "
         "Messages proxy that ANTHROPIC_BASE_URL points at: large Bash output becomes a digest "
-        "with a `ctxwrap recall HANDLE PATTERN` hint, Read/Grep/Glob results judged not needed "
-        "become one-line tombstones, and large Write bodies a stub with a one-line fact. "
+        "with a `ctxwrap recall HANDLE PATTERN` hint, Read/Grep/Glob, web and MCP results "
+        "judged not needed become one-line tombstones, and large Write bodies a stub with a "
+        "one-line fact. "
         "Credentials pass through the proxy and are never stored."
     )
     out += paragraphs(

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ctxwrap.agents.claude import anthropic_wire
 from ctxwrap.replay._events import (
     ClearedResults,
     Compaction,
@@ -666,11 +667,13 @@ class ClaudeReader:
                     raw_args = b.get("input")
                     args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
                     name = str(b.get("name", ""))
-                    calls.append(
-                        ToolCall(
-                            str(b.get("id", "")), name.lower(), args, len(name) + _json_len(args)
-                        )
-                    )
+                    size = len(name) + _json_len(args)
+                    if anthropic_wire.is_lookup(name):
+                        # a web or MCP tool's answer: a lookup, as the proxy tags and stores it
+                        lookup = anthropic_wire.lookup_input(name, args)
+                        calls.append(ToolCall(str(b.get("id", "")), "fetch", lookup, size, name))
+                        continue
+                    calls.append(ToolCall(str(b.get("id", "")), name.lower(), args, size))
         chars = _content_chars(content) + sum(c.chars for c in calls)
         if msg.get("model") == "<synthetic>":
             # written by Claude Code itself (an API error, an interrupt): no provider request

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,45 @@ def test_one_round_of_reads_is_one_tag_call(tmp_path: Path, xdg: Xdg) -> None:
             assert isinstance(results[d], str) and results[d].startswith("[ctxwrap: read ")
         assert "DROP-ME-MARKER" not in json.dumps([r.body["messages"] for r in reqs])
         assert_prefix_chain(reqs)
+
+
+MCP_SERVER = Path(__file__).resolve().parents[1] / "mcp_many_tools.py"
+
+
+def test_an_mcp_answer_is_a_lookup_tagged_stored_and_recalled(tmp_path: Path, xdg: Xdg) -> None:
+    """An MCP server's answer, with the tool allowed the way users allow it (`--allowedTools
+    mcp__SERVER__TOOL`, no blanket permission), is read like a file: Claude Code's PostToolUse
+    hook puts it in its round's tag batch, the daemon stores it behind a recall handle, and a
+    DROP makes it a tombstone naming the tool and the handle from the next request on, while
+    `ctxwrap recall` gives the whole answer back. The answer the tagger keeps stays whole."""
+    tool = "mcp__many__probe_tool_01"
+    mcp = {"mcpServers": {"many": {"command": sys.executable, "args": [str(MCP_SERVER), "3"]}}}
+    call = lambda record: {"name": tool, "arguments": {"record_id": record, "pages": 200}}  # noqa: E731
+    with ScriptedModelServer([], aux_rules=[DROP]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        srv.steps = _steps(
+            [
+                {"tool_calls": [call("DROP-ME-MARKER"), call("kept-record")]},
+                {"tool_calls": [{"name": "Bash", "arguments": {"command": "true"}}]},
+                {"text": "done"},
+            ]
+        )
+        ce.run("go", "--mcp-config", json.dumps(mcp), "--allowedTools", tool, timeout=180)
+        reqs = srv.main_requests
+        assert len(reqs) == 3
+        [tag] = [r for r in srv.aux_requests if r.aux_task == "tag"]
+        assert sorted(batch_numbers(tag)) == ["1", "2"]  # one batch for the round
+        for req in reqs[1:]:
+            results = tool_results(req)
+            dropped, kept = results["toolu_0_0"], results["toolu_0_1"]
+            assert isinstance(dropped, str) and dropped.startswith(f"[ctxwrap: {tool}(")
+            assert "ctxwrap recall r" in dropped
+            assert "section 150: details of the record" in json.dumps(kept)
+        for req in reqs[1:]:  # the dropped answer's pages are nowhere in the context
+            assert json.dumps(req.body["messages"]).count("section 150: details") == 1
+        assert_prefix_chain(reqs)
+        handle = re.search(r"ctxwrap recall (r[\w-]+)", dropped)
+        assert handle is not None
+        recalled = ce.ctxwrap("recall", handle.group(1), "section 150")
+        assert recalled.returncode == 0, recalled.stderr
+        assert "section 150: details of the record, page 150" in recalled.stdout

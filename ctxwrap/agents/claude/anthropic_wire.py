@@ -46,6 +46,30 @@ NEUTRAL_TOOL_NAMES = {
     "Write": "write",
 }
 
+# The tools whose answer is data the model reads once, as it reads a file (issue 41): the web
+# tools and any MCP server's (`mcp__SERVER__TOOL`). Their results are tagged and stored behind
+# a recall handle like a Read's, so masking may take them once old; the mechanisms know such a
+# call as a lookup, "fetch", as under Codex (agents/codex/commands.lookup_of).
+WEB_LOOKUPS = frozenset({"WebFetch", "WebSearch"})
+
+
+def is_lookup(name: str) -> bool:
+    return name in WEB_LOOKUPS or (name.startswith("mcp__") and len(name) > 5)
+
+
+def lookup_input(name: str, tool_input: Any) -> JsonDict:
+    """A lookup's arguments as the mechanisms see them, the call and its tag item alike (so the
+    daemon's "asked again" guard matches): the tool and what it was asked, as Codex's."""
+    asked = (
+        tool_input if isinstance(tool_input, str) else json.dumps(tool_input, ensure_ascii=False)
+    )
+    return {"tool": name, "input": asked}
+
+
+def neutral_tool_name(name: str) -> str:
+    return "fetch" if is_lookup(name) else NEUTRAL_TOOL_NAMES.get(name, name)
+
+
 _SESSION_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
@@ -114,6 +138,8 @@ def tool_result_text(block: Mapping[str, Any]) -> str:
 
 
 def _neutral_args(name: str, tool_input: Any) -> Any:
+    if is_lookup(name):
+        return lookup_input(name, tool_input)
     if name == "Write" and isinstance(tool_input, dict):
         # pi's write takes `path`; the engine reads writePath from it.
         out = {k: v for k, v in tool_input.items() if k != "file_path"}
@@ -163,7 +189,7 @@ def to_neutral(
                         {
                             "type": "toolCall",
                             "id": b["id"],
-                            "name": NEUTRAL_TOOL_NAMES.get(raw_name, raw_name),
+                            "name": neutral_tool_name(raw_name),
                             "arguments": _neutral_args(raw_name, b.get("input")),
                         }
                     )
@@ -183,7 +209,7 @@ def to_neutral(
                         {
                             "role": "toolResult",
                             "toolCallId": cid,
-                            "toolName": NEUTRAL_TOOL_NAMES.get(raw_name, raw_name),
+                            "toolName": neutral_tool_name(raw_name),
                             "content": [{"type": "text", "text": tool_result_text(b)}],
                             "isError": b.get("is_error") is True,
                         }

@@ -32,6 +32,9 @@ OFF_FLAG = "--ctxwrap-off"
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 INSTALL_HINT = f"install it with `npm install -g {CLAUDE_PACKAGE}`, or set CTXWRAP_CLAUDE"
 HOOK_TOOLS = "Bash|Read|Grep|Glob|Write"
+# The web tools and every MCP server's (anthropic_wire.is_lookup): a regex, anchored, since
+# Claude Code tests a matcher with more than names and `|` unanchored against the tool name.
+LOOKUP_MATCHER = "^(WebFetch|WebSearch|mcp__.+)$"
 HOOK_TIMEOUT_S = 30
 RESUME_FLAGS = frozenset({"-c", "--continue", "-r", "--resume"})
 
@@ -63,7 +66,7 @@ def hook_command() -> str:
 
 # Claude Code's wait for our answer, per tool: a little over the proxy's own deadline for it
 # (bash digest 15 s; the Write fact a little longer; a read's is immediate).
-HTTP_HOOK_TIMEOUT_S = {"Bash": 20, "Write": 22, "Read|Grep|Glob": 3}
+HTTP_HOOK_TIMEOUT_S = {"Bash": 20, "Write": 22, "Read|Grep|Glob": 3, LOOKUP_MATCHER: 3}
 
 
 def hook_settings(command: str, http: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -72,8 +75,10 @@ def hook_settings(command: str, http: dict[str, Any] | None = None) -> dict[str,
     call; else the `ctxwrap hook claude` command."""
     if http is None:
         entry = {"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}
-        post = [{"matcher": HOOK_TOOLS, "hooks": [entry]}]
-        failure = [{"matcher": "Bash|Read|Grep|Glob", "hooks": [entry]}]
+        post = [{"matcher": m, "hooks": [entry]} for m in (HOOK_TOOLS, LOOKUP_MATCHER)]
+        failure = [
+            {"matcher": m, "hooks": [entry]} for m in ("Bash|Read|Grep|Glob", LOOKUP_MATCHER)
+        ]
     else:
         post = [
             {"matcher": tools, "hooks": [{"type": "http", **http, "timeout": timeout}]}

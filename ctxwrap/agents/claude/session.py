@@ -367,7 +367,10 @@ class ClaudeSession(ProxySession):
         if tool in AMNESIA_HOOK_TOOLS and name == "PostToolUse":
             self._add_tag(cid, AMNESIA_HOOK_TOOLS[tool], event)
             return {}
-        if tool in AMNESIA_HOOK_TOOLS and name == "PostToolUseFailure":
+        if wire.is_lookup(tool) and name == "PostToolUse":
+            self._add_lookup(cid, tool, event)
+            return {}
+        if (tool in AMNESIA_HOOK_TOOLS or wire.is_lookup(tool)) and name == "PostToolUseFailure":
             self._round_call_ended(cid)  # nothing to tag; the rest of the round need not wait
             return {}
         if tool == "Write" and name == "PostToolUse":
@@ -448,7 +451,7 @@ class ClaudeSession(ProxySession):
 
     def round_tool_use(self, round_: TagRound, cid: str, tool: str) -> None:
         """The response carries this call (seen before Claude Code can run it)."""
-        if tool not in AMNESIA_HOOK_TOOLS:
+        if tool not in AMNESIA_HOOK_TOOLS and not wire.is_lookup(tool):
             return
         with self.lock:
             if round_.ended or round_.flushed:
@@ -502,7 +505,23 @@ class ClaudeSession(ProxySession):
         args = dict(tool_input or {})
         if "file_path" in args:
             args = {"path": args.pop("file_path"), **args}
-        item = {"tool_call_id": cid, "tool_name": tool, "input": args, "text": text}
+        self._join_round(cid, {"tool_call_id": cid, "tool_name": tool, "input": args, "text": text})
+
+    def _add_lookup(self, cid: str, tool: str, event: JsonDict) -> None:
+        """A web or MCP tool's answer joins its round's batch as a lookup: stored behind a
+        recall handle and tagged like a read. An answer with anything but text (an image) is
+        left alone, since what the store keeps could not give it back; its round need not
+        wait for it."""
+        text = lookup_response_text(tool, event.get("tool_response"))
+        if text is None:
+            self._round_call_ended(cid)
+            return
+        args = wire.lookup_input(tool, event.get("tool_input"))
+        self._join_round(
+            cid, {"tool_call_id": cid, "tool_name": "fetch", "input": args, "text": text}
+        )
+
+    def _join_round(self, cid: str, item: JsonDict) -> None:
         with self.lock:
             round_ = self.rounds.get(cid)
             if round_ is None:
@@ -651,3 +670,29 @@ def _save_clearings(path: Path | None, clearings: dict[str, ClearingState]) -> N
         os.replace(tmp, path)
     except OSError:
         pass  # the next request of a resumed session decides again
+
+
+def lookup_response_text(tool: str, resp: Any) -> str | None:
+    """The text of a lookup's answer as Claude Code's PostToolUse reports it, or None when it
+    holds more than text: an MCP tool's content blocks (`[{"type": "text", "text": …}]`),
+    WebFetch's `result`, WebSearch's commentary and hits (title and URL, one a line)."""
+    if isinstance(resp, str):
+        return resp
+    if tool == "WebFetch" and isinstance(resp, dict):
+        return str(resp.get("result") or "")
+    if tool == "WebSearch" and isinstance(resp, dict):
+        lines: list[str] = []
+        for r in resp.get("results") or ():
+            if isinstance(r, str):
+                lines.append(r)
+            elif isinstance(r, dict):
+                for hit in r.get("content") or ():
+                    if isinstance(hit, dict):
+                        lines.append(f"{hit.get('title', '')} {hit.get('url', '')}".strip())
+        return "\n".join(lines)
+    blocks = resp.get("content") if isinstance(resp, dict) else resp
+    if isinstance(blocks, list):
+        if not all(isinstance(b, dict) and b.get("type") == "text" for b in blocks):
+            return None
+        return "\n".join(str(b.get("text", "")) for b in blocks)
+    return None

@@ -750,3 +750,72 @@ def test_a_bool_is_no_integer_setting() -> None:
     sess.registered = True
     assert sess.handle_hook(event) == {}  # under the default threshold: Claude Code's own
     assert not [p for p, _ in daemon.calls if p == "/v1/tool_result"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "response", "text"),
+    [
+        (
+            "mcp__docs__search",
+            [{"type": "text", "text": "page one"}, {"type": "text", "text": "page two"}],
+            "page one\npage two",
+        ),
+        (
+            "WebFetch",
+            {
+                "bytes": 9,
+                "code": 200,
+                "codeText": "OK",
+                "result": "summary",
+                "durationMs": 5,
+                "url": "https://example.org",
+            },
+            "summary",
+        ),
+        (
+            "WebSearch",
+            {
+                "query": "q",
+                "durationSeconds": 1.0,
+                "results": [
+                    "Some commentary.",
+                    {
+                        "tool_use_id": "srv",
+                        "content": [{"title": "Result A", "url": "https://a.example"}],
+                    },
+                ],
+            },
+            "Some commentary.\nResult A https://a.example",
+        ),
+        ("mcp__shots__take", [{"type": "image", "source": {}}], None),  # kept as it is
+    ],
+)
+def test_a_web_or_mcp_answer_is_tagged_and_stored_as_a_lookup(
+    tool: str, response: Any, text: str | None
+) -> None:
+    """Claude Code's WebFetch, WebSearch and MCP tools answer data the model reads once, like
+    a file: the PostToolUse hook sends it in its round's tag batch as a lookup ("fetch", the
+    tool and what it was asked), so the daemon stores it behind a recall handle and masking
+    may take it once old. An answer with an image is not stored: recall could not give it
+    back."""
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    event = {
+        "hook_event_name": "PostToolUse",
+        "tool_name": tool,
+        "tool_use_id": "t1",
+        "tool_input": {"query": "records of 2026"},
+        "tool_response": response,
+    }
+    assert sess.handle_hook(event) == {}
+    deadline = time.monotonic() + 5
+    while text is not None and not daemon.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if text is None:
+        time.sleep(0.2)  # a background batch would have been sent by now
+    batches = [b for p, b in daemon.calls if p == "/v1/tag_batch"]
+    assert bool(batches) is (text is not None)
+    if text is not None:
+        [item] = batches[0]["results"]
+        assert item["tool_name"] == "fetch" and item["text"] == text
+        assert item["input"] == {"tool": tool, "input": '{"query": "records of 2026"}'}

@@ -22,14 +22,14 @@ def test_the_hooks_post_straight_to_the_proxy() -> None:
     header, not in the URL (Claude Code records a hook's URL in its transcript)."""
     hooks = launcher.hook_settings("CMD", HTTP)["hooks"]
     entries = {m["matcher"]: m["hooks"] for m in hooks["PostToolUse"]}
-    assert set("|".join(entries).split("|")) == set(launcher.HOOK_TOOLS.split("|"))
+    assert set(entries) == {"Bash", "Write", "Read|Grep|Glob", launcher.LOOKUP_MATCHER}
     for matcher, [entry] in entries.items():
         assert entry["type"] == "http" and entry["url"] == URL
         assert entry["headers"] == {"x-ctxwrap-hook": "SECRET"}
         assert entry["timeout"] == launcher.HTTP_HOOK_TIMEOUT_S[matcher]
     assert entries["Bash"][0]["timeout"] == 20  # the proxy's bash digest deadline is 15 s
     failure = {m["matcher"] for m in hooks["PostToolUseFailure"]}
-    assert set("|".join(failure).split("|")) == {"Bash", "Read", "Grep", "Glob"}
+    assert failure == {"Bash", "Read|Grep|Glob", launcher.LOOKUP_MATCHER}
     assert "PreToolUse" not in hooks  # never a rewritten command
     life = launcher.lifecycle_hooks("CMD", HTTP)["hooks"]
     assert life["PostCompact"][0]["hooks"][0] == {"type": "http", **HTTP, "timeout": 10}
@@ -40,8 +40,34 @@ def test_the_hooks_post_straight_to_the_proxy() -> None:
     quiet = launcher.lifecycle_hooks("CMD", HTTP, session_start=False)["hooks"]
     assert "SessionStart" not in quiet and quiet["PostCompact"] == life["PostCompact"]
     # without a URL: the command hook, as before
-    [cmd] = launcher.hook_settings("CMD")["hooks"]["PostToolUse"]
-    assert cmd["hooks"][0] == {"type": "command", "command": "CMD", "timeout": 30}
+    cmds = launcher.hook_settings("CMD")["hooks"]["PostToolUse"]
+    assert [m["matcher"] for m in cmds] == [launcher.HOOK_TOOLS, launcher.LOOKUP_MATCHER]
+    for cmd in cmds:
+        assert cmd["hooks"][0] == {"type": "command", "command": "CMD", "timeout": 30}
+
+
+@pytest.mark.parametrize(
+    ("tool", "lookup"),
+    [
+        ("WebFetch", True),
+        ("WebSearch", True),
+        ("mcp__github__pull_request_read", True),
+        ("mcp__", False),
+        ("Read", False),
+        ("NotebookRead", False),
+        ("WebFetchX", False),
+        ("xmcp__a__b", False),
+    ],
+)
+def test_the_lookup_matcher_is_what_the_proxy_takes_for_a_lookup(tool: str, lookup: bool) -> None:
+    """Claude Code tests a matcher that is not plain names as an unanchored regex against the
+    tool's name: ours fires for exactly the tools the session stores as lookups."""
+    import re
+
+    from ctxwrap.agents.claude import anthropic_wire
+
+    assert bool(re.search(launcher.LOOKUP_MATCHER, tool)) is lookup
+    assert anthropic_wire.is_lookup(tool) is lookup
 
 
 @pytest.mark.parametrize(

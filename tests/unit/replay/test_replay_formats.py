@@ -247,6 +247,31 @@ def test_claude_one_hour_cache_writes_are_on_the_call_record() -> None:
     assert msg.usage_cache_write_tokens == 20000 and msg.usage_cache_write_1h_tokens is None
 
 
+def test_claude_web_and_mcp_calls_are_lookups_as_the_proxy_takes_them() -> None:
+    """Replay reads Claude Code's WebFetch, WebSearch and MCP calls as the proxy tags and
+    stores them: a lookup ("fetch") with the tool and what it was asked; other tools keep
+    their own names."""
+    blocks = [
+        {"type": "tool_use", "id": "t1", "name": "mcp__github__pull_request_read",
+         "input": {"pullNumber": 7}},
+        {"type": "tool_use", "id": "t2", "name": "WebFetch",
+         "input": {"url": "https://example.org", "prompt": "summary"}},
+        {"type": "tool_use", "id": "t3", "name": "TodoWrite", "input": {"todos": []}},
+    ]  # fmt: skip
+    line = {"type": "assistant", "uuid": "a1", "sessionId": "s", "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"id": "msg_1", "role": "assistant", "model": "claude-opus-4-5",
+                        "content": blocks}}  # fmt: skip
+    [msg] = [e for e in claude_events(line, ReadStats()) if isinstance(e, Message)]
+    got = [(c.name, c.args, c.agent_tool) for c in msg.calls]
+    assert got == [
+        ("fetch", {"tool": "mcp__github__pull_request_read", "input": '{"pullNumber": 7}'},
+         "mcp__github__pull_request_read"),
+        ("fetch", {"tool": "WebFetch",
+                   "input": '{"url": "https://example.org", "prompt": "summary"}'}, "WebFetch"),
+        ("todowrite", {"todos": []}, None),
+    ]  # fmt: skip
+
+
 # -- Codex rollouts -----------------------------------------------------------------------------
 
 CODEX = FIXTURES / "codex"
