@@ -198,6 +198,33 @@ def isolated_xdg(root: Path) -> Iterator[dict[str, str]]:
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+def fresh_bytecode(tree: Path) -> None:
+    """Compile `tree`'s ctxwrap package before timing it. Where PYTHONDONTWRITEBYTECODE is set
+    (as in the helpers' environment), a tree without current .pyc files (a fresh worktree, or
+    modules edited since) compiles them in every wrapped launch: ~50 ms of each `ctxwrap
+    codex` or `ctxwrap pi` start, charged to that tree alone. py_compile writes regardless."""
+    import compileall
+
+    compileall.compile_dir(str(tree / "ctxwrap"), quiet=1)
+
+
+@contextlib.contextmanager
+def busy_loops(n: int) -> Iterator[None]:
+    """N processes spinning on a core each while the comparison runs (--busy): load on purpose."""
+    spinning = [
+        subprocess.Popen([sys.executable, "-c", "while 1: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(n)
+    ]
+    if n:
+        print(f"{n} busy loops beside every run")
+    try:
+        yield
+    finally:
+        for proc in spinning:
+            proc.kill()
+            proc.wait()
+
+
 def bench_version(name: str, runs: int) -> dict[str, Any] | None:
     pi = find_pi(name)
     if pi is None:
@@ -321,6 +348,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--aux-ttft", type=float, default=0.8, help="--realistic: aux model, s")
     ap.add_argument("--tps", type=float, default=60.0, help="--realistic: tokens per second")
     ap.add_argument(
+        "--launch-only", action="store_true", help="--realistic: one answer, no tool round"
+    )
+    ap.add_argument("--busy", type=int, default=0, help="--realistic: N busy loops beside")
+    ap.add_argument(
         "--baseline",
         help="--realistic: also run a ctxwrap source tree (e.g. a worktree of main) wrapped, "
         "interleaved with plain and this tree",
@@ -336,11 +367,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.realistic:
         import realistic_latency
 
+        for tree in [
+            Path(__file__).resolve().parents[1],
+            *([Path(args.baseline)] if args.baseline else []),
+        ]:
+            fresh_bytecode(tree)
         # Each tree its own daemon and store (a shared one would be whichever tree started it
         # first); each keeps its store across its runs, as a user's daemon does.
         with (
             isolated_xdg(Path(tempfile.mkdtemp(prefix="ctxwrap-real-"))) as xdg_env,
             isolated_xdg(Path(tempfile.mkdtemp(prefix="ctxwrap-base-"))) as base_env,
+            busy_loops(args.busy),
         ):
             env = {**os.environ, **xdg_env}
             realistic_latency.report(

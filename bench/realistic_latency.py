@@ -17,7 +17,12 @@ user's daemon keeps its history). The load average is printed per agent (other w
 slows the wrapped side more: ctxwrap's own CPU competes with the agent's start-up).
 
     .venv/bin/python bench/overhead.py --realistic [--runs 3] [--ttft 1.5] [--aux-ttft 0.8]
-        [--tps 60] [--agents pi,claude,codex] [--baseline DIR]
+        [--tps 60] [--agents pi,claude,codex] [--baseline DIR] [--launch-only] [--busy N]
+
+`--launch-only`: one answer and no tool round, for the launch alone (quicker, so more runs).
+`--busy N`: N busy loops (processes) run beside the whole comparison: a loaded machine, made
+on purpose and the same for every side (ctxwrap's CPU beside the agent's start-up costs more
+there).
 """
 
 from __future__ import annotations
@@ -102,7 +107,8 @@ def _run(
     one (PYTHONPATH; `--baseline`)."""
     root.mkdir(parents=True)
     work = _work(root)
-    script = _script(agent, work)
+    # --launch-only: one answer and no tool round: launch → first request, then the exit
+    script = [{"text": FINAL}] if getattr(opts, "launch_only", False) else _script(agent, work)
     with ScriptedModelServer(
         script,
         main_delay_s=opts.ttft,
@@ -164,7 +170,12 @@ def report(
     """`baseline_env`: the baseline tree's own XDG dirs (its own daemon and store)."""
     baseline = getattr(opts, "baseline", None)
     print(
-        f"whole sessions, main model {opts.ttft:.2f} s to first token at {opts.tps:g} tokens/s,"
+        (
+            "launch only (one answer, no tool round)"
+            if getattr(opts, "launch_only", False)
+            else "whole sessions"
+        )
+        + f", main model {opts.ttft:.2f} s to first token at {opts.tps:g} tokens/s,"
         f" aux model {opts.aux_ttft:.2f} s; {runs} runs each, alternating"
         + (f" (plain, baseline {baseline}, this tree)" if baseline else "")
         + ":"
@@ -186,7 +197,10 @@ def report(
                 wrapped.append(_run(agent, True, Path(tmp) / f"{agent}-w{i}", xdg_env, opts))
             load = os.getloadavg()[0]  # other work on the machine skews both sides, not alike
             p = _median(plain, "wall")
-            print(f"  {agent:7} plain {p:6.1f} s  (load average {load:.2f})")
+            print(
+                f"  {agent:7} plain {p:6.1f} s  (load average {load:.2f}); launch → first request"
+                f" {_median(plain, 'launch'):.2f} s"
+            )
             for label, side in (("baseline", base), ("ctxwrap", wrapped)):
                 if not side:
                     continue
@@ -201,6 +215,11 @@ def report(
                     " request {launch:+.2f} s, rounds {rounds:+.2f} s, last request → exit"
                     " {tail:+.2f} s".format(**added)
                     + f"; aux requests {statistics.median(r.aux for r in side):.0f}"
+                )
+                launch_ratio = _median(side, "launch") / _median(plain, "launch")
+                print(
+                    f"                   launch → first request {_median(side, 'launch'):.2f} s"
+                    f" ({launch_ratio:.2f}× plain's)"
                 )
 
 

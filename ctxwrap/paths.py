@@ -10,7 +10,6 @@ daemon started for another HOME, its state elsewhere, is never the one this HOME
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from pathlib import Path
@@ -33,6 +32,8 @@ def runtime_dir() -> Path:
 def fallback_runtime_dir() -> Path:
     """`/tmp/ctxwrap-<uid>-<10 hex>`: the uid, and a hash of the state directory the daemon
     there serves (one per HOME, or per XDG_STATE_HOME)."""
+    import hashlib  # only here: ~4 ms of every launch where XDG_RUNTIME_DIR is set
+
     tag = hashlib.sha256(os.fsencode(state_dir())).hexdigest()[:10]
     return Path(f"/tmp/ctxwrap-{os.getuid()}-{tag}")
 

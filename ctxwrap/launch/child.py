@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, NoReturn
 
 from ctxwrap.launch.pty_proxy import FORWARDED, run_under_pty
+
+TYPE_CHECKING = False  # not `typing`'s: its import is ~5 ms before the agent starts
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def find_executable(override_var: str, name: str, not_found: Callable[[str], Exception]) -> str:
@@ -32,10 +34,19 @@ def find_executable(override_var: str, name: str, not_found: Callable[[str], Exc
     return found
 
 
-class Install(NamedTuple):  # not a dataclass: its import is ~10 ms before the agent starts
+class Install:  # neither a dataclass nor a NamedTuple: their imports are before the agent starts
     """An agent's executable, as the argv that runs it."""
 
-    argv: list[str]
+    __slots__ = ("argv",)
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Install) and other.argv == self.argv
+
+    def __repr__(self) -> str:
+        return f"Install({self.argv!r})"
 
 
 def find_install(override_var: str, name: str, not_found: Callable[[str], Exception]) -> Install:
@@ -46,6 +57,8 @@ def find_install(override_var: str, name: str, not_found: Callable[[str], Except
 def version_output(argv: Sequence[str], timeout: float = 5.0) -> str | None:
     """What `ARGV --version` prints (stripped), or None when it cannot run: each agent reads
     its own version out of it."""
+    import subprocess
+
     try:
         out = subprocess.run(
             [*argv, "--version"], capture_output=True, text=True, timeout=timeout, check=False
@@ -63,6 +76,8 @@ def run_child(
     if os.isatty(sys.stdin.fileno()) and os.isatty(sys.stdout.fileno()):
         return run_under_pty(argv, env, on_started=on_started)
     # No terminal (scripts, -p, --mode json|rpc): the agent gets our stdio as it is.
+    import subprocess  # here: under a terminal (pty.fork) its ~5 ms are not paid before the agent
+
     started: list[subprocess.Popen[bytes]] = []
     early: list[int] = []
 

@@ -37,7 +37,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-QUIET_FLAG = "--ctxwrap-quiet"
+from ctxwrap.launch.quiet import QUIET_FLAG as QUIET_FLAG
+from ctxwrap.launch.quiet import take_quiet_flag as take_quiet_flag
+
 TIMEOUT_S = 2.0
 _FALSE = ("0", "false", "no", "off")
 
@@ -50,16 +52,6 @@ class Savings(NamedTuple):
     compactions_behind: int = 0
     # why it cost more than plain (`stats.compute.cost_cause`), None when it did not
     cause: str | None = None
-
-
-def take_quiet_flag(args: list[str]) -> tuple[list[str], bool]:
-    """`args` without `--ctxwrap-quiet` (before any `--`), and whether it was there."""
-    if QUIET_FLAG not in args:
-        return args, False
-    end = args.index("--") if "--" in args else len(args)
-    if QUIET_FLAG not in args[:end]:
-        return args, False
-    return [a for a in args[:end] if a != QUIET_FLAG] + args[end:], True
 
 
 def enabled() -> bool:

@@ -90,6 +90,10 @@ class ProxySetup:
         self.thread = threading.Thread(target=self._run, name="ctxwrap-proxy-setup", daemon=True)
 
     def start(self) -> None:
+        # The upstream's CA bundle loads beside the imports (GIL released): launch/tls.py.
+        from ctxwrap.launch.tls import build_beside
+
+        build_beside()
         self.thread.start()
 
     def _run(self) -> None:

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from ctxwrap.agents._proxy.frozen import flush_cache_states
+from ctxwrap.launch.tls import upstream_verify
 
 HOP_BY_HOP = frozenset(
     {
@@ -178,7 +179,9 @@ class LoopbackProxy:
             follow_redirects=False,
             # Nagle would hold a request's last partial segment until the upstream's delayed
             # ACK (up to 40 ms); the agents' own clients send without it
-            transport=httpx.HTTPTransport(socket_options=[NODELAY]),
+            # verify: the CA context a launcher built beside the agent's start (launch/tls.py),
+            # else httpx's own default, the same context
+            transport=httpx.HTTPTransport(socket_options=[NODELAY], verify=upstream_verify()),
         )
         handler = _make_handler(self)
         if listener is not None:

@@ -349,7 +349,7 @@ def _exit_line(proxy: Any, quiet: bool) -> None:
 
 
 def run_claude(args: list[str]) -> int:
-    from ctxwrap.launch.exit_line import take_quiet_flag
+    from ctxwrap.launch.quiet import take_quiet_flag
 
     off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
     args = [a for a in args if a != OFF_FLAG]

@@ -12,20 +12,26 @@ import shutil
 import sys
 import threading
 from pathlib import Path
-from typing import NamedTuple, NoReturn
 
 from ctxwrap import __version__, paths
 from ctxwrap.errors import CtxwrapError, PiNotFound, SocketSecurityError
 from ctxwrap.launch.child import exit_with, run_child
 
+TYPE_CHECKING = False  # not `typing`'s: its import is ~5 ms of every `ctxwrap pi`
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 OFF_FLAG = "--ctxwrap-off"
 INSTALL_HINT = "install it with `npm install -g @earendil-works/pi-coding-agent` (needs Node >= 22.19), or set CTXWRAP_PI"
 
 
-class PiInstall(NamedTuple):  # not a dataclass: its import is ~7 ms of every `ctxwrap pi`
-    argv: list[str]  # command that runs pi (may be a wrapper script)
-    package: str  # npm package name, when known
-    version: str | None
+class PiInstall:  # neither a dataclass nor a NamedTuple: their imports are before pi starts
+    __slots__ = ("argv", "package", "version")
+
+    def __init__(self, argv: list[str], package: str, version: str | None) -> None:
+        self.argv = argv  # command that runs pi (may be a wrapper script)
+        self.package = package  # npm package name, when known
+        self.version = version
 
 
 def bridge_path() -> Path:
@@ -99,25 +105,48 @@ def _runtime_dir_safe() -> bool:
     return True
 
 
-def _ensure_daemon_beside_pi(exit_line: bool) -> threading.Thread:
+def _ensure_daemon_beside_pi(note: Path | None) -> threading.Thread:
     """Make sure the daemon runs while pi starts, not before: pi's own start-up (seconds) hides
     the probe and a cold daemon start; the bridge waits for the daemon itself. Started once
     pi's process exists, so its imports do not delay pi's exec. Then the exit line's imports,
-    while pi runs rather than after it exits."""
+    while pi runs rather than after it exits (`note`: the exit note; None: no exit line)."""
 
     def work() -> None:
         from ctxwrap.launch.daemon import ensure_daemon
-        from ctxwrap.launch.listener import preload_exit_line
 
         ensure_daemon("running pi without savings", started_by="ctxwrap pi")
-        if exit_line:
-            preload_exit_line()
+        if note is not None:
+            preload_after_session_start(note)
 
     return threading.Thread(target=work, name="ctxwrap-ensure-daemon", daemon=True)
 
 
+SESSION_START_WAIT_S = 120.0
+
+
+def preload_after_session_start(note: Path, wait_s: float = SESSION_START_WAIT_S) -> None:
+    """The exit line's imports (~0.1 s of CPU), `PRELOAD_AFTER_S` after pi's session start,
+    not after ours: pi takes 1.5-3.5 s to its first request on a 2-core machine, so a timer
+    from our start landed in it under load. The bridge writes the exit note at the session's
+    start, shortly before the first request; no note (no session: `--help`) → no exit line,
+    nothing to preload."""
+    import time
+
+    from ctxwrap.launch.listener import preload_exit_line
+
+    until = time.monotonic() + wait_s
+    while time.monotonic() < until:
+        try:
+            if note.stat().st_size > 0:
+                preload_exit_line()
+                return
+        except OSError:
+            return  # gone: pi has exited and the line was printed
+        time.sleep(0.1)
+
+
 def run_pi(args: list[str]) -> int:
-    from ctxwrap.launch.exit_line import take_quiet_flag
+    from ctxwrap.launch.quiet import take_quiet_flag
 
     off = OFF_FLAG in args or os.environ.get("PI_CTX_OFF", "") in ("1", "true", "yes")
     args = [a for a in args if a != OFF_FLAG]
@@ -135,7 +164,7 @@ def run_pi(args: list[str]) -> int:
         env = bridge_env(pi)
         env["CTXWRAP_DAEMON_LAUNCHING"] = "1"  # the bridge waits instead of starting another
         note = None if quiet else _exit_note()
-        starting = _ensure_daemon_beside_pi(note is not None)
+        starting = _ensure_daemon_beside_pi(note)
         if note is not None:
             env["CTXWRAP_EXIT_NOTE"] = str(note)
     try:
@@ -156,16 +185,22 @@ def run_pi(args: list[str]) -> int:
 
 
 def _exit_note() -> Path | None:
-    """A private file the bridge writes the session's id and file into (CTXWRAP_EXIT_NOTE)."""
-    import tempfile
-
+    """A private file the bridge writes the session's id and file into (CTXWRAP_EXIT_NOTE).
+    Made as `tempfile.mkstemp` makes one (new, 0600, not through a link), without its import
+    (tempfile, random, shutil: ~5 ms before pi starts)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         runtime = paths.ensure_private_dir(paths.runtime_dir())
-        fd, name = tempfile.mkstemp(prefix="pi-exit-", suffix=".json", dir=runtime)
-        os.close(fd)
+        for _ in range(100):
+            name = runtime / f"pi-exit-{os.urandom(6).hex()}.json"
+            try:
+                os.close(os.open(name, flags, 0o600))
+            except FileExistsError:
+                continue
+            return name
     except (OSError, CtxwrapError):
-        return None  # no line, nothing else lost
-    return Path(name)
+        pass
+    return None  # no line, nothing else lost
 
 
 def resume_args(session_file: object) -> list[str] | None:
