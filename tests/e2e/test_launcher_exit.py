@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -134,8 +135,11 @@ def test_version_matches_plain_pi_with_and_without_tty(name: str, xdg: Xdg) -> N
     )
     assert plain.returncode == 0 and (plain.stdout + plain.stderr).strip(), plain
 
+    started = time.monotonic()
     wrapped = run_no_tty(["--version"], env)
     assert wrapped.returncode == 0, wrapped.stderr
+    # nothing of ours outlives pi (a wait for a session that never starts held it 15 s)
+    assert time.monotonic() - started < 10
     # Same bytes on the same streams (0.73 prints its version on stderr, 1.6 on stdout).
     assert wrapped.stdout == plain.stdout
     assert without_ctxwrap_lines(wrapped.stderr) == plain.stderr

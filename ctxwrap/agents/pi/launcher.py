@@ -105,18 +105,19 @@ def _runtime_dir_safe() -> bool:
     return True
 
 
-def _ensure_daemon_beside_pi(note: Path | None) -> threading.Thread:
+def _ensure_daemon_beside_pi(note: Path | None, exited: threading.Event) -> threading.Thread:
     """Make sure the daemon runs while pi starts, not before: pi's own start-up (seconds) hides
     the probe and a cold daemon start; the bridge waits for the daemon itself. Started once
     pi's process exists, so its imports do not delay pi's exec. Then the exit line's imports,
-    while pi runs rather than after it exits (`note`: the exit note; None: no exit line)."""
+    while pi runs rather than after it exits (`note`: the exit note; None: no exit line;
+    `exited`: set when pi has exited, which ends the wait for its session)."""
 
     def work() -> None:
         from ctxwrap.launch.daemon import ensure_daemon
 
         ensure_daemon("running pi without savings", started_by="ctxwrap pi")
         if note is not None:
-            preload_after_session_start(note)
+            preload_after_session_start(note, exited)
 
     return threading.Thread(target=work, name="ctxwrap-ensure-daemon", daemon=True)
 
@@ -124,25 +125,28 @@ def _ensure_daemon_beside_pi(note: Path | None) -> threading.Thread:
 SESSION_START_WAIT_S = 120.0
 
 
-def preload_after_session_start(note: Path, wait_s: float = SESSION_START_WAIT_S) -> None:
+def preload_after_session_start(
+    note: Path, exited: threading.Event, wait_s: float = SESSION_START_WAIT_S
+) -> None:
     """The exit line's imports (~0.1 s of CPU), `PRELOAD_AFTER_S` after pi's session start,
     not after ours: pi takes 1.5-3.5 s to its first request on a 2-core machine, so a timer
     from our start landed in it under load. The bridge writes the exit note at the session's
     start, shortly before the first request; no note (no session: `--help`) → no exit line,
-    nothing to preload."""
+    nothing to preload. Ends when pi has exited (`exited`): the launcher joins this thread
+    then, and a pi that starts no session (`--version`) must not keep it waiting."""
     import time
 
     from ctxwrap.launch.listener import preload_exit_line
 
     until = time.monotonic() + wait_s
-    while time.monotonic() < until:
+    while not exited.is_set() and time.monotonic() < until:
         try:
             if note.stat().st_size > 0:
                 preload_exit_line()
                 return
         except OSError:
             return  # gone: pi has exited and the line was printed
-        time.sleep(0.1)
+        exited.wait(0.1)
 
 
 def run_pi(args: list[str]) -> int:
@@ -153,6 +157,7 @@ def run_pi(args: list[str]) -> int:
     args, quiet = take_quiet_flag(args)
     pi = find_pi()
     starting: threading.Thread | None = None
+    exited = threading.Event()
     note: Path | None = None
     if not off and not _runtime_dir_safe():
         off = True  # another user's directory: no bridge at all, pi runs plain
@@ -164,12 +169,13 @@ def run_pi(args: list[str]) -> int:
         env = bridge_env(pi)
         env["CTXWRAP_DAEMON_LAUNCHING"] = "1"  # the bridge waits instead of starting another
         note = None if quiet else _exit_note()
-        starting = _ensure_daemon_beside_pi(note)
+        starting = _ensure_daemon_beside_pi(note, exited)
         if note is not None:
             env["CTXWRAP_EXIT_NOTE"] = str(note)
     try:
         rc = run_child(argv, env, on_started=starting.start if starting is not None else None)
     finally:
+        exited.set()  # no session will start now: the preload's wait ends
         if starting is not None and starting.ident is not None:
             # Only a pi that exits at once (`--version`) gets here first; finish the start so
             # the next session finds its daemon (ensure_running bounds itself: 10 s).

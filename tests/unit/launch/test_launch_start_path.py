@@ -113,7 +113,9 @@ def test_the_exit_line_preload_waits_for_pis_session_start(
     monkeypatch.setattr(listener, "preload_exit_line", lambda: calls.append(time.monotonic()))
     note = tmp_path / "note.json"
     note.write_text("")
-    waiting = threading.Thread(target=launcher.preload_after_session_start, args=(note, 10.0))
+    waiting = threading.Thread(
+        target=launcher.preload_after_session_start, args=(note, threading.Event(), 10.0)
+    )
     waiting.start()
     time.sleep(0.5)
     assert calls == []  # pi has not started its session
@@ -132,7 +134,32 @@ def test_no_session_no_preload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     note = tmp_path / "note.json"
     note.write_text("")
     t0 = time.monotonic()
-    launcher.preload_after_session_start(note, 0.3)  # pi --help: no session in the wait
+    launcher.preload_after_session_start(note, threading.Event(), 0.3)  # no session in the wait
     assert calls == [] and time.monotonic() - t0 < 2
-    launcher.preload_after_session_start(tmp_path / "gone.json", 10.0)  # pi exited: the line ran
+    # pi exited: the line ran
+    launcher.preload_after_session_start(tmp_path / "gone.json", threading.Event(), 10.0)
     assert calls == []
+
+
+def test_a_pi_that_starts_no_session_is_not_kept_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ctxwrap pi --version`: pi exits at once and writes no exit note; the launcher joins the
+    thread that waits for the session, so its wait ends when pi has exited (it held the
+    launcher 15 s, the join's bound, after every such run)."""
+    import ctxwrap.launch.listener as listener
+
+    calls: list[int] = []
+    monkeypatch.setattr(listener, "preload_exit_line", lambda: calls.append(1))
+    note = tmp_path / "note.json"
+    note.write_text("")
+    exited = threading.Event()
+    waiting = threading.Thread(
+        target=launcher.preload_after_session_start, args=(note, exited, 120.0)
+    )
+    waiting.start()
+    time.sleep(0.2)
+    t0 = time.monotonic()
+    exited.set()
+    waiting.join(5)
+    assert not waiting.is_alive() and time.monotonic() - t0 < 1 and calls == []
