@@ -160,6 +160,17 @@ def test_recall_hint_names_the_cli() -> None:
     assert recall_hint(text) == "hidden; recall with `ctxwrap recall r0a1b2c3d PATTERN`]"
 
 
+def bash_succeeded(cid: str, command: str, stdout: str) -> dict[str, Any]:
+    """Claude Code's PostToolUse event for a Bash command it counts as succeeded."""
+    return {
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_use_id": cid,
+        "tool_input": {"command": command},
+        "tool_response": {"stdout": stdout, "stderr": "", "interrupted": False},
+    }
+
+
 def test_hook_without_a_proxy_prints_nothing() -> None:
     out = io.StringIO()
     event = json.dumps({"tool_name": "Bash", "tool_use_id": "t"}).encode()
@@ -252,14 +263,7 @@ def test_no_bash_command_is_ever_rewritten(tmp_path: Path) -> None:
 
 def test_small_bash_output_is_claude_codes_own(tmp_path: Path) -> None:
     sess = ClaudeSession("s", daemon=FakeDaemon(), state_file=None, aux=None, start_info={})
-    ok = {
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Bash",
-        "tool_use_id": "b1",
-        "tool_input": {"command": "echo hi"},
-        "tool_response": {"stdout": "hi", "stderr": "", "interrupted": False},
-    }
-    assert sess.handle_hook(ok) == {}
+    assert sess.handle_hook(bash_succeeded("b1", "echo hi", "hi")) == {}
     failed = {
         "hook_event_name": "PostToolUseFailure",
         "tool_name": "Bash",
@@ -285,14 +289,7 @@ def test_a_short_bash_output_is_kept_for_recall_off_the_hooks_path() -> None:
     for cfg, stored in (({}, True), ({"mask": False}, False), ({"mask_min_chars": 5000}, False)):
         daemon = FakeDaemon(cfg)
         sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
-        event = {
-            "hook_event_name": "PostToolUse",
-            "tool_name": "Bash",
-            "tool_use_id": "b1",
-            "tool_input": {"command": "make modules"},
-            "tool_response": {"stdout": listing, "stderr": "", "interrupted": False},
-        }
-        assert sess.handle_hook(event) == {}
+        assert sess.handle_hook(bash_succeeded("b1", "make modules", listing)) == {}
         deadline = time.monotonic() + 5
         while stored and not daemon.calls and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -308,13 +305,7 @@ def test_large_bash_outputs_are_digested_with_their_own_status(tmp_path: Path) -
     daemon = FakeDaemon()
     sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
     big = "".join(f"line {i}\n" for i in range(2000))
-    ok = {
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Bash",
-        "tool_use_id": "b1",
-        "tool_input": {"command": "seq 1 2000"},
-        "tool_response": {"stdout": big, "stderr": "", "interrupted": False},
-    }
+    ok = bash_succeeded("b1", "seq 1 2000", big)
     out = sess.handle_hook(ok)["hookSpecificOutput"]["updatedToolOutput"]
     assert out == {"stdout": f"[digest of {len(big)} chars]", "stderr": "", "interrupted": False}
     [(_, req)] = [c for c in daemon.calls if c[0] == "/v1/tool_result"]
@@ -547,13 +538,7 @@ def test_each_call_says_what_it_shares_with_the_previous_as_sent_and_as_plain(
     daemon = FakeDaemon()
     sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
     big = "".join(f"line {i}\n" for i in range(2000))
-    hook = {
-        "hook_event_name": "PostToolUse",
-        "tool_name": "Bash",
-        "tool_use_id": "b1",
-        "tool_input": {"command": "seq 1 2000"},
-        "tool_response": {"stdout": big, "stderr": "", "interrupted": False},
-    }
+    hook = bash_succeeded("b1", "seq 1 2000", big)
     digest = sess.handle_hook(hook)["hookSpecificOutput"]["updatedToolOutput"]["stdout"]
     first = _bash_round("b1", "seq 1 2000", {"content": digest})
     more = [
