@@ -40,6 +40,12 @@ class TagState:
     late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
     past_tail: set[str] = field(default_factory=set)  # results the model has seen (tail passed)
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
+    # The tagger's budget (`affordable`): what the session is ahead of plain by, as of the
+    # latest turn_end's totals (input-equivalent tokens, aux calls counted), and the estimated
+    # cost of the tag calls those totals do not hold yet: in flight, by their first result's id.
+    ahead: float = 0.0
+    charged: float = 0.0
+    in_flight: dict[str, float] = field(default_factory=dict)
 
 
 def _admit(
@@ -89,6 +95,48 @@ def _admit(
     return stored.handle, True
 
 
+# The output tokens of a tag call, weighted against its input: the highest output:input price
+# ratio of the default aux models (gpt-5-mini 8x, Claude Haiku 5x), so an estimate is an upper
+# bound of what the totals will count for it.
+TAG_OUTPUT_WEIGHT = 8.0
+
+
+def tag_cost(input_tokens: int, max_output_tokens: int) -> float:
+    """A tag call's cost in input-equivalent tokens, at most (`affordable`; replay the same)."""
+    return input_tokens + TAG_OUTPUT_WEIGHT * max_output_tokens
+
+
+def tag_within(ahead: float, charged: float, cost: float) -> bool:
+    """Whether a tag call of `cost` fits what the session has saved so far (invariant 10:
+    the tagger spends only what ctxwrap is ahead of plain by, so a session in which nothing
+    else saves never pays for tags; replay applies the same rule to its priced calls)."""
+    return ahead - charged >= cost
+
+
+def _charge(
+    d: AuxView, rt: SessionRuntime, first: str, system: str, prompt: str, max_tokens: int
+) -> bool:
+    """Whether a tag call goes out: something runs it, and (`tag_within_savings`) the
+    session's budget holds it; if so it is charged, in flight under its first result's id."""
+    if not d.aux.delegated() and d.aux.http_backend() is None:
+        return False
+    st = rt.part(TagState)
+    cost = tag_cost(chars_to_tokens(len(system) + len(prompt)), max_tokens)
+    if d.cfg.tag_within_savings and not tag_within(st.ahead, st.charged, cost):
+        return False
+    st.charged += cost
+    st.in_flight[first] = cost
+    return True
+
+
+def on_totals(rt: SessionRuntime, totals: P.SessionTotals) -> None:
+    """A turn_end's totals hold every aux call recorded so far: the budget starts again from
+    them, charged with the tag calls still in flight."""
+    st = rt.part(TagState)
+    st.ahead = totals.plain_cost_weighted - totals.cost_weighted
+    st.charged = sum(st.in_flight.values())
+
+
 def _view(d: AuxView, text: str) -> str:
     # head, outline and tail: what a relevance judgement needs, at a fraction of the tokens
     return tag_view(text, min(d.cfg.tag_view_chars, d.cfg.amnesia_max_chars))
@@ -111,15 +159,15 @@ def start_tag(
         user_prompt=rt.user_prompt,
         max_chars=cfg.amnesia_max_chars,
     )
+    if not _charge(d, rt, req.tool_call_id, prompts.TAG_SYSTEM, prompt, cfg.tag_max_tokens):
+        rt.part(TagState).tags[req.tool_call_id] = "RETAIN"  # kept; masking may hide it later
+        return P.ToolResultReply(handle=handle)
     ctx = {"tool": req.tool_name}
     if d.aux.delegated():
         aux = d.aux.request(
             rt, "tag", req.tool_call_id, prompts.TAG_SYSTEM, prompt, cfg.tag_max_tokens, ctx
         )
         return P.ToolResultReply(handle=handle, aux=aux)
-    if d.aux.http_backend() is None:
-        rt.part(TagState).tags[req.tool_call_id] = "RETAIN"
-        return P.ToolResultReply(handle=handle)
     pending = PendingAux("tag", req.tool_call_id, ctx)
 
     async def run_tag() -> None:
@@ -162,16 +210,16 @@ def start_tag_batch(
         key=secrets.token_hex(4),
     )
     max_tokens = cfg.tag_max_tokens + TOKENS_PER_ITEM * len(items)
+    first = items[0].tool_call_id
+    if not _charge(d, rt, first, prompts.TAG_BATCH_SYSTEM, prompt, max_tokens):
+        for item in items:  # kept; masking may hide them later
+            rt.part(TagState).tags[item.tool_call_id] = "RETAIN"
+        return P.TagBatchReply(handles=handles)
     # The numbers the answer may use, and the only ids it can ever reach (invariant 7).
     ctx = {"batch": [(i.tool_call_id, i.tool_name) for i in items]}
-    first = items[0].tool_call_id
     if d.aux.delegated():
         aux = d.aux.request(rt, "tag", first, prompts.TAG_BATCH_SYSTEM, prompt, max_tokens, ctx)
         return P.TagBatchReply(handles=handles, aux=aux)
-    if d.aux.http_backend() is None:
-        for item in items:
-            rt.part(TagState).tags[item.tool_call_id] = "RETAIN"
-        return P.TagBatchReply(handles=handles)
     pending = PendingAux("tag", first, ctx)
 
     async def run_batch() -> None:
@@ -187,6 +235,7 @@ def start_tag_batch(
 
 
 def finish_tag(d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str | None) -> None:
+    rt.part(TagState).in_flight.pop(pending.tool_call_id, None)  # recorded: the totals hold it
     batch = pending.context.get("batch")
     if batch is None:
         decisions = [
@@ -259,7 +308,13 @@ class Amnesia(Mechanism):
 
     name = "amnesia"
     switch = "amnesia"
-    settings = ("amnesia", "amnesia_min_tokens", "amnesia_max_chars", "tag_view_chars")
+    settings = (
+        "amnesia",
+        "amnesia_min_tokens",
+        "amnesia_max_chars",
+        "tag_view_chars",
+        "tag_within_savings",
+    )
 
     def wants(self, s: AmnesiaSettings, chars: int) -> bool:
         """Whether a result is worth a tag: one too small to drop is never asked about."""

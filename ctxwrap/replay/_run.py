@@ -13,6 +13,7 @@ from typing import Any
 from ctxwrap.engine.cost import ReadFrom, cached_prefix_tokens
 from ctxwrap.engine.cost import recorded_hits as engine_recorded_hits
 from ctxwrap.headline import carried_text
+from ctxwrap.mechanisms.amnesia import TAG_OUTPUT_WEIGHT, tag_cost, tag_within
 from ctxwrap.mechanisms.needed_again import how_text
 from ctxwrap.replay import _pricing
 from ctxwrap.replay._calibrate import calibrate
@@ -199,6 +200,38 @@ def price_session(
                 costs.summarisation.get(side, 0.0) + series[i].weighted_tokens - before
             )
     return costs
+
+
+def gate_tags(r: SessionReplay, costs: CallCosts, th: Thresholds) -> None:
+    """The tagger's budget, as the daemon keeps it (`mechanisms.amnesia._charge`): a tag call
+    goes out only while the session is ahead of plain — its priced requests so far, less the
+    aux calls made — by the call's cost at most; the others leave `r.aux`. Under `--tag` the
+    backend answered every one (and its DROPs shaped the requests): nothing is taken back."""
+    if not th.tag_within_savings or r.aux_real or not r.aux_events:
+        return
+    ahead, spent, at = 0.0, 0.0, 0  # requests priced so far (index < at)
+    charged = 0.0  # this round's tags, at their most: their requests are not priced yet
+    kept: list[tuple[int, str, str, int, int]] = []
+    for event in r.aux_events:
+        before, mech, task, inp, out = event
+        while at < len(r.calls) and r.calls[at].index < before:
+            ahead += costs.plain[at].weighted_tokens - costs.ctxwrap[at].weighted_tokens
+            at, charged = at + 1, 0.0
+        if r.calls and before < r.calls[0].index:
+            kept.append(event)  # before `since`: outside this replay's calls, left as it was
+            continue
+        if mech == "amnesia" and task == "tag":
+            cost = tag_cost(inp, th.tag_max_tokens)
+            if not tag_within(ahead - spent, charged, cost):
+                a = r.aux[mech]
+                a["calls"] -= 1
+                a["input_tokens"] -= inp
+                a["output_tokens"] -= out
+                continue
+            charged += cost
+        spent += inp + TAG_OUTPUT_WEIGHT * out  # as the totals count it, at most
+        kept.append(event)
+    r.aux_events = kept
 
 
 def recorded_hits(calls: Sequence[CallFigures], uncached: bool = False) -> list[ReadFrom]:
@@ -608,6 +641,7 @@ def _replay_one(
             if prices.input is not None:
                 prices = dataclasses.replace(prices, cache_write=2.0 * prices.input)
         costs = price_session(r, prices, ttl, record_prices)
+        gate_tags(r, costs, th)
         res.sessions.append(
             _SessionResult(
                 session_json(r, costs, per_call=per_call, prices=prices),

@@ -59,6 +59,7 @@ from ctxwrap.engine.masking import (
     suffix_tokens_estimate,
 )
 from ctxwrap.engine.rereads import result_digest
+from ctxwrap.engine.tagview import tag_view
 from ctxwrap.engine.thinking import accepts_context_editing, checks_thinking_prefix
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.digest import digest_header, digest_status
@@ -157,6 +158,11 @@ class Thresholds:
     # Claude Code 2.1: earlier turns' thinking left out by the provider's edit where the
     # payback rule says (mechanisms/thinking.py)
     clear_old_thinking: bool = True
+    # the tagger spends only what the session is ahead of plain by (mechanisms/amnesia.py
+    # `tag_within`; `_run.gate_tags` applies it to the priced calls)
+    tag_within_savings: bool = False
+    tag_max_tokens: int = 24
+    tag_view_chars: int = 1500
 
     @classmethod
     def from_settings(cls, s: Any) -> Thresholds:
@@ -186,6 +192,9 @@ class Thresholds:
             compact_like_plain=s.compact_like_plain,
             compact_in_step=s.compact_in_step,
             clear_old_thinking=s.clear_old_thinking,
+            tag_within_savings=s.tag_within_savings,
+            tag_max_tokens=s.tag_max_tokens,
+            tag_view_chars=s.tag_view_chars,
         )
 
 
@@ -300,6 +309,9 @@ class SessionReplay:
     calls: list[CallFigures] = field(default_factory=list)
     interventions: list[Intervention] = field(default_factory=list)
     aux: dict[str, dict[str, int]] = field(default_factory=dict)  # mechanism → calls/in/out
+    # each aux call: (the index of the request it precedes, mechanism, task, input tokens,
+    # output tokens), so `_run.gate_tags` can leave out the tags the budget would not allow
+    aux_events: list[tuple[int, str, str, int, int]] = field(default_factory=list)
     compactions: int = 0
     cache_ttl_s: float | None = None  # 3600 where the recorded usage shows 1-hour cache writes
     # calls whose recorded usage splits cached from fresh input, and of those the calls that
@@ -357,6 +369,9 @@ class SessionReplay:
         a["calls"] += 1
         a["input_tokens"] += tokens(prompt_chars)
         a["output_tokens"] += AUX_OUTPUT_ESTIMATE[task]
+        self.aux_events.append(
+            (len(self.calls), mechanism, task, tokens(prompt_chars), AUX_OUTPUT_ESTIMATE[task])
+        )
 
 
 def _digest_text(
@@ -1247,7 +1262,8 @@ class SessionSimulator:
                         "the tagger could drop it (upper bound)",
                     )
                 )
-                shown = m.text[: self.th.amnesia_max_chars]
+                # what the daemon shows the tagger (`amnesia._view`), so the estimate is its cost
+                shown = tag_view(m.text, min(self.th.tag_view_chars, self.th.amnesia_max_chars))
                 p = prompts.tag_prompt(
                     tool=tool,
                     args=args,

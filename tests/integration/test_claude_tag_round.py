@@ -76,7 +76,7 @@ def read_round(tmp_path: Path) -> dict[str, Any]:
 def run_round(tmp_path: Path, xdg: Xdg, third: str | None) -> tuple[list[Any], list[Any]]:
     """Three parallel Reads; the third ends with `third` (None: no hook at all)."""
     with (
-        daemon_process(xdg),
+        daemon_process(xdg, {"PI_CTX_TAG_WITHIN_SAVINGS": "false"}),  # tags from round one
         ScriptedModelServer([read_round(tmp_path), {"text": "done"}]) as srv,
     ):
         proxy = ClaudeProxy(

@@ -32,6 +32,7 @@ def test_digest_tag_and_fact_through_the_http_backend(tmp_path: Path, xdg: Xdg) 
             "PI_CTX_AUX_BACKEND": "http",
             "PI_CTX_BASH_AUX_MIN_CHARS": "0",
             "PI_CTX_WRITE": "1",  # the fact of a write: off under pi by default
+            "PI_CTX_TAG_WITHIN_SAVINGS": "false",  # a tag in the first round
             "PI_CTX_AUX_BASE_URL": srv.base_url,
             "PI_CTX_AUX_MODEL": "scripted/scripted-model",
         }

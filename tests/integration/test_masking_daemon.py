@@ -42,7 +42,8 @@ REWRITTEN = "".join(f"section {i}: the new licence, rewritten since\n" for i in 
 def test_late_drop_is_masked_at_the_next_cold_boundary(
     tmp_path: Path, xdg: Xdg, again_text: str
 ) -> None:
-    env = {"PI_CTX_MASK_KEEP_ROUNDS": "1"}
+    # a late DROP from the first round: the tagger's budget apart (test_tag_budget.py)
+    env = {"PI_CTX_MASK_KEEP_ROUNDS": "1", "PI_CTX_TAG_WITHIN_SAVINGS": "false"}
     with daemon_process(xdg, env), client(xdg, 30) as c:
         sid = "s-mask"
         post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
@@ -120,7 +121,8 @@ def test_a_result_the_adapter_keeps_is_never_masked(tmp_path: Path, xdg: Xdg) ->
     """`keep`: results a later thinking block has in its prefix on a model that checks
     it. The same cold request masks the late DROP without it, and nothing with it — nothing
     planned, returned or recorded (a mask recorded but never sent would count a saving)."""
-    with daemon_process(xdg, {"PI_CTX_MASK_KEEP_ROUNDS": "1"}), client(xdg, 30) as c:
+    env = {"PI_CTX_MASK_KEEP_ROUNDS": "1", "PI_CTX_TAG_WITHIN_SAVINGS": "false"}  # tags at once
+    with daemon_process(xdg, env), client(xdg, 30) as c:
         sid = "s-keep"
         post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
         post(c, "/v1/prompt", {"session_id": sid, "prompt": "fix the parser"})
@@ -239,7 +241,8 @@ def test_a_reread_of_a_read_still_in_view_is_not_the_masked_one_needed_again(
     """A read masked as superseded by the same read later: that later read still shows its
     lines, so reading the file a third time is not the masked result needed again (replay
     counts it so too: only hidden lines missing from the context)."""
-    with daemon_process(xdg, {"PI_CTX_MASK_KEEP_ROUNDS": "1"}), client(xdg, 30) as c:
+    env = {"PI_CTX_MASK_KEEP_ROUNDS": "1", "PI_CTX_TAG_WITHIN_SAVINGS": "false"}  # tags at once
+    with daemon_process(xdg, env), client(xdg, 30) as c:
         sid = "s-superseded"
         post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1,
                                        "agent": "claude"})  # fmt: skip

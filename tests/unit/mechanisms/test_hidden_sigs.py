@@ -17,7 +17,8 @@ BIG = "license text line\n" * 2000  # over amnesia_min_tokens: would be tagged
 
 
 def _daemon(tmp_path: Path) -> Daemon:
-    loaded = load_config(tmp_path / "absent.toml", environ={})
+    # tags from the first round: the budget apart (test_tag_budget.py)
+    loaded = load_config(tmp_path / "absent.toml", environ={"PI_CTX_TAG_WITHIN_SAVINGS": "false"})
     return Daemon(loaded, socket=tmp_path / "s.sock", state_dir=tmp_path / "state")
 
 

@@ -43,7 +43,11 @@ def server() -> Iterator[ScriptedModelServer]:
 
 
 def _daemon(tmp_path: Path, **env: str) -> Daemon:
-    loaded = load_config(tmp_path / "absent.toml", environ=env)
+    # the tagger's own mechanics, from a session's first round: its budget apart
+    # (test_tag_budget.py), under which a fresh session tags nothing
+    loaded = load_config(
+        tmp_path / "absent.toml", environ={"PI_CTX_TAG_WITHIN_SAVINGS": "false", **env}
+    )
     return Daemon(loaded, socket=tmp_path / "s.sock", state_dir=tmp_path / "state")
 
 

@@ -1141,3 +1141,50 @@ def test_what_leaves_the_context_before_any_request_carried_it_keeps_nothing_out
     sim._rate_tail(Message("a", None, "assistant", 1.0, 10, request_key="r"))
     assert sim.saved["bash"] == 1_500
     assert sim.saved_tok["bash"] == pytest.approx(1_500 * sim.r.rate)
+
+
+def _tag_budget_session() -> list[Any]:
+    """A read before anything was saved, a 20,000-line build log (digested), two small
+    rounds, then another read: the tagger's budget allows the second tag only."""
+    from ctxwrap.replay._events import Header, Message, ToolCall
+
+    body = "".join(f"def function_number_{i}(): pass  # with a comment\n" for i in range(120))
+    log = "".join(f"[{i:05d}] compiling unit {i} ... ok\n" for i in range(20_000))
+    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
+    calls = [
+        ToolCall("c0", "read", {"path": "a.py"}, 30),
+        ToolCall("c1", "bash", {"command": "make"}, 30),
+        ToolCall("c2", "bash", {"command": "echo 2"}, 30),
+        ToolCall("c3", "bash", {"command": "echo 3"}, 30),
+        ToolCall("c4", "read", {"path": "b.py"}, 30),
+    ]
+    texts = {0: body, 1: log, 4: body.replace("function", "method")}
+    t = 2.0
+    for i, c in enumerate(calls):
+        text = texts.get(i, f"{i}\n")
+        ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
+        ev.append(Message(f"t{i}", None, "tool_result", t + 1, len(text), [], c.call_id,
+                          c.name, text))  # fmt: skip
+        t += 2
+    ev.append(Message("a9", None, "assistant", t, 10, [], request_key="q9"))
+    return ev
+
+
+@pytest.mark.parametrize("within", [True, False])
+def test_replay_tags_only_within_what_the_session_saved(within: bool) -> None:
+    """The daemon's budget rule (`mechanisms.amnesia.tag_within`) on the priced calls: the
+    first read comes before anything was saved, so no tag is paid for it; the second comes
+    after the digest of the build log, and is tagged. Switched off, both are."""
+    from ctxwrap.replay._run import gate_tags
+    from ctxwrap.replay._sim import SessionSimulator
+
+    th = Thresholds(tag_within_savings=within)
+    sim = SessionSimulator("s", th)
+    sim.feed(_tag_budget_session())
+    r = sim.finish()
+    assert [e[0] for e in r.aux_events if e[2] == "tag"] == [1, 5]  # before calls 1 and 5
+    prices = _pricing.default_prices("anthropic/claude-sonnet-4-5")
+    gate_tags(r, price_session(r, prices, 300.0, prices), th)
+    tags = [e[0] for e in r.aux_events if e[2] == "tag"]
+    assert tags == ([5] if within else [1, 5])
+    assert r.aux["amnesia"]["calls"] == len(tags)
