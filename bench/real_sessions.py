@@ -110,9 +110,8 @@ POLICIES: dict[str, Any] = {
         mask_read_idle_rounds=30, mask_older_rounds=3, mask_min_chars=4000, write=False
     ),
     "default": _defaults,
-    # the tagger spends only what the session has saved (`tag_within_savings`, off by default)
-    "tag-budget": lambda: _with(tag_within_savings=True),
-    "tag-budget-nowrite": lambda: _with(tag_within_savings=True, write=False),
+    # the tagger spending without a budget (`tag_within_savings = false`)
+    "no-tag-budget": lambda: _with(tag_within_savings=False),
     "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
     "cold-only": lambda: _with(mask_warm=False),
     "digest2000": lambda: _with(bash_min_tokens=2000),

@@ -80,8 +80,8 @@ class Settings(BaseSettings):
     )
     tag_max_tokens: int = Field(24, ge=4, description="Tagger output cap.")
     tag_within_savings: bool = Field(
-        False,
-        description="The tagger spends only what ctxwrap has already saved in the session: a tag call goes out while the session is ahead of plain by at least the call's cost, so a session in which nothing else saves never pays for tags (invariant 10; off by default until the end-to-end tests that drive the tagger from a session's first round are adapted; docs/accounting.md, the tagger's budget).",
+        True,
+        description="The tagger spends only what ctxwrap has already saved in the session: a tag call goes out while the session is ahead of plain by at least the call's cost, so a session in which nothing else saves never pays for tags (invariant 10; docs/accounting.md, the tagger's budget).",
     )
     dedup: bool = Field(
         True,

@@ -78,6 +78,13 @@ class Xdg:
                 os.kill(pid, signal.SIGKILL)
 
 
+# The tagger from a session's first round: for tests of its answers, batches, tombstones and
+# what they cost. By default it waits until the session has saved what a tag call costs
+# (`tag_within_savings`), which a scripted session of a few small rounds may never reach;
+# tests/e2e/test_tag_budget_e2e.py runs that default with the real agents.
+ROUND_ONE_TAGS = {"PI_CTX_TAG_WITHIN_SAVINGS": "false"}
+
+
 def make_xdg(tmp_path: Path) -> Xdg:
     runtime = Path(tempfile.mkdtemp(prefix="cwt", dir="/tmp"))
     return Xdg(tmp_path, runtime, tmp_path / "state", tmp_path / "config")

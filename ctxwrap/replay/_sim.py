@@ -160,7 +160,7 @@ class Thresholds:
     clear_old_thinking: bool = True
     # the tagger spends only what the session is ahead of plain by (mechanisms/amnesia.py
     # `tag_within`; `_run.gate_tags` applies it to the priced calls)
-    tag_within_savings: bool = False
+    tag_within_savings: bool = True
     tag_max_tokens: int = 24
     tag_view_chars: int = 1500
 

@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PI_VERSIONS, Xdg, ctxwrap, request_messages_json, run_ctxwrap_pi, tool_contents
+from support import (
+    PI_VERSIONS,
+    ROUND_ONE_TAGS,
+    Xdg,
+    ctxwrap,
+    request_messages_json,
+    run_ctxwrap_pi,
+    tool_contents,
+)
 
 from ctxwrap.testing.model_server import aux_task_of
 
@@ -45,7 +53,9 @@ def assert_prefix_chain(bodies: list[dict[str, Any]]) -> None:
 def test_dropped_read_never_reaches_model_after_its_round(
     pi: str, tmp_path: Path, xdg: Xdg
 ) -> None:
-    run = run_ctxwrap_pi(pi, tmp_path, xdg, READS, aux_rules=DROP_LICENSE, files=FILES)
+    run = run_ctxwrap_pi(
+        pi, tmp_path, xdg, READS, aux_rules=DROP_LICENSE, files=FILES, extra_env=ROUND_ONE_TAGS
+    )
     assert run.proc.returncode == 0, run.proc.stderr
     bodies = run.main_bodies()
     assert len(bodies) == 4
@@ -67,6 +77,7 @@ def test_dropped_read_never_reaches_model_after_its_round(
         home=run.home,
         args=("--continue",),
         aux_status=500,
+        extra_env=ROUND_ONE_TAGS,
     )
     assert resumed.proc.returncode == 0, resumed.proc.stderr
     (body,) = resumed.main_bodies()

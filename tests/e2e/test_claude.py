@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CTXWRAP, Xdg, task_step, wait_ready
+from support import CTXWRAP, ROUND_ONE_TAGS, Xdg, task_step, wait_ready
 
 from ctxwrap.agents.claude.anthropic_wire import is_compaction_request
 from ctxwrap.testing.claude_home import TEST_API_KEY, claude_env, claude_print_args, find_claude
@@ -226,6 +226,7 @@ def test_read_drop_tombstone_write_stub_and_prefix_property(tmp_path: Path, xdg:
     assert 5500 < len(BIG_WRITE.encode()) < 7000  # a 6 KB write
     with ScriptedModelServer([], aux_rules=[DROP]) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(ROUND_ONE_TAGS)  # the tagger's DROPs from the first round
         srv.steps = tuple(srv.steps) + _steps(_amnesia_write_script(ce.work))
         (ce.work / "notes.txt").write_text(NOTES)
         ce.run()
@@ -308,6 +309,7 @@ def assert_key_in_no_file(xdg: Xdg, key: str) -> None:
 def test_daemon_killed_mid_session_keeps_frozen_edits(tmp_path: Path, xdg: Xdg) -> None:
     with ScriptedModelServer([], aux_rules=[DROP]) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(ROUND_ONE_TAGS)  # the tagger's DROPs from the first round
         srv.steps = _steps(_amnesia_write_script(ce.work))
         (ce.work / "notes.txt").write_text(NOTES)
 
@@ -736,6 +738,7 @@ def test_compact_in_step_off_leaves_claude_code_to_compact_on_its_own(
         (tmp_path / "work" / n).write_text(_notes(n))
     with ScriptedModelServer([*reads, {"text": "done"}], aux_rules=[DROP]) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(ROUND_ONE_TAGS)  # the tagger's DROPs from the first round
         ce.env.update(
             CLAUDE_CODE_AUTO_COMPACT_WINDOW="100000",
             CLAUDE_AUTOCOMPACT_PCT_OVERRIDE="56",
@@ -834,6 +837,7 @@ def test_grep_and_glob_results_tagged_drop_become_tombstones(tmp_path: Path, xdg
     }
     with ScriptedModelServer([], aux_rules=[drop_listing]) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(ROUND_ONE_TAGS)  # the tagger's DROPs from the first round
         src = ce.work / "src"
         src.mkdir()
         for i in range(120):

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import CTXWRAP, Xdg
+from support import CTXWRAP, ROUND_ONE_TAGS, Xdg
 
 from ctxwrap.agents.claude.anthropic_wire import marked_ttl_s
 from ctxwrap.testing.claude_home import claude_env, find_claude
@@ -48,6 +48,7 @@ def test_the_login_reaches_upstream_and_is_stored_nowhere(
     ]
     with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
         env = claude_env(xdg.env(), home=tmp_path / "home", base_url=srv.root_url)
+        env.update(ROUND_ONE_TAGS)  # an aux call in the first round, to carry the login
         del env["ANTHROPIC_API_KEY"]
         args = ["-p", "go", "--output-format", "json", "--allowedTools", "Read"]
         if login == "oauth":

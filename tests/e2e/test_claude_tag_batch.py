@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import Xdg
+from support import ROUND_ONE_TAGS, Xdg
 from test_claude import ClaudeEnv, _steps, assert_prefix_chain, tool_results
 
 from ctxwrap.testing.claude_home import find_claude
@@ -45,6 +45,7 @@ def batch_numbers(req: RecordedRequest) -> list[str]:
 def test_one_round_of_reads_is_one_tag_call(tmp_path: Path, xdg: Xdg) -> None:
     with ScriptedModelServer([], aux_rules=[DROP], aux_delay_s=AUX_DELAY_S) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(ROUND_ONE_TAGS)  # tags from the first round
         files = {
             "a.txt": body("alpha"),
             "b.txt": body("bravo", "DROP-ME-MARKER\n"),
@@ -108,6 +109,7 @@ def test_an_mcp_answer_is_a_lookup_tagged_stored_and_recalled(tmp_path: Path, xd
     call = lambda record: {"name": tool, "arguments": {"record_id": record, "pages": 200}}  # noqa: E731
     with ScriptedModelServer([], aux_rules=[DROP]) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
+        ce.env.update(ROUND_ONE_TAGS)  # tags from the first round
         srv.steps = _steps(
             [
                 {"tool_calls": [call("DROP-ME-MARKER"), call("kept-record")]},

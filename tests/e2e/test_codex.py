@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CTXWRAP, Xdg
+from support import CTXWRAP, ROUND_ONE_TAGS, Xdg
 
 from ctxwrap.launch.exit_line import short_id
 from ctxwrap.testing.codex_home import (
@@ -573,6 +573,7 @@ def test_a_read_asked_again_is_kept(tmp_path: Path, xdg: Xdg) -> None:
     ]
     with ScriptedModelServer(steps, aux_rules=[DROP]) as srv:
         ce = CodexEnv(tmp_path, xdg, srv)
+        ce.env.update(ROUND_ONE_TAGS)  # the first read's DROP
         (ce.work / "notes.txt").write_text(NOTES)
         ce.run("read the notes")
         last = srv.main_requests[-1]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import Xdg, ctxwrap, run_ctxwrap_pi
+from support import ROUND_ONE_TAGS, Xdg, ctxwrap, run_ctxwrap_pi
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +36,8 @@ def _session(xdg: Xdg, tmp_path: Path) -> tuple[str, dict[str, Any]]:
         SCRIPT,
         aux_rules=RULES,
         files={"VENDOR_LICENSE": BIG_READ},
-        extra_env={"PI_CTX_WRITE": "1"},  # every mechanism drawn (the strip: off under pi)
+        # every mechanism drawn (the strip: off under pi; the tagger from the first round)
+        extra_env={"PI_CTX_WRITE": "1", **ROUND_ONE_TAGS},
     )
     assert run.proc.returncode == 0, run.proc.stderr
     sid = json.loads(ctxwrap(xdg, "sessions", "--all", "--json").stdout)["sessions"][0][

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import PI_VERSIONS, Xdg, run_ctxwrap_pi, tool_contents
+from support import PI_VERSIONS, ROUND_ONE_TAGS, Xdg, run_ctxwrap_pi, tool_contents
 
 pytestmark = pytest.mark.e2e
 
@@ -45,7 +45,9 @@ def test_an_unchanged_reread_points_at_the_first_read(pi: str, tmp_path: Path, x
         read("app.py"),  # changed on disk: whole
         {"text": "done"},
     ]
-    run = run_ctxwrap_pi(pi, tmp_path, xdg, script, files={"app.py": SOURCE})
+    run = run_ctxwrap_pi(
+        pi, tmp_path, xdg, script, files={"app.py": SOURCE}, extra_env=ROUND_ONE_TAGS
+    )
     assert run.proc.returncode == 0, run.proc.stderr
     bodies = run.main_bodies()
     assert len(bodies) == 7

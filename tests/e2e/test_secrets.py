@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PI_VERSIONS, PiRun, Xdg, ctxwrap, run_ctxwrap_pi, tool_contents
+from support import PI_VERSIONS, ROUND_ONE_TAGS, PiRun, Xdg, ctxwrap, run_ctxwrap_pi, tool_contents
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +49,7 @@ SCRIPT = [
     {"text": "done"},
 ]
 # every aux task, the write fact too (the write strip is off under pi by default)
-AUX_ALWAYS = {"PI_CTX_BASH_AUX_MIN_CHARS": "0", "PI_CTX_WRITE": "1"}
+AUX_ALWAYS = {"PI_CTX_BASH_AUX_MIN_CHARS": "0", "PI_CTX_WRITE": "1", **ROUND_ONE_TAGS}
 
 
 def found_in(text: str) -> list[str]:

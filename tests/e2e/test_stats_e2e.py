@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PI_VERSIONS, Xdg, ctxwrap, run_ctxwrap_pi
+from support import PI_VERSIONS, ROUND_ONE_TAGS, Xdg, ctxwrap, run_ctxwrap_pi
 
 from ctxwrap.testing.model_server import estimate_completion_tokens, estimate_prompt_tokens
 from ctxwrap.testing.recount import message_chars, tools_chars
@@ -57,7 +57,7 @@ def test_reported_figures_match_what_the_model_server_received(
         SCRIPT,
         aux_rules=RULES,
         files=files,
-        extra_env={"PI_CTX_BASH_AUX_MIN_CHARS": "0", "PI_CTX_WRITE": "1"},
+        extra_env={"PI_CTX_BASH_AUX_MIN_CHARS": "0", "PI_CTX_WRITE": "1", **ROUND_ONE_TAGS},
     )
     assert run.proc.returncode == 0 and plain.proc.returncode == 0, run.proc.stderr
     totals = session_stats(xdg)["totals"]

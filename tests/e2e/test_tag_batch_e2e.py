@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from support import PI_VERSIONS, Xdg, run_ctxwrap_pi, tool_contents
+from support import PI_VERSIONS, ROUND_ONE_TAGS, Xdg, run_ctxwrap_pi, tool_contents
 
 from ctxwrap.testing.model_server import tag_batch_items
 
@@ -48,7 +48,9 @@ RULES = [{"task": "tag", "match": "vendored license", "answer": '{"decision": "D
 
 @pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_a_parallel_round_is_tagged_in_one_aux_request(pi: str, tmp_path: Path, xdg: Xdg) -> None:
-    run = run_ctxwrap_pi(pi, tmp_path, xdg, ROUND, aux_rules=RULES, files=FILES)
+    run = run_ctxwrap_pi(
+        pi, tmp_path, xdg, ROUND, aux_rules=RULES, files=FILES, extra_env=ROUND_ONE_TAGS
+    )
     assert run.proc.returncode == 0, run.proc.stderr
     tags = [r for r in run.server.aux_requests if r.aux_task == "tag"]
     # one request for the round of three taggable reads, one for the round of one
@@ -91,7 +93,14 @@ def test_the_batch_does_not_wait_for_calls_it_does_not_tag(
     ready before the next LLM call, so its DROP applies (started after the bash, it would miss
     the 0.4 s grace and count as RETAIN)."""
     run = run_ctxwrap_pi(
-        pi, tmp_path, xdg, SLOW_BESIDE, aux_rules=RULES, files=FILES, aux_delay_s=1.0
+        pi,
+        tmp_path,
+        xdg,
+        SLOW_BESIDE,
+        aux_rules=RULES,
+        files=FILES,
+        aux_delay_s=1.0,
+        extra_env=ROUND_ONE_TAGS,
     )
     assert run.proc.returncode == 0, run.proc.stderr
     bodies = run.main_bodies()

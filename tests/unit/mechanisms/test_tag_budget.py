@@ -20,7 +20,6 @@ SOURCE = "def parse_config(path):\n" + "".join(f"    # detail {i}: keep me\n" fo
 
 
 def _daemon(tmp_path: Path, **env: str) -> Daemon:
-    env = {"PI_CTX_TAG_WITHIN_SAVINGS": "true", **env}  # off by default for now (config.py)
     loaded = load_config(tmp_path / "absent.toml", environ=env)
     return Daemon(loaded, socket=tmp_path / "s.sock", state_dir=tmp_path / "state")
 
