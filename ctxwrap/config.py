@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     # -- writes (upstream mechanism 4) --
     write: bool | Literal["auto"] = Field(
         "auto",
-        description="Strip large write bodies and keep a one-line fact: true, false, or auto (on where it pays after the re-reads it causes on real sessions: under Claude Code; off under pi and Codex, where the agent needs the body again in one write of two; docs/accounting.md).",
+        description="Strip large write bodies and keep a one-line fact: true, false, or auto (on for an agent whose real sessions need at most one stripped body in ten again: none today, so off under Claude Code, pi and Codex, where the agent edits what it just wrote in more than one write of two; docs/accounting.md).",
     )
     write_min_bytes: int = Field(
         400, ge=0, description="Strip write content of at least this many bytes."

@@ -124,7 +124,7 @@ def test_the_tag_grace_does_not_keep_pi_alive(pi: str, tmp_path: Path, xdg: Xdg)
         script,
         aux_rules=DROP_LICENSE,
         files=FILES,
-        extra_env={"PI_CTX_TAG_WAIT_MS": "8000"},
+        extra_env={"PI_CTX_TAG_WAIT_MS": "8000", **ROUND_ONE_TAGS},
     )
     assert run.proc.returncode == 0, run.proc.stderr
     assert [r.aux_task for r in run.server.aux_requests] == ["tag"]

@@ -227,6 +227,7 @@ def test_read_drop_tombstone_write_stub_and_prefix_property(tmp_path: Path, xdg:
     with ScriptedModelServer([], aux_rules=[DROP]) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
         ce.env.update(ROUND_ONE_TAGS)  # the tagger's DROPs from the first round
+        ce.env["PI_CTX_WRITE"] = "1"  # the write strip (off by default)
         srv.steps = tuple(srv.steps) + _steps(_amnesia_write_script(ce.work))
         (ce.work / "notes.txt").write_text(NOTES)
         ce.run()
@@ -310,6 +311,7 @@ def test_daemon_killed_mid_session_keeps_frozen_edits(tmp_path: Path, xdg: Xdg) 
     with ScriptedModelServer([], aux_rules=[DROP]) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
         ce.env.update(ROUND_ONE_TAGS)  # the tagger's DROPs from the first round
+        ce.env["PI_CTX_WRITE"] = "1"  # the write strip (off by default)
         srv.steps = _steps(_amnesia_write_script(ce.work))
         (ce.work / "notes.txt").write_text(NOTES)
 
@@ -410,6 +412,9 @@ def _agree_steps(work: Path) -> list[dict[str, Any]]:
     ]
 
 
+WRITE_ON = {"PI_CTX_WRITE": "1"}
+
+
 def _plain_and_wrapped(
     tmp_path: Path, xdg: Xdg, losses: dict[int, str]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -422,7 +427,10 @@ def _plain_and_wrapped(
         work.mkdir(parents=True)
         (work / "N.txt").write_text(AGREE_NOTES)
         with ScriptedModelServer(_agree_steps(work), cache_losses=losses) as srv:
-            env = claude_env(xdg.env(), home=tmp_path / mode / "home", base_url=srv.root_url)
+            # every mechanism drawn: the write strip too (off by default)
+            env = claude_env(
+                {**xdg.env(), **WRITE_ON}, home=tmp_path / mode / "home", base_url=srv.root_url
+            )
             argv = [str(find_claude())] if mode == "plain" else [*CTXWRAP, "claude"]
             proc = subprocess.run(
                 [*argv, *claude_print_args("go")],
@@ -436,7 +444,7 @@ def _plain_and_wrapped(
             sessions[mode] = json.loads(proc.stdout)["session_id"]
             assert len(srv.main_requests) == 18
     [transcript] = sorted((tmp_path / "plain" / "home" / ".claude" / "projects").rglob("*.jsonl"))
-    env = xdg.env()
+    env = {**xdg.env(), **WRITE_ON}  # replay with the settings the wrapped run had
     out = subprocess.run(
         [*CTXWRAP, "replay", "--json", str(transcript)],
         env=env,

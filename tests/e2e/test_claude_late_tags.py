@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import Xdg
+from support import ROUND_ONE_TAGS, Xdg
 from test_claude import BIG_WRITE, ClaudeEnv, _steps, tool_results, tool_uses
 
 from ctxwrap.testing.claude_home import find_claude
@@ -35,6 +35,7 @@ RULES = {  # cold after a 2 s gap; masks only at a cold boundary (the warm rule 
     "PI_CTX_CACHE_TTL_S": "2",
     "PI_CTX_TAG_WAIT_MS": "800",
     "PI_CTX_MASK_WARM": "0",
+    **ROUND_ONE_TAGS,  # the tagger from the first round
 }
 
 
@@ -51,6 +52,7 @@ def test_a_late_drop_waits_for_nothing_and_becomes_a_mask(tmp_path: Path, xdg: X
     with ScriptedModelServer([], aux_rules=[DROP], aux_delay_s=AUX_DELAY_S) as srv:
         ce = ClaudeEnv(tmp_path, xdg, srv)
         ce.env.update(RULES)
+        ce.env["PI_CTX_WRITE"] = "1"  # the Write's fact beside the turn (the strip: off by default)
         for name in ("a", "b"):
             (ce.work / f"{name}.txt").write_text(notes(name))
         read = lambda name: {"name": "Read", "arguments": {"file_path": str(ce.work / name)}}  # noqa: E731

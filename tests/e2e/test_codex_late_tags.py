@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import Xdg
+from support import ROUND_ONE_TAGS, Xdg
 from test_codex import DROP, CodexEnv, outputs
 
 from ctxwrap.testing.codex_home import find_codex
@@ -29,7 +29,13 @@ pytestmark = [
 # A tagger slower than the wait (1.5 s against tag_wait_ms = 800): a request that waited would
 # come ≥ 0.8 s after the tag request; one that did not, well under 0.5 s even on a loaded box.
 AUX_DELAY_S = 1.5
-RULES = {"PI_CTX_CACHE_TTL_S": "2", "PI_CTX_TAG_WAIT_MS": "800", "PI_CTX_MASK_WARM": "0"}
+# cold after a 2 s gap; masks only at a cold boundary; the tagger from the first round
+RULES = {
+    "PI_CTX_CACHE_TTL_S": "2",
+    "PI_CTX_TAG_WAIT_MS": "800",
+    "PI_CTX_MASK_WARM": "0",
+    **ROUND_ONE_TAGS,
+}
 
 
 def notes(name: str) -> str:

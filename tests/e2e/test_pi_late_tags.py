@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import PI_VERSIONS, Xdg, run_ctxwrap_pi
+from support import PI_VERSIONS, ROUND_ONE_TAGS, Xdg, run_ctxwrap_pi
 
 pytestmark = [
     pytest.mark.e2e,
@@ -30,6 +30,7 @@ RULES = {  # cold after a 2 s gap; masks only at a cold boundary (the warm rule 
     "PI_CTX_CACHE_TTL_S": "2",
     "PI_CTX_TAG_WAIT_MS": "800",
     "PI_CTX_MASK_WARM": "0",
+    **ROUND_ONE_TAGS,  # the tagger from the first round
 }
 SCRIPT: list[object] = [
     {"tool_calls": [{"name": "read", "arguments": {"path": "a.txt"}}]},

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ctxwrap.replay import replay_paths, run_json
+from ctxwrap.replay import Thresholds, replay_paths, run_json
 from ctxwrap.testing.model_server import ScriptedModelServer
 
 claude_home = pytest.importorskip(
@@ -88,7 +88,8 @@ def test_replay_of_a_real_claude_code_transcript(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-2000:]
         bodies = [r.body for r in srv.main_requests]
     [transcript] = sorted((home / ".claude" / "projects").rglob("*.jsonl"))
-    doc = run_json(replay_paths([transcript], per_call=True))
+    # the write strip on (off by default), so the transcript's write is replayed stripped
+    doc = run_json(replay_paths([transcript], per_call=True, thresholds=Thresholds(write=True)))
     assert doc["skipped_files"] == {}
     [s] = doc["groups"]
     assert s["format"] == "claude" and s["llm_calls"] == len(bodies) == 3

@@ -107,9 +107,10 @@ def test_sweep_finds_the_best_policy_under_each_needed_again_cap(one_claude_sess
     assert [p["settings"] for p in pts] == [
         {"mask_kinds": k, "write": w} for k in ("recall", "all") for w in (True, False)
     ]
-    assert res["default"] is pts[0] and [p["is_default"] for p in pts] == [
-        True,
+    # the defaults: masking what can be recalled, the write strip off (issue 41's rule)
+    assert res["default"] is pts[1] and [p["is_default"] for p in pts] == [
         False,
+        True,
         False,
         False,
     ]

@@ -90,7 +90,7 @@ def test_pi_073_system_prompt_is_estimated_and_says_so() -> None:
 
 
 def test_claude_code_transcript() -> None:
-    doc = replay(CLAUDE)
+    doc = replay(CLAUDE, thresholds=Thresholds(write=True))  # the write strip: off by default
     assert doc["skipped_entries"] == {} and doc["skipped_files"] == {}
     [s] = doc["groups"]
     assert s["format"] == "claude" and s["llm_calls"] == 4  # one per response (message.id)
@@ -886,7 +886,8 @@ def test_the_study_mask_at_plain_compaction_tombstones_what_ctxwrap_carries(kind
         ev.append(Message(f"a{i}", None, "assistant", t, 200, [], request_key=f"q{i}"))
         t += 2
     sim = SessionSimulator(
-        "s", Thresholds(mask=False, mask_at_plain_compaction=kinds, compact_in_step=False)
+        "s",
+        Thresholds(mask=False, mask_at_plain_compaction=kinds, compact_in_step=False, write=True),
     )
     sim.feed(ev)
     r = sim.finish()
@@ -1092,7 +1093,7 @@ def test_a_recorded_read_its_own_content_explains_does_not_bind_ctxwrap() -> Non
     events[after] = dataclasses.replace(
         events[after], usage_cache_read_tokens=3000, usage_cache_write_tokens=9000
     )
-    sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=False))
+    sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=False, write=True))
     sim.feed(events)
     r = sim.finish()
     at = next(c.index for c in r.calls if c.compaction)
@@ -1116,7 +1117,8 @@ def test_a_session_that_costs_more_says_why() -> None:
     for in_step in (False, True):
         events = _compacting_session("auto", None)
         events[0] = Header("claude", "s", "/w", 0.0)
-        sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=in_step))
+        # the first round's write stripped: ctxwrap's context the smaller one at compaction
+        sim = SessionSimulator("s", Thresholds(mask=False, compact_in_step=in_step, write=True))
         sim.feed(events)
         r = sim.finish()
         prices = _pricing.default_prices("claude-opus-4-5")

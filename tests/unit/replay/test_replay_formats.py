@@ -1046,7 +1046,8 @@ def test_claude_a_write_a_later_entry_of_its_response_thinks_after_is_kept(
         "content": "the notes"}]}, 5)  # fmt: skip
     add("assistant", "a1", {**common, "id": "msg_1", "content": [{"type": "text", "text": "done"}],
         "usage": {**usage, "cache_read_input_tokens": 26_000}}, 6)  # fmt: skip
-    r = replay_file(t.write(tmp_path / "s.jsonl"), Thresholds(), ReadStats())
+    # the write strip on (off by default): where a later thinking block binds it, kept anyway
+    r = replay_file(t.write(tmp_path / "s.jsonl"), Thresholds(write=True), ReadStats())
     strips = [i for i in r.interventions if i.kind == "strip"]
     assert bool(strips) is stripped
     assert (r.calls[-1].saved.get("writes", 0) > 0) is stripped
