@@ -40,7 +40,7 @@ class TagState:
     late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
     past_tail: set[str] = field(default_factory=set)  # results the model has seen (tail passed)
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
-    # The tagger's budget (`affordable`): what the session is ahead of plain by, as of the
+    # The tagger's budget (`_charge`): what the session is ahead of plain by, as of the
     # latest turn_end's totals (input-equivalent tokens, aux calls counted), and the estimated
     # cost of the tag calls those totals do not hold yet: in flight, by their first result's id.
     ahead: float = 0.0
@@ -102,7 +102,7 @@ TAG_OUTPUT_WEIGHT = 8.0
 
 
 def tag_cost(input_tokens: int, max_output_tokens: int) -> float:
-    """A tag call's cost in input-equivalent tokens, at most (`affordable`; replay the same)."""
+    """A tag call's cost in input-equivalent tokens, at most (`_charge`; replay the same)."""
     return input_tokens + TAG_OUTPUT_WEIGHT * max_output_tokens
 
 

@@ -62,3 +62,42 @@ def test_the_tagger_spends_only_what_the_session_saved(
     else:
         assert sorted(tagged) == [False, True]
         assert "clause 119, irrelevant-marker" not in last
+
+
+def test_claude_code_tags_only_once_the_session_has_saved(tmp_path: Path, xdg: Xdg) -> None:
+    """The same budget under `ctxwrap claude` (the rule is the daemon's, behind the proxy's
+    /v1/tag_batch): the first Read is not tagged and reaches every request whole; the Read
+    after a digested build log is tagged and dropped."""
+    from test_claude import ClaudeEnv, _steps, tool_results
+
+    from ctxwrap.testing.model_server import ScriptedModelServer
+
+    drop = {"task": "tag", "match": "irrelevant-marker", "answer": {"decision": "DROP"}}
+    with ScriptedModelServer([], aux_rules=[drop]) as srv:
+        ce = ClaudeEnv(tmp_path, xdg, srv)
+        for name, text in FILES.items():
+            (ce.work / name).write_text(text)
+        read = lambda name: {"name": "Read", "arguments": {"file_path": str(ce.work / name)}}  # noqa: E731
+        bash = lambda cmd: {"name": "Bash", "arguments": {"command": cmd}}  # noqa: E731
+        srv.steps = _steps(
+            [
+                {"tool_calls": [read("LICENSE")]},
+                # under Claude Code's own limit (30,000 chars; a longer output goes to a file
+                # and the model sees a 2 KB preview, which leaves the digest little to save)
+                {"tool_calls": [bash(BUILD.replace("6000", "700"))]},
+                {"tool_calls": [bash("echo built")]},
+                {"tool_calls": [read("NOTICE")]},
+                {"tool_calls": [bash("echo after-notice")]},
+                {"text": "done"},
+            ]
+        )
+        ce.run(timeout=180)
+        reqs = srv.main_requests
+        tags = [r for r in srv.aux_requests if r.aux_task == "tag"]
+    assert len(reqs) == 6
+    assert len(tags) == 1 and "NOTICE" in json.dumps(tags[0].body)  # none for LICENSE
+    last = tool_results(reqs[-1])
+    assert "digested" in json.dumps(last["toolu_1_0"])  # what saved before the second Read
+    license_text, notice_text = (json.dumps(last[f"toolu_{i}_0"]) for i in (0, 3))
+    assert "clause 119, irrelevant-marker" in license_text  # never tagged: whole
+    assert "judged not needed" in notice_text and "Notice 119" not in notice_text
