@@ -112,6 +112,8 @@ POLICIES: dict[str, Any] = {
     "default": _defaults,
     # the tagger spending without a budget (`tag_within_savings = false`)
     "no-tag-budget": lambda: _with(tag_within_savings=False),
+    # warm rewrites judged by their payback alone (`rewrite_within_savings = false`)
+    "no-rewrite-budget": lambda: _with(rewrite_within_savings=False),
     "off": lambda: _with(mask=False, bash=False, write=False, dedup=False, lazy_skills=False),
     "cold-only": lambda: _with(mask_warm=False),
     "digest2000": lambda: _with(bash_min_tokens=2000),

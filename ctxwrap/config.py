@@ -83,6 +83,10 @@ class Settings(BaseSettings):
         True,
         description="The tagger spends only what ctxwrap has already saved in the session: a tag call goes out while the session is ahead of plain by at least the call's cost, so a session in which nothing else saves never pays for tags (invariant 10; docs/accounting.md, the tagger's budget).",
     )
+    rewrite_within_savings: bool = Field(
+        True,
+        description="A cache rewrite while the cache is warm (masking a result the model has seen, leaving old thinking out) goes out when the session's savings so far cover it, or as a bounded bet: it pays back within 30 requests and puts at risk at most a tenth of what plain has cost so far, so a session that ends soon after a rewrite does not cost more than plain (invariant 10; docs/accounting.md, what a rewrite may risk).",
+    )
     dedup: bool = Field(
         True,
         description="A file read again with identical content points at the earlier result instead of repeating it.",

@@ -21,8 +21,9 @@ from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.digest.redact import load_patterns, redact_secrets
 from ctxwrap.mechanisms import accounting, cost_accounting, needed_again, tail_edits, tool_kind
-from ctxwrap.mechanisms.amnesia import TagState, on_totals
+from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.aux import AuxCalls
+from ctxwrap.mechanisms.budget import on_totals
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.lazy import Capabilities
 from ctxwrap.state.eventlog import EventLog
@@ -407,7 +408,7 @@ class Daemon:
         rt = self._rt(req.session_id)
         accounting.record_turn(self.store, req)
         totals = self.session_totals(req.session_id)
-        on_totals(rt, totals)  # the tagger's budget starts again from them
+        on_totals(rt, totals)  # the savings account starts again from them (mechanisms/budget.py)
         self._prompt_segment(totals)
         if rt.profile.status_line:
             self._status_line(req.session_id, totals)

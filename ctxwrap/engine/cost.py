@@ -379,8 +379,10 @@ def price_requests(
     *,
     ttl_s: float = 300.0,
     read_from: Sequence[ReadFrom] | None = None,
+    first: int = 0,
 ) -> list[CallCost]:
-    """Price each request of one conversation under a prefix cache.
+    """Price each request of one conversation under a prefix cache (from request `first` on:
+    a request's price depends on it and the ones before only).
 
     The longest common block prefix with the previous request is a cache read when the gap
     since that request is at most `ttl_s` (an ideal cache); the rest is a write (explicit
@@ -389,7 +391,8 @@ def price_requests(
     (`cached_prefix_tokens`): a real provider misses and serves older entries too.
     """
     out: list[CallCost] = []
-    for i, shape in enumerate(shapes):
+    for i in range(first, len(shapes)):
+        shape = shapes[i]
         total = sum(n for _, n in shape.blocks)
         how = read_from[i] if read_from is not None and i < len(read_from) else None
         read = cached_prefix_tokens(shapes, i, how, ttl_s)

@@ -17,7 +17,7 @@ from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
 from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.tagview import tag_view
-from ctxwrap.mechanisms import needed_again
+from ctxwrap.mechanisms import budget, needed_again
 from ctxwrap.mechanisms.base import AmnesiaSettings, Mechanism
 from ctxwrap.state.session import (
     PendingAux,
@@ -40,12 +40,6 @@ class TagState:
     late_drops: set[str] = field(default_factory=set)  # ... and then said DROP: mask candidates
     past_tail: set[str] = field(default_factory=set)  # results the model has seen (tail passed)
     tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)  # http backend tag tasks
-    # The tagger's budget (`_charge`): what the session is ahead of plain by, as of the
-    # latest turn_end's totals (input-equivalent tokens, aux calls counted), and the estimated
-    # cost of the tag calls those totals do not hold yet: in flight, by their first result's id.
-    ahead: float = 0.0
-    charged: float = 0.0
-    in_flight: dict[str, float] = field(default_factory=dict)
 
 
 def _admit(
@@ -106,35 +100,20 @@ def tag_cost(input_tokens: int, max_output_tokens: int) -> float:
     return input_tokens + TAG_OUTPUT_WEIGHT * max_output_tokens
 
 
-def tag_within(ahead: float, charged: float, cost: float) -> bool:
-    """Whether a tag call of `cost` fits what the session has saved so far (invariant 10:
-    the tagger spends only what ctxwrap is ahead of plain by, so a session in which nothing
-    else saves never pays for tags; replay applies the same rule to its priced calls)."""
-    return ahead - charged >= cost
-
-
 def _charge(
     d: AuxView, rt: SessionRuntime, first: str, system: str, prompt: str, max_tokens: int
 ) -> bool:
     """Whether a tag call goes out: something runs it, and (`tag_within_savings`) the
-    session's budget holds it; if so it is charged, in flight under its first result's id."""
+    session's savings so far cover it (`budget.aux_within`: invariant 10, a session in which
+    nothing else saves never pays for tags); if so it is charged, in flight under its first
+    result's id until it is recorded."""
     if not d.aux.delegated() and d.aux.http_backend() is None:
         return False
-    st = rt.part(TagState)
     cost = tag_cost(chars_to_tokens(len(system) + len(prompt)), max_tokens)
-    if d.cfg.tag_within_savings and not tag_within(st.ahead, st.charged, cost):
+    if d.cfg.tag_within_savings and not budget.aux_within(rt.part(budget.Savings).free, cost):
         return False
-    st.charged += cost
-    st.in_flight[first] = cost
+    budget.charge(rt, cost, first)
     return True
-
-
-def on_totals(rt: SessionRuntime, totals: P.SessionTotals) -> None:
-    """A turn_end's totals hold every aux call recorded so far: the budget starts again from
-    them, charged with the tag calls still in flight."""
-    st = rt.part(TagState)
-    st.ahead = totals.plain_cost_weighted - totals.cost_weighted
-    st.charged = sum(st.in_flight.values())
 
 
 def _view(d: AuxView, text: str) -> str:
@@ -235,7 +214,7 @@ def start_tag_batch(
 
 
 def finish_tag(d: AuxView, rt: SessionRuntime, pending: PendingAux, answer: str | None) -> None:
-    rt.part(TagState).in_flight.pop(pending.tool_call_id, None)  # recorded: the totals hold it
+    budget.settle(rt, pending.tool_call_id)  # recorded: the next totals hold it
     batch = pending.context.get("batch")
     if batch is None:
         decisions = [

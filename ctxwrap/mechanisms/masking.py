@@ -6,7 +6,7 @@ model switch, changed tools) and sends the whole history described; the policy
 handle), records every mask with its reason, size and cost, and returns them as `mask` edits
 that the adapter freezes and replays like tail edits. While the cache is warm it masks only
 with `mask_warm` on (the default) and when the rewrite pays back over the calls expected to
-follow; what may be masked is `engine.masking.MaskPolicy` from the `mask_*` settings.
+follow and the session's account allows it (`mechanisms/budget.py`); what may be masked is `engine.masking.MaskPolicy` from the `mask_*` settings.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ctxwrap import protocol as P
 from ctxwrap.engine.edits import MaskEdit, TailMessage, TailToolCall, edit_to_json, u16len
 from ctxwrap.engine.masking import (
+    READ_WEIGHT,
     MaskCandidate,
     MaskPolicy,
     MaskReason,
@@ -32,7 +33,7 @@ from ctxwrap.engine.masking import (
     write_weight,
 )
 from ctxwrap.engine.shellread import read_kind
-from ctxwrap.mechanisms import tool_kind
+from ctxwrap.mechanisms import budget, tool_kind
 from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.base import MaskSettings, Mechanism
 from ctxwrap.mechanisms.needed_again import HiddenState
@@ -119,6 +120,11 @@ def decide(
     if warm and not mech.pays(removed, suffix, mask.calls, ttl_s):
         return []
     cost = rewrite_cost_tokens(suffix, warm=warm, write_weight=weight)
+    account = rt.part(budget.Savings)
+    if warm and not mech.within(cfg, cost, removed, free=account.free, plain=account.plain):
+        return []
+    if warm:
+        budget.charge(rt, cost)  # until the next totals hold the rewritten request
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
     d.hide_signatures(rt, {c.call.argsSig for c in plan})
     # Needed again: a read superseded by the same read later is still in view through that
@@ -247,6 +253,7 @@ class Masking(Mechanism):
         "mask_stale_reads",
         "mask_older_rounds",
         "mask_read_idle_rounds",
+        "rewrite_within_savings",
     )
 
     def active(self, s: MaskSettings, *, warm: bool) -> bool:
@@ -309,6 +316,15 @@ class Masking(Mechanism):
         `suffix` over the calls still expected after `calls` so far."""
         return warm_rewrite_pays(
             removed, suffix, expected_remaining_calls(calls), write_weight=write_weight(ttl_s)
+        )
+
+    def within(
+        self, s: MaskSettings, cost: float, removed: int, *, free: float, plain: float
+    ) -> bool:
+        """While warm: whether the session's account allows a rewrite of `cost` that keeps
+        `removed` tokens out of every later request (`budget.rewrite_within`)."""
+        return not s.rewrite_within_savings or budget.rewrite_within(
+            cost, removed * READ_WEIGHT, free=free, plain=plain
         )
 
     def tombstone(self, label: str, chars: int, reason: MaskReason, recall: str) -> str:

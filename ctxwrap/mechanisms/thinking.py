@@ -7,7 +7,8 @@ with `keep: "all"`), so each request carries it, read from the cache, until the 
 16-36 % of the bill on the corpus's long sessions that think. Leaving it out rewrites the cache
 from the first block left out on, so clearing at every chance costs more than it saves on most
 sessions; the payback rule clears only where the cache is cold anyway or where the tokens left
-out, read on every later request, pay for that rewrite.
+out, read on every later request, pay for that rewrite — and while the cache is warm, only as
+far as the session's account allows (`mechanisms/budget.py`).
 
 ctxwrap changes only the edit's `keep` — never `messages` (on a model that checks its thinking
 prefix a block the client leaves out fails every later block's check) — and only where the agent
@@ -27,6 +28,7 @@ from typing import Any, ClassVar
 
 from ctxwrap.engine.thinking import Keep, thinking_blocks
 from ctxwrap.mechanisms.base import Mechanism
+from ctxwrap.mechanisms.budget import Savings, rewrite_within
 
 # Prices relative to uncached input, the same for every Claude model: a cache read, a write
 # to the 5-minute cache, a write to the 1-hour cache (Claude Code's subscription logins).
@@ -68,6 +70,17 @@ class OldThinking(Mechanism):
             return True
         horizon = min(max(self.min_requests, c.so_far * self.so_far_share), c.to_compaction)
         return c.per_request * horizon >= c.rewrite
+
+    def within(self, c: ClearingChoice, savings: Savings | None) -> bool:
+        """Whether the session's account allows the clearing's rewrite (`budget.
+        rewrite_within`; None: no account kept, the payback rule alone decides); if so it is
+        charged there until the next totals hold it."""
+        if c.cold or savings is None:
+            return True
+        if not rewrite_within(c.rewrite, c.per_request, free=savings.free, plain=savings.plain):
+            return False
+        savings.charged += c.rewrite
+        return True
 
 
 @dataclass
@@ -144,9 +157,11 @@ def plan(
     tokens_per_char: float,
     threshold: int | None,
     one_hour: bool = False,
+    savings: Savings | None = None,
 ) -> Keep | None:
     """The `keep` this request is to send (None: leave the agent's edit as it is), moving the
-    state's clearing point where the rule says. Call once per request of the conversation."""
+    state's clearing point where the rule says and, while warm, the session's account
+    (`savings`) allows. Call once per request of the conversation."""
     sizes = message_sizes(state, messages)
     prompt = sum(sizes) * tokens_per_char
     state.requests += 1
@@ -178,7 +193,7 @@ def plan(
                 threshold=threshold,
                 one_hour=one_hour,
             )
-            if mech.pays(choice):
+            if mech.pays(choice) and mech.within(choice, savings):
                 state.point = latest
                 if not cold:
                     state.view_from, state.view_rewritten = len(messages), first

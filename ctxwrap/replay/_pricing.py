@@ -39,9 +39,11 @@ def price_requests(
     *,
     ttl_s: float = 300.0,
     read_from: Sequence[ReadFrom] | None = None,
+    first: int = 0,
 ) -> list[CallCost]:
-    """Price a session's requests in order; see the cost interface for the caching rules."""
-    return list(_price_requests(shapes, prices, ttl_s=ttl_s, read_from=read_from))
+    """Price a session's requests in order, from `first` on; see the cost interface for the
+    caching rules."""
+    return list(_price_requests(shapes, prices, ttl_s=ttl_s, read_from=read_from, first=first))
 
 
 def request_shape(

@@ -13,7 +13,8 @@ from typing import Any
 from ctxwrap.engine.cost import ReadFrom, cached_prefix_tokens
 from ctxwrap.engine.cost import recorded_hits as engine_recorded_hits
 from ctxwrap.headline import carried_text
-from ctxwrap.mechanisms.amnesia import TAG_OUTPUT_WEIGHT, tag_cost, tag_within
+from ctxwrap.mechanisms.amnesia import TAG_OUTPUT_WEIGHT, tag_cost
+from ctxwrap.mechanisms.budget import aux_within
 from ctxwrap.mechanisms.needed_again import how_text
 from ctxwrap.replay import _pricing
 from ctxwrap.replay._calibrate import calibrate
@@ -86,9 +87,10 @@ class CallCosts:
 
 
 def price_session(
-    r: SessionReplay, prices: Any, ttl_s: float, record_prices: Any = None
+    r: SessionReplay, prices: Any, ttl_s: float, record_prices: Any = None, first: int = 0
 ) -> CallCosts:
-    """Model both request sequences as growing block lists and price them.
+    """Model both request sequences as growing block lists and price them (the calls from
+    `first` on: a call's price depends on it and the calls before only).
 
     Sizes are tokens as the provider counted them: each plain request is its recorded input
     (estimated at the session's own rate where the transcript records none), ctxwrap's is
@@ -109,11 +111,11 @@ def price_session(
     o_spans: list[tuple[int, int]] = []  # the calls whose new messages each of o_blocks holds
     p_prev = o_prev = 0
     sid = r.session_id
-    first = r.calls[0] if r.calls else None
+    call0 = r.calls[0] if r.calls else None
     head = (
         r.head_tokens
         if r.head_tokens is not None
-        else r.to_tokens(first.system_chars + first.tools_chars if first else 0)
+        else r.to_tokens(call0.system_chars + call0.tools_chars if call0 else 0)
     )
     for c in r.calls:
         fixed = max(c.system_chars + c.tools_chars, 1)
@@ -165,17 +167,19 @@ def price_session(
     # served — ctxwrap's request reads from the same entry; elsewhere its content decides.
     ours_hits: list[ReadFrom] = [
         h
-        if h is not None
+        if i >= first
+        and h is not None
         and cached_prefix_tokens(plain, i, h, ttl_s) != cached_prefix_tokens(plain, i, None, ttl_s)
         else None
         for i, h in enumerate(hits)
     ]
-    p_sim = _pricing.price_requests(plain, prices, ttl_s=ttl_s, read_from=hits)
-    o_sim = _pricing.price_requests(ours, prices, ttl_s=ttl_s, read_from=ours_hits)
+    p_sim = _pricing.price_requests(plain, prices, ttl_s=ttl_s, read_from=hits, first=first)
+    o_sim = _pricing.price_requests(ours, prices, ttl_s=ttl_s, read_from=ours_hits, first=first)
     p_out: list[Any] = []
     o_out: list[Any] = []
     rp = record_prices if record_prices is not None else prices
-    for c, ps, os_ in zip(r.calls, p_sim, o_sim, strict=True):
+    calls = r.calls[first:]
+    for c, ps, os_ in zip(calls, p_sim, o_sim, strict=True):
         if c.usage is None:
             p_out.append(ps)
             o_out.append(os_)
@@ -187,11 +191,11 @@ def price_session(
         p_out.append(rec)
         o_out.append(_pricing.shifted(os_, rec, ps))
     costs = CallCosts(p_out, o_out, hits)
-    costs.recorded_plain = [p for c, p in zip(r.calls, p_out, strict=True) if c.usage is not None]
+    costs.recorded_plain = [p for c, p in zip(calls, p_out, strict=True) if c.usage is not None]
     for at, side, input_tokens, output_tokens, read_tokens in r.summarisations:
         series = costs.plain if side == "plain" else costs.ctxwrap
-        if series:
-            i = min(at, len(series) - 1)
+        if series and min(at, len(r.calls) - 1) >= first:
+            i = min(at, len(r.calls) - 1) - first
             before = series[i].weighted_tokens
             series[i] = _pricing.with_one_off(
                 series[i], input_tokens, output_tokens, prices, read_tokens=read_tokens
@@ -202,8 +206,55 @@ def price_session(
     return costs
 
 
+def session_pricing(
+    r: SessionReplay, th: Thresholds, model: str | None = None
+) -> tuple[Any, float, Any]:
+    """(prices, cache TTL, the prices of the recorded bill) to price a session with."""
+    record_prices = _pricing.default_prices(model or r.model)
+    prices = record_prices
+    if r.uncached:
+        # the provider billed every input token fresh: no cache to read, none to rewrite
+        prices = dataclasses.replace(prices, caching="none")
+    ttl = th.ttl_s
+    if r.cache_ttl_s:
+        # 1-hour cache writes (the recorded usage shows them): billed at 2x input
+        ttl = r.cache_ttl_s
+        if prices.input is not None:
+            prices = dataclasses.replace(prices, cache_write=2.0 * prices.input)
+    return prices, ttl, record_prices
+
+
+class Account:
+    """(plain's cost, ctxwrap's) of the requests replayed so far, input-equivalent tokens, as
+    the daemon's totals hold them at a turn's end (`mechanisms.budget`): each side priced,
+    ctxwrap's with every aux call made so far at its most (the budget's gate on tags comes
+    after; counting them all can only make the account smaller). The calls priced once are
+    kept: each question prices only the calls since the last."""
+
+    def __init__(self, th: Thresholds) -> None:
+        self.th = th
+        self.priced = 0
+        self.plain = self.ours = 0.0
+        self.pricing: Any = None
+
+    def __call__(self, r: SessionReplay) -> tuple[float, float]:
+        if not r.calls:
+            return 0.0, 0.0
+        pricing = session_pricing(r, self.th)
+        if pricing != self.pricing or self.priced > len(r.calls):
+            # the model or the cache's lifetime became known: price every call again
+            self.pricing, self.priced, self.plain, self.ours = pricing, 0, 0.0, 0.0
+        prices, ttl, record_prices = pricing
+        costs = price_session(r, prices, ttl, record_prices, first=self.priced)
+        self.priced = len(r.calls)
+        self.plain += sum(c.weighted_tokens for c in costs.plain)
+        self.ours += sum(c.weighted_tokens for c in costs.ctxwrap)
+        aux = sum(inp + TAG_OUTPUT_WEIGHT * out for _, _, _, inp, out in r.aux_events)
+        return self.plain, self.ours + aux
+
+
 def gate_tags(r: SessionReplay, costs: CallCosts, th: Thresholds) -> None:
-    """The tagger's budget, as the daemon keeps it (`mechanisms.amnesia._charge`): a tag call
+    """The tagger's budget, as the daemon keeps it (`mechanisms.budget`): a tag call
     goes out only while the session is ahead of plain — its priced requests so far, less the
     aux calls made — by the call's cost at most; the others leave `r.aux`. Under `--tag` the
     backend answered every one (and its DROPs shaped the requests): nothing is taken back."""
@@ -222,7 +273,7 @@ def gate_tags(r: SessionReplay, costs: CallCosts, th: Thresholds) -> None:
             continue
         if mech == "amnesia" and task == "tag":
             cost = tag_cost(inp, th.tag_max_tokens)
-            if not tag_within(ahead - spent, charged, cost):
+            if not aux_within(ahead - spent - charged, cost):
                 a = r.aux[mech]
                 a["calls"] -= 1
                 a["input_tokens"] -= inp
@@ -574,6 +625,7 @@ def replay_sessions(
     out: list[SessionReplay] = []
     for events in _by_session(read_session(path, stats)):
         sim = SessionSimulator(str(path), th, tagger, calibrate(events))
+        sim.account = Account(th)
         sim.feed(events)
         out.append(sim.finish())
     if not out:
@@ -629,17 +681,7 @@ def _replay_one(
             r.calls = [c for c in r.calls if c.ts >= since]
         if not r.calls:
             continue
-        record_prices = _pricing.default_prices(model or r.model)
-        prices = record_prices
-        if r.uncached:
-            # the provider billed every input token fresh: no cache to read, none to rewrite
-            prices = dataclasses.replace(prices, caching="none")
-        ttl = th.ttl_s
-        if r.cache_ttl_s:
-            # 1-hour cache writes (the recorded usage shows them): billed at 2x input
-            ttl = r.cache_ttl_s
-            if prices.input is not None:
-                prices = dataclasses.replace(prices, cache_write=2.0 * prices.input)
+        prices, ttl, record_prices = session_pricing(r, th, model)
         costs = price_session(r, prices, ttl, record_prices)
         gate_tags(r, costs, th)
         res.sessions.append(

@@ -55,12 +55,15 @@ from ctxwrap.engine.edits import (
 )
 from ctxwrap.engine.facts import heuristic_fact, line_count
 from ctxwrap.engine.masking import (
+    rewrite_cost_tokens,
     suffix_tokens,
     suffix_tokens_estimate,
+    write_weight,
 )
 from ctxwrap.engine.rereads import result_digest
 from ctxwrap.engine.tagview import tag_view
 from ctxwrap.engine.thinking import accepts_context_editing, checks_thinking_prefix
+from ctxwrap.mechanisms.budget import Savings
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.digest import digest_header, digest_status
 from ctxwrap.mechanisms.needed_again import REREAD_OVERLAP, asks_again, distinctive_lines
@@ -158,9 +161,12 @@ class Thresholds:
     # Claude Code 2.1: earlier turns' thinking left out by the provider's edit where the
     # payback rule says (mechanisms/thinking.py)
     clear_old_thinking: bool = True
-    # the tagger spends only what the session is ahead of plain by (mechanisms/amnesia.py
-    # `tag_within`; `_run.gate_tags` applies it to the priced calls)
+    # the tagger spends only what the session is ahead of plain by (mechanisms/budget.py
+    # `aux_within`; `_run.gate_tags` applies it to the priced calls)
     tag_within_savings: bool = True
+    # a warm rewrite (masking, old thinking) only within the savings so far or as a bounded
+    # bet (mechanisms/budget.py `rewrite_within`; the priced calls so far are the account)
+    rewrite_within_savings: bool = True
     tag_max_tokens: int = 24
     tag_view_chars: int = 1500
 
@@ -193,6 +199,7 @@ class Thresholds:
             compact_in_step=s.compact_in_step,
             clear_old_thinking=s.clear_old_thinking,
             tag_within_savings=s.tag_within_savings,
+            rewrite_within_savings=s.rewrite_within_savings,
             tag_max_tokens=s.tag_max_tokens,
             tag_view_chars=s.tag_view_chars,
         )
@@ -560,6 +567,11 @@ class SessionSimulator:
         # live is taken by the same object here (mechanisms/chain.py)
         self.mech = mechanisms or default_mechanisms()
         self.tagger = tagger
+        # The session's account as the daemon keeps it (mechanisms/budget.py): (plain's cost,
+        # ctxwrap's) of the requests so far, priced (`_run.account_so_far`); None: no account,
+        # a warm rewrite is judged by its payback alone
+        self.account: Callable[[SessionReplay], tuple[float, float]] | None = None
+        self._savings_at: tuple[int, Savings] | None = None
         self.r = SessionReplay(path=path, fmt="?", session_id=path)
         self.profile = profile_of("?")  # the adapter's traits, once the header names the agent
         if calibration is not None:
@@ -1396,6 +1408,17 @@ class SessionSimulator:
         item.hid.append(len(self.r.interventions) - 1)
         self._hide(item.hid[-1], _lines(m.text), _call_path_of(args) if tool == "read" else None)
 
+    def _savings(self, call_index: int) -> Savings | None:
+        """The account at this request, as the daemon's totals after the requests before it
+        would give it, less what this request's decisions have charged (None: no account kept,
+        or `rewrite_within_savings` off)."""
+        if self.account is None or not self.th.rewrite_within_savings:
+            return None
+        if self._savings_at is None or self._savings_at[0] != call_index:
+            plain, ours = self.account(self.r)
+            self._savings_at = (call_index, Savings(ahead=plain - ours, plain=plain))
+        return self._savings_at[1]
+
     def _thinking_checked(self) -> bool:
         """The session's model checks its thinking blocks' prefix (Claude Fable 5.1, the 5.5
         models): nothing a later thinking block has in its prefix is edited."""
@@ -1481,6 +1504,14 @@ class SessionSimulator:
         )
         if not cold and not masking.pays(removed, suffix, call_index, self.r.cache_ttl_s):
             return None
+        savings = None if cold else self._savings(call_index)
+        if savings is not None:
+            cost = rewrite_cost_tokens(
+                suffix, warm=True, write_weight=write_weight(self.r.cache_ttl_s)
+            )
+            if not masking.within(th, cost, removed, free=savings.free, plain=savings.plain):
+                return None
+            savings.charged += cost
         first: int | None = None
         for eid, call, _gain in due:
             seg = self._strip_late(eid, call, call_index)
@@ -1669,7 +1700,9 @@ class SessionSimulator:
                     threshold=window - 33_000,
                     one_hour=(self.r.cache_ttl_s or 0) >= 3600,
                 )
-                if self.mech.thinking.pays(choice):
+                if self.mech.thinking.pays(choice) and self.mech.thinking.within(
+                    choice, self._savings(index)
+                ):
                     state.point = latest
                     new_from = None if free else first
                     if not free:

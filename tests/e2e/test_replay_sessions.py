@@ -187,20 +187,33 @@ WARM_SESSION = [
 ]
 
 
-def test_replay_agrees_on_warm_activity_aware_masking(tmp_path: Path, xdg: Xdg) -> None:
+def _warm_replay(
+    tmp_path: Path, xdg: Xdg, env: dict[str, str]
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """WARM_SESSION run plain and through ctxwrap on a provider that caches (the account of
+    mechanisms/budget.py is priced on it, live and in replay alike), the plain session
+    replayed: (its group, its masks, the live mask events)."""
     files = {"DESIGN.txt": BIG_NOTES}
-    plain = run_ctxwrap_pi("pi", tmp_path / "plain", xdg, WARM_SESSION, files=files, plain=True)
-    wrapped = run_ctxwrap_pi("pi", tmp_path / "wrapped", xdg, WARM_SESSION, files=files)
+    kw: dict[str, Any] = {"files": files, "cache_simulation": True}
+    plain = run_ctxwrap_pi("pi", tmp_path / "plain", xdg, WARM_SESSION, plain=True, **kw)
+    wrapped = run_ctxwrap_pi("pi", tmp_path / "wrapped", xdg, WARM_SESSION, extra_env=env, **kw)
     assert plain.proc.returncode == 0 and wrapped.proc.returncode == 0, wrapped.proc.stderr
     [session] = plain.session_files()
-    out = ctxwrap(xdg, "replay", "--json", "--per-call", str(session))
+    out = ctxwrap(xdg, "replay", "--json", "--per-call", str(session), env={**xdg.env(), **env})
     assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
-    [group] = doc["groups"]
+    [group] = json.loads(out.stdout)["groups"]
     masks = [i for i in group["intervention_list"] if i["kind"] == "mask"]
+    events = [json.loads(line) for line in (xdg.state / "ctxwrap" / "events.jsonl").open()]
+    return group, masks, [e for e in events if e["event"] == "mask"]
+
+
+def test_replay_agrees_on_warm_activity_aware_masking(tmp_path: Path, xdg: Xdg) -> None:
+    # (the account's bound on a warm rewrite off: a session that saves nothing else can
+    # afford no bet; the next test)
+    group, masks, events = _warm_replay(tmp_path, xdg, {"PI_CTX_REWRITE_WITHIN_SAVINGS": "false"})
     assert [(i["tool"], i["reason"]) for i in masks] == [("read", "untouched")]
     real = _stats(xdg)
-    by_replay = {m["mechanism"]: m["saved_chars"] for m in doc["totals"]["mechanisms"]}
+    by_replay = {m["mechanism"]: m["saved_chars"] for m in group["mechanisms"]}
     by_real = {m["mechanism"]: m["saved_chars"] for m in real["mechanisms"]}
     # live, a mask counts under amnesia (docs/accounting.md); replay names it masking
     hidden_replay = by_replay["masking"] + by_replay["amnesia"]
@@ -211,8 +224,18 @@ def test_replay_agrees_on_warm_activity_aware_masking(tmp_path: Path, xdg: Xdg) 
     )
     # the same request masked first, live and in replay
     first_replay = next(c["index"] for c in group["calls"] if c["masked"])
-    events = [json.loads(line) for line in (xdg.state / "ctxwrap" / "events.jsonl").open()]
-    [mask] = [e for e in events if e["event"] == "mask"]
+    [mask] = events
     assert mask["trigger"] == "warm" and mask["masks"][0][1] == "untouched"
     assert group["needed_again"]["mechanisms"]["masking"]["needed_again"] == 0
     assert first_replay > 10
+
+
+def test_replay_agrees_that_a_session_which_saved_nothing_bets_on_no_rewrite(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """The defaults: the same warm mask would put at risk more than a tenth of what plain has
+    paid, with nothing saved to cover it (mechanisms/budget.py). Neither the daemon nor
+    replay makes it."""
+    group, masks, events = _warm_replay(tmp_path, xdg, {})
+    assert masks == [] and events == []
+    assert not any(c["masked"] for c in group["calls"])

@@ -385,11 +385,10 @@ def test_a_warm_session_and_its_sub_agent_mask_nothing(tmp_path: Path, xdg: Xdg)
     assert mask_events(xdg) == []
 
 
-def test_warm_rewrite_only_with_mask_warm_and_once_it_pays(tmp_path: Path, xdg: Xdg) -> None:
-    """`mask_warm` on: warm requests ask too, and the daemon masks once the rewrite pays back
-    (the removed tokens x cache-read weight x expected calls exceed the suffix rewritten)."""
+def _warm_session(tmp_path: Path, xdg: Xdg, env: dict[str, str]) -> list[dict[str, Any]]:
+    """A read in the first task, then 20 short tasks in a warm cache: the requests sent."""
     with (
-        daemon_process(xdg, {**WARM, "PI_CTX_MASK_WARM": "1"}),
+        daemon_process(xdg, {**WARM, "PI_CTX_MASK_WARM": "1", **env}),
         ScriptedModelServer([{"text": "ok"}] * 40) as srv,
     ):
         proxy = new_proxy(srv, xdg)
@@ -404,7 +403,26 @@ def test_warm_rewrite_only_with_mask_warm_and_once_it_pays(tmp_path: Path, xdg: 
                 wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
         finally:
             proxy.close()
-        main = [r.body for r in srv.main_requests]
+        return [r.body for r in srv.main_requests]
+
+
+def test_a_warm_rewrite_bets_no_more_than_the_session_can_lose(tmp_path: Path, xdg: Xdg) -> None:
+    """The same session with the account on (the default): nothing else saved, and the
+    rewrite would put more at risk than a tenth of what plain has cost (mechanisms/budget.py),
+    so the read stays whole in every request and no rewrite is paid."""
+    main = _warm_session(tmp_path, xdg, {})
+    carried = [i for i, b in enumerate(main) if "toolu_old" in results(b)]
+    assert len(carried) > 15
+    assert all("old-marker" in json.dumps(main[i]["messages"]) for i in carried)
+    assert_extends(main)
+    assert mask_events(xdg) == []
+
+
+def test_warm_rewrite_only_with_mask_warm_and_once_it_pays(tmp_path: Path, xdg: Xdg) -> None:
+    """`mask_warm` on: warm requests ask too, and the daemon masks once the rewrite pays back
+    (the removed tokens x cache-read weight x expected calls exceed the suffix rewritten)."""
+    # (the account's bound on a bet off: a session that saved nothing else; the next test)
+    main = _warm_session(tmp_path, xdg, {"PI_CTX_REWRITE_WITHIN_SAVINGS": "false"})
     carried = [i for i, b in enumerate(main) if "toolu_old" in results(b)]
     whole = [i for i in carried if "old-marker" in json.dumps(main[i]["messages"])]
     # whole on the first warm requests, then masked once and for good

@@ -55,6 +55,7 @@ from ctxwrap.engine.edits import (
 )
 from ctxwrap.engine.facts import line_count
 from ctxwrap.engine.masking import call_paths
+from ctxwrap.mechanisms.budget import Savings, take_totals
 
 JsonDict = dict[str, Any]
 AuxRunner = Callable[[JsonDict, float], JsonDict]  # (aux request, seconds left) → AuxResult
@@ -128,6 +129,9 @@ class ProxySession:
         # Prompt-cache state per conversation (cache_state.py), kept across `--continue`.
         self.conversations: dict[str, CacheState] = load_cache_states(self.cache_file)
         self.noted_model: Any = None  # what the daemon has been told of the model
+        # The session's account (mechanisms/budget.py), from each turn_end's totals: what a
+        # rewrite the proxy decides itself (old thinking) may spend
+        self.savings = Savings()
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -517,7 +521,7 @@ class ProxySession:
         if usage is not None and usage.seen:
             with self.lock:
                 turn, self.turn_index = self.turn_index, self.turn_index + 1
-            self.daemon.call(
+            reply = self.daemon.call(
                 "/v1/turn_end",
                 {
                     "session_id": self.session_id,
@@ -531,6 +535,19 @@ class ProxySession:
                 },
                 timeout=3.0,
             )
+            self._took_totals(reply)
+
+    def _took_totals(self, reply: JsonDict | None) -> None:
+        """The daemon's totals after a turn_end: the account starts again from them. Without
+        them (no daemon, an old one) the account stays as it was: a bet it does not cover
+        waits."""
+        totals = reply.get("totals") if isinstance(reply, dict) else None
+        if not isinstance(totals, dict):
+            return
+        plain, ours = totals.get("plain_cost_weighted"), totals.get("cost_weighted")
+        if isinstance(plain, (int, float)) and isinstance(ours, (int, float)):
+            with self.lock:
+                take_totals(self.savings, float(plain), float(ours))
 
     def _is_call(self, body: JsonDict) -> bool:
         """Whether the request is a call of the agent's conversation (`/v1/llm_call`)."""

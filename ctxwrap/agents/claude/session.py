@@ -190,6 +190,7 @@ class ClaudeSession(ProxySession):
             tokens_per_char=self.tokens_per_char,
             threshold=self.compact_threshold,
             one_hour=ttl is not None and ttl > 300.0,
+            savings=None if self.cfg.get("rewrite_within_savings", True) is False else self.savings,
         )
         if state.point != point:
             _save_clearings(self._clearing_file, self.clearings)

@@ -13,7 +13,8 @@ from pathlib import Path
 from ctxwrap import protocol as P
 from ctxwrap.config import load_config
 from ctxwrap.daemon.service import Daemon
-from ctxwrap.mechanisms.amnesia import TagState, tag_cost, tag_within
+from ctxwrap.mechanisms.amnesia import TagState, tag_cost
+from ctxwrap.mechanisms.budget import Savings, aux_within
 
 SID = "budget-1"
 SOURCE = "def parse_config(path):\n" + "".join(f"    # detail {i}: keep me\n" for i in range(120))
@@ -79,7 +80,7 @@ def test_savings_pay_for_tags_until_they_are_spent(tmp_path: Path) -> None:
         assert ahead > 0
         first = _batch(d, "r1")
         assert first.aux is not None  # the session is ahead: the tag goes out
-        st = d.sessions[SID].part(TagState)
+        st = d.sessions[SID].part(Savings)
         assert 0 < st.charged <= ahead and "r1" in st.in_flight
         # batches in the same round draw on what is left; one that does not fit waits
         n = 1
@@ -87,7 +88,7 @@ def test_savings_pay_for_tags_until_they_are_spent(tmp_path: Path) -> None:
             n += 1
             assert n < 100, "the budget never ran out"
         assert st.charged <= ahead  # never more than the session was ahead by
-        assert st.tags[f"more{n}"] == "RETAIN"
+        assert d.sessions[SID].part(TagState).tags[f"more{n}"] == "RETAIN"
     finally:
         d.store.close()
 
@@ -104,6 +105,6 @@ def test_switched_off_the_tagger_runs_from_the_first_round(tmp_path: Path) -> No
 def test_the_rule_replay_applies_is_the_daemons() -> None:
     cost = tag_cost(500, 24)
     assert cost > 500  # the output counted, at its most
-    assert tag_within(ahead=cost, charged=0.0, cost=cost)
-    assert not tag_within(ahead=cost, charged=1.0, cost=cost)
-    assert not tag_within(ahead=0.0, charged=0.0, cost=cost)
+    assert aux_within(free=cost, cost=cost)
+    assert not aux_within(free=cost - 1.0, cost=cost)
+    assert not aux_within(free=0.0, cost=cost)

@@ -195,7 +195,9 @@ def test_the_proxy_stops_clearing_where_the_provider_counts_turns_otherwise() ->
     from ctxwrap.engine.thinking import CONTEXT_MANAGEMENT_BETA
     from tests.unit.agents.test_claude_adapter import FakeDaemon
 
-    sess = ClaudeSession("s", daemon=FakeDaemon(), state_file=None, aux=None, start_info={})
+    # (the account's bound on a warm rewrite off: this is about the provider's count)
+    daemon = FakeDaemon({"rewrite_within_savings": False})
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
     sess.betas = CONTEXT_MANAGEMENT_BETA
     first = _claude_request(3)
     sess.prepare(first)  # the first turn's thinking pays its rewrite back: cleared
@@ -227,3 +229,29 @@ def test_the_proxy_stops_clearing_where_the_provider_counts_turns_otherwise() ->
     sess.prepare(again)
     assert sess.thinking_keep() is None
     assert again["context_management"]["edits"][0]["keep"] == "all"
+
+
+def test_the_proxy_clears_while_warm_only_as_far_as_the_sessions_account_allows() -> None:
+    """A warm clearing is a cache rewrite: with nothing saved yet and little paid by plain, the
+    session that ended right after it would cost more than plain (mechanisms/budget.py). It
+    waits; once the daemon's turn_end totals show the session ahead by the rewrite's cost, the
+    same request clears."""
+    from ctxwrap.agents.claude.session import ClaudeSession
+    from ctxwrap.engine.thinking import CONTEXT_MANAGEMENT_BETA
+    from tests.unit.agents.test_claude_adapter import FakeDaemon
+
+    sess = ClaudeSession("s", daemon=FakeDaemon(), state_file=None, aux=None, start_info={})
+    sess.betas = CONTEXT_MANAGEMENT_BETA
+    waits = _claude_request(3)
+    sess.prepare(waits)
+    assert sess.thinking_keep() is None
+    assert waits["context_management"]["edits"][0]["keep"] == "all"  # the agent's own edit
+
+    sess._took_totals({"totals": {"plain_cost_weighted": 2_000_000.0, "cost_weighted": 0.0}})
+    assert sess.savings.free == 2_000_000.0
+    goes = _claude_request(3)
+    sess.prepare(goes)
+    assert sess.thinking_keep() == 1
+    assert 0 < sess.savings.charged <= 2_000_000.0  # charged until the next totals hold it
+    sess._took_totals({"totals": {"plain_cost_weighted": 2_000_000.0, "cost_weighted": 9.0}})
+    assert sess.savings.charged == 0.0

@@ -1174,7 +1174,7 @@ def _tag_budget_session() -> list[Any]:
 
 @pytest.mark.parametrize("within", [True, False])
 def test_replay_tags_only_within_what_the_session_saved(within: bool) -> None:
-    """The daemon's budget rule (`mechanisms.amnesia.tag_within`) on the priced calls: the
+    """The daemon's budget rule (`mechanisms.budget.aux_within`) on the priced calls: the
     first read comes before anything was saved, so no tag is paid for it; the second comes
     after the digest of the build log, and is tagged. Switched off, both are."""
     from ctxwrap.replay._run import gate_tags

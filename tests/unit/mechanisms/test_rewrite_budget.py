@@ -1,0 +1,116 @@
+"""What a warm cache rewrite may risk (mechanisms/budget.py): the session's account covers it,
+or it is a bounded bet. The daemon's masking decision, the Claude Code proxy's old-thinking
+clearing (tests/unit/mechanisms/test_thinking_clearing.py) and replay apply the one rule."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ctxwrap.mechanisms.amnesia import TAG_OUTPUT_WEIGHT
+from ctxwrap.mechanisms.budget import (
+    REWRITE_HORIZON,
+    REWRITE_RISK_SHARE,
+    Savings,
+    rewrite_within,
+    take_totals,
+)
+from ctxwrap.replay import Thresholds, _pricing
+from ctxwrap.replay._run import Account, price_session
+
+
+def test_a_rewrite_the_account_covers_goes_whatever_its_payback() -> None:
+    assert rewrite_within(10_000.0, 0.0, free=10_000.0, plain=0.0)
+    assert not rewrite_within(10_000.0, 0.0, free=9_999.0, plain=1e9)  # no payback: no bet
+    assert rewrite_within(0.0, 0.0, free=-5.0, plain=0.0)  # a cold boundary costs nothing
+
+
+def test_a_bet_must_pay_back_within_the_horizon() -> None:
+    cost, plain = 1_000.0, 1e9
+    assert rewrite_within(cost, cost / REWRITE_HORIZON, free=0.0, plain=plain)
+    assert not rewrite_within(cost, cost / REWRITE_HORIZON * 0.99, free=0.0, plain=plain)
+
+
+def test_a_bet_risks_at_most_a_share_of_what_plain_has_cost() -> None:
+    cost, gain = 1_000.0, 1_000.0  # pays back at the next request
+    plain = cost / REWRITE_RISK_SHARE
+    assert rewrite_within(cost, gain, free=0.0, plain=plain)
+    assert not rewrite_within(cost, gain, free=0.0, plain=plain * 0.99)
+    # what the account holds is not at risk: only the rest counts against the cap
+    assert rewrite_within(cost, gain, free=cost / 2, plain=plain / 2)
+    # a session behind plain (its own tools, a tag) risks the whole cost, no more
+    assert not rewrite_within(cost, gain, free=-100.0, plain=plain * 0.99)
+
+
+def test_the_account_starts_again_from_each_totals_with_aux_calls_in_flight() -> None:
+    s = Savings()
+    s.in_flight["tag-1"] = 300.0
+    s.charged = 5_000.0  # a rewrite and the tag, since the last totals
+    take_totals(s, plain=100_000.0, ours=80_000.0)
+    assert (s.ahead, s.plain, s.charged, s.free) == (20_000.0, 100_000.0, 300.0, 19_700.0)
+
+
+def _warm_session(rounds: int = 24) -> list[Any]:
+    """One large read, then small rounds that never touch its file again, a second apart: a
+    warm cache, the read untouched for `mask_read_idle_rounds` from round 11 on."""
+    from ctxwrap.replay._events import Header, Message, ToolCall
+
+    body = "".join(f"entry {i}: a line of a long design note\n" for i in range(900))
+    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
+    t = 2.0
+    for i in range(rounds):
+        c = (
+            ToolCall("c0", "read", {"path": "DESIGN.txt"}, 30)
+            if i == 0
+            else ToolCall(f"c{i}", "bash", {"command": f"echo step {i}"}, 30)
+        )
+        text = body if i == 0 else f"step {i}\n"
+        ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
+        ev.append(Message(f"t{i}", None, "tool_result", t + 0.5, len(text), [], c.call_id,
+                          c.name, text))  # fmt: skip
+        t += 1
+    ev.append(Message("end", None, "assistant", t, 10, [], request_key="qend"))
+    return ev
+
+
+@pytest.mark.parametrize("within", [True, False])
+def test_replay_bets_on_a_warm_mask_only_within_the_account(within: bool) -> None:
+    """The session saves nothing but by the mask: with the account (the default) the warm
+    mask would risk more than a tenth of plain's bill so far and is not made; judged by its
+    payback alone it is."""
+    from ctxwrap.replay._sim import SessionSimulator
+
+    th = Thresholds(rewrite_within_savings=within)
+    sim = SessionSimulator("s", th)
+    sim.account = Account(th)
+    sim.feed(_warm_session())
+    r = sim.finish()
+    masks = [i for i in r.interventions if i.kind == "mask"]
+    assert [(m.tool, m.reason) for m in masks] == ([] if within else [("read", "untouched")])
+
+
+def test_the_account_prices_only_the_calls_since_it_last_did_and_agrees_with_the_whole() -> None:
+    """`Account` keeps what it priced: the sum of its pieces is the session priced at once."""
+    from ctxwrap.replay._sim import SessionSimulator
+
+    th = Thresholds(rewrite_within_savings=False)
+    sim = SessionSimulator("s", th)
+    sim.feed(_warm_session())
+    r = sim.finish()
+    prices = _pricing.default_prices("anthropic/claude-sonnet-4-5")
+    whole = price_session(r, prices, th.ttl_s, prices)
+    calls = r.calls
+    account = Account(th)
+    for n in (1, 5, 12, len(calls)):
+        r.calls = calls[:n]
+        plain, ours = account(r)
+    r.calls = calls
+    assert account.priced == len(calls)
+    assert plain == pytest.approx(sum(c.weighted_tokens for c in whole.plain))
+    # ctxwrap's side holds every aux call at its most (the tagger's budget comes after)
+    aux = sum(inp + TAG_OUTPUT_WEIGHT * out for _, _, _, inp, out in r.aux_events)
+    assert ours == pytest.approx(sum(c.weighted_tokens for c in whole.ctxwrap) + aux)
+    assert sum(c.weighted_tokens for c in whole.ctxwrap) != sum(
+        c.weighted_tokens for c in whole.plain
+    )
