@@ -14,9 +14,8 @@ they all draw on and the rules that bound what they may put at risk.
   is at most `REWRITE_RISK_SHARE` of what plain has cost so far. Each mechanism's own payback
   rule expects a session to run on about as long as it has; a session that ends soon after
   its rewrite is the one that loses. Replayed on the corpus's sessions cut short at every 10th
-  request, the unbounded rule cost up to 12.5 % more than plain at 29 of 318 cut points;
-  bounded, the masking and thinking rewrites lose at none (docs/accounting.md, "What a rewrite
-  may risk").
+  request, payback alone cost more than plain at 29 of 318 cut points, up to 12.5 %; bounded,
+  at 13, up to 3.2 % (docs/accounting.md, "What a rewrite may risk").
 
 Replay applies the same rules (`replay/_sim.py`) to its priced requests so far.
 """
@@ -33,8 +32,8 @@ if TYPE_CHECKING:  # the proxies import this module: no pydantic on their start-
 # A bet on a warm rewrite must pay back within this many later requests ...
 REWRITE_HORIZON = 30
 # ... and may put at risk, beyond what the session has saved, at most this share of what plain
-# has cost so far (a 30-request session that rewrites 40k tokens in its 25th request is one
-# where a rewrite that the session's length alone would justify loses 11 % when it ends).
+# has cost so far (the corpus's Codex session cut 4 requests after a warm mask its length
+# justified cost 11 % more than plain; a young session must not bet more than it can lose).
 REWRITE_RISK_SHARE = 0.1
 
 

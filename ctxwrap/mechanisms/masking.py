@@ -5,8 +5,9 @@ model switch, changed tools) and sends the whole history described; the policy
 (`ctxwrap.engine.masking`) picks the results; this module words the tombstones (with a recall
 handle), records every mask with its reason, size and cost, and returns them as `mask` edits
 that the adapter freezes and replays like tail edits. While the cache is warm it masks only
-with `mask_warm` on (the default) and when the rewrite pays back over the calls expected to
-follow and the session's account allows it (`mechanisms/budget.py`); what may be masked is `engine.masking.MaskPolicy` from the `mask_*` settings.
+with `mask_warm` on (the default), when the rewrite pays back over the calls expected to
+follow and the session's account allows it (`mechanisms/budget.py`); what may be masked is
+`engine.masking.MaskPolicy` from the `mask_*` settings.
 """
 
 from __future__ import annotations

@@ -87,10 +87,17 @@ class CallCosts:
 
 
 def price_session(
-    r: SessionReplay, prices: Any, ttl_s: float, record_prices: Any = None, first: int = 0
+    r: SessionReplay,
+    prices: Any,
+    ttl_s: float,
+    record_prices: Any = None,
+    first: int = 0,
+    pending_summaries: bool = True,
 ) -> CallCosts:
     """Model both request sequences as growing block lists and price them (the calls from
-    `first` on: a call's price depends on it and the calls before only).
+    `first` on: a call's price depends on it and the calls before only). A summarisation
+    before a call not replayed yet goes with the last call, or (`pending_summaries` False)
+    waits for that call to be priced.
 
     Sizes are tokens as the provider counted them: each plain request is its recorded input
     (estimated at the session's own rate where the transcript records none), ctxwrap's is
@@ -194,6 +201,8 @@ def price_session(
     costs.recorded_plain = [p for c, p in zip(calls, p_out, strict=True) if c.usage is not None]
     for at, side, input_tokens, output_tokens, read_tokens in r.summarisations:
         series = costs.plain if side == "plain" else costs.ctxwrap
+        if not pending_summaries and at >= len(r.calls):
+            continue
         if series and min(at, len(r.calls) - 1) >= first:
             i = min(at, len(r.calls) - 1) - first
             before = series[i].weighted_tokens
@@ -245,7 +254,9 @@ class Account:
             # the model or the cache's lifetime became known: price every call again
             self.pricing, self.priced, self.plain, self.ours = pricing, 0, 0.0, 0.0
         prices, ttl, record_prices = pricing
-        costs = price_session(r, prices, ttl, record_prices, first=self.priced)
+        costs = price_session(
+            r, prices, ttl, record_prices, first=self.priced, pending_summaries=False
+        )
         self.priced = len(r.calls)
         self.plain += sum(c.weighted_tokens for c in costs.plain)
         self.ours += sum(c.weighted_tokens for c in costs.ctxwrap)

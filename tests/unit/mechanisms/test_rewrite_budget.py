@@ -51,10 +51,11 @@ def test_the_account_starts_again_from_each_totals_with_aux_calls_in_flight() ->
     assert (s.ahead, s.plain, s.charged, s.free) == (20_000.0, 100_000.0, 300.0, 19_700.0)
 
 
-def _warm_session(rounds: int = 24) -> list[Any]:
+def _warm_session(rounds: int = 24, compact_at: int | None = None) -> list[Any]:
     """One large read, then small rounds that never touch its file again, a second apart: a
-    warm cache, the read untouched for `mask_read_idle_rounds` from round 11 on."""
-    from ctxwrap.replay._events import Header, Message, ToolCall
+    warm cache, the read untouched for `mask_read_idle_rounds` from round 11 on (and pi's
+    compaction before round `compact_at`)."""
+    from ctxwrap.replay._events import Compaction, Header, Message, ToolCall
 
     body = "".join(f"entry {i}: a line of a long design note\n" for i in range(900))
     ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
@@ -66,6 +67,8 @@ def _warm_session(rounds: int = 24) -> list[Any]:
             else ToolCall(f"c{i}", "bash", {"command": f"echo step {i}"}, 30)
         )
         text = body if i == 0 else f"step {i}\n"
+        if i == compact_at:
+            ev.append(Compaction(t - 0.2, 2_000, f"a{i}", None, 40_000))
         ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
         ev.append(Message(f"t{i}", None, "tool_result", t + 0.5, len(text), [], c.call_id,
                           c.name, text))  # fmt: skip
@@ -91,18 +94,20 @@ def test_replay_bets_on_a_warm_mask_only_within_the_account(within: bool) -> Non
 
 
 def test_the_account_prices_only_the_calls_since_it_last_did_and_agrees_with_the_whole() -> None:
-    """`Account` keeps what it priced: the sum of its pieces is the session priced at once."""
+    """`Account` keeps what it priced: the sum of its pieces is the session priced at once,
+    a compaction's summarisation counted once (with the call it precedes)."""
     from ctxwrap.replay._sim import SessionSimulator
 
     th = Thresholds(rewrite_within_savings=False)
     sim = SessionSimulator("s", th)
-    sim.feed(_warm_session())
+    sim.feed(_warm_session(compact_at=8))
     r = sim.finish()
+    assert [at for at, side, *_ in r.summarisations if side == "plain"] == [8]
     prices = _pricing.default_prices("anthropic/claude-sonnet-4-5")
     whole = price_session(r, prices, th.ttl_s, prices)
     calls = r.calls
     account = Account(th)
-    for n in (1, 5, 12, len(calls)):
+    for n in (1, 5, 8, 9, 12, len(calls)):
         r.calls = calls[:n]
         plain, ours = account(r)
     r.calls = calls
