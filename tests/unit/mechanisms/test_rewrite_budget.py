@@ -18,6 +18,7 @@ from ctxwrap.mechanisms.budget import (
 )
 from ctxwrap.replay import Thresholds, _pricing
 from ctxwrap.replay._run import Account, price_session
+from tests.replay_events import pi_rounds
 
 
 def test_a_rewrite_the_account_covers_goes_whatever_its_payback() -> None:
@@ -55,26 +56,13 @@ def _warm_session(rounds: int = 24, compact_at: int | None = None) -> list[Any]:
     """One large read, then small rounds that never touch its file again, a second apart: a
     warm cache, the read untouched for `mask_read_idle_rounds` from round 11 on (and pi's
     compaction before round `compact_at`)."""
-    from ctxwrap.replay._events import Compaction, Header, Message, ToolCall
+    from ctxwrap.replay._events import ToolCall
 
     body = "".join(f"entry {i}: a line of a long design note\n" for i in range(900))
-    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
-    t = 2.0
-    for i in range(rounds):
-        c = (
-            ToolCall("c0", "read", {"path": "DESIGN.txt"}, 30)
-            if i == 0
-            else ToolCall(f"c{i}", "bash", {"command": f"echo step {i}"}, 30)
-        )
-        text = body if i == 0 else f"step {i}\n"
-        if i == compact_at:
-            ev.append(Compaction(t - 0.2, 2_000, f"a{i}", None, 40_000))
-        ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
-        ev.append(Message(f"t{i}", None, "tool_result", t + 0.5, len(text), [], c.call_id,
-                          c.name, text))  # fmt: skip
-        t += 1
-    ev.append(Message("end", None, "assistant", t, 10, [], request_key="qend"))
-    return ev
+    calls = [ToolCall("c0", "read", {"path": "DESIGN.txt"}, 30)] + [
+        ToolCall(f"c{i}", "bash", {"command": f"echo step {i}"}, 30) for i in range(1, rounds)
+    ]
+    return pi_rounds(calls, {0: body}, step_s=1.0, compact_before=compact_at)
 
 
 @pytest.mark.parametrize("within", [True, False])

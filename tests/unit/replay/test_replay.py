@@ -1148,11 +1148,11 @@ def test_what_leaves_the_context_before_any_request_carried_it_keeps_nothing_out
 def _tag_budget_session() -> list[Any]:
     """A read before anything was saved, a 20,000-line build log (digested), two small
     rounds, then another read: the tagger's budget allows the second tag only."""
-    from ctxwrap.replay._events import Header, Message, ToolCall
+    from ctxwrap.replay._events import ToolCall
+    from tests.replay_events import pi_rounds
 
     body = "".join(f"def function_number_{i}(): pass  # with a comment\n" for i in range(120))
     log = "".join(f"[{i:05d}] compiling unit {i} ... ok\n" for i in range(20_000))
-    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
     calls = [
         ToolCall("c0", "read", {"path": "a.py"}, 30),
         ToolCall("c1", "bash", {"command": "make"}, 30),
@@ -1160,16 +1160,7 @@ def _tag_budget_session() -> list[Any]:
         ToolCall("c3", "bash", {"command": "echo 3"}, 30),
         ToolCall("c4", "read", {"path": "b.py"}, 30),
     ]
-    texts = {0: body, 1: log, 4: body.replace("function", "method")}
-    t = 2.0
-    for i, c in enumerate(calls):
-        text = texts.get(i, f"{i}\n")
-        ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
-        ev.append(Message(f"t{i}", None, "tool_result", t + 1, len(text), [], c.call_id,
-                          c.name, text))  # fmt: skip
-        t += 2
-    ev.append(Message("a9", None, "assistant", t, 10, [], request_key="q9"))
-    return ev
+    return pi_rounds(calls, {0: body, 1: log, 4: body.replace("function", "method")})
 
 
 @pytest.mark.parametrize("within", [True, False])
