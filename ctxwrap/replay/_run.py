@@ -86,6 +86,80 @@ class CallCosts:
     summarisation: dict[str, float] = field(default_factory=dict)
 
 
+class RequestShapes:
+    """Both sides' requests as growing block lists, built call by call (`extend`): what
+    `price_session` prices. Kept between questions by `Account`, which extends it with the
+    calls replayed since."""
+
+    def __init__(self, r: SessionReplay) -> None:
+        self.r = r
+        self.plain: list[Any] = []
+        self.ours: list[Any] = []
+        self.p_blocks: list[tuple[str, int]] = []
+        self.o_blocks: list[tuple[str, int]] = []
+        self.o_spans: list[tuple[int, int]] = []  # the calls whose new messages each o_block holds
+        self.p_prev = self.o_prev = 0
+        self.head = self.head_of(r)
+
+    @staticmethod
+    def head_of(r: SessionReplay) -> int:
+        """The fixed prefix's tokens (system prompt and tools)."""
+        call0 = r.calls[0] if r.calls else None
+        return (
+            r.head_tokens
+            if r.head_tokens is not None
+            else r.to_tokens(call0.system_chars + call0.tools_chars if call0 else 0)
+        )
+
+    def extend(self, calls: Sequence[CallFigures]) -> None:
+        r, head, sid = self.r, self.head, self.r.session_id
+        for c in calls:
+            fixed = max(c.system_chars + c.tools_chars, 1)
+            head_tools = round(head * c.tools_chars / fixed)
+            head_sys = head - head_tools
+            p_msgs = max(0, round(r.plain_tokens(c)) - head)
+            o_msgs = max(0, p_msgs - round(c.kept_out_tokens))
+            head_p = [("sys", head_sys), ("tools", head_tools)]
+            head_o = [
+                ("sys-cw", max(0, head_sys - r.to_tokens(c.saved.get("skills", 0)))),
+                ("tools-cw", max(0, head_tools - r.to_tokens(c.saved.get("tools", 0)))),
+            ]
+            if c.compaction or not self.p_blocks or p_msgs < self.p_prev:
+                self.p_blocks = [(fingerprint(sid, "p-epoch", c.index), p_msgs)]
+            else:
+                self.p_blocks.append((fingerprint(sid, "p", c.index), p_msgs - self.p_prev))
+            # a masking pass, or a clearing of old thinking, rewrites from the first call whose
+            # messages it changed
+            starts = [c.rewrite_from if c.masked else None, c.thinking_rewrite_from]
+            rewrite_from = min((s for s in starts if s is not None), default=None)
+            if rewrite_from is not None and not c.ours_compaction and self.o_blocks:
+                # the blocks before it stay cached, the rest is one new block: the entries the
+                # provider wrote inside it hold the content as it was before (a later rewrite
+                # from within it finds no entry of the new content before its own change)
+                keep = 0
+                while keep < len(self.o_spans) and self.o_spans[keep][1] < rewrite_from:
+                    keep += 1
+                start = self.o_spans[keep][0] if keep < len(self.o_spans) else c.index
+                self.o_blocks, self.o_spans = self.o_blocks[:keep], self.o_spans[:keep]
+                kept = sum(n for _, n in self.o_blocks)
+                if kept > o_msgs:
+                    self.o_blocks, self.o_spans, kept = [], [], 0
+                self.o_blocks.append((fingerprint(sid, "o-mask", c.index), o_msgs - kept))
+                self.o_spans.append((start, c.index))
+            elif c.ours_compaction or c.masked or not self.o_blocks or o_msgs < self.o_prev:
+                self.o_blocks = [(fingerprint(sid, "o-epoch", c.index), o_msgs)]
+                self.o_spans = [(c.index, c.index)]
+            else:
+                self.o_blocks.append((fingerprint(sid, "o", c.index), o_msgs - self.o_prev))
+                self.o_spans.append((c.index, c.index))
+            self.p_prev, self.o_prev = p_msgs, o_msgs
+            c.tokens_plain = head + p_msgs
+            c.tokens_sent = sum(n for _, n in head_o) + o_msgs
+            shape = _pricing.request_shape
+            self.plain.append(shape(c.ts, (*head_p, *self.p_blocks), c.output_tokens))
+            self.ours.append(shape(c.ts, (*head_o, *self.o_blocks), c.output_tokens))
+
+
 def price_session(
     r: SessionReplay,
     prices: Any,
@@ -93,11 +167,12 @@ def price_session(
     record_prices: Any = None,
     first: int = 0,
     pending_summaries: bool = True,
+    shapes: RequestShapes | None = None,
 ) -> CallCosts:
     """Model both request sequences as growing block lists and price them (the calls from
     `first` on: a call's price depends on it and the calls before only). A summarisation
     before a call not replayed yet goes with the last call, or (`pending_summaries` False)
-    waits for that call to be priced.
+    waits for that call to be priced. `shapes`: the requests built so far (`Account`).
 
     Sizes are tokens as the provider counted them: each plain request is its recorded input
     (estimated at the session's own rate where the transcript records none), ctxwrap's is
@@ -111,63 +186,10 @@ def price_session(
     recorded - plain as simulated), so the cache model's error on plain's side cannot show
     up as a saving (docs/accounting.md, "Plain from the record").
     """
-    plain: list[Any] = []
-    ours: list[Any] = []
-    p_blocks: list[tuple[str, int]] = []
-    o_blocks: list[tuple[str, int]] = []
-    o_spans: list[tuple[int, int]] = []  # the calls whose new messages each of o_blocks holds
-    p_prev = o_prev = 0
-    sid = r.session_id
-    call0 = r.calls[0] if r.calls else None
-    head = (
-        r.head_tokens
-        if r.head_tokens is not None
-        else r.to_tokens(call0.system_chars + call0.tools_chars if call0 else 0)
-    )
-    for c in r.calls:
-        fixed = max(c.system_chars + c.tools_chars, 1)
-        head_tools = round(head * c.tools_chars / fixed)
-        head_sys = head - head_tools
-        p_msgs = max(0, round(r.plain_tokens(c)) - head)
-        o_msgs = max(0, p_msgs - round(c.kept_out_tokens))
-        head_p = [("sys", head_sys), ("tools", head_tools)]
-        head_o = [
-            ("sys-cw", max(0, head_sys - r.to_tokens(c.saved.get("skills", 0)))),
-            ("tools-cw", max(0, head_tools - r.to_tokens(c.saved.get("tools", 0)))),
-        ]
-        if c.compaction or not p_blocks or p_msgs < p_prev:
-            p_blocks = [(fingerprint(sid, "p-epoch", c.index), p_msgs)]
-        else:
-            p_blocks.append((fingerprint(sid, "p", c.index), p_msgs - p_prev))
-        # a masking pass, or a clearing of old thinking, rewrites from the first call whose
-        # messages it changed
-        starts = [c.rewrite_from if c.masked else None, c.thinking_rewrite_from]
-        rewrite_from = min((s for s in starts if s is not None), default=None)
-        if rewrite_from is not None and not c.ours_compaction and o_blocks:
-            # the blocks before it stay cached, the rest is one new block: the entries the
-            # provider wrote inside it hold the content as it was before (a later rewrite from
-            # within it finds no entry of the new content before its own change)
-            keep = 0
-            while keep < len(o_spans) and o_spans[keep][1] < rewrite_from:
-                keep += 1
-            start = o_spans[keep][0] if keep < len(o_spans) else c.index
-            o_blocks, o_spans = o_blocks[:keep], o_spans[:keep]
-            kept = sum(n for _, n in o_blocks)
-            if kept > o_msgs:
-                o_blocks, o_spans, kept = [], [], 0
-            o_blocks.append((fingerprint(sid, "o-mask", c.index), o_msgs - kept))
-            o_spans.append((start, c.index))
-        elif c.ours_compaction or c.masked or not o_blocks or o_msgs < o_prev:
-            o_blocks = [(fingerprint(sid, "o-epoch", c.index), o_msgs)]
-            o_spans = [(c.index, c.index)]
-        else:
-            o_blocks.append((fingerprint(sid, "o", c.index), o_msgs - o_prev))
-            o_spans.append((c.index, c.index))
-        p_prev, o_prev = p_msgs, o_msgs
-        c.tokens_plain = head + p_msgs
-        c.tokens_sent = sum(n for _, n in head_o) + o_msgs
-        plain.append(_pricing.request_shape(c.ts, (*head_p, *p_blocks), c.output_tokens))
-        ours.append(_pricing.request_shape(c.ts, (*head_o, *o_blocks), c.output_tokens))
+    if shapes is None:
+        shapes = RequestShapes(r)
+    shapes.extend(r.calls[len(shapes.plain) :])
+    plain, ours = shapes.plain, shapes.ours
     hits = recorded_hits(r.calls, r.uncached)
     # ctxwrap's requests go the same way as plain's (the same agent, timing and provider):
     # where plain's read is not what its own content explains — an entry missed, an older one
@@ -245,17 +267,31 @@ class Account:
         self.priced = 0
         self.plain = self.ours = 0.0
         self.pricing: Any = None
+        self.shapes: RequestShapes | None = None
 
     def __call__(self, r: SessionReplay) -> tuple[float, float]:
         if not r.calls:
             return 0.0, 0.0
         pricing = session_pricing(r, self.th)
-        if pricing != self.pricing or self.priced > len(r.calls):
-            # the model or the cache's lifetime became known: price every call again
+        if (
+            pricing != self.pricing
+            or self.priced > len(r.calls)
+            or self.shapes is None
+            or self.shapes.head != RequestShapes.head_of(r)
+        ):
+            # the model, the cache's lifetime or the fixed prefix became known: price every
+            # call again
             self.pricing, self.priced, self.plain, self.ours = pricing, 0, 0.0, 0.0
+            self.shapes = RequestShapes(r)
         prices, ttl, record_prices = pricing
         costs = price_session(
-            r, prices, ttl, record_prices, first=self.priced, pending_summaries=False
+            r,
+            prices,
+            ttl,
+            record_prices,
+            first=self.priced,
+            pending_summaries=False,
+            shapes=self.shapes,
         )
         self.priced = len(r.calls)
         self.plain += sum(c.weighted_tokens for c in costs.plain)
