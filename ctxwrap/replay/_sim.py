@@ -568,7 +568,7 @@ class SessionSimulator:
         self.mech = mechanisms or default_mechanisms()
         self.tagger = tagger
         # The session's account as the daemon keeps it (mechanisms/budget.py): (plain's cost,
-        # ctxwrap's) of the requests so far, priced (`_run.account_so_far`); None: no account,
+        # ctxwrap's) of the requests so far, priced (`_run.Account`); None: no account,
         # a warm rewrite is judged by its payback alone
         self.account: Callable[[SessionReplay], tuple[float, float]] | None = None
         self._savings_at: tuple[int, Savings] | None = None
