@@ -404,5 +404,6 @@ def bridge_view(settings: Settings) -> dict[str, Any]:
         "compact_like_plain",
         "compact_in_step",
         "clear_old_thinking",
+        "rewrite_within_savings",
     ]
     return {k: getattr(settings, k) for k in keys}

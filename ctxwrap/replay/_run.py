@@ -307,14 +307,16 @@ def gate_tags(r: SessionReplay, costs: CallCosts, th: Thresholds) -> None:
     backend answered every one (and its DROPs shaped the requests): nothing is taken back."""
     if not th.tag_within_savings or r.aux_real or not r.aux_events:
         return
-    ahead, spent, at = 0.0, 0.0, 0  # requests priced so far (index < at)
-    charged = 0.0  # this round's tags, at their most: their requests are not priced yet
+    ahead, spent, at = 0.0, 0.0, 0  # requests priced so far (index < at), aux calls recorded
+    # since the last request priced: the aux calls made (the next totals hold them) and, as the
+    # daemon charges them until then, its tags at their most
+    made = charged = 0.0
     kept: list[tuple[int, str, str, int, int]] = []
     for event in r.aux_events:
         before, mech, task, inp, out = event
         while at < len(r.calls) and r.calls[at].index < before:
             ahead += costs.plain[at].weighted_tokens - costs.ctxwrap[at].weighted_tokens
-            at, charged = at + 1, 0.0
+            at, spent, made, charged = at + 1, spent + made, 0.0, 0.0
         if r.calls and before < r.calls[0].index:
             kept.append(event)  # before `since`: outside this replay's calls, left as it was
             continue
@@ -327,7 +329,7 @@ def gate_tags(r: SessionReplay, costs: CallCosts, th: Thresholds) -> None:
                 a["output_tokens"] -= out
                 continue
             charged += cost
-        spent += inp + TAG_OUTPUT_WEIGHT * out  # as the totals count it, at most
+        made += inp + TAG_OUTPUT_WEIGHT * out  # as the totals will count it, at most
         kept.append(event)
     r.aux_events = kept
 

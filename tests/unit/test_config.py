@@ -166,3 +166,20 @@ def test_config_init_on_an_existing_valid_file_is_not_a_config_error(tmp_path: P
     assert "--force" in p.stderr and f"{f}.bak" in p.stderr
     assert f.read_text() == "bash_min_tokens = 500\n"
     assert not Path(f"{f}.bak").exists()
+
+
+def test_every_setting_an_adapter_reads_reaches_it_in_the_bridge_view() -> None:
+    """The proxies see only `bridge_view`: a key they read (`cfg.get`) that the view leaves
+    out keeps its default whatever the user set, as `rewrite_within_savings` did for the
+    Claude Code proxy's old-thinking clearing."""
+    from ctxwrap.config import bridge_view
+
+    root = Path(__file__).parents[2] / "ctxwrap"
+    read: set[str] = set()
+    for path in (root / "agents").rglob("*.py"):
+        read |= set(re.findall(r"\bcfg\.get\(\s*\"([a-z_]+)\"", path.read_text()))
+    assert "rewrite_within_savings" in read  # the scan sees what it is for
+    settings = Settings(rewrite_within_savings=False)
+    view = bridge_view(settings)
+    assert read <= set(view), sorted(read - set(view))
+    assert view["rewrite_within_savings"] is False

@@ -18,6 +18,7 @@ a deadline and fails open (no edit, no digest, original output).
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -545,7 +546,9 @@ class ProxySession:
         if not isinstance(totals, dict):
             return
         plain, ours = totals.get("plain_cost_weighted"), totals.get("cost_weighted")
-        if isinstance(plain, (int, float)) and isinstance(ours, (int, float)):
+        if not isinstance(plain, (int, float)) or not isinstance(ours, (int, float)):
+            return
+        if math.isfinite(plain) and math.isfinite(ours):
             with self.lock:
                 take_totals(self.savings, float(plain), float(ours))
 

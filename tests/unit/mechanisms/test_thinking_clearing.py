@@ -255,3 +255,10 @@ def test_the_proxy_clears_while_warm_only_as_far_as_the_sessions_account_allows(
     assert 0 < sess.savings.charged <= 2_000_000.0  # charged until the next totals hold it
     sess._took_totals({"totals": {"plain_cost_weighted": 2_000_000.0, "cost_weighted": 9.0}})
     assert sess.savings.charged == 0.0
+    # a reply without usable totals (no daemon, an old one, a number that is not one) leaves
+    # the account as it was: it never opens a bet
+    for reply in (None, {"totals": None}, {"totals": {"plain_cost_weighted": "1e9"}},
+                  {"totals": {"plain_cost_weighted": float("inf"), "cost_weighted": 0.0}},
+                  {"totals": {"plain_cost_weighted": float("nan"), "cost_weighted": 0.0}}):  # fmt: skip
+        sess._took_totals(reply)
+        assert (sess.savings.ahead, sess.savings.plain) == (2_000_000.0 - 9.0, 2_000_000.0)

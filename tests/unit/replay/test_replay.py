@@ -1163,6 +1163,36 @@ def _tag_budget_session() -> list[Any]:
     return pi_rounds(calls, {0: body, 1: log, 4: body.replace("function", "method")})
 
 
+def test_replays_tag_budget_charges_each_rounds_tags_once_as_the_daemon_does() -> None:
+    """Until the next turn_end's totals hold them, the daemon charges a round's tag calls at
+    their most (`mechanisms.budget.charge`), once; replay counted them twice (charged and
+    spent), so a second batch the daemon makes was taken back. Once recorded, each counts at
+    what it cost."""
+    from types import SimpleNamespace
+
+    from ctxwrap.mechanisms.amnesia import tag_cost
+    from ctxwrap.replay._run import gate_tags
+
+    cost = tag_cost(1_000, 24)
+    w = SimpleNamespace  # priced calls: only their weighted tokens matter here
+    costs: Any = SimpleNamespace(
+        plain=[w(weighted_tokens=2_500.0), w(weighted_tokens=0.0)],
+        ctxwrap=[w(weighted_tokens=0.0), w(weighted_tokens=0.0)],
+    )
+    tag = ("amnesia", "tag", 1_000, 10)
+    r: Any = SimpleNamespace(
+        aux_real=False,
+        calls=[SimpleNamespace(index=0), SimpleNamespace(index=1)],
+        aux_events=[(1, *tag), (1, *tag), (2, *tag)],
+        aux={"amnesia": {"calls": 3, "input_tokens": 3_000, "output_tokens": 30}},
+    )
+    assert 2_500 - cost >= cost  # both of the first round fit, counted once
+    gate_tags(r, costs, Thresholds())
+    # the third comes after both were recorded (2 x 1,080 of 2,500): no longer covered
+    assert [e[0] for e in r.aux_events] == [1, 1]
+    assert r.aux["amnesia"] == {"calls": 2, "input_tokens": 2_000, "output_tokens": 20}
+
+
 @pytest.mark.parametrize("within", [True, False])
 def test_replay_tags_only_within_what_the_session_saved(within: bool) -> None:
     """The daemon's budget rule (`mechanisms.budget.aux_within`) on the priced calls: the
