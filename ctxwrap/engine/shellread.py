@@ -38,6 +38,8 @@ READ_COMMANDS = {
     "gci": "find",
     "dir": "find",
 }
+# `ctxwrap recall HANDLE PATTERN` searches a stored output, `ctxwrap show HANDLE` prints it
+CTXWRAP_READS = {"recall": "grep", "show": "read"}
 _PUNCTUATION = frozenset("();<>|&")
 
 
@@ -61,6 +63,10 @@ def _stage_kind(words: list[str], *, first: bool) -> str | None:
         w in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for w in words
     ):
         return None
+    if first and prog == "ctxwrap":
+        # what ctxwrap itself gave back on the model's request: digesting it would hide again
+        # the very lines asked for
+        return CTXWRAP_READS.get(words[1]) if len(words) > 1 else None
     if first:
         return READ_COMMANDS.get(prog) or READ_COMMANDS.get(prog.lower())
     return "filter" if prog in _FILTERS or prog == "sed" else None

@@ -162,13 +162,20 @@ def test_http_backend_down_falls_back(tmp_path: Path, xdg: Xdg) -> None:
 
 def test_a_file_read_through_the_shell_is_never_digested_as_a_log(tmp_path: Path, xdg: Xdg) -> None:
     """`cat`, `sed -n`, PowerShell's Get-Content: the output is a file the agent copies from
-    next, so the daemon leaves it whole (engine/shellread.py); the same size from `seq` is a
-    log and is digested."""
+    next, so the daemon leaves it whole (engine/shellread.py); so is `ctxwrap recall`'s answer,
+    the lines the model asked back; the same size from `seq` is a log and is digested."""
     source = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(1500))
     with daemon_process(xdg, {"PI_CTX_AUX_BACKEND": "http"}), client(xdg, 30) as c:
         sid = "s-reads"
         post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
-        for i, command in enumerate(("cat src/f.py", "sed -n '1,3000p' src/f.py", "nl -ba f.py")):
+        for i, command in enumerate(
+            (
+                "cat src/f.py",
+                "sed -n '1,3000p' src/f.py",
+                "nl -ba f.py",
+                "ctxwrap recall r1a2b3c4d 'def f'",
+            )
+        ):
             out = post(
                 c,
                 "/v1/tool_result",

@@ -49,6 +49,12 @@ from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail
         ("find . -delete", None),
         ("pytest -q", None),
         ("cat 'unterminated", None),
+        # what ctxwrap gives back on request is never a log to digest again
+        ("ctxwrap recall r1a2b3c4d 'FAIL|Error'", "grep"),
+        ("ctxwrap show r1a2b3c4d", "read"),
+        ("/home/u/.venv/bin/ctxwrap recall r1a2b3c4d x | head -5", "grep"),
+        ("ctxwrap stats", None),
+        ("ctxwrap", None),
     ],
 )
 def test_read_kind(command: str, kind: str | None) -> None:
