@@ -276,13 +276,17 @@ def tail_of(items: list[Any], seen: Collection[str]) -> tuple[Tail, int, Neutral
     # of their id in it (as `to_neutral` of the whole would know them)
     wanted: set[str] = set()
     called: set[str] = set()
-    for b in _blocks(suffix):
-        if b.get("type") == "tool_use" and isinstance(b.get("id"), str):
-            called.add(b["id"])
-        elif b.get("type") == "tool_result":
-            cid = b.get("tool_use_id")
-            if isinstance(cid, str) and cid not in called:
-                wanted.add(cid)
+    for msg in suffix:
+        role = msg.get("role") if isinstance(msg, dict) else None
+        for b in _blocks((msg,)):
+            # a call is an assistant's block, as `to_neutral` reads it (one in a user message
+            # names nothing)
+            if b.get("type") == "tool_use" and role == "assistant" and isinstance(b.get("id"), str):
+                called.add(b["id"])
+            elif b.get("type") == "tool_result":
+                cid = b.get("tool_use_id")
+                if isinstance(cid, str) and cid not in called:
+                    wanted.add(cid)
     names: dict[str, str] = {}
     for msg in reversed(items[:k]):  # the latest call of each id, just before the suffix
         if not wanted:

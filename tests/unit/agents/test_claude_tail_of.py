@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxwrap.agents.claude import anthropic_wire as wire
@@ -48,6 +48,20 @@ messages = st.lists(
 
 @settings(max_examples=400, deadline=None)
 @given(messages, st.sets(st.sampled_from(IDS)))
+@example(  # a tool_use in a user message names no call: the result's name is the earlier call's
+    [
+        {"role": "assistant", "content": [_block("use", "a", "Read")]},
+        {
+            "role": "user",
+            "content": [
+                _block("use", "a", "Read"),
+                _block("result", "b", ""),
+                _block("result", "a", ""),
+            ],
+        },
+    ],
+    {"b"},
+)
 def test_the_fast_tail_is_the_whole_views_tail(items: list[Any], seen: set[str]) -> None:
     whole = wire.to_neutral(items).messages
     tail, count, built = wire.tail_of(items, seen)
