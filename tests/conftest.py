@@ -84,11 +84,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # Modules that go to one pytest-xdist worker as a whole, because their module fixture is costly
-# (test_fresh_install builds a wheel and a venv: ~40 s, once instead of once per worker).
+# (test_fresh_install builds a wheel and a venv: ~40 s; test_widths_e2e runs a pi session and
+# a replay: ~11 s; each once instead of once per worker).
 # xdist's own `xdist_group` mark does not reach its scheduler under pytest 9 (--dist loadgroup
 # renames item._nodeid, which pytest 9 no longer reads), so with --dist loadgroup (`make test`)
 # the grouping is done here: each such module is one unit of work, every other test its own.
-ONE_WORKER_MODULES = frozenset({"tests/integration/test_fresh_install.py"})
+ONE_WORKER_MODULES = frozenset(
+    {"tests/integration/test_fresh_install.py", "tests/e2e/test_widths_e2e.py"}
+)
 
 
 @pytest.hookimpl(optionalhook=True)

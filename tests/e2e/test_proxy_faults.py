@@ -13,6 +13,7 @@ import re
 import sqlite3
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,15 @@ def run(agent: str, wrapped: bool, steps: list[dict[str, Any]], root: Path) -> O
     return outcome
 
 
+def both(agent: str, steps: list[dict[str, Any]], root: Path) -> tuple[Outcome, Outcome]:
+    """The plain and the wrapped run at once: each has its own server, home and state, and most
+    of a fault's time is waiting (retry delays, an outage), which the two can share."""
+    with ThreadPoolExecutor(2) as pool:
+        plain = pool.submit(run, agent, False, steps, root / "plain")
+        wrapped = pool.submit(run, agent, True, steps, root / "wrapped")
+        return plain.result(), wrapped.result()
+
+
 def _check_failed_tries(xdg: Xdg, outcome: Outcome, steps: list[dict[str, Any]]) -> None:
     """Only answered tries are LLM calls (past the script's end the server answers too); every
     failed try the server saw is counted apart."""
@@ -153,8 +163,7 @@ def test_a_fault_reaches_the_agent_as_without_ctxwrap(
     if agent == "codex" and fault == "refused":
         pytest.skip("Codex's network wait: test_codex_waits_out_an_upstream_outage_as_plain")
     steps = FAULTS[fault]
-    plain = run(agent, False, steps, tmp_path / "plain")
-    wrapped = run(agent, True, steps, tmp_path / "wrapped")
+    plain, wrapped = both(agent, steps, tmp_path)
     print(f"\n{agent} {fault}: plain {plain}\nwrapped {wrapped}")
     assert wrapped.rc == plain.rc
     assert wrapped.tries == plain.tries
@@ -168,8 +177,7 @@ def test_codex_waits_out_an_upstream_outage_as_plain(tmp_path: Path) -> None:
     Codex under ctxwrap — the proxy stops listening while the upstream refuses, so Codex's own
     network wait applies instead of its retry budget (it failed after ~26 s before)."""
     steps = [{"fault": "down", "down_s": 10}, ANSWER]
-    plain = run("codex", False, steps, tmp_path / "plain")
-    wrapped = run("codex", True, steps, tmp_path / "wrapped")
+    plain, wrapped = both("codex", steps, tmp_path)
     assert plain.rc == wrapped.rc == 0, (plain, wrapped)
     assert plain.tries == wrapped.tries == 2
     assert plain.message == wrapped.message == ANSWER["text"]
