@@ -219,7 +219,9 @@ class Settings(BaseSettings):
         ge=0,
         description="Mask a read once no call has read, written or edited its file for this many rounds (0 = off).",
     )
-    recall_max_tokens: int = Field(2000, ge=100, description="Cap of one ctx_recall answer.")
+    recall_max_tokens: int = Field(
+        2000, ge=100, description="Cap of one recall answer (`ctxwrap recall`, pi's ctx_recall)."
+    )
     raw_store_max_mb: int = Field(512, ge=1, description="Size cap of the raw-output store.")
     raw_retention_days: int = Field(
         14,

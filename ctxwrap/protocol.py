@@ -114,8 +114,11 @@ class AgentProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # how the model gets a stored raw output back: a tool of ctxwrap's in the agent (pi's
-    # bridge registers ctx_recall), else the `ctxwrap recall` shell command
+    # bridge keeps ctx_recall only where pi has no bash: SessionStart.recall_tool), else the
+    # `ctxwrap recall` shell command
     recall_tool: bool = False
+    # the agent carries ctxwrap's find_capability tool while lazy skills/tools are on (pi)
+    capability_tool: bool = False
     # where the agent saves a long bash output and names it: a log in its temp dir named in the
     # result's text and details (pi's spill file), a tool-results file named in the structured
     # response only (Claude Code's), or none
@@ -152,7 +155,7 @@ class AgentProfile(BaseModel):
 
 PROFILES: dict[str, AgentProfile] = {
     "pi": AgentProfile(
-        recall_tool=True,
+        capability_tool=True,
         spill="temp-log",
         reports_head_changes=True,
         tail_waits_for_tags=True,
@@ -193,6 +196,9 @@ class SessionStart(Request):
     compaction: CompactionSettings | None = None
     # the adapter's traits (AgentProfile); None: its agent's entry of PROFILES
     profile: AgentProfile | None = None
+    # how this session's model recalls, where the adapter decides it per session (pi's bridge:
+    # ctx_recall, or `ctxwrap recall` through bash); None: as the profile says
+    recall_tool: bool | None = None
 
 
 class CatalogUpdate(Request):

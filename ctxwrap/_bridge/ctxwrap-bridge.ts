@@ -15,7 +15,7 @@ import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import * as http from "node:http";
 import { spawn } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
-import { appendFileSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, lstatSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { homedir, tmpdir } from "node:os";
 import { allToolCallIds, applyEdits, asEdit, describeTail, tailIds, type Edit, type Tail } from "./edits.ts";
@@ -920,6 +920,24 @@ function median(values: number[]): number {
 
 const STATE_ENTRY = "ctxwrap-state";
 const OWN_TOOLS = new Set(["ctx_recall", "find_capability"]);
+
+/**
+ * Whether the model can get a hidden output back through pi's own bash (`ctxwrap recall`), so
+ * that ctx_recall need not ride in every request: bash is active and a `ctxwrap` executable is
+ * on the PATH pi's bash inherits (`ctxwrap pi` puts it there). PI_CTX_RECALL=tool keeps the tool.
+ */
+export function shellRecall(active: string[], path: string = env.PATH ?? "", mode: string = env.PI_CTX_RECALL ?? ""): boolean {
+	if (mode.toLowerCase() === "tool" || !active.includes("bash")) return false;
+	return path.split(":").some((dir) => {
+		if (!dir.startsWith("/")) return false; // a relative entry depends on bash's cwd
+		try {
+			const st = statSync(join(dir, "ctxwrap"));
+			return st.isFile() && (st.mode & 0o111) !== 0;
+		} catch {
+			return false;
+		}
+	});
+}
 const FACT_TYPE = "ctxwm-fact";
 const FACT_CONTENT_CHARS = 65536;
 
@@ -956,6 +974,11 @@ function install(pi: any): void {
 	let skillsRemoved = 0;
 	let toolsChars = 0;
 	let ownToolsChars = 0; // ctx_recall + find_capability: plain pi sends neither
+	// The model recalls through ctx_recall (true) or `ctxwrap recall` in bash (false): decided at
+	// each session start, before the session's first request, so the tool list never changes
+	// mid-session (a changed list rewrites the provider's whole cached prefix).
+	let recallTool = true;
+	let capabilityOff = false; // find_capability left out: this session strips no skills
 	let pendingTags = new Map<string, Promise<void>>();
 	let pendingFacts = new Map<string, Promise<void>>(); // aux facts still running (not waited for)
 	let lateFacts = new Map<string, string>(); // toolCallId → aux fact to steer after the next round
@@ -1049,6 +1072,54 @@ function install(pi: any): void {
 		return { specs: specs.filter((t) => !OWN_TOOLS.has(t.name)), activeChars, ownChars };
 	};
 
+	/**
+	 * find_capability finds what the skills strip took out of the prompt. A session whose first
+	 * prompt had no skill to strip would carry it in every request for nothing (pi's inactive
+	 * built-in tools are pi's choice, not ctxwrap's saving): it leaves before the first request,
+	 * and later prompts keep any skill that appears in the prompt, as plain pi does. Returns
+	 * whether the tool list changed.
+	 */
+	const setCapabilityTool = (on: boolean): boolean => {
+		let changed = false;
+		try {
+			const active: string[] = pi.getActiveTools?.() ?? [];
+			const has = active.includes("find_capability");
+			if (has && !on) {
+				pi.setActiveTools(active.filter((n) => n !== "find_capability"));
+				changed = true;
+			} else if (!has && on && (pi.getAllTools?.() ?? []).some((t: any) => t?.name === "find_capability")) {
+				pi.setActiveTools([...active, "find_capability"]); // a resumed session that now has skills
+				changed = true;
+			}
+			capabilityOff = !(pi.getActiveTools?.() ?? []).includes("find_capability");
+		} catch {
+			capabilityOff = true; // unknown: strip nothing the model could not find again
+		}
+		trace(`find_capability ${capabilityOff ? "off" : "on"}`);
+		return changed;
+	};
+
+	/** ctx_recall on or off for this session (`shellRecall`); the daemon's notes follow it. */
+	const chooseRecall = () => {
+		let active: string[] = [];
+		let registered = false;
+		try {
+			active = pi.getActiveTools?.() ?? [];
+			registered = (pi.getAllTools?.() ?? []).some((t: any) => t?.name === "ctx_recall");
+		} catch {}
+		const has = active.includes("ctx_recall");
+		const shell = shellRecall(active);
+		try {
+			if (shell && has) pi.setActiveTools(active.filter((n) => n !== "ctx_recall"));
+			// a session resumed where bash is gone now: the tool comes back before its first request
+			else if (!shell && !has && registered) pi.setActiveTools([...active, "ctx_recall"]);
+			recallTool = !shell && (has || registered);
+		} catch {
+			recallTool = has;
+		}
+		trace(`recall through ${recallTool ? "ctx_recall" : "bash"}`);
+	};
+
 	// The wait for the daemon's answer to this session's start, owed by its first prompt.
 	let startWait: Promise<void> | null = null;
 
@@ -1076,6 +1147,7 @@ function install(pi: any): void {
 			tools: specs,
 			skills,
 			active_tools: pi.getActiveTools?.() ?? [],
+			recall_tool: recallTool,
 			compaction: compactionSettings(sm?.getCwd?.() ?? ctx.cwd ?? process.cwd(), modelRef(ctx.model)),
 		};
 		noteSessionForExit();
@@ -1273,6 +1345,8 @@ function install(pi: any): void {
 			catalogDelivered = false;
 			lastTotals = null;
 			compactAskedAt = 0;
+			capabilityOff = false;
+			chooseRecall();
 			register(ctx, String(event?.reason ?? "startup"));
 			if (!ctx?.hasUI) await compactBeforePrintRun(ctx);
 			else void compactOnResume(ctx);
@@ -1401,7 +1475,16 @@ function install(pi: any): void {
 			let result: Json | undefined;
 			skillsRemoved = 0;
 			const prompt = String(event?.systemPrompt ?? "");
-			if (cfg.lazy_skills && cfg.lazy) {
+			if (promptIndex === 1) {
+				// before the session's first request: the tool list is settled here, once
+				const hasSkills = cfg.lazy_skills && cfg.lazy && stripSkills(prompt).removed > 0;
+				if (setCapabilityTool(hasSkills)) {
+					const after = toolSpecs();
+					toolsChars = after.activeChars;
+					ownToolsChars = after.ownChars;
+				}
+			}
+			if (cfg.lazy_skills && cfg.lazy && !capabilityOff) {
 				const stripped = stripSkills(prompt);
 				skillsRemoved = stripped.removed;
 				const opts = event?.systemPromptOptions;

@@ -215,12 +215,10 @@ class Daemon:
             }
         )
         cost_accounting.record_session_model(self.store, req.session_id, req.model, req.compaction)
-        rt = SessionRuntime(
-            req.session_id,
-            req.pid,
-            agent=req.agent,
-            profile=req.profile or P.profile_of(req.agent, req.pi_version),
-        )
+        profile = req.profile or P.profile_of(req.agent, req.pi_version)
+        if req.recall_tool is not None and req.recall_tool != profile.recall_tool:
+            profile = profile.model_copy(update={"recall_tool": req.recall_tool})
+        rt = SessionRuntime(req.session_id, req.pid, agent=req.agent, profile=profile)
         rt.dropped_sigs = self._hidden_signatures(req.session_id)  # a resume keeps its guard
         self.sessions[req.session_id] = rt
         self.last_activity = time.monotonic()

@@ -92,14 +92,25 @@ MECHANISMS = ("bash", "amnesia", "writes", "masking", "compaction", "skills", "t
 # MCP and web tools)
 META_TOOLS = frozenset({"read", "grep", "find", "ls", "glob", "fetch"})
 # Name + description + JSON parameters of ctx_recall and find_capability as the bridge
-# registers them (pi). Measured from `ctxwrap stats` (saved_tools per call); the agreement
-# test against a real `ctxwrap pi` run fails if it drifts.
-OWN_TOOLS_CHARS = 1006
+# registers them (pi): what each adds to every request that carries it. Measured from
+# `ctxwrap stats` (saved_tools per call); the agreement test against a real `ctxwrap pi` run
+# fails if they drift.
+RECALL_TOOL_CHARS = 691
+CAPABILITY_TOOL_CHARS = 315
 PLACEHOLDER_HANDLE = "r00000000"
 # Output tokens an aux answer typically takes (caps: tag 24, fact 60, digest 1024).
 AUX_OUTPUT_ESTIMATE = {"tag": 8, "fact": 30, "digest": 200}
 # A request's own rate (tokens per character it added) is measured when it added at least this
 TAIL_RATE_MIN_CHARS = 2000
+
+
+def own_tools_chars(profile: AgentProfile, th: Thresholds, skills_stripped: bool) -> int:
+    """What ctxwrap's own tools add to each request of a session of this agent: find_capability
+    only where the skills strip took something to find (the pi bridge's rule)."""
+    finds = profile.capability_tool and th.lazy_tools and th.lazy_skills and skills_stripped
+    return (RECALL_TOOL_CHARS if profile.recall_tool else 0) + (
+        CAPABILITY_TOOL_CHARS if finds else 0
+    )
 
 
 def tokens(chars: int) -> int:
@@ -117,6 +128,7 @@ class Thresholds:
     write_min_bytes: int = 400
     write_max_content_chars: int = 6000
     lazy_skills: bool = True
+    lazy_tools: bool = True  # `lazy`: pi's find_capability, where skills left the prompt
     ttl_s: float = 300.0
     dedup: bool = True
     mask: bool = True
@@ -181,6 +193,7 @@ class Thresholds:
             write_min_bytes=s.write_min_bytes,
             write_max_content_chars=s.write_max_content_chars,
             lazy_skills=s.lazy_skills and s.lazy,
+            lazy_tools=s.lazy,
             dedup=s.dedup,
             ttl_s=s.cache_ttl_s,
             mask=s.mask,
@@ -1764,7 +1777,7 @@ class SessionSimulator:
         saved = dict(self.saved)
         if self.th.lazy_skills:
             saved["skills"] = self.system.skills_chars
-        saved["tools"] = -OWN_TOOLS_CHARS if self.profile.recall_tool else 0
+        saved["tools"] = -own_tools_chars(self.profile, self.th, self.system.skills_chars > 0)
         self.r.calls.append(
             CallFigures(
                 index=index,

@@ -64,7 +64,7 @@ def test_dropped_read_never_reaches_model_after_its_round(
     assert "relevant detail 119" in sent[1] and "relevant detail 119" in sent[3]  # kept
     assert not any("irrelevant-marker" in s for s in sent), "the dropped file reached the model"
     tomb = [c for c in tool_contents(bodies[2]) if "judged not needed" in c]
-    assert len(tomb) == 1 and "read LICENSE" in tomb[0] and "ctx_recall" in tomb[0]
+    assert len(tomb) == 1 and "read LICENSE" in tomb[0] and "`ctxwrap recall r" in tomb[0]
     assert sorted(r.aux_task for r in run.server.aux_requests) == ["tag", "tag"]
     # The session keeps the true history (pi's own record is not edited) ...
     assert "irrelevant-marker" in run.session_text()

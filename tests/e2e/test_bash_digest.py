@@ -54,7 +54,12 @@ def test_large_output_reaches_model_as_digest(pi: str, tmp_path: Path, xdg: Xdg)
     assert " digested by ctxwrap · " in content.split("\n", 1)[0], content[:300]
     assert "40,001 lines" in content or "40,000 lines" in content  # the size of the real output
     assert "exit code 0" in content
-    assert re.search(r'ctx_recall\(handle="r[0-9a-f]{8}"', content)
+    # pi's bash finds `ctxwrap recall` (`ctxwrap pi` puts it on PATH) and no skill is there to
+    # find: none of ctxwrap's own tools rides in the requests, from the first one on (plain pi's
+    # tool list), and the note names the command
+    assert re.search(r"`ctxwrap recall r[0-9a-f]{8} PATTERN`", content), content[:300]
+    names = [[t["function"]["name"] for t in b["tools"]] for b in bodies]
+    assert all(n == ["read", "bash", "edit", "write"] for n in names), names
     assert len(content) < 8000
     for body in bodies:
         for text in tool_contents(body):
@@ -62,6 +67,36 @@ def test_large_output_reaches_model_as_digest(pi: str, tmp_path: Path, xdg: Xdg)
     assert_no_raw(run.session_text())
     # The extract of `seq` is a few lines: condensing it further would cost more than it saves.
     assert run.server.aux_requests == []
+
+
+def test_the_model_recalls_a_digested_output_through_pis_bash(tmp_path: Path, xdg: Xdg) -> None:
+    """pi 1.6: the digest's note names `ctxwrap recall`, and that command, run by the model in
+    pi's own bash in a later session, gives back the lines asked for, whole (an answer is never
+    digested again)."""
+    one = run_ctxwrap_pi("pi", tmp_path, xdg, [SEQ, DONE])
+    assert one.proc.returncode == 0, one.proc.stderr
+    (content,) = tool_contents(one.main_bodies()[1])
+    found = re.search(r"`ctxwrap recall (r[0-9a-f]{8}) PATTERN`", content)
+    assert found is not None, content[:300]
+    command = f"ctxwrap recall {found.group(1)} '^3999[0-9]$'"
+    ask = {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
+    two = run_ctxwrap_pi(
+        "pi", tmp_path, xdg, [ask, DONE], prompt="the last lines?", home=one.home,
+        args=("--continue",),
+    )  # fmt: skip
+    assert two.proc.returncode == 0, two.proc.stderr
+    answer = tool_contents(two.main_bodies()[1])[-1]
+    assert re.findall(r"^\d+: (\d+)$", answer, re.M) == [str(n) for n in range(39990, 40000)]
+    assert re.search(r"10 of 40,00[01] lines matched", answer), answer[-300:]
+
+
+def test_without_bash_the_model_recalls_through_ctx_recall(tmp_path: Path, xdg: Xdg) -> None:
+    """pi 1.6 with bash turned off (`--exclude-tools bash`): `ctxwrap recall` cannot run, so
+    the bridge keeps its ctx_recall tool from the first request on."""
+    run = run_ctxwrap_pi("pi", tmp_path, xdg, [DONE], args=("--exclude-tools", "bash"))
+    assert run.proc.returncode == 0, run.proc.stderr
+    [names] = [[t["function"]["name"] for t in b["tools"]] for b in run.main_bodies()]
+    assert "bash" not in names and "ctx_recall" in names, names
 
 
 FAILING_SUITE = """
@@ -179,7 +214,7 @@ def test_small_output_passes_untouched(pi: str, tmp_path: Path, xdg: Xdg) -> Non
 def test_recall_from_another_shell_and_show(tmp_path: Path, xdg: Xdg) -> None:
     run = run_ctxwrap_pi("pi", tmp_path, xdg, [SEQ, DONE])
     (content,) = tool_contents(run.main_bodies()[1])
-    handle = re.search(r'handle="(r[0-9a-f]{8})"', content)
+    handle = re.search(r"`ctxwrap recall (r[0-9a-f]{8}) PATTERN`", content)
     assert handle
     shown = ctxwrap(xdg, "show", handle.group(1))
     assert shown.returncode == 0

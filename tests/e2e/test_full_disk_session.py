@@ -47,7 +47,7 @@ def test_disk_filling_during_a_session(pi: str, tmp_path: Path, xdg: Xdg) -> Non
             digest = tool_contents(bodies[1])[0]
             assert " digested by ctxwrap · " in digest.split("\n", 1)[0], digest[:300]
             assert "40,001 lines" in digest or "40,000 lines" in digest
-            assert "no recall" in digest and "ctx_recall(handle=" not in digest
+            assert "no recall" in digest and "ctxwrap recall r" not in digest
             assert len(digest) < 8000  # a digest, not the bridge's fallback tail
             # The read result could not be kept for recall, so it stays as it was.
             assert "line 1499 of a big file" in tool_contents(bodies[2])[-1]
@@ -68,7 +68,7 @@ def test_disk_filling_during_a_session(pi: str, tmp_path: Path, xdg: Xdg) -> Non
             ballast.unlink()  # space again: the next write lands and the daemon recovers
             again = run_ctxwrap_pi(pi, tmp_path / "again", xdg, [SEQ, DONE])
             assert again.proc.returncode == 0, again.proc.stderr
-            assert "ctx_recall(handle=" in tool_contents(again.main_bodies()[1])[0]
+            assert "`ctxwrap recall r" in tool_contents(again.main_bodies()[1])[0]
             doc = json.loads(ctxwrap(xdg, "status", "--json").stdout)
             assert doc["state"] == "ready" and doc["degraded"] is None, doc
         finally:

@@ -107,6 +107,21 @@ def test_skills_leave_the_prompt_and_load_on_demand(pi: str, tmp_path: Path, xdg
 
 
 @pytest.mark.parametrize("pi", PI_VERSIONS)
+def test_without_skills_no_tool_of_ctxwraps_rides_along(pi: str, tmp_path: Path, xdg: Xdg) -> None:
+    """No skill left the prompt, so find_capability has nothing to find: it leaves before the
+    first request, and the requests carry plain pi's tools and system prompt, the same at the
+    second prompt (one settled head, no rewrite of the cached prefix)."""
+    (tmp_path / "home").mkdir()
+    plain = run_ctxwrap_pi(pi, tmp_path / "p", xdg, [{"text": "one"}], plain=True)
+    run = run_ctxwrap_pi(pi, tmp_path, xdg, [{"text": "one"}, {"text": "two"}], args=("and again",))
+    assert run.proc.returncode == 0, run.proc.stderr
+    first, second = run.main_bodies()
+    assert tool_names(first) == tool_names(second) == tool_names(plain.main_bodies()[0])
+    assert "find_capability" not in tool_names(first) and "ctx_recall" not in tool_names(first)
+    assert system_text(first) == system_text(second)
+
+
+@pytest.mark.parametrize("pi", PI_VERSIONS)
 def test_user_skill_command_still_works(pi: str, tmp_path: Path, xdg: Xdg) -> None:
     home = tmp_path / "home"
     make_skills(home)
@@ -118,7 +133,7 @@ def test_user_skill_command_still_works(pi: str, tmp_path: Path, xdg: Xdg) -> No
 
 
 def test_grep_becomes_callable_within_the_prompt_on_pi_1x(tmp_path: Path, xdg: Xdg) -> None:
-    (tmp_path / "home").mkdir()
+    make_skills(tmp_path / "home")  # find_capability rides only where skills left the prompt
     script = [
         FIND_GREP,
         {"tool_calls": [{"name": "grep", "arguments": {"pattern": "needle-[0-9]+", "path": "."}}]},
@@ -147,7 +162,7 @@ def test_grep_becomes_callable_within_the_prompt_on_pi_1x(tmp_path: Path, xdg: X
 
 def test_grep_becomes_callable_from_the_next_prompt_on_pi_073(tmp_path: Path, xdg: Xdg) -> None:
     """0.73 applies setActiveTools at the next prompt: one head change, paid once."""
-    (tmp_path / "home").mkdir()
+    make_skills(tmp_path / "home")  # find_capability rides only where skills left the prompt
     script = [
         FIND_GREP,
         {"text": "grep is ready"},
@@ -184,7 +199,7 @@ def test_no_tool_is_added_mid_conversation_on_a_model_that_binds_thinking_to_the
     reasoning (a 400) or drops it. Under such a model id find_capability names the tool and
     how to enable it, and the tool list stays as it was (pi 1.x would otherwise add it at
     the next request, as in the test above)."""
-    (tmp_path / "home").mkdir()
+    make_skills(tmp_path / "home")  # find_capability rides only where skills left the prompt
     script = [
         FIND_GREP,
         {"text": "done"},

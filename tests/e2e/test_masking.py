@@ -116,7 +116,7 @@ def test_idle_gap_masks_the_earlier_task_and_the_view_is_frozen(
     assert not any("old-marker" in s for s in sent), "the earlier task's read was sent whole"
     tomb = [c for c in tool_contents(bodies[0]) if "was hidden" in c]
     assert len(tomb) == 1 and "read old.py" in tomb[0] and "earlier task" in tomb[0]
-    assert "ctx_recall(handle=" in tomb[0]
+    assert "`ctxwrap recall r" in tomb[0]
     # ... the current task's read is whole, and between boundaries the view is frozen.
     assert "new_helper_149" in sent[1] and "new_helper_149" in sent[2]
     assert_extends(bodies)
@@ -213,7 +213,7 @@ def test_a_short_command_output_is_kept_for_recall_and_masked_once_old(
 ) -> None:
     """pi 1.6, the defaults: a command output too short to digest reaches the model whole, is
     stored behind a recall handle on the side, and after an idle gap past the cache TTL it is
-    masked as older (a result other than a read, seen rounds ago); ctx_recall gives it back.
+    masked as older (a result other than a read, seen rounds ago); `ctxwrap recall` gives it back.
     Before, only digested output could be masked, and it stayed whole to the end."""
     steps = [
         {"tool_calls": [{"name": "bash", "arguments": {"command": "python3 gen.py"}}]},
@@ -237,7 +237,7 @@ def test_a_short_command_output_is_kept_for_recall_and_masked_once_old(
         assert two.proc.returncode == 0, two.proc.stderr
         last = json.dumps(srv.main_requests[-1].body)
     assert "module_059  ok" not in last
-    assert "python3 gen.py" in last and "ctx_recall(handle=" in last
+    assert "python3 gen.py" in last and "`ctxwrap recall r" in last
     [(handle,)] = db_rows(xdg, "SELECT handle FROM raw_outputs")
     assert db_rows(xdg, "SELECT COUNT(*) FROM digests") == [(0,)]
     assert handle in last

@@ -58,7 +58,7 @@ def test_an_unchanged_reread_points_at_the_first_read(pi: str, tmp_path: Path, x
     first, second, third, fourth = reads
     assert "def handler_149" in first  # the first read stays whole
     assert "returned the same" in second and "read app.py" in second
-    assert "ctx_recall(handle=" in second  # the first read, should a compaction summarise it
+    assert "`ctxwrap recall r" in second  # the first read, should a compaction summarise it
     assert len(second) < 400
     assert "def handler_149" in third  # the model asked again: kept (invariant 5)
     assert "changed-marker" in fourth  # new content: whole

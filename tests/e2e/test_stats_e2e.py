@@ -87,7 +87,9 @@ def test_two_concurrent_sessions_are_accounted_separately(tmp_path: Path, xdg: X
     results: dict[str, Any] = {}
 
     def one(tag: str, script: list[dict[str, Any]]) -> None:
-        results[tag] = run_ctxwrap_pi("pi", tmp_path / tag, xdg, script)
+        # b keeps the ctx_recall tool (as where pi has no bash): its spec is in every request
+        env = {"PI_CTX_RECALL": "tool"} if tag == "b" else {}
+        results[tag] = run_ctxwrap_pi("pi", tmp_path / tag, xdg, script, extra_env=env)
 
     a = [SCRIPT[0], {"text": "a done"}]
     b = [
@@ -108,7 +110,7 @@ def test_two_concurrent_sessions_are_accounted_separately(tmp_path: Path, xdg: X
     by_calls = sorted((g["llm_calls"], g["saved_chars"]) for g in rows.values())
     assert [c for c, _ in by_calls] == [2, 2]
     small, big = sorted(s for _, s in by_calls)
-    # The session with nothing to digest paid for ctxwrap's own tool specs: negative stays negative.
+    # The session with nothing to digest paid for ctxwrap's own tool spec: negative stays negative.
     assert small < 0
     assert big > 5_000  # one 30,000-line output digested, minus ctxwrap's tools
 

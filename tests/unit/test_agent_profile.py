@@ -9,6 +9,7 @@ and a fourth agent adds a profile, not a branch.
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,23 @@ def test_a_declared_profile_is_what_the_session_start_carries() -> None:
 def test_recall_wording_follows_the_trait_not_the_name() -> None:
     assert recall_call(P.AgentProfile(recall_tool=True), "r1").startswith("ctx_recall(")
     assert "`ctxwrap recall r1 PATTERN`" in recall_call(P.profile_of("codex"), "r1")
+
+
+def test_a_session_start_says_how_its_model_recalls(tmp_path: Path) -> None:
+    """pi's bridge decides per session (bash active and `ctxwrap` on its PATH, or not): the
+    daemon's notes name what the session has, whatever pi's default says."""
+    from ctxwrap.config import load_config
+    from ctxwrap.daemon.service import Daemon
+
+    d = Daemon(load_config(tmp_path / "absent.toml"), socket=tmp_path / "s", state_dir=tmp_path)
+    for sid, recall_tool, wording in (
+        ("bash", False, "`ctxwrap recall r1 PATTERN`"),
+        ("tool", True, 'ctx_recall(handle="r1"'),
+        ("unsaid", None, "`ctxwrap recall r1 PATTERN`"),  # pi's default: bash is on
+    ):
+        d.session_start(
+            P.SessionStart(session_id=sid, cwd="/", pid=os.getpid(), recall_tool=recall_tool)
+        )
+        rt = d.sessions[sid]
+        assert wording in recall_call(rt.profile, "r1"), sid
+        assert rt.profile.tail_waits_for_tags  # pi's other traits stay

@@ -77,10 +77,13 @@ def _package_of(exe: Path) -> tuple[str, str | None]:
 
 def bridge_env(pi: PiInstall) -> dict[str, str]:
     from ctxwrap.daemon.argv import daemon_run_argv
+    from ctxwrap.launch.daemon import path_with_ctxwrap
 
     env = dict(os.environ)
     env.update(
         {
+            # pi's bash finds `ctxwrap recall`: the bridge then needs no tool of its own
+            "PATH": path_with_ctxwrap(env.get("PATH", "")),
             "CTXWRAP_SOCKET": str(paths.socket_path()),
             "CTXWRAP_VERSION": __version__,
             "CTXWRAP_PI_PACKAGE": pi.package,

@@ -6,18 +6,24 @@ from __future__ import annotations
 import pytest
 
 from ctxwrap.mechanisms.digest import DIGEST_MAX_SHARE, clearly_smaller, digest_header
-from ctxwrap.protocol import profile_of
+from ctxwrap.protocol import AgentProfile, profile_of
 from ctxwrap.state.session import recall_call
 
+WITH_TOOL = AgentProfile(recall_tool=True)  # pi without bash: ctx_recall
 
-def header(command: str = "sh ./build.sh", handle: str | None = "r50db904d", agent: str = "pi"):
+
+def header(
+    command: str = "sh ./build.sh",
+    handle: str | None = "r50db904d",
+    profile: AgentProfile = WITH_TOOL,
+):
     return digest_header(
         command=command,
         status="exit code 1",
         lines=20006,
         chars=667198,
         handle=handle,
-        recall=recall_call(profile_of(agent), handle) if handle else None,
+        recall=recall_call(profile, handle) if handle else None,
     ).split("\n")
 
 
@@ -34,8 +40,9 @@ def test_first_line_says_what_happened_and_how_a_person_sees_it_all() -> None:
     )
 
 
-def test_other_agents_are_pointed_at_the_recall_command() -> None:
-    assert "`ctxwrap recall r50db904d PATTERN`" in header(agent="claude")[1]
+@pytest.mark.parametrize("agent", ["pi", "claude", "codex"])
+def test_a_model_with_a_shell_is_pointed_at_the_recall_command(agent: str) -> None:
+    assert "`ctxwrap recall r50db904d PATTERN`" in header(profile=profile_of(agent))[1]
 
 
 def test_a_long_or_multi_line_command_is_cut_in_the_first_line_and_given_whole_below() -> None:

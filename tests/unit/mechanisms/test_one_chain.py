@@ -100,11 +100,16 @@ def test_swapping_one_mechanism_changes_the_daemon_and_replay_alike(daemon_for: 
     assert "digest" not in _replayed(chain)
 
 
-def test_replay_words_the_digest_header_as_the_daemon_does_for_that_agent() -> None:
-    """pi's model recalls with our tool, Claude Code's and Codex's with the CLI: the header
-    replay counts is the one the daemon writes for the session's agent."""
+def test_replay_words_the_digest_header_as_the_daemon_does_for_that_agent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The header replay counts is the one the daemon writes for the session's agent profile:
+    here a pi that recalls with our tool (pi without bash), Claude Code and Codex with the CLI."""
+    from ctxwrap import protocol as P
     from ctxwrap.protocol import profile_of
     from ctxwrap.state.session import recall_call
+
+    monkeypatch.setitem(P.PROFILES, "pi", P.PROFILES["pi"].model_copy(update={"recall_tool": True}))
 
     sizes = {
         fmt: next(i for i in _replay(default_mechanisms(), fmt).interventions).replacement_chars

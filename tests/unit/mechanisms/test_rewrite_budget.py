@@ -88,14 +88,15 @@ def test_the_account_prices_only_the_calls_since_it_last_did_and_agrees_with_the
 
     th = Thresholds(rewrite_within_savings=False)
     sim = SessionSimulator("s", th)
-    sim.feed(_warm_session(compact_at=8))
+    sim.feed(_warm_session(compact_at=16))  # the read masked at round 11, before it
     r = sim.finish()
-    assert [at for at, side, *_ in r.summarisations if side == "plain"] == [8]
+    assert [at for at, side, *_ in r.summarisations if side == "plain"] == [16]
+    assert any(i.kind == "mask" for i in r.interventions)  # the two sides differ
     prices = _pricing.default_prices("anthropic/claude-sonnet-4-5")
     whole = price_session(r, prices, th.ttl_s, prices)
     calls = r.calls
     account = Account(th)
-    for n in (1, 5, 8, 9, 12, len(calls)):
+    for n in (1, 5, 12, 16, 17, len(calls)):
         r.calls = calls[:n]
         plain, ours = account(r)
     r.calls = calls
