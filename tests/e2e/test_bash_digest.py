@@ -6,9 +6,7 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -72,12 +70,17 @@ def test_large_output_reaches_model_as_digest(pi: str, tmp_path: Path, xdg: Xdg)
 def test_the_model_recalls_a_digested_output_through_pis_bash(tmp_path: Path, xdg: Xdg) -> None:
     """pi 1.6: the digest's note names `ctxwrap recall`, and that command, run by the model in
     pi's own bash in a later session, gives back the lines asked for, whole (an answer is never
-    digested again)."""
+    digested again); `ctxwrap show` prints the whole output to a person in another shell."""
     one = run_ctxwrap_pi("pi", tmp_path, xdg, [SEQ, DONE])
     assert one.proc.returncode == 0, one.proc.stderr
     (content,) = tool_contents(one.main_bodies()[1])
     found = re.search(r"`ctxwrap recall (r[0-9a-f]{8}) PATTERN`", content)
     assert found is not None, content[:300]
+    shown = ctxwrap(xdg, "show", found.group(1))
+    assert shown.returncode == 0
+    assert shown.stdout.splitlines()[39999] == "40000"
+    missing = ctxwrap(xdg, "show", "rdeadbeef")
+    assert missing.returncode == 66 and "no stored output" in missing.stderr
     command = f"ctxwrap recall {found.group(1)} '^3999[0-9]$'"
     ask = {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
     two = run_ctxwrap_pi(
@@ -209,19 +212,6 @@ def test_small_output_passes_untouched(pi: str, tmp_path: Path, xdg: Xdg) -> Non
     run = run_ctxwrap_pi(pi, tmp_path, xdg, script)
     plain = run_ctxwrap_pi(pi, tmp_path / "p", xdg, script, plain=True)
     assert tool_contents(run.main_bodies()[1]) == tool_contents(plain.main_bodies()[1])
-
-
-def test_recall_from_another_shell_and_show(tmp_path: Path, xdg: Xdg) -> None:
-    run = run_ctxwrap_pi("pi", tmp_path, xdg, [SEQ, DONE])
-    (content,) = tool_contents(run.main_bodies()[1])
-    handle = re.search(r"`ctxwrap recall (r[0-9a-f]{8}) PATTERN`", content)
-    assert handle
-    shown = ctxwrap(xdg, "show", handle.group(1))
-    assert shown.returncode == 0
-    assert shown.stdout.splitlines()[39999] == "40000"
-    missing = ctxwrap(xdg, "show", "rdeadbeef")
-    assert missing.returncode == 66 and "no stored output" in missing.stderr
-    _ = subprocess, time
 
 
 @pytest.mark.parametrize("pi", PI_VERSIONS)
