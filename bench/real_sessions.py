@@ -124,7 +124,7 @@ POLICIES: dict[str, Any] = {
     "noedit": lambda: _with(edit_strip=False),
     "edit-min1000": lambda: _with(edit_min_chars=1000),
     "mask-min2000": lambda: _with(mask_min_chars=2000),
-    "mask-min500": lambda: _with(mask_min_chars=500),
+    "mask-min1000": lambda: _with(mask_min_chars=1000),  # the default before this wave's last stop
     # a write body stripped once its file is untouched 10 rounds (replay only: a study)
     "write-idle10": lambda: _with(write_idle_rounds=10),
     "write-idle5": lambda: _with(write_idle_rounds=5),

@@ -180,7 +180,7 @@ class Settings(BaseSettings):
         2, ge=1, description="The current task's last rounds are never masked."
     )
     mask_min_chars: int = Field(
-        1000,
+        500,
         ge=0,
         description="Results smaller than this are never masked (measured on real sessions: docs/accounting.md).",
     )

@@ -77,7 +77,7 @@ function envConfig(): BridgeConfig {
 		tag_wait_ms: num(env.PI_CTX_TAG_WAIT_MS, 400),
 		mask: flag(env.PI_CTX_MASK, true),
 		mask_warm: flag(env.PI_CTX_MASK_WARM, false),
-		mask_min_chars: num(env.PI_CTX_MASK_MIN_CHARS, 1000),
+		mask_min_chars: num(env.PI_CTX_MASK_MIN_CHARS, 500),
 		cache_ttl_s: num(env.PI_CTX_CACHE_TTL_S, 300),
 		compact_like_plain: flag(env.PI_CTX_COMPACT_LIKE_PLAIN, true),
 	};

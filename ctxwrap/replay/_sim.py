@@ -134,7 +134,7 @@ class Thresholds:
     mask: bool = True
     mask_warm: bool = True
     mask_keep_rounds: int = 2
-    mask_min_chars: int = 1000
+    mask_min_chars: int = 500
     mask_stale_reads: bool = False
     mask_older_rounds: int = 1
     mask_read_idle_rounds: int = 10

@@ -373,7 +373,7 @@ class ProxySession:
         path the agent waits on (the daemon decides; nothing comes back)."""
         if self.cfg.get("mask", True) is False or self.cfg.get("off"):
             return
-        if len(text) < self._cfg_int("mask_min_chars", 1000):
+        if len(text) < self._cfg_int("mask_min_chars", 500):
             return
         body = {
             "session_id": self.session_id,

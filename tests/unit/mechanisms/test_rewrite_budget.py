@@ -4,6 +4,7 @@ clearing (tests/unit/mechanisms/test_thinking_clearing.py) and replay apply the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -108,3 +109,23 @@ def test_the_account_prices_only_the_calls_since_it_last_did_and_agrees_with_the
     assert sum(c.weighted_tokens for c in whole.ctxwrap) != sum(
         c.weighted_tokens for c in whole.plain
     )
+
+
+def test_a_result_of_500_chars_is_worth_a_mask_by_default() -> None:
+    """`mask_min_chars` 500 (docs/accounting.md, "The smallest result worth a mask"): a listing
+    of ~700 chars, a round old at a cold boundary (an idle gap), becomes a tombstone under the
+    defaults; under the old 1,000 it stayed whole to the end."""
+    from ctxwrap.replay._events import ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    listing = "".join(f"module_{i:03d}  ok\n" for i in range(50))  # 700 chars
+    calls = [ToolCall("c0", "bash", {"command": "make modules"}, 30)] + [
+        ToolCall(f"c{i}", "bash", {"command": f"echo step {i}"}, 30) for i in range(1, 5)
+    ]
+    masked = {}
+    for min_chars in (500, 1000):
+        sim = SessionSimulator("s", replace(Thresholds(), mask_min_chars=min_chars))
+        sim.feed(pi_rounds(calls, {0: listing}, step_s=800.0))  # each request past the TTL
+        masked[min_chars] = [i.reason for i in sim.finish().interventions if i.kind == "mask"]
+    assert Thresholds().mask_min_chars == 500
+    assert masked == {500: ["older"], 1000: []}
