@@ -51,6 +51,13 @@ class Savings:
     def free(self) -> float:
         return self.ahead - self.charged
 
+    def spend(self, cost: float, key: str | None = None) -> None:
+        """Spend `cost` until the next totals hold it; `key`: an aux call, held until
+        `settle(key)` says it was recorded."""
+        self.charged += cost
+        if key is not None:
+            self.in_flight[key] = cost
+
 
 def aux_within(free: float, cost: float) -> bool:
     """Whether an aux call of `cost` fits what the session has saved so far: a session in
@@ -82,12 +89,8 @@ def take_totals(s: Savings, plain: float, ours: float) -> None:
 
 
 def charge(rt: SessionRuntime, cost: float, key: str | None = None) -> None:
-    """Spend `cost` from the account until the next totals hold it; `key`: an aux call, held
-    until `settle(key)` says it was recorded."""
-    s = rt.part(Savings)
-    s.charged += cost
-    if key is not None:
-        s.in_flight[key] = cost
+    """Spend `cost` from the session's account (`Savings.spend`)."""
+    rt.part(Savings).spend(cost, key)
 
 
 def settle(rt: SessionRuntime, key: str) -> None:

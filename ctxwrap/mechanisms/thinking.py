@@ -79,7 +79,7 @@ class OldThinking(Mechanism):
             return True
         if not rewrite_within(c.rewrite, c.per_request, free=savings.free, plain=savings.plain):
             return False
-        savings.charged += c.rewrite
+        savings.spend(c.rewrite)
         return True
 
 

@@ -262,8 +262,9 @@ class Account:
     after; counting them all can only make the account smaller). The calls priced once are
     kept: each question prices only the calls since the last."""
 
-    def __init__(self, th: Thresholds) -> None:
+    def __init__(self, th: Thresholds, model: str | None = None) -> None:
         self.th = th
+        self.model = model  # `replay --model`: priced as the bill will be
         self.priced = 0
         self.plain = self.ours = 0.0
         self.pricing: Any = None
@@ -272,7 +273,7 @@ class Account:
     def __call__(self, r: SessionReplay) -> tuple[float, float]:
         if not r.calls:
             return 0.0, 0.0
-        pricing = session_pricing(r, self.th)
+        pricing = session_pricing(r, self.th, self.model)
         if (
             pricing != self.pricing
             or self.priced > len(r.calls)
@@ -666,15 +667,20 @@ def replay_file(
 
 
 def replay_sessions(
-    path: Path, th: Thresholds, stats: ReadStats, tagger: Tagger | None = None
+    path: Path,
+    th: Thresholds,
+    stats: ReadStats,
+    tagger: Tagger | None = None,
+    model: str | None = None,
 ) -> list[SessionReplay]:
     """Every session of one file, in file order: a reader starts each with a Header (several
     Claude Code sessions joined in one file, the sub-agents inline in it). Each converts
-    characters to tokens at its own rate, fitted on its own usage (`_calibrate.py`)."""
+    characters to tokens at its own rate, fitted on its own usage (`_calibrate.py`). `model`:
+    the one to price them as (`replay --model`), for the account their rewrites draw on too."""
     out: list[SessionReplay] = []
     for events in _by_session(read_session(path, stats)):
         sim = SessionSimulator(str(path), th, tagger, calibrate(events))
-        sim.account = Account(th)
+        sim.account = Account(th, model)
         sim.feed(events)
         out.append(sim.finish())
     if not out:
@@ -718,7 +724,7 @@ def _replay_one(
     stats = ReadStats()
     res = _FileResult(size, stats)
     try:
-        replays = replay_sessions(path, th, stats, tagger)
+        replays = replay_sessions(path, th, stats, tagger, model)
     except NotASession as exc:
         res.skip = str(exc)
         return res

@@ -1524,7 +1524,7 @@ class SessionSimulator:
             )
             if not masking.within(th, cost, removed, free=savings.free, plain=savings.plain):
                 return None
-            savings.charged += cost
+            savings.spend(cost)
         first: int | None = None
         for eid, call, _gain in due:
             seg = self._strip_late(eid, call, call_index)

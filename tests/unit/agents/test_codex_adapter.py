@@ -54,6 +54,7 @@ from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail
         ("ctxwrap show r1a2b3c4d", "read"),
         ("/home/u/.venv/bin/ctxwrap recall r1a2b3c4d x | head -5", "grep"),
         ("ctxwrap stats", None),
+        ("ctxwrap recall r1a2b3c4d x; rm -rf ~", None),  # a list may run anything
         ("ctxwrap", None),
     ],
 )

@@ -129,3 +129,22 @@ def test_a_result_of_500_chars_is_worth_a_mask_by_default() -> None:
         masked[min_chars] = [i.reason for i in sim.finish().interventions if i.kind == "mask"]
     assert Thresholds().mask_min_chars == 500
     assert masked == {500: ["older"], 1000: []}
+
+
+def test_the_account_prices_as_replay_model_will_bill() -> None:
+    """`ctxwrap replay --model`: the account the session's rewrites draw on is priced as the
+    bill will be (an automatic cache: no write premium), not as the transcript's model."""
+    from ctxwrap.replay._run import session_pricing
+    from ctxwrap.replay._sim import SessionSimulator
+
+    th = Thresholds(rewrite_within_savings=False)
+    sim = SessionSimulator("s", th)
+    sim.feed(_warm_session(compact_at=16))
+    r = sim.finish()
+    model = "openai/gpt-5"
+    bill = price_session(r, *session_pricing(r, th, model))
+    aux = sum(inp + TAG_OUTPUT_WEIGHT * out for _, _, _, inp, out in r.aux_events)
+    plain, ours = Account(th, model)(r)
+    assert plain == pytest.approx(sum(c.weighted_tokens for c in bill.plain))
+    assert ours == pytest.approx(sum(c.weighted_tokens for c in bill.ctxwrap) + aux)
+    assert (plain, ours) != pytest.approx(Account(th)(r))  # the transcript's model differs
