@@ -137,6 +137,11 @@ POLICIES: dict[str, Any] = {
     "idle20": lambda: _with(mask_read_idle_rounds=20),
     "idle5": lambda: _with(mask_read_idle_rounds=5),
     "no-idle": lambda: _with(mask_read_idle_rounds=0),
+    # every idle read masked as `untouched`, however often its file was read (the rule before
+    # 2026-12-07), and the rule at 3 and 8 reads
+    "no-reference": lambda: _with(mask_reference_reads=0),
+    "reference3": lambda: _with(mask_reference_reads=3),
+    "reference8": lambda: _with(mask_reference_reads=8),
     "no-older": lambda: _with(mask_older_rounds=0),
     # every result kind maskable (Edit, Task, Write results have no recall path yet: replay only)
     "all-kinds": lambda: _with(mask_kinds="all"),

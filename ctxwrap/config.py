@@ -219,6 +219,11 @@ class Settings(BaseSettings):
         ge=0,
         description="Mask a read once no call has read, written or edited its file for this many rounds (0 = off).",
     )
+    mask_reference_reads: int = Field(
+        5,
+        ge=0,
+        description="A file read this many times is a reference the agent keeps coming back to: its reads are masked only once superseded, never for being idle (0 = off; measured on real sessions: docs/accounting.md).",
+    )
     recall_max_tokens: int = Field(
         2000, ge=100, description="Cap of one recall answer (`ctxwrap recall`, pi's ctx_recall)."
     )

@@ -18,7 +18,10 @@ What may be masked (each with a reason, recorded by the daemon):
 - `older` (`MaskPolicy.older_after_rounds`): a result other than a read, seen at least that many
   rounds ago (bash output, a listing, a search: read once, acted on);
 - `untouched` (`MaskPolicy.read_idle_rounds`): a read whose file no call has read, written or
-  edited for that many rounds (what the agent works on stays; issue 21's activity awareness).
+  edited for that many rounds (what the agent works on stays; issue 21's activity awareness),
+  unless the history reads that file `MaskPolicy.reference_reads` times or more: a file the
+  agent keeps coming back to (a large source read in parts, the docs it works from) is read
+  again after a quiet spell more often than not, so its reads leave only when superseded.
 
 Measured on real sessions (docs/accounting.md, "Policies on real sessions"): a read made stale
 by an edit is often needed again (the agent edits the new content, but copies lines it saw in
@@ -84,6 +87,7 @@ class MaskPolicy:
     stale_reads: bool = True  # a read of a file written or edited since is `superseded`
     older_after_rounds: int = 0  # > 0: a non-read result this many rounds old is `older`
     read_idle_rounds: int = 0  # > 0: a read of a file untouched this many rounds is `untouched`
+    reference_reads: int = 0  # > 0: a file read this many times is never `untouched`
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,11 @@ def plan_masks(
         if path is not None and cid in ok_result and c.name in _PATH_TOOLS:
             touches.setdefault(path, []).append((i, c))
 
+    reads_of = {p: sum(1 for _, c in ts if c.name in _READERS) for p, ts in touches.items()}
+
+    def reference(path: str) -> bool:
+        return 0 < policy.reference_reads <= reads_of.get(path, 0)
+
     def superseded(i: int, call: TailToolCall) -> bool:
         if call.name not in _READERS:
             return False
@@ -197,6 +206,7 @@ def plan_masks(
                 policy.read_idle_rounds > 0
                 and path is not None
                 and newest - last_touch.get(path, round_of[cid]) >= policy.read_idle_rounds
+                and not reference(path)
             ):
                 reason = "untouched"
         elif policy.older_after_rounds > 0 and newest - round_of[cid] >= policy.older_after_rounds:

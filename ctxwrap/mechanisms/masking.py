@@ -173,6 +173,7 @@ def mask_policy(cfg: MaskSettings) -> MaskPolicy:
         stale_reads=cfg.mask_stale_reads,
         older_after_rounds=cfg.mask_older_rounds,
         read_idle_rounds=cfg.mask_read_idle_rounds,
+        reference_reads=cfg.mask_reference_reads,
     )
 
 
@@ -254,6 +255,7 @@ class Masking(Mechanism):
         "mask_stale_reads",
         "mask_older_rounds",
         "mask_read_idle_rounds",
+        "mask_reference_reads",
         "rewrite_within_savings",
     )
 

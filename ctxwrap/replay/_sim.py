@@ -138,6 +138,7 @@ class Thresholds:
     mask_stale_reads: bool = False
     mask_older_rounds: int = 1
     mask_read_idle_rounds: int = 10
+    mask_reference_reads: int = 5
     mask_earlier_tasks: bool = False
     mask_kinds: str = "recall"  # recall: what has a recall path (read-like, digested bash); all
     write: bool | str = "auto"  # true, false, or the agent's default (AgentProfile.write_strip)
@@ -203,6 +204,7 @@ class Thresholds:
             mask_stale_reads=s.mask_stale_reads,
             mask_older_rounds=s.mask_older_rounds,
             mask_read_idle_rounds=s.mask_read_idle_rounds,
+            mask_reference_reads=s.mask_reference_reads,
             mask_earlier_tasks=s.mask_earlier_tasks,
             write=s.write,
             edit_strip=s.edit_strip,

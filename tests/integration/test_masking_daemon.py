@@ -271,6 +271,50 @@ def test_a_reread_of_a_read_still_in_view_is_not_the_masked_one_needed_again(
     assert conn.execute("SELECT tool_call_id, how FROM needed_again").fetchall() == []
 
 
+@pytest.mark.parametrize(("reference", "masked_parts"), [(None, 0), ("0", 5)])
+def test_a_file_read_five_times_is_not_masked_for_being_idle(
+    tmp_path: Path, xdg: Xdg, reference: str | None, masked_parts: int
+) -> None:
+    """The daemon's masking keeps the reads of a file the agent keeps coming back to (read five
+    times: `mask_reference_reads`' default) until superseded; a file read once and left alone
+    as long is masked. `PI_CTX_MASK_REFERENCE_READS=0` turns the rule off."""
+    env = {"PI_CTX_MASK_KEEP_ROUNDS": "1", "PI_CTX_MASK_READ_IDLE_ROUNDS": "2",
+           "PI_CTX_TAG_WITHIN_SAVINGS": "false"}  # fmt: skip
+    if reference is not None:
+        env["PI_CTX_MASK_REFERENCE_READS"] = reference
+    with daemon_process(xdg, env), client(xdg, 30) as c:
+        sid = "s-reference"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+        post(c, "/v1/prompt", {"session_id": sid, "prompt": "port the renderer"})
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "port the renderer"}]
+        reads = [(f"p{i}", "render.ts", {"offset": 80 * i}) for i in range(5)]
+        reads += [
+            ("n1", "notes.md", {}),
+            ("q1", "a.md", {}),
+            ("q2", "b.md", {}),
+            ("q3", "c.md", {}),
+        ]
+        for cid, path, extra in reads:
+            args = {"path": path, **extra}
+            text = "".join(f"{path} {extra} line {i}\n" for i in range(60))
+            messages.append({"role": "assistant", "content": [
+                {"type": "toolCall", "id": cid, "name": "read", "arguments": args}]})  # fmt: skip
+            messages.append(result(cid, text))
+            post(c, "/v1/tool_result", {"session_id": sid, "tool_call_id": cid,
+                                        "tool_name": "read", "input": args, "text": text})  # fmt: skip
+        ids = {cid for cid, _, _ in reads}
+        body = {"session_id": sid, "call_index": len(reads), "message_count": len(messages),
+                "tail": describe_tail(messages, ids).to_json(),
+                "mask": {"reason": "idle", "gap_s": 400.0, "calls": len(reads),
+                         "history": describe_tail(messages, set()).to_json(),
+                         "paths": call_paths(messages), "edited": []}}  # fmt: skip
+        edits = post(c, "/v1/context", body)["edits"]
+    got = [(e["toolCallId"], e["reason"]) for e in edits]
+    # notes.md, read once and left alone three rounds: masked either way
+    assert ("n1", "untouched") in got
+    assert sum(1 for cid, _ in got if cid.startswith("p")) == masked_parts
+
+
 def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once_old(
     tmp_path: Path, xdg: Xdg
 ) -> None:

@@ -182,6 +182,25 @@ def test_a_read_is_masked_once_its_file_is_untouched_for_n_rounds() -> None:
     assert ("a", "untouched") not in _plan(touched, read_idle_rounds=3)
 
 
+def test_a_file_read_again_and_again_is_a_reference_masked_only_when_superseded() -> None:
+    """Measured on real pi sessions (docs/accounting.md): a file read five times or more is
+    read again after a quiet spell more often than not, so idleness alone does not mask it."""
+    parts = [(f"p{i}", "read", {"path": "big.ts", "offset": 100 * i}) for i in range(3)]
+    quiet = [(f"b{i}", "bash", {"command": f"echo {i}"}) for i in range(4)]
+    msgs = _rounds(*parts, *quiet)
+    untouched = [(f"p{i}", "untouched") for i in range(3)]
+    assert _plan(msgs, read_idle_rounds=3) == untouched  # off: idle is enough
+    assert _plan(msgs, read_idle_rounds=3, reference_reads=4) == untouched  # read 3 times only
+    assert _plan(msgs, read_idle_rounds=3, reference_reads=3) == []
+    # a failed read returned nothing to come back to: it does not count
+    failed = _rounds(*parts[:2], ("p9", "read", {"path": "big.ts", "offset": 900}), *quiet)
+    failed[6]["isError"] = True
+    assert _plan(failed, read_idle_rounds=3, reference_reads=3) == untouched[:2]
+    # supersession still applies: the same read again leaves the earlier one stale
+    again = _rounds(*parts, ("p3", "read", {"path": "big.ts", "offset": 0}), *quiet)
+    assert _plan(again, read_idle_rounds=3, reference_reads=3) == [("p0", "superseded")]
+
+
 def test_other_results_are_masked_some_rounds_after_they_were_seen() -> None:
     msgs = _rounds(*[(f"b{i}", "bash", {"command": f"echo {i}"}) for i in range(4)])
     # b3 and b2 are the current task's last two rounds (keep_rounds): never
