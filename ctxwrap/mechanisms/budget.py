@@ -16,7 +16,7 @@ they all draw on and the rules that bound what they may put at risk.
   its rewrite is the one that loses. Replayed on the corpus's sessions cut short at every 10th
   request, payback alone cost more than plain at 29 of 318 cut points, up to 12.5 %; bounded,
   at 13 (docs/accounting.md, "What a rewrite may risk"). With pi's own tools left out where
-  they serve nothing, 2 of 315 remain, both one bounded bet (`bench/cut_sessions.py`).
+  they serve nothing, 3 of 315 remain, each a bounded bet (`bench/cut_sessions.py`).
 
 Replay applies the same rules (`replay/_sim.py`) to its priced requests so far.
 """

@@ -1703,6 +1703,11 @@ class SessionSimulator:
                     for it in self.items
                     if it.seg >= start
                 )
+                # ... and the thinking that stays, which the items do not hold (a transcript
+                # keeps a signature only): the latest turn's, written again after `start` too
+                # (all of it where the turn began before `start`: the bet is judged on no less
+                # than it costs)
+                written += sum(self.turn_thinking[t] for t in thought if t >= latest)
                 # Claude Code compacts at its window less 33,000 tokens (agents/claude/
                 # auto_compact.py); a context past 200,000 had the 1M window
                 window = 1_000_000 if plain_now > 200_000 else 200_000

@@ -139,6 +139,79 @@ class Asked(OldThinking):
         return ok
 
 
+class ClearsLate(OldThinking):
+    """Clears once the conversation has run `after` requests, recording what it was told."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.asked: list[ClearingChoice] = []
+
+    def pays(self, c: ClearingChoice) -> bool:
+        if c.so_far < self.after:
+            return False
+        self.asked.append(c)
+        return True
+
+    def within(self, c: ClearingChoice, savings: Any) -> bool:
+        return True
+
+
+def _tool_turns(path: Path) -> Path:
+    """Two prompts; every response thinks ~6,000 tokens and calls a tool, the last of each
+    prompt answers: the second prompt's thinking builds up over four requests."""
+    entries: list[dict[str, Any]] = []
+    read, t, n = 0, 0, 0
+
+    def add(role: str, content: Any, **msg: Any) -> None:
+        nonlocal t
+        t += 10
+        i = len(entries)
+        entries.append({
+            "type": role, "sessionId": "s1", "version": "2.1.185", "uuid": f"u{i}",
+            "parentUuid": f"u{i - 1}" if i else None,
+            "timestamp": f"2026-06-01T10:{t // 60:02d}:{t % 60:02d}Z",
+            "message": {"role": role, "content": content, **msg}})  # fmt: skip
+
+    for prompt, rounds in (("fix the parser", 2), ("now the lexer", 5)):
+        add("user", prompt * 20)
+        for k in range(rounds):
+            last = k == rounds - 1
+            call = {"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": "ls"}}
+            write = 20_000 if n == 0 else 6_500
+            add("assistant", [THINK, TEXT if last else call], id=f"m{n}",
+                model="claude-sonnet-4-6", usage={
+                    "input_tokens": 0, "cache_read_input_tokens": read,
+                    "cache_creation_input_tokens": write, "output_tokens": 6_300})  # fmt: skip
+            read += write
+            if not last:
+                add("user", [{"type": "tool_result", "tool_use_id": f"t{n}", "content": "ok"}])
+            n += 1
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def test_a_clearing_counts_the_thinking_it_keeps_in_the_rewrite(tmp_path: Path) -> None:
+    """A clearing rewrites everything after the first thinking it leaves out, and that holds
+    the latest turn's thinking so far, which a transcript stores as a signature only. The rule
+    was asked the rewrite without it: a bet of ~8,000 tokens billed ~28,000 (pv-case-review
+    cut at 6 requests cost 21.5 % more than plain). The proxy measures it in the messages."""
+    from ctxwrap.replay._read import read_session
+
+    path = _tool_turns(tmp_path / "s.jsonl")
+    rule = ClearsLate(after=5)
+    chain = dataclasses.replace(default_mechanisms(), thinking=rule)
+    sim = SessionSimulator(str(path), Thresholds(), None, None, mechanisms=chain)
+    sim.feed(list(read_session(path, ReadStats())))
+    r = sim.finish()
+    costs = price_session(r, default_prices(r.model), r.cache_ttl_s or 300.0)
+    [i] = [c.index for c in r.calls if c.thinking_rewrite_from is not None]
+    [choice] = rule.asked
+    # what the provider writes beyond plain's request: the rewrite, as it bills it
+    billed = costs.ctxwrap[i].cache_write_tokens - costs.plain[i].cache_write_tokens
+    assert billed > 10_000  # the latest prompt's thinking, cached since, is most of it
+    assert choice.rewrite / (1.25 - 0.1) >= 0.8 * billed, (i, choice, billed)
+
+
 REALDATA = Path(__file__).resolve().parents[3].parent / "shared" / "realdata"
 
 
