@@ -406,7 +406,8 @@ class Daemon:
         rt = self._rt(req.session_id)
         accounting.record_turn(self.store, req)
         totals = self.session_totals(req.session_id)
-        on_totals(rt, totals)  # the savings account starts again from them (mechanisms/budget.py)
+        # the savings account starts again from them (mechanisms/budget.py)
+        on_totals(rt, totals, req.call_index)
         self._prompt_segment(totals)
         if rt.profile.status_line:
             self._status_line(req.session_id, totals)

@@ -125,7 +125,7 @@ def decide(
     if warm and not mech.within(cfg, cost, removed, free=account.free, plain=account.plain):
         return []
     if warm:
-        budget.charge(rt, cost)  # until the next totals hold the rewritten request
+        budget.charge(rt, cost, request=req.call_index)  # until totals hold that request
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
     d.hide_signatures(rt, {c.call.argsSig for c in plan})
     # Needed again: a read superseded by the same read later is still in view through that

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -71,15 +71,15 @@ class OldThinking(Mechanism):
         horizon = min(max(self.min_requests, c.so_far * self.so_far_share), c.to_compaction)
         return c.per_request * horizon >= c.rewrite
 
-    def within(self, c: ClearingChoice, savings: Savings | None) -> bool:
+    def within(self, c: ClearingChoice, savings: Savings | None, request: Hashable = None) -> bool:
         """Whether the session's account allows the clearing's rewrite (`budget.
         rewrite_within`; None: no account kept, the payback rule alone decides); if so it is
-        charged there until the next totals hold it."""
+        charged there until totals hold `request`, the request that carries it."""
         if c.cold or savings is None:
             return True
         if not rewrite_within(c.rewrite, c.per_request, free=savings.free, plain=savings.plain):
             return False
-        savings.spend(c.rewrite)
+        savings.spend(c.rewrite, request=request)
         return True
 
 
@@ -158,6 +158,7 @@ def plan(
     threshold: int | None,
     one_hour: bool = False,
     savings: Savings | None = None,
+    request: Hashable = None,
 ) -> Keep | None:
     """The `keep` this request is to send (None: leave the agent's edit as it is), moving the
     state's clearing point where the rule says and, while warm, the session's account
@@ -193,7 +194,7 @@ def plan(
                 threshold=threshold,
                 one_hour=one_hour,
             )
-            if mech.pays(choice) and mech.within(choice, savings):
+            if mech.pays(choice) and mech.within(choice, savings, request):
                 state.point = latest
                 if not cold:
                     state.view_from, state.view_rewritten = len(messages), first

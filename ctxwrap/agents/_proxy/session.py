@@ -536,10 +536,15 @@ class ProxySession:
                 },
                 timeout=3.0,
             )
-            self._took_totals(reply)
+            self._took_totals(reply, self._request_key() if index is not None else None)
 
-    def _took_totals(self, reply: JsonDict | None) -> None:
-        """The daemon's totals after a turn_end: the account starts again from them. Without
+    def _request_key(self) -> object:
+        """The key this thread's request charged its rewrites under (None: none)."""
+        return None
+
+    def _took_totals(self, reply: JsonDict | None, recorded: object = None) -> None:
+        """The daemon's totals after a turn_end: the account starts again from them, the
+        rewrite of the request they were recorded with (`recorded`) held by them. Without
         them (no daemon, an old one) the account stays as it was: a bet it does not cover
         waits."""
         totals = reply.get("totals") if isinstance(reply, dict) else None
@@ -550,6 +555,8 @@ class ProxySession:
             return
         if math.isfinite(plain) and math.isfinite(ours):
             with self.lock:
+                if recorded is not None:
+                    self.savings.recorded(recorded)
                 take_totals(self.savings, float(plain), float(ours))
 
     def _is_call(self, body: JsonDict) -> bool:

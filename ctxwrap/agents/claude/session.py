@@ -145,7 +145,11 @@ class ClaudeSession(ProxySession):
 
     def prepare(self, body: JsonDict) -> list[Edit]:
         self._request.keep = None
+        self._request.key = object()  # what a clearing's rewrite is charged under
         return super().prepare(body)
+
+    def _request_key(self) -> object:
+        return getattr(self._request, "key", None)
 
     def thinking_keep(self) -> th.Keep | None:
         """The `keep` this thread's last `prepare` sent in place of the agent's "all" (None:
@@ -191,6 +195,7 @@ class ClaudeSession(ProxySession):
             threshold=self.compact_threshold,
             one_hour=ttl is not None and ttl > 300.0,
             savings=None if self.cfg.get("rewrite_within_savings", True) is False else self.savings,
+            request=self._request_key(),
         )
         if state.point != point:
             _save_clearings(self._clearing_file, self.clearings)

@@ -53,6 +53,31 @@ def test_the_account_starts_again_from_each_totals_with_aux_calls_in_flight() ->
     assert (s.ahead, s.plain, s.charged, s.free) == (20_000.0, 100_000.0, 300.0, 19_700.0)
 
 
+def test_a_rewrite_stays_charged_until_totals_hold_its_request() -> None:
+    """The pi bridge does not wait for its turn_end, and a proxy records a response while the
+    agent sends the next request: totals can arrive after a later request was decided. A
+    rewrite that request carries is not in them: it stays charged until totals through its
+    request, or for one totals more at most where none say so (a request never recorded)."""
+    s = Savings()
+    take_totals(s, plain=100_000.0, ours=80_000.0, through=3)
+    s.spend(5_000.0, request=5)  # the rewrite rides on call 5
+    take_totals(s, plain=101_000.0, ours=80_500.0, through=4)  # call 4's totals, late
+    assert (s.charged, s.free) == (5_000.0, 15_500.0)
+    take_totals(s, plain=102_000.0, ours=86_000.0, through=5)  # they hold it now
+    assert (s.charged, s.free, s.rewrites) == (0.0, 16_000.0, {})
+    # totals that say nothing of the requests they hold: held once, then let go
+    s.spend(1_000.0, request=9)
+    take_totals(s, plain=102_000.0, ours=86_000.0)
+    assert s.charged == 1_000.0
+    take_totals(s, plain=102_000.0, ours=86_000.0)
+    assert s.charged == 0.0
+    # a proxy says which request was recorded
+    s.spend(2_000.0, request="req-a")
+    s.recorded("req-a")
+    take_totals(s, plain=102_000.0, ours=86_000.0)
+    assert s.charged == 0.0
+
+
 def _warm_session(rounds: int = 24, compact_at: int | None = None) -> list[Any]:
     """One large read, then small rounds that never touch its file again, a second apart: a
     warm cache, the read untouched for `mask_read_idle_rounds` from round 11 on (and pi's

@@ -252,8 +252,14 @@ def test_the_proxy_clears_while_warm_only_as_far_as_the_sessions_account_allows(
     goes = _claude_request(3)
     sess.prepare(goes)
     assert sess.thinking_keep() == 1
-    assert 0 < sess.savings.charged <= 2_000_000.0  # charged until the next totals hold it
+    charged = sess.savings.charged
+    assert 0 < charged <= 2_000_000.0  # charged until totals hold its request
+    # totals of an earlier request, arriving after this one was sent: still charged
     sess._took_totals({"totals": {"plain_cost_weighted": 2_000_000.0, "cost_weighted": 9.0}})
+    assert sess.savings.charged == charged
+    # the totals it was recorded with hold it
+    totals = {"totals": {"plain_cost_weighted": 2_000_000.0, "cost_weighted": 9.0}}
+    sess._took_totals(totals, sess._request_key())
     assert sess.savings.charged == 0.0
     # a reply without usable totals (no daemon, an old one, a number that is not one) leaves
     # the account as it was: it never opens a bet

@@ -152,7 +152,7 @@ class ClearsLate(OldThinking):
         self.asked.append(c)
         return True
 
-    def within(self, c: ClearingChoice, savings: Any) -> bool:
+    def within(self, c: ClearingChoice, savings: Any, request: Any = None) -> bool:
         return True
 
 
