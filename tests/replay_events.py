@@ -15,9 +15,12 @@ def pi_rounds(
     *,
     step_s: float = 2.0,
     compact_before: int | None = None,
+    idle_s: float = 0.0,
 ) -> list[Any]:
     """Round i calls `calls[i]` and gets `texts[i]` back (else a one-line output), `step_s`
-    apart (a warm cache below the TTL); pi's compaction just before round `compact_before`."""
+    apart (a warm cache below the TTL); pi's compaction just before round `compact_before`;
+    with `idle_s`, a second prompt that long after the last round (past the TTL: a cold
+    boundary) before the last answer."""
     ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
     t = 2.0
     for i, c in enumerate(calls):
@@ -30,5 +33,8 @@ def pi_rounds(
                     c.name, text)
         )  # fmt: skip
         t += step_s
+    if idle_s:
+        t += idle_s
+        ev.append(Message("u2", None, "user", t - 10, 12))
     ev.append(Message("end", None, "assistant", t, 10, [], request_key="qend"))
     return ev

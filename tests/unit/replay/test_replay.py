@@ -504,8 +504,9 @@ def test_replay_keeps_a_reference_file_as_the_daemon_does(
     (the setting's default: 5) included."""
     from ctxwrap.config import Settings
     from ctxwrap.mechanisms.masking import mask_policy
-    from ctxwrap.replay._events import Header, Message, ToolCall
+    from ctxwrap.replay._events import ToolCall
     from ctxwrap.replay._sim import SessionSimulator
+    from tests.replay_events import pi_rounds
 
     # one policy: replay's defaults are the daemon's settings
     assert Thresholds() == Thresholds.from_settings(Settings())
@@ -514,19 +515,9 @@ def test_replay_keeps_a_reference_file_as_the_daemon_does(
     part = "".join(f"const line_{i} = {i};\n" for i in range(60))
     calls = [ToolCall(f"r{i}", "read", {"path": "big.ts", "offset": 60 * i}, 40) for i in range(5)]
     calls += [ToolCall(f"b{i}", "bash", {"command": f"echo {i}"}, 30) for i in range(3)]
-    ev: list[Any] = [Header("pi", "s", "/w", 0.0), Message("u1", None, "user", 1.0, 2)]
-    t = 2.0
-    for i, c in enumerate(calls):
-        text = part if c.name == "read" else f"{i}\n"
-        ev.append(Message(f"a{i}", None, "assistant", t, 40, [c], request_key=f"q{i}"))
-        ev.append(Message(f"t{i}", None, "tool_result", t + 1, len(text), [], c.call_id,
-                          c.name, text))  # fmt: skip
-        t += 2
-    ev.append(Message("u2", None, "user", t + 600, 12))  # idle past the TTL: a cold boundary
-    ev.append(Message("a9", None, "assistant", t + 610, 10, [], request_key="q9"))
     th = Thresholds(mask_read_idle_rounds=2, mask_warm=False, mask_reference_reads=reference_reads)
     sim = SessionSimulator("s", th)
-    sim.feed(ev)
+    sim.feed(pi_rounds(calls, dict.fromkeys(range(5), part), idle_s=600.0))
     masks = [i for i in sim.finish().interventions if i.kind == "mask" and i.tool == "read"]
     assert len(masks) == masked
     assert all(i.reason == "untouched" for i in masks)
