@@ -20,7 +20,14 @@ from ctxwrap import __version__
 from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.digest.redact import load_patterns, redact_secrets
-from ctxwrap.mechanisms import accounting, cost_accounting, needed_again, tail_edits, tool_kind
+from ctxwrap.mechanisms import (
+    accounting,
+    cost_accounting,
+    masking,
+    needed_again,
+    tail_edits,
+    tool_kind,
+)
 from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.aux import AuxCalls
 from ctxwrap.mechanisms.budget import on_totals
@@ -405,6 +412,7 @@ class Daemon:
     def turn_end(self, req: P.TurnEnd) -> P.TurnEndReply:
         rt = self._rt(req.session_id)
         accounting.record_turn(self.store, req)
+        masking.on_usage(rt, req)  # where the provider missed its cache
         totals = self.session_totals(req.session_id)
         # the savings account starts again from them (mechanisms/budget.py)
         on_totals(rt, totals, req.call_index)

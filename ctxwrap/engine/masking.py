@@ -41,9 +41,10 @@ tests/fixtures/masking/).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ctxwrap.engine.cost import RecordedHits
 from ctxwrap.engine.edits import TailMessage, TailToolCall
 
 MaskReason = Literal["superseded", "dropped", "earlier_task", "older", "untouched"]
@@ -242,6 +243,68 @@ def rewrite_cost_tokens(
     first masked message on is written instead of read.
     """
     return suffix_tokens * (write_weight - READ_WEIGHT) if warm else 0.0
+
+
+# A provider that has counted this many requests' input and never a cached token does not
+# cache (a local model, some gateways): a rewrite there costs nothing, warm or not.
+UNCACHED_MIN_CALLS = 10
+
+
+@dataclass
+class CacheEntries:
+    """Where the provider's cache still holds the conversation as it is now, so that a warm
+    rewrite is judged on what the provider will write anew (`rewrite_start`), not on the part
+    from the first changed message alone.
+
+    A prefix cache keeps an entry where each request ended (`add`: its call index and how many
+    messages it held). A rewrite from message `p` changes every entry that ends after `p`
+    (`rewritten`); a request that read nothing, or the system prompt and tools alone
+    (`engine.cost.RecordedHits`: "none", "head"), shows the entries before it are gone
+    (`usage`); past the cache's lifetime all are (`cold`). What a rewrite from `p` writes anew
+    starts at the latest entry left that ends at or before `p` (0: none left). On the corpus,
+    rewrites judged from `p` alone were rewrites of the whole conversation where the provider
+    had just missed, or inside a part rewritten a few requests before: up to four of ~100,000
+    tokens in ten requests (docs/accounting.md, "Where a rewrite starts").
+
+    The daemon keeps one per session (`mechanisms/masking.py`), replay one per simulated
+    session, fed the same way."""
+
+    entries: list[tuple[int, int]] = field(default_factory=list)  # (call index, messages)
+    hits: RecordedHits = field(default_factory=lambda: RecordedHits())
+    counted: int = 0  # requests whose input the provider counted
+    cached: int = 0  # of them, those that read or wrote its cache
+
+    @property
+    def uncached(self) -> bool:
+        return self.counted >= UNCACHED_MIN_CALLS and self.cached == 0
+
+    def cold(self) -> None:
+        self.entries.clear()
+
+    def usage(self, call: int | None, fresh: int, read: int, write: int) -> None:
+        """A request's recorded usage: input tokens counted fresh, read from the cache and
+        written to it. All zero (a request cut off before it was counted) says nothing."""
+        if fresh + read + write <= 0:
+            return
+        self.counted += 1
+        if read or write:
+            self.cached += 1
+        how = self.hits.add(read, read + write if write else None)
+        if how in ("none", "head") and call is not None:
+            self.entries = [(r, end) for r, end in self.entries if r >= call]
+
+    def rewritten(self, start: int) -> None:
+        self.entries = [(r, end) for r, end in self.entries if end <= start]
+
+    def add(self, call: int, messages: int) -> None:
+        """A request of `messages` messages goes out (after any rewrite it carries); a
+        conversation shorter than an entry (a compaction, a branch) has lost that entry."""
+        self.entries = [(r, end) for r, end in self.entries if end <= messages]
+        self.entries.append((call, messages))
+
+    def rewrite_start(self, start: int) -> int:
+        """Where a rewrite whose first change is message `start` begins to write anew."""
+        return max((end for _, end in self.entries if end <= start), default=0)
 
 
 def warm_rewrite_pays(

@@ -22,6 +22,7 @@ from ctxwrap import protocol as P
 from ctxwrap.engine.edits import MaskEdit, TailMessage, TailToolCall, edit_to_json, u16len
 from ctxwrap.engine.masking import (
     READ_WEIGHT,
+    CacheEntries,
     MaskCandidate,
     MaskPolicy,
     MaskReason,
@@ -69,7 +70,10 @@ def decide(
     mask = req.mask
     cfg = d.cfg
     mech = mech or Masking()
-    if mask is None or not mech.active(cfg, warm=mask.reason == "warm"):
+    entries = rt.part(CacheEntries)
+    # a provider that does not cache: a rewrite costs nothing, warm or not
+    warm = mask is not None and mask.reason == "warm" and not entries.uncached
+    if mask is None or not mech.active(cfg, warm=warm):
         return []
     history = mask.history.messages
     stored = {
@@ -107,11 +111,10 @@ def decide(
         _edit(mech, rt, c, handles[c.toolCallId], _label(rt, c, mask.paths, stored)) for c in plan
     ]
     removed = chars_to_tokens(sum(max(e.savedChars, 0) for e in edits))
-    warm = mask.reason == "warm"
     counted, ttl_s = _counted_rate(d, req.session_id) if warm else (None, None)
     suffix = suffix_tokens(
         suffix_tokens_estimate(
-            _suffix_chars(history, plan[0].index),
+            _suffix_chars(history, entries.rewrite_start(plan[0].index)),
             _suffix_chars(history, 0),
             _last_sent_messages(d, req.session_id) if warm else None,
         ),
@@ -126,6 +129,7 @@ def decide(
         return []
     if warm:
         budget.charge(rt, cost, request=req.call_index)  # until totals hold that request
+    entries.rewritten(plan[0].index)
     # The model asking for a masked result again gets it whole, at the tail too (invariant 5).
     d.hide_signatures(rt, {c.call.argsSig for c in plan})
     # Needed again: a read superseded by the same read later is still in view through that
@@ -336,4 +340,18 @@ class Masking(Mechanism):
     def context(
         self, d: MaskView, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
     ) -> list[P.Edit]:
-        return decide(d, rt, req, tail_edited, self)
+        entries = rt.part(CacheEntries)
+        if req.head_changed or (req.mask is not None and req.mask.reason != "warm"):
+            entries.cold()  # past the cache's lifetime, or a new conversation: nothing left
+        edits = decide(d, rt, req, tail_edited, self)
+        entries.add(req.call_index, req.message_count)
+        return edits
+
+
+def on_usage(rt: SessionRuntime, req: P.TurnEnd) -> None:
+    """A request's recorded usage: where the provider missed its cache (`CacheEntries`).
+    A side request's (no call_index) says nothing of the conversation's entries."""
+    if req.call_index is not None:
+        rt.part(CacheEntries).usage(
+            req.call_index, req.input_tokens, req.cache_read_tokens, req.cache_write_tokens
+        )

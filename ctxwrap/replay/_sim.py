@@ -55,6 +55,7 @@ from ctxwrap.engine.edits import (
 )
 from ctxwrap.engine.facts import heuristic_fact, line_count
 from ctxwrap.engine.masking import (
+    CacheEntries,
     rewrite_cost_tokens,
     suffix_tokens,
     suffix_tokens_estimate,
@@ -141,6 +142,10 @@ class Thresholds:
     mask_reference_reads: int = 5
     mask_earlier_tasks: bool = False
     mask_kinds: str = "recall"  # recall: what has a recall path (read-like, digested bash); all
+    # a warm rewrite judged from the latest cache entry left before its first change, and free
+    # on a provider that does not cache (engine/masking.CacheEntries); False: from the first
+    # changed message, as before (replay only, a study)
+    cache_entries: bool = True
     write: bool | str = "auto"  # true, false, or the agent's default (AgentProfile.write_strip)
     bash: bool = True
     # An automatic compaction happens when the context crosses the agent's threshold: under
@@ -632,6 +637,10 @@ class SessionSimulator:
         self.hidden_by_line: dict[str, set[int]] = {}
         self.hidden_paths: dict[str, set[int]] = {}
         self.pending_rereads: dict[str, tuple[int, list[int]]] = {}  # read call → (at, hidden)
+        # where the provider's cache holds the conversation as ctxwrap sends it, as the daemon
+        # keeps it (engine/masking.CacheEntries): fed each earlier call's recorded usage
+        self.cache = CacheEntries()
+        self.cache_fed = 0
         # write_idle_rounds: writes not stripped yet (item entry id, call), the last call that
         # named each path
         self.pending_writes: list[tuple[str, ToolCall]] = []
@@ -1502,6 +1511,8 @@ class SessionSimulator:
         starts = [c.index for c in plan[:1]] + [hist_pos.get(eid, 0) for eid, _, _ in due]
         start = min(starts)
         described = [(m.chars or 0) + sum(c.argsChars for c in m.toolCalls or ()) for m in history]
+        # what the provider writes anew: from the latest entry left before the first change
+        written_from = self.cache.rewrite_start(start) if th.cache_entries else start
         prev = self.r.calls[-1] if self.r.calls else None
         sent = (
             prev.messages_chars - sum(prev.saved.get(k, 0) for k in _MESSAGE_SAVINGS)
@@ -1515,7 +1526,7 @@ class SessionSimulator:
             else None
         )
         suffix = suffix_tokens(
-            suffix_tokens_estimate(sum(described[start:]), sum(described), sent), counted
+            suffix_tokens_estimate(sum(described[written_from:]), sum(described), sent), counted
         )
         if not cold and not masking.pays(removed, suffix, call_index, self.r.cache_ttl_s):
             return None
@@ -1527,6 +1538,7 @@ class SessionSimulator:
             if not masking.within(th, cost, removed, free=savings.free, plain=savings.plain):
                 return None
             savings.spend(cost)
+        self.cache.rewritten(start)
         first: int | None = None
         for eid, call, _gain in due:
             seg = self._strip_late(eid, call, call_index)
@@ -1550,6 +1562,18 @@ class SessionSimulator:
             it.lines = []
             it.hid.append(idx)
         return first
+
+    def _feed_cache(self, cold: bool) -> None:
+        """The cache entries as the daemon knows them at this request: each earlier call's
+        recorded usage (its turn_end), and a cold boundary. The old-thinking clearing is the
+        Claude Code proxy's: the daemon does not see its rewrites, nor does this."""
+        for c in self.r.calls[self.cache_fed :]:
+            if c.usage is not None:
+                fresh, read, write, _ = c.usage
+                self.cache.usage(c.index, fresh, read, write)
+        self.cache_fed = len(self.r.calls)
+        if cold:
+            self.cache.cold()
 
     def _due_writes(self, call_index: int) -> list[tuple[str, ToolCall, int]]:
         """write_idle_rounds: the pending writes whose file no call has named for that many
@@ -1755,9 +1779,14 @@ class SessionSimulator:
         ours_cold = self.pending_own_compaction or (
             self.pending_compaction and not self.deferred_now
         )
-        rewrite_from = self._mask(index, gap > self.ttl_s or ours_cold)
+        cold = gap > self.ttl_s or ours_cold
+        self._feed_cache(cold)
+        # a provider that does not cache: a rewrite costs nothing, warm or not (the daemon's
+        # `masking.decide`)
+        rewrite_from = self._mask(index, cold or (self.th.cache_entries and self.cache.uncached))
         masked = rewrite_from is not None
-        thinking_from = self._clear_thinking(m, index, gap > self.ttl_s or ours_cold, rewrite_from)
+        thinking_from = self._clear_thinking(m, index, cold, rewrite_from)
+        self.cache.add(index, sum(1 for it in self.items if it.desc is not None))
         self.tail_start = len(self.items)
         self.round_item = None
         if m.model:

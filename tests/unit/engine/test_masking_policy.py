@@ -227,3 +227,35 @@ def test_the_suffix_of_a_rewrite_is_scaled_to_what_was_really_sent() -> None:
     assert suffix_tokens_estimate(1000, 4000, None) == 1000
     assert suffix_tokens_estimate(1000, 4000, 3000) == 1000  # never below the description
     assert suffix_tokens_estimate(1000, 4000, 8000) == 2000  # assistant text doubles it
+
+
+def test_a_rewrite_is_judged_from_the_latest_cache_entry_left_before_it() -> None:
+    """What a warm rewrite writes anew starts at the latest entry that still holds the
+    conversation as it is: not one a provider miss showed gone, nor one a rewrite changed."""
+    from ctxwrap.engine.masking import UNCACHED_MIN_CALLS, CacheEntries
+
+    c = CacheEntries()
+    for call, messages in enumerate((4, 8, 12)):
+        c.usage(call, 10, 1_000 * call, 500)  # each read the one before and wrote its own
+        c.add(call, messages)
+    assert (c.rewrite_start(10), c.rewrite_start(12), c.rewrite_start(3)) == (8, 12, 0)
+    c.rewritten(6)  # a rewrite from message 6: the entries ending after it hold old content
+    assert c.rewrite_start(10) == 4
+    c.add(3, 14)
+    assert c.rewrite_start(14) == 14
+    # call 4 read nothing from a cache that had served before: the entries before it are gone
+    c.add(4, 16)
+    c.usage(4, 16_000, 0, 16_000)
+    assert c.rewrite_start(15) == 0 and c.rewrite_start(16) == 16
+    c.usage(5, 0, 0, 0)  # cut off before it was counted: says nothing
+    assert c.rewrite_start(16) == 16
+    c.add(6, 9)  # shorter than an entry (a compaction, a branch): that entry is gone
+    assert c.rewrite_start(16) == 9
+    c.cold()
+    assert c.rewrite_start(16) == 0
+    # a provider that counts input and never a cached token does not cache
+    u = CacheEntries()
+    for call in range(UNCACHED_MIN_CALLS):
+        assert not u.uncached
+        u.usage(call, 5_000, 0, 0)
+    assert u.uncached

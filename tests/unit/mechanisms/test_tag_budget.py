@@ -121,46 +121,6 @@ def test_the_daemon_keeps_a_rewrite_charged_until_a_turn_end_through_its_request
         d.store.close()
 
 
-def test_a_warm_mask_is_charged_to_the_request_that_carries_it(tmp_path: Path) -> None:
-    """`masking.decide` charges a warm mask by the context request's call_index, so a late
-    turn_end of an earlier call does not take it off the account."""
-    import asyncio
-
-    from ctxwrap.engine.edits import describe_tail
-    from ctxwrap.engine.masking import call_paths
-
-    d = _daemon(tmp_path, PI_CTX_MASK_KEEP_ROUNDS="1", PI_CTX_TAG_WITHIN_SAVINGS="false")
-    try:
-        _start(d)
-        messages: list[dict[str, object]] = [{"role": "user", "content": "fix the parser"}]
-        for cid in ("b0", "b1", "b2", "b3"):  # command output, masked a round after it was seen
-            text = "".join(f"{cid} line {i}: a listing nobody reads again\n" for i in range(400))
-            args = {"command": f"ls -R {cid}"}
-            messages += [
-                {"role": "assistant", "content": [
-                    {"type": "toolCall", "id": cid, "name": "bash", "arguments": args}]},
-                {"role": "toolResult", "toolCallId": cid, "toolName": "bash",
-                 "content": [{"type": "text", "text": text}], "isError": False},
-            ]  # fmt: skip
-            asyncio.run(d.tool_result(P.ToolResult(
-                session_id=SID, tool_call_id=cid, tool_name="bash", input=args, text=text)))  # fmt: skip
-        rt = d.sessions[SID]
-        st = rt.part(Savings)
-        st.ahead, st.plain = 1e6, 1e7  # an account that covers the rewrite
-        history = describe_tail(messages, set())
-        req = P.ContextRequest(
-            session_id=SID, call_index=7, message_count=len(messages),
-            tail=describe_tail(messages, {"b0", "b1", "b2", "b3"}),
-            mask=P.MaskRequest(reason="warm", gap_s=5.0, history=history,
-                               paths=call_paths(messages), calls=200),
-        )  # fmt: skip
-        reply = asyncio.run(d.context(req))
-        assert [e.kind for e in reply.edits] and all(e.kind == "mask" for e in reply.edits)
-        assert list(st.rewrites) == [7] and st.charged > 0
-    finally:
-        d.store.close()
-
-
 def test_switched_off_the_tagger_runs_from_the_first_round(tmp_path: Path) -> None:
     d = _daemon(tmp_path, PI_CTX_TAG_WITHIN_SAVINGS="false")
     try:

@@ -1241,3 +1241,62 @@ def test_replay_tags_only_within_what_the_session_saved(within: bool) -> None:
     tags = [e[0] for e in r.aux_events if e[2] == "tag"]
     assert tags == ([5] if within else [1, 5])
     assert r.aux["amnesia"]["calls"] == len(tags)
+
+
+def test_replay_judges_a_warm_mask_on_the_cache_entries_the_daemon_knows() -> None:
+    """As the daemon (mechanisms/masking.decide with engine/masking.CacheEntries): a warm
+    mask is judged from the latest cache entry left before its first change. After a rewrite
+    from the first output, the entries of the requests in between hold the old content, so
+    the next mask, of an output inside that rewrite, writes the whole conversation anew; a
+    request the provider recorded as a miss leaves no entry before it."""
+    from ctxwrap.mechanisms.chain import default_mechanisms
+    from ctxwrap.mechanisms.masking import Masking
+    from ctxwrap.replay._events import ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+    from tests.replay_events import pi_rounds
+
+    class Asked(Masking):
+        def __init__(self) -> None:
+            self.asked: dict[int, tuple[int, int, bool]] = {}
+
+        def pays(self, removed: int, suffix: int, calls: int, ttl_s: float | None) -> bool:
+            ok = super().pays(removed, suffix, calls, ttl_s)
+            self.asked[calls] = (removed, suffix, ok)
+            return ok
+
+    out = "".join(f"step line {i}: output nobody reads again\n" for i in range(300))
+    calls = [ToolCall(f"b{i}", "bash", {"command": f"make step{i}"}, 30) for i in range(40)]
+
+    def run(cache_entries: bool, miss_at: int | None = None) -> tuple[Asked, SessionSimulator]:
+        ev = pi_rounds(calls, dict.fromkeys(range(40), out))
+        prompt = 3_000
+        for i, m in enumerate(e for e in ev if getattr(e, "role", "") == "assistant"):
+            read, write = (0, prompt) if i == miss_at else (prompt - 3_000 if i else 0, 3_000)
+            m.usage_prompt_tokens, m.usage_input_tokens = prompt, 0
+            m.usage_cache_read_tokens, m.usage_cache_write_tokens = read, write
+            prompt += 3_000
+        rule = Asked()
+        chain = dataclasses.replace(default_mechanisms(), masking=rule)
+        # every output maskable, none digested; the payback rule alone (no account)
+        th = Thresholds(bash=False, mask_kinds="all", rewrite_within_savings=False,
+                        cache_entries=cache_entries)  # fmt: skip
+        sim = SessionSimulator("s", th, mechanisms=chain)
+        sim.feed(ev)
+        sim.finish()
+        return rule, sim
+
+    ours, _ = run(True)
+    before, _ = run(False)
+    first = min(k for k, (_, _, ok) in ours.asked.items() if ok)
+    assert first == min(k for k, (_, _, ok) in before.asked.items() if ok)
+    one = len(out) // 4  # an output's tokens
+    # the first mask rewrites from the first output on (and the call before it), judged alike
+    assert before.asked[first][1] <= ours.asked[first][1] < before.asked[first][1] + 50
+    assert before.asked[first][1] > 10 * one
+    # the next: from inside what that rewrite wrote anew, so from the start again ...
+    assert ours.asked[first + 1][1] > 10 * one
+    # ... where it was judged from its own output on, a rewrite the provider bills in full
+    assert before.asked[first + 1][1] < 4 * one
+    # a request recorded as a miss: the daemon, and replay, know no entry before it
+    _, sim = run(True, miss_at=35)
+    assert sim.cache.entries and all(r >= 35 for r, _ in sim.cache.entries)
