@@ -449,6 +449,9 @@ class ContextRequest(Request):
     # call ids whose call and result the adapter keeps as sent: a later thinking block has them
     # in its prefix on a model that checks it (Claude Fable 5.1, the 5.5 models); no edit
     keep: list[str] = Field(default_factory=list)
+    # the conversation of the session this request belongs to, where it has several (a proxy's
+    # key of its first message: Claude Code's sub-agents share the session); None: the one
+    conversation: str | None = Field(None, max_length=128)
 
 
 class FailedTry(Request):

@@ -307,6 +307,41 @@ class CacheEntries:
         return max((end for _, end in self.entries if end <= start), default=0)
 
 
+# A session's conversations whose cache entries the daemon keeps (a proxy's sub-agents; the
+# oldest is forgotten first: judged from nothing left, its rewrites err toward waiting)
+CONVERSATIONS_KEPT = 16
+
+
+@dataclass
+class SessionCaches:
+    """A session's `CacheEntries`, one per conversation (`ContextRequest.conversation`): a
+    sub-agent's requests do not touch the main conversation's entries. Usage is recorded by
+    call index; each call belongs to the conversation whose context request it was."""
+
+    by_conversation: dict[str | None, CacheEntries] = field(default_factory=dict)
+    of_call: dict[int, str | None] = field(default_factory=dict)
+
+    def of(self, conversation: str | None, call: int | None = None) -> CacheEntries:
+        """The conversation's entries (made on first use), noting that `call` is one of its."""
+        got = self.by_conversation.pop(conversation, None) or CacheEntries()
+        self.by_conversation[conversation] = got  # the most recent last
+        while len(self.by_conversation) > CONVERSATIONS_KEPT:
+            del self.by_conversation[next(iter(self.by_conversation))]
+        if call is not None:
+            self.of_call[call] = conversation
+            if len(self.of_call) > 4 * CONVERSATIONS_KEPT:
+                del self.of_call[next(iter(self.of_call))]
+        return got
+
+    def usage(self, call: int, fresh: int, read: int, write: int) -> None:
+        """A call's recorded usage, to its conversation's entries (a call that asked for no
+        context: the conversation of the latest that did)."""
+        if call in self.of_call:
+            self.of(self.of_call[call]).usage(call, fresh, read, write)
+        elif self.by_conversation:
+            next(reversed(self.by_conversation.values())).usage(call, fresh, read, write)
+
+
 def warm_rewrite_pays(
     removed_tokens: int,
     suffix_tokens: int,

@@ -22,10 +22,10 @@ from ctxwrap import protocol as P
 from ctxwrap.engine.edits import MaskEdit, TailMessage, TailToolCall, edit_to_json, u16len
 from ctxwrap.engine.masking import (
     READ_WEIGHT,
-    CacheEntries,
     MaskCandidate,
     MaskPolicy,
     MaskReason,
+    SessionCaches,
     expected_remaining_calls,
     plan_masks,
     rewrite_cost_tokens,
@@ -70,7 +70,7 @@ def decide(
     mask = req.mask
     cfg = d.cfg
     mech = mech or Masking()
-    entries = rt.part(CacheEntries)
+    entries = rt.part(SessionCaches).of(req.conversation)
     # a provider that does not cache: a rewrite costs nothing, warm or not
     warm = mask is not None and mask.reason == "warm" and not entries.uncached
     if mask is None or not mech.active(cfg, warm=warm):
@@ -340,7 +340,7 @@ class Masking(Mechanism):
     def context(
         self, d: MaskView, rt: SessionRuntime, req: P.ContextRequest, tail_edited: Collection[str]
     ) -> list[P.Edit]:
-        entries = rt.part(CacheEntries)
+        entries = rt.part(SessionCaches).of(req.conversation, req.call_index)
         if req.head_changed or (req.mask is not None and req.mask.reason != "warm"):
             entries.cold()  # past the cache's lifetime, or a new conversation: nothing left
         edits = decide(d, rt, req, tail_edited, self)
@@ -352,6 +352,6 @@ def on_usage(rt: SessionRuntime, req: P.TurnEnd) -> None:
     """A request's recorded usage: where the provider missed its cache (`CacheEntries`).
     A side request's (no call_index) says nothing of the conversation's entries."""
     if req.call_index is not None:
-        rt.part(CacheEntries).usage(
+        rt.part(SessionCaches).usage(
             req.call_index, req.input_tokens, req.cache_read_tokens, req.cache_write_tokens
         )

@@ -231,6 +231,8 @@ class ProxySession:
             "call_index": self.call_index,
             "message_count": d.message_count,
             "tail": d.tail.to_json(),
+            # sub-agents share the session: the daemon keeps each conversation's cache apart
+            "conversation": head_key(d.items),
         }
         if keep:
             request["keep"] = sorted(keep)

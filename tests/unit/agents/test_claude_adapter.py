@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ctxwrap.agents._proxy import DaemonLink
+from ctxwrap.agents._proxy.cache_state import head_key
 from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude.hook import run_hook
 from ctxwrap.agents.claude.launcher import (
@@ -488,6 +489,22 @@ def test_a_compaction_is_sent_before_the_next_calls_record_or_at_shutdown(tmp_pa
     compactions = [b for p, b in daemon.calls if p == "/v1/compaction"]
     assert compactions[-1]["reason"] == "manual" and compactions[-1]["summary_chars"] == 0
     assert [p for p, _ in daemon.calls][-1] == "/v1/sessions/shutdown"
+
+
+def test_each_context_request_names_its_conversation() -> None:
+    """Sub-agents share the session: each /v1/context names the conversation it belongs to
+    (its first message's key), so the daemon keeps each one's cache entries apart."""
+    daemon = FakeDaemon()
+    sess = ClaudeSession("s", daemon=daemon, state_file=None, aux=None, start_info={})
+    sess.first_request = False
+    main = _bash_round("b1", "true", {"content": "ok"})
+    sub = _bash_round("b2", "ls", {"content": "a.txt"})
+    sub["messages"][0] = {"role": "user", "content": "find the lexer tests"}  # a sub-agent
+    sess.prepare(main)
+    sess.prepare(sub)
+    asked = [b["conversation"] for p, b in daemon.calls if p == "/v1/context"]
+    assert len(asked) == 2 and all(asked) and asked[0] != asked[1]
+    assert asked[0] == head_key(wire.items(main))
 
 
 def test_claude_codes_summarisation_request_gets_frozen_edits_only(tmp_path: Path) -> None:

@@ -38,13 +38,15 @@ def _bash_round(d: Any, messages: list[dict[str, Any]], k: int, *, failed: bool 
         is_error=failed)))  # fmt: skip
 
 
-def _warm(messages: list[dict[str, Any]], call: int) -> P.ContextRequest:
-    """A warm context request at `call` that may mask what the model has seen."""
+def _warm(
+    messages: list[dict[str, Any]], call: int, reason: str = "warm", conversation: str = "main"
+) -> P.ContextRequest:
+    """A context request at `call` (warm: it may mask what the model has seen)."""
     seen = {m["toolCallId"] for m in messages if m.get("toolCallId")}
     return P.ContextRequest(
         session_id=SID, call_index=call, message_count=len(messages),
-        tail=describe_tail(messages, seen),
-        mask=P.MaskRequest(reason="warm", gap_s=5.0, history=describe_tail(messages, set()),
+        tail=describe_tail(messages, seen), conversation=conversation,
+        mask=P.MaskRequest(reason=reason, gap_s=5.0, history=describe_tail(messages, set()),
                            paths=call_paths(messages), calls=1000),
     )  # fmt: skip
 
@@ -62,7 +64,7 @@ def _session(tmp_path: Path, usage: str) -> dict[str, Any] | None:
             seen = {m["toolCallId"] for m in messages if m.get("toolCallId")}
             asyncio.run(d.context(P.ContextRequest(
                 session_id=SID, call_index=k, message_count=len(messages),
-                tail=describe_tail(messages, seen))))  # fmt: skip
+                tail=describe_tail(messages, seen), conversation="main")))  # fmt: skip
             # the first four failed: never masked, but written anew with what follows them
             _bash_round(d, messages, k, failed=k < 4)
             total = 2_000 + 300 * k
@@ -76,10 +78,19 @@ def _session(tmp_path: Path, usage: str) -> dict[str, Any] | None:
             d.turn_end(P.TurnEnd(session_id=SID, turn_index=k, input_tokens=got[0],
                                  cache_read_tokens=got[1], cache_write_tokens=got[2],
                                  call_index=k))  # fmt: skip
+        call = CALLS
+        if usage == "sub-agent":
+            # a sub-agent of the same session: its first request is a new conversation (the
+            # proxy says "compaction"), short, its cache its own
+            sub = [{"role": "user", "content": "find the lexer tests"}]
+            asyncio.run(d.context(_warm(sub, call, "compaction", "sub")))
+            d.turn_end(P.TurnEnd(session_id=SID, turn_index=call, input_tokens=1,
+                                 cache_read_tokens=0, cache_write_tokens=900,
+                                 call_index=call))  # fmt: skip
+            call += 1
         st = d.sessions[SID].part(Savings)
         st.ahead, st.plain = 1e9, 1e10  # an account that covers any rewrite
-        req = _warm(messages, CALLS)
-        asyncio.run(d.context(req))
+        asyncio.run(d.context(_warm(messages, call)))
     finally:
         d.store.close()
     events = [json.loads(line) for line in (tmp_path / "state" / "events.jsonl").open()]
@@ -87,7 +98,7 @@ def _session(tmp_path: Path, usage: str) -> dict[str, Any] | None:
     return masks[-1] if masks else None
 
 
-@pytest.mark.parametrize("usage", ["cached", "miss", "uncached"])
+@pytest.mark.parametrize("usage", ["cached", "miss", "uncached", "sub-agent"])
 def test_a_warm_mask_is_judged_on_what_the_provider_writes_anew(tmp_path: Path, usage: str) -> None:
     mask = _session(tmp_path, usage)
     assert mask is not None and mask["trigger"] == "warm"
@@ -97,6 +108,9 @@ def test_a_warm_mask_is_judged_on_what_the_provider_writes_anew(tmp_path: Path, 
     if usage == "cached":
         # from the entry of the request before the first masked output: its round and later
         assert mask["cost_tokens"] > 0
+    elif usage == "sub-agent":
+        # a sub-agent's requests between leave the main conversation's entries as they were
+        assert mask["cost_tokens"] == cached["cost_tokens"]
     elif usage == "miss":
         # the provider missed at the last call: no entry before the masked outputs is left,
         # the whole conversation is written anew
