@@ -22,6 +22,7 @@ from ctxwrap import protocol as P
 from ctxwrap.engine.edits import MaskEdit, TailMessage, TailToolCall, edit_to_json, u16len
 from ctxwrap.engine.masking import (
     READ_WEIGHT,
+    CacheEntries,
     MaskCandidate,
     MaskPolicy,
     MaskReason,
@@ -66,11 +67,14 @@ def decide(
     req: P.ContextRequest,
     tail_edited: Collection[str],
     mech: Masking | None = None,
+    entries: CacheEntries | None = None,
 ) -> list[P.Edit]:
+    """`entries`: the cache entries of the request's conversation (`Masking.context` keeps
+    them up to date around this call)."""
     mask = req.mask
     cfg = d.cfg
     mech = mech or Masking()
-    entries = rt.part(SessionCaches).of(req.conversation)
+    entries = entries or rt.part(SessionCaches).of(req.conversation)
     # a provider that does not cache: a rewrite costs nothing, warm or not
     warm = mask is not None and mask.reason == "warm" and not entries.uncached
     if mask is None or not mech.active(cfg, warm=warm):
@@ -343,7 +347,7 @@ class Masking(Mechanism):
         entries = rt.part(SessionCaches).of(req.conversation, req.call_index)
         if req.head_changed or (req.mask is not None and req.mask.reason != "warm"):
             entries.cold()  # past the cache's lifetime, or a new conversation: nothing left
-        edits = decide(d, rt, req, tail_edited, self)
+        edits = decide(d, rt, req, tail_edited, self, entries)
         entries.add(req.call_index, req.message_count)
         return edits
 

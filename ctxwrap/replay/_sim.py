@@ -55,6 +55,7 @@ from ctxwrap.engine.edits import (
 )
 from ctxwrap.engine.facts import heuristic_fact, line_count
 from ctxwrap.engine.masking import (
+    UNCACHED_MIN_CALLS,
     CacheEntries,
     rewrite_cost_tokens,
     suffix_tokens,
@@ -479,8 +480,6 @@ def _json_str_len(text: str) -> int:
 # pi compacts on its own at its model's context window less a reserve (16,384 tokens by
 # default); it records no trigger. Below this share of the window it was the user's /compact.
 AUTO_COMPACTION_SHARE = 0.85
-# At least this many calls with recorded cache figures, all zero: the provider did not cache.
-UNCACHED_MIN_CALLS = 10
 SUMMARY_RESULT_MAX_CHARS = 2000
 
 
