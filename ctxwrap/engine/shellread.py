@@ -9,6 +9,7 @@ from again). Nothing here runs or changes a command (invariant 9). Pure function
 
 from __future__ import annotations
 
+import re
 import shlex
 
 # The first word of a command that only reads → the mechanism's tool kind (pi's names).
@@ -52,6 +53,63 @@ def shell_words(command: str) -> list[str] | None:
 
 _FILTERS = frozenset({"wc", "sort", "uniq", "cut", "head", "tail", "grep", "rg", "nl", "tr"})
 
+# What `find -exec` may run for the find to stay a read: the file's content (`cat {}`), a
+# search in it, or a label (`echo "=== {} ==="`). pi printed skill files this way; its digest
+# hid the lines it then copied.
+_EXEC_KIND = {
+    "cat": "read",
+    "head": "read",
+    "tail": "read",
+    "nl": "read",
+    "bat": "read",
+    "sed": "read",
+    "grep": "grep",
+    "egrep": "grep",
+    "rg": "grep",
+    "echo": "find",
+    "printf": "find",
+    "wc": "find",
+    "ls": "find",
+    "basename": "find",
+    "dirname": "find",
+}
+_FIND_WRITES = frozenset({"-delete", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"})
+# A find's escaped terminator (`\;`, `';'`, `";"`) is one word, not the shell's `;`: quoted
+# before lexing so that it survives as the word `\;`.
+_FIND_END_RE = re.compile(r"""(?<!\S)(?:\\;|';'|";")(?=\s|$)""")
+_FIND_ENDS = frozenset({"\\;", ";", "+"})
+
+
+def _find_kind(words: list[str]) -> str | None:
+    """A find whose every `-exec`/`-execdir` only prints (`_EXEC_KIND`): "read" when one
+    prints file content, "grep" when one searches it, else "find"; None when it may change
+    anything."""
+    kinds: set[str] = set()
+    i = 1
+    while i < len(words):
+        w = words[i]
+        if w in _FIND_WRITES:
+            return None
+        if w in ("-exec", "-execdir"):
+            end = i + 1
+            while end < len(words) and words[end] not in _FIND_ENDS:
+                end += 1
+            if end == len(words):
+                return None  # no terminator: not a find the shell would run as written
+            cmd = words[i + 1 : end]
+            if not cmd:
+                return None
+            prog = cmd[0].rsplit("/", 1)[-1]
+            kind = _EXEC_KIND.get(prog)
+            if kind is None or (
+                prog == "sed" and ("-n" not in cmd or any(a.startswith("-i") for a in cmd))
+            ):
+                return None
+            kinds.add(kind)
+            i = end
+        i += 1
+    return "read" if "read" in kinds else "grep" if "grep" in kinds else "find"
+
 
 def _stage_kind(words: list[str], *, first: bool) -> str | None:
     if not words:
@@ -59,10 +117,8 @@ def _stage_kind(words: list[str], *, first: bool) -> str | None:
     prog = words[0].rsplit("/", 1)[-1]
     if prog == "sed" and ("-n" not in words or any(w.startswith("-i") for w in words)):
         return None
-    if prog == "find" and any(
-        w in ("-exec", "-execdir", "-delete", "-ok", "-fprint") for w in words
-    ):
-        return None
+    if prog == "find":
+        return _find_kind(words) if first else None
     if first and prog == "ctxwrap":
         # what ctxwrap itself gave back on the model's request: digesting it would hide again
         # the very lines asked for
@@ -102,6 +158,8 @@ def _pipeline(command: str) -> list[list[str]] | None:
     """The stages of a plain pipeline, or None when the command has any other operator."""
     if "`" in command or "$(" in command:
         return None
+    if "-exec" in command:
+        command = _FIND_END_RE.sub(lambda _: "'\\;'", command)
     lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     stages: list[list[str]] = [[]]

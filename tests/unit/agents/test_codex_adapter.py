@@ -47,6 +47,16 @@ from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail
         ("rg x 2>/dev/null", None),
         ("cat $(ls)", None),
         ("find . -delete", None),
+        # a find that prints the files it finds is a read (pi printed its skill files so)
+        ('find skills -name SKILL.md -exec echo "=== {} ===" \\; -exec cat {} \\;', "read"),
+        ("find . -name '*.py' -exec cat {} ';'", "read"),
+        ("find . -name '*.py' -exec grep -l TODO {} +", "grep"),
+        ("find . -type f -exec wc -l {} + | sort -n", "find"),
+        ("find . -name '*.py' -exec rm {} \\;", None),
+        ("find . -exec sed -i s/a/b/ {} +", None),
+        ("find . -exec cat {} ; rm -rf x", None),  # the shell's `;`: a list
+        ("find . -exec cat {}", None),  # no terminator
+        ("find . -name x -ok cat {} \\;", None),
         ("pytest -q", None),
         ("cat 'unterminated", None),
         # what ctxwrap gives back on request is never a log to digest again
