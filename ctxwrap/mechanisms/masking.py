@@ -234,11 +234,12 @@ def _label(
     label = rt.call_args.get(c.toolCallId)
     if label:
         return label
-    path = paths.get(c.toolCallId)
-    if path:
-        return f"{c.call.name} {path[:120]}"
+    # what the output was stored as (`call_label`: a Codex read's command names its lines)
     command = stored.get(c.toolCallId, ("", None))[1]
-    return str(command)[:120] if command else c.call.name
+    if command:
+        return str(command)[:120]
+    path = paths.get(c.toolCallId)
+    return f"{c.call.name} {path[:120]}" if path else c.call.name
 
 
 def _edit(mech: Masking, rt: SessionRuntime, c: MaskCandidate, handle: str, label: str) -> MaskEdit:

@@ -27,11 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from ctxwrap.agents.codex.commands import (
+    heredoc_patch,
     lookup_of,
     lookup_text,
+    patch_calls,
     shell_command_of,
     split_exec_output,
 )
+from ctxwrap.engine.shellcmd import classify, unwrap_argv
 from ctxwrap.replay._events import (
     Compaction,
     Event,
@@ -43,7 +46,6 @@ from ctxwrap.replay._events import (
     content_text,
     parse_ts,
 )
-from ctxwrap.replay._shellcmd import classify, unwrap_argv
 
 # Item types of a model response (the rest of the response items are inputs).
 _OUTPUT_ITEMS = frozenset(
@@ -78,7 +80,6 @@ _CONTEXT_PREFIXES = (
 _EXIT_RE = re.compile(r"(?:Process exited with code|Exit code:) (-?\d+)")
 _SESSION_RE = re.compile(r"Process running with session ID (\d+)")
 _NESTED_EXIT_RE = re.compile(r'"exit_code"\s*:\s*(-?\d+)')
-_PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
 
 
 def is_codex_start(entry: dict[str, Any]) -> bool:
@@ -118,30 +119,8 @@ def _reasoning_chars(item: dict[str, Any]) -> int:
     return n
 
 
-def parse_patch(patch: str) -> list[tuple[str, str, str]]:
-    """(op, path, body) per file of an apply_patch text: op "add" (body: the new file),
-    "update" (body: the hunks as written) or "delete"."""
-    ops: list[tuple[str, str, list[str]]] = []
-    for line in patch.splitlines():
-        m = _PATCH_HEADER.match(line)
-        if m:
-            ops.append((m.group(1).lower(), m.group(2).strip(), []))
-        elif line.startswith("*** End Patch") or line.startswith("*** Begin Patch"):
-            continue
-        elif ops:
-            ops[-1][2].append(line)
-    out = []
-    for op, path, lines in ops:
-        if op == "add":
-            body = "".join((ln[1:] if ln.startswith("+") else ln) + "\n" for ln in lines)
-        else:
-            body = "\n".join(lines)
-        out.append((op, path, body))
-    return out
-
-
 def _patch_calls(call_id: str, agent_tool: str, patch: str, total_chars: int) -> list[ToolCall]:
-    ops = parse_patch(patch)
+    ops = patch_calls(patch)
     if not ops:
         return [ToolCall(call_id, "edit", {"patch": patch}, total_chars, agent_tool)]
     calls = []
@@ -160,17 +139,6 @@ def _patch_calls(call_id: str, agent_tool: str, patch: str, total_chars: int) ->
     first = calls[0]
     calls[0] = ToolCall(first.call_id, first.name, first.args, rest, agent_tool)
     return calls
-
-
-def _heredoc_patch(command: str) -> str | None:
-    """The patch of `apply_patch <<'EOF' … EOF` run through the shell (older Codex)."""
-    if not command.lstrip().startswith(("apply_patch", "applypatch")):
-        return None
-    start = command.find("*** Begin Patch")
-    end = command.find("*** End Patch")
-    if start < 0:
-        return None
-    return command[start : end + len("*** End Patch") if end >= 0 else len(command)]
 
 
 class _Response:
@@ -437,7 +405,7 @@ class CodexReader:
             command = shell_command_of("exec", code) if isinstance(code, str) else None
         if command is None:
             return [ToolCall(call_id, low, args, chars, name if name != low else None)]
-        patch = _heredoc_patch(command)
+        patch = heredoc_patch(command)
         if patch is not None:
             return _patch_calls(call_id, name, patch, chars)
         kind, cargs = classify(command)

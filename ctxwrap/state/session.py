@@ -57,8 +57,9 @@ class SessionRuntime:
 
 
 def call_label(tool: str, args: dict[str, Any]) -> str:
-    """`read src/x.py`: what a tombstone or a stored output says the call was."""
-    for key in ("path", "file_path", "pattern", "query", "command"):
+    """`read src/x.py`: what a tombstone or a stored output says the call was. A command
+    first: a Codex read names its file too, but the command says which lines it printed."""
+    for key in ("command", "path", "file_path", "pattern", "query"):
         if key in args:
             return f"{tool} {str(args[key])[:120]}"
     if isinstance(args.get("tool"), str):  # a lookup (Codex: an MCP or web tool): `TOOL(ARGS`

@@ -407,6 +407,46 @@ def test_idle_gap_masks_the_earlier_task_on_resume(tmp_path: Path, xdg: Xdg) -> 
         assert_prefix_chain(two)
 
 
+APP = "# the app\n" + "".join(f"def handler_{i}(): return {i}  # app-marker\n" for i in range(80))
+APP_PATCH = (
+    "*** Begin Patch\n*** Update File: app.py\n@@\n-def handler_0(): return 0  # app-marker\n"
+    "+def handler_0(): return 100  # patched\n*** End Patch\n"
+)
+
+
+@pytest.mark.serial
+def test_a_shell_read_read_again_is_masked_as_superseded(tmp_path: Path, xdg: Xdg) -> None:
+    """Codex reads through the shell and edits with apply_patch: the proxy tells masking which
+    file each read printed and each patch touched, so at a cold boundary within the task the
+    read of a file read again since is a tombstone (`superseded`), as replay counts it. Before,
+    a shell read had no path live: it stayed whole while replay credited its mask."""
+    read = {"name": "exec_command", "arguments": {"cmd": "sed -n '1,200p' app.py"}}
+    steps = [
+        {"tool_calls": [read]},
+        {"tool_calls": [{"name": "apply_patch", "arguments": APP_PATCH}]},
+        {"tool_calls": [read]},
+        # answered after the cache's lifetime: the request after it is cold
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "echo ok"}}], "delay_s": 2.5},
+        {"text": "patched"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        ce.env.update(PI_CTX_CACHE_TTL_S="2")
+        (ce.work / "app.py").write_text(APP)
+        ce.run("fix handler_0 in app.py")
+        reqs = srv.main_requests
+        assert len(reqs) == 5
+        first, again = "call_0_0", "call_2_0"
+        assert "handler_79(): return 79  # app-marker" in outputs(reqs[1])[first]  # seen whole
+        assert "return 100  # patched" in (ce.work / "app.py").read_text()  # the patch applied
+        tomb = outputs(reqs[4])[first]
+        assert "app-marker" not in tomb and tomb.startswith("Chunk ID: ")
+        assert "read sed -n '1,200p' app.py" in tomb  # the command: which lines it printed
+        assert "the file was read again or changed after it" in tomb and "`ctxwrap recall r" in tomb
+        assert "return 100  # patched" in outputs(reqs[4])[again]  # the latest read stays whole
+        assert_prefix_chain(reqs[4:])
+
+
 # a command whose output goes over a 20k window, then Codex's summary, then an answer
 COMPACTING_STEPS = [
     {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},

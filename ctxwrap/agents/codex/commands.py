@@ -213,6 +213,54 @@ def largest_added_file(patch: str) -> AddedFile | None:
     return max(files, key=lambda f: len(f.content)) if files else None
 
 
+_PATCH_HEADER = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$")
+
+
+def patch_files(patch: str) -> list[tuple[str, str, str]]:
+    """(op, path, body) per file of an apply_patch text: op "add" (body: the new file),
+    "update" (body: the hunks as written) or "delete"."""
+    ops: list[tuple[str, str, list[str]]] = []
+    for line in patch.splitlines():
+        m = _PATCH_HEADER.match(line)
+        if m:
+            ops.append((m.group(1).lower(), m.group(2).strip(), []))
+        elif line.startswith("*** End Patch") or line.startswith("*** Begin Patch"):
+            continue
+        elif ops:
+            ops[-1][2].append(line)
+    out = []
+    for op, path, lines in ops:
+        if op == "add":
+            body = "".join((ln[1:] if ln.startswith("+") else ln) + "\n" for ln in lines)
+        else:
+            body = "\n".join(lines)
+        out.append((op, path, body))
+    return out
+
+
+def patch_calls(patch: str) -> list[tuple[str, str, str]]:
+    """The files of a patch as the mechanisms take them, one neutral call each: the largest
+    added file first (the call's own id, the body the write strip may take), then the rest in
+    patch order (ids `CALL#1`, `CALL#2`, …). The proxy and replay split a patch the same way."""
+    ops = patch_files(patch)
+    adds = [i for i, (op, _, _) in enumerate(ops) if op == "add"]
+    if adds:
+        top = max(adds, key=lambda i: len(ops[i][2]))
+        ops.insert(0, ops.pop(top))
+    return ops
+
+
+def heredoc_patch(command: str) -> str | None:
+    """The patch of `apply_patch <<'EOF' … EOF` run through the shell (older Codex)."""
+    if not command.lstrip().startswith(("apply_patch", "applypatch")):
+        return None
+    start = command.find("*** Begin Patch")
+    end = command.find("*** End Patch")
+    if start < 0:
+        return None
+    return command[start : end + len("*** End Patch") if end >= 0 else len(command)]
+
+
 def patch_succeeded(output: str) -> bool:
     """apply_patch's output says it applied (Codex 0.171: ``Exit code: 0`` … ``Success.``)."""
     head = output[:400]

@@ -27,6 +27,7 @@ from ctxwrap.agents._proxy.wire import BodySize as BodySize
 from ctxwrap.agents._proxy.wire import Neutral, json_chars
 from ctxwrap.agents._proxy.wire import Usage as Usage
 from ctxwrap.agents.codex import commands
+from ctxwrap.engine import shellcmd
 from ctxwrap.engine.edits import (
     Edit,
     MaskEdit,
@@ -164,6 +165,9 @@ class CallInfo:
     command: str | None = None  # a shell command; for "fetch", the tool it looks up with
     query: str | None = None  # "fetch": what the tool was asked (its arguments as text)
     added: commands.AddedFile | None = None  # apply_patch: the largest added file
+    path: str | None = None  # "read": the file a shell read prints (`cat f`, `sed -n …p f`)
+    # apply_patch: (op, path) of each file it touches (`commands.patch_calls`' order)
+    files: tuple[tuple[str, str], ...] = ()
 
 
 def _arguments(item: Mapping[str, Any]) -> Any:
@@ -192,18 +196,28 @@ def call_info(
     name = str(item.get("name") or item.get("type") or "")
     args = _arguments(item)
     if name == "apply_patch" and isinstance(args, str):
+        files = _patch_files(args)
         added = commands.largest_added_file(args)
         # Only a patch that applied leaves the file whole on disk: only then is its body a
         # write the model need not carry.
         if added is not None and commands.patch_succeeded(outputs.get(cid, "")):
-            return CallInfo(cid, name, "write", added=added)
-        return CallInfo(cid, name, "other")
+            return CallInfo(cid, name, "write", added=added, files=files)
+        return CallInfo(cid, name, "other", files=files)
     command = commands.shell_command_of(
         "local_shell_call" if item.get("type") == "local_shell_call" else name, args
     )
     if command is not None:
+        patch = commands.heredoc_patch(command)  # `apply_patch <<'EOF'` (older Codex)
+        if patch is not None:
+            return CallInfo(cid, name, "other", command=command, files=_patch_files(patch))
         kind = commands.read_kind(command) or "bash"
-        return CallInfo(cid, name, kind, command=command)
+        path: str | None = None
+        if kind == "read":
+            # the file it prints, as replay reads it: masking's rules for reads need it
+            # (superseded by a later patch of the file, untouched for rounds)
+            what, read = shellcmd.classify(command)
+            path = read.get("path") if what == "read" else None
+        return CallInfo(cid, name, kind, command=command, path=path)
     if name == "write_stdin":
         session = args.get("session_id") if isinstance(args, dict) else None
         command = (running or {}).get(session, "") if isinstance(session, int) else ""
@@ -213,6 +227,19 @@ def call_info(
         query = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
         return CallInfo(cid, name, "fetch", command=tool, query=query)
     return CallInfo(cid, name, "other")
+
+
+def _patch_files(patch: str) -> tuple[tuple[str, str], ...]:
+    return tuple((op, path) for op, path, _ in commands.patch_calls(patch))
+
+
+def shell_input(info: CallInfo) -> JsonDict:
+    """A command's arguments as the mechanisms see them (the call and its tag item alike, so
+    the daemon's "asked again" guard matches): the command, and the file a read prints."""
+    out: JsonDict = {"command": info.command or ""}
+    if info.path is not None:
+        out["path"] = info.path
+    return out
 
 
 def fetch_input(info: CallInfo) -> JsonDict:
@@ -228,19 +255,44 @@ def neutral_name(info: CallInfo) -> str:
     return info.kind
 
 
-def neutral_call(info: CallInfo, item: Mapping[str, Any]) -> JsonDict:
-    """The engine's toolCall block. A read's arguments are exactly the tag item's input, so the
-    daemon's "asked again" guard (argsSig) matches."""
+def neutral_calls(info: CallInfo, item: Mapping[str, Any]) -> list[JsonDict]:
+    """The engine's toolCall blocks of one call. A read's arguments are exactly the tag item's
+    input, so the daemon's "asked again" guard (argsSig) matches. A patch is one block per
+    file it touches, as replay splits it: the call's own id for the first (its largest added
+    file, else the first file), `ID#1`, `ID#2`… for the others (they carry no result), so
+    masking sees each file written or edited (a read of it is superseded)."""
     args: Any
+    name = neutral_name(info)
     if info.kind == "write" and info.added is not None:
         args = {"path": info.added.path, "content": info.added.content}
     elif info.kind in ("read", "grep", "find", "bash"):
-        args = {"command": info.command or ""}
+        args = shell_input(info)
     elif info.kind == "fetch":
         args = fetch_input(info)
+    elif info.files:
+        op, path = info.files[0]
+        name, args = _patch_name(op), {"path": path}
     else:
         args = _arguments(item)
-    return {"type": "toolCall", "id": info.call_id, "name": neutral_name(info), "arguments": args}
+    out = [{"type": "toolCall", "id": info.call_id, "name": name, "arguments": args}]
+    lead = args.get("path") if info.files and isinstance(args, dict) else None
+    for op, path in info.files:
+        if path == lead:
+            lead = None  # the first block's file, once
+            continue
+        out.append(
+            {
+                "type": "toolCall",
+                "id": f"{info.call_id}#{len(out)}",
+                "name": _patch_name(op),
+                "arguments": {"path": path},
+            }
+        )
+    return out
+
+
+def _patch_name(op: str) -> str:
+    return "write" if op == "add" else "edit"
 
 
 def outputs_by_call(items: Iterable[Any]) -> dict[str, str]:
@@ -300,7 +352,7 @@ def to_neutral(items: list[Any], *, notes_role: str = "user") -> Conversation:
                 info = call_info(item, outputs, running)
                 if info is not None:
                     calls[info.call_id] = info
-                    current.append(neutral_call(info, item))
+                    current.extend(neutral_calls(info, item))
             elif kind == "message":
                 text = output_text(item.get("content"))
                 current.append({"type": "text", "text": text})

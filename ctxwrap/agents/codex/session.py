@@ -200,7 +200,7 @@ class CodexSession(ProxySession):
                         "tool_name": info.kind,
                         "input": responses_wire.fetch_input(info)
                         if info.kind == "fetch"
-                        else {"command": info.command},
+                        else responses_wire.shell_input(info),
                         "text": commands.lookup_text(parsed.body)
                         if info.kind == "fetch"
                         else parsed.body,

@@ -21,6 +21,7 @@ from ctxwrap.agents.codex.launcher import (
     without_override,
 )
 from ctxwrap.engine.edits import StripWriteEdit, TombstoneEdit, describe_tail
+from ctxwrap.engine.masking import call_paths
 
 
 @pytest.mark.parametrize(
@@ -243,13 +244,67 @@ def test_to_neutral_and_tail() -> None:
         "type": "toolCall",
         "id": "c1",
         "name": "read",
-        "arguments": {"command": "cat n.txt"},
+        "arguments": {"command": "cat n.txt", "path": "n.txt"},
     }
     assert calls[1]["name"] == "write" and calls[1]["arguments"]["path"] == "big.txt"
     tail = describe_tail(conv.messages, set())
     write = tail.messages[2].toolCalls[1]  # type: ignore[index]
     assert write.writeContentLines == 50
     assert wire.all_call_ids(_body()["input"]) == {"c1", "c2", "c3"}
+
+
+def test_masking_sees_the_file_each_shell_read_prints_and_each_patch_touches() -> None:
+    """Masking's read rules (superseded, untouched) need each read's file: a Codex read is a
+    command, an edit a patch of several files. Before, only an added file had a path, so a
+    shell read was never masked live while replay masked it."""
+    patch = (
+        "*** Begin Patch\n*** Update File: src/a.py\n@@\n-x\n+y\n"
+        "*** Add File: src/small.py\n+one\n*** Add File: src/big.py\n+one\n+two\n+three\n"
+        "*** Delete File: old.py\n*** End Patch\n"
+    )
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+        {
+            "type": "function_call",
+            "call_id": "r1",
+            "name": "exec_command",
+            "arguments": json.dumps({"cmd": "nl -ba src/a.py | sed -n '1,80p'"}),
+        },
+        {"type": "function_call_output", "call_id": "r1", "output": "1 x\n"},
+        {"type": "custom_tool_call", "call_id": "p1", "name": "apply_patch", "input": patch},
+        {"type": "custom_tool_call_output", "call_id": "p1", "output": "Exit code: 0\nSuccess."},
+        {
+            "type": "function_call",
+            "call_id": "g1",
+            "name": "exec_command",
+            "arguments": json.dumps({"cmd": "rg -n y src"}),
+        },
+        {"type": "function_call_output", "call_id": "g1", "output": "src/a.py:1:y\n"},
+    ]
+    conv = wire.to_neutral(items)
+    blocks = [c for m in conv.messages if m["role"] == "assistant" for c in m["content"]]
+    assert [(b["id"], b["name"]) for b in blocks] == [
+        ("r1", "read"),
+        ("p1", "write"),  # the largest added file is the call's own (the write strip's body)
+        ("p1#1", "edit"),
+        ("p1#2", "write"),
+        ("p1#3", "edit"),
+        ("g1", "grep"),
+    ]
+    assert blocks[0]["arguments"] == {
+        "command": "nl -ba src/a.py | sed -n '1,80p'",
+        "path": "src/a.py",
+    }
+    assert call_paths(conv.messages) == {
+        "r1": "src/a.py",
+        "p1": "src/big.py",
+        "p1#1": "src/a.py",
+        "p1#2": "src/small.py",
+        "p1#3": "old.py",
+    }
+    # the tag item's input is the call's arguments: "asked again" (argsSig) still matches
+    assert wire.shell_input(conv.calls["r1"]) == blocks[0]["arguments"]
+    assert wire.shell_input(conv.calls["g1"]) == {"command": "rg -n y src"}
 
 
 def test_apply_edits_every_shape_touches_one_key() -> None:

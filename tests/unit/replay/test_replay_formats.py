@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
+from ctxwrap.agents.codex.commands import patch_files
+from ctxwrap.engine import shellcmd
+from ctxwrap.engine.shellcmd import classify
 from ctxwrap.replay import Thresholds, replay_paths, run_json
-from ctxwrap.replay import _shellcmd as shellcmd
 from ctxwrap.replay._events import (
     ClearedResults,
     Compaction,
@@ -31,8 +33,6 @@ from ctxwrap.replay._events import (
     ToolCall,
 )
 from ctxwrap.replay._read import claude_events, parse_line, read_session
-from ctxwrap.replay._read_codex import parse_patch
-from ctxwrap.replay._shellcmd import classify
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "sessions"
 PI_V1 = FIXTURES / "pi-v1-legacy.jsonl"
@@ -416,7 +416,7 @@ def test_the_live_rule_decides_what_is_read_like_and_powershell_reads_are_reads(
 
 
 def test_patch_parsing() -> None:
-    ops = parse_patch(
+    ops = patch_files(
         "*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** Delete File: b.txt\n"
         "*** Update File: c.txt\n@@\n-x\n+y\n*** End Patch\n"
     )

@@ -1,6 +1,7 @@
-"""What a shell command does, as far as replay needs to know: is it a read of a file, a search,
-a listing, or anything else ("bash")? Agents that read through the shell (Codex: `cat`,
-`sed -n`, `rg`, `ls`) get their reads treated as reads.
+"""What a shell command reads: a file (which one, which lines), a search, a listing, or
+anything else ("bash")? Agents that read through the shell (Codex: `cat`, `sed -n`, `rg`, `ls`)
+get their reads treated as reads, with their file: replay reads rollouts by it, and the Codex
+proxy tells masking which file each read printed (`agents/codex/responses_wire.call_info`).
 
 A command is read-like only when every part of it is: `cd` and `echo` separators are neutral,
 a pipe into a filter (`head`, `sed -n`, `rg`, `wc`, …) keeps the kind of its source, and any
