@@ -23,6 +23,10 @@ What may be masked (each with a reason, recorded by the daemon):
   agent keeps coming back to (a large source read in parts, the docs it works from) is read
   again after a quiet spell more often than not, so its reads leave only when superseded.
 
+A read is a `read` call, or any call the caller names in `reads`: a file's content printed
+through the shell (`cat f`, `sed -n …p f`), as a `read` of its file; one that printed several
+files has no file, and its own age counts for `untouched`.
+
 Measured on real sessions (docs/accounting.md, "Policies on real sessions"): a read made stale
 by an edit is often needed again (the agent edits the new content, but copies lines it saw in
 the old read), so `stale_reads` can be turned off to mask only reads read again.
@@ -110,14 +114,21 @@ def plan_masks(
     late_drops: Collection[str] = frozenset(),
     maskable: Callable[[TailToolCall], bool] = lambda call: True,
     policy: MaskPolicy = MaskPolicy(),
+    reads: Collection[str] = frozenset(),
 ) -> list[MaskCandidate]:
     """The results to mask at this boundary, in history order.
 
     `history` describes the whole message list (`describe_tail(messages, ())`), `edited` holds
     every id that already has an edit (its first edit wins forever), `protected` the ids the
     caller must not touch (the unseen tail), `hidden_sigs` the argsSig of every call whose
-    result ctxwrap hid earlier (a repeat of one is the model asking again: kept whole).
+    result ctxwrap hid earlier (a repeat of one is the model asking again: kept whole), `reads`
+    the ids of calls that read files through another tool (pi's and Claude Code's `bash cat`):
+    they are masked by the read rules, as a `read` of their file (in `paths`) would be.
     """
+
+    def reader(call: TailToolCall) -> bool:
+        return call.name in _READERS or call.id in reads
+
     owner: dict[str, tuple[int, TailToolCall]] = {}
     round_of: dict[str, int] = {}
     rounds: list[int] = []  # history index of each assistant message with calls
@@ -143,16 +154,16 @@ def plan_masks(
     touches: dict[str, list[tuple[int, TailToolCall]]] = {}
     for cid, (i, c) in owner.items():
         path = paths.get(cid)
-        if path is not None and cid in ok_result and c.name in _PATH_TOOLS:
+        if path is not None and cid in ok_result and (c.name in _PATH_TOOLS or cid in reads):
             touches.setdefault(path, []).append((i, c))
 
-    reads_of = {p: sum(1 for _, c in ts if c.name in _READERS) for p, ts in touches.items()}
+    reads_of = {p: sum(1 for _, c in ts if reader(c)) for p, ts in touches.items()}
 
     def reference(path: str) -> bool:
         return 0 < policy.reference_reads <= reads_of.get(path, 0)
 
     def superseded(i: int, call: TailToolCall) -> bool:
-        if call.name not in _READERS:
+        if not reader(call):
             return False
         path = paths.get(call.id)
         if path is None:
@@ -201,13 +212,15 @@ def plan_masks(
             reason = "dropped"
         elif policy.earlier_tasks and i < last_user:
             reason = "earlier_task"
-        elif call.name in _READERS:
+        elif reader(call):
+            # a read of several files (`find … -exec cat`) has no path: its own age counts
             path = paths.get(cid)
             if (
                 policy.read_idle_rounds > 0
-                and path is not None
-                and newest - last_touch.get(path, round_of[cid]) >= policy.read_idle_rounds
-                and not reference(path)
+                and (path is not None or cid in reads)
+                and newest - (last_touch.get(path, round_of[cid]) if path else round_of[cid])
+                >= policy.read_idle_rounds
+                and not (path and reference(path))
             ):
                 reason = "untouched"
         elif policy.older_after_rounds > 0 and newest - round_of[cid] >= policy.older_after_rounds:

@@ -214,6 +214,17 @@ def classify(command: str) -> tuple[str, dict[str, Any]]:
     return kind, args
 
 
+def shell_read(command: str) -> tuple[bool, str | None]:
+    """Whether a command prints file content (`engine.shellread.read_kind` is "read": `cat f`,
+    `sed -n '1,80p' f`, `find … -exec cat {} \\;`), and the one file it prints when it names
+    one (None for several, or none it can tell)."""
+    if read_kind(command) != "read":
+        return False, None
+    kind, args = classify(command)
+    path = args.get("path") if kind == "read" else None
+    return True, path if isinstance(path, str) and path else None
+
+
 def _powershell_paths(command: str) -> str:
     """A PowerShell read (Codex on Windows) as the POSIX reader below takes it: its Windows
     paths with forward slashes (a backslash would be an escape), its cmdlet as the program

@@ -35,7 +35,7 @@ from ctxwrap.engine.masking import (
     warm_rewrite_pays,
     write_weight,
 )
-from ctxwrap.engine.shellread import read_kind
+from ctxwrap.engine.shellcmd import shell_read
 from ctxwrap.mechanisms import budget, tool_kind
 from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.base import MaskSettings, Mechanism
@@ -97,10 +97,23 @@ def decide(
         # Only what the model can get back: a stored output behind a recall handle.
         return tool_kind(call.name) in ("amnesia", "bash") and call.id in handles
 
+    # A file's content printed through the shell (`cat f`, `sed -n …p f`) is a read: masked
+    # by the read rules, as a read of its file (the command it was stored with names it).
+    paths = dict(mask.paths)
+    reads: set[str] = set()
+    for cid, call in calls.items():
+        if tool_kind(call.name) == "bash" and cid in stored:
+            is_read, path = shell_read(str(stored[cid][1] or ""))
+            if is_read:
+                reads.add(cid)
+                if path is not None:
+                    paths.setdefault(cid, path)
+
     plan = mech.plan(
         cfg,
         history,
-        paths=mask.paths,
+        paths=paths,
+        reads=reads,
         protected={m.toolCallId for m in req.tail.messages if m.toolCallId}
         | {c.id for m in req.tail.messages for c in m.toolCalls or ()}
         | set(req.keep),
@@ -111,9 +124,7 @@ def decide(
     )
     if not plan:
         return []
-    edits = [
-        _edit(mech, rt, c, handles[c.toolCallId], _label(rt, c, mask.paths, stored)) for c in plan
-    ]
+    edits = [_edit(mech, rt, c, handles[c.toolCallId], _label(rt, c, paths, stored)) for c in plan]
     removed = chars_to_tokens(sum(max(e.savedChars, 0) for e in edits))
     counted, ttl_s = _counted_rate(d, req.session_id) if warm else (None, None)
     suffix = suffix_tokens(
@@ -144,8 +155,8 @@ def decide(
         if c.reason == "superseded" and sigs[c.call.argsSig] > 1:
             continue
         rt.part(HiddenState).hidden_by_sig[c.call.argsSig] = c.toolCallId
-        if c.call.name in ("read", "Read") and c.toolCallId in mask.paths:
-            rt.part(HiddenState).hidden_reads.setdefault(mask.paths[c.toolCallId], []).append(
+        if (c.call.name in ("read", "Read") or c.toolCallId in reads) and c.toolCallId in paths:
+            rt.part(HiddenState).hidden_reads.setdefault(paths[c.toolCallId], []).append(
                 c.toolCallId
             )
     now = time.time()
@@ -274,18 +285,14 @@ class Masking(Mechanism):
     def keeps_for_recall(
         self, s: MaskSettings, chars: int, command: str, *, is_error: bool = False
     ) -> bool:
-        """Whether a command's output too short to digest is stored behind a recall handle,
+        """Whether a command's output the digest left whole (too short, or a read: a file's
+        content printed through the shell is never digested) is stored behind a recall handle,
         so that masking may take it once it is old (only what the model can get back is
-        masked; an error is never masked). A file's content read through the shell (`cat`,
-        `sed -n`) is not stored here: it is a read, stored where the adapter tags it as one
-        (Codex); a search's hits or a listing are stored like any output."""
-        return (
-            s.mask and not is_error and chars >= s.mask_min_chars and read_kind(command) != "read"
-        )
+        masked; an error is never masked). A read is masked by the read rules (`decide`)."""
+        return s.mask and not is_error and chars >= s.mask_min_chars
 
     def keep_for_recall(self, d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> None:
-        """Store a command's output the digest left whole (too short, a file's content is
-        never stored here: it is a read, tagged as one)."""
+        """Store a command's output the digest left whole (too short, or a read)."""
         command = str(req.input.get("command", ""))
         if not self.keeps_for_recall(d.cfg, len(req.text), command, is_error=req.is_error):
             return
@@ -311,6 +318,7 @@ class Masking(Mechanism):
         hidden_sigs: Collection[str],
         maskable: Callable[[TailToolCall], bool],
         late_drops: Collection[str] = (),
+        reads: Collection[str] = (),
     ) -> list[MaskCandidate]:
         return plan_masks(
             history,
@@ -321,6 +329,7 @@ class Masking(Mechanism):
             late_drops=late_drops,
             maskable=maskable,
             policy=self.policy(s),
+            reads=reads,
         )
 
     def pays(self, removed: int, suffix: int, calls: int, ttl_s: float | None) -> bool:

@@ -21,6 +21,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxwrap.engine.shellcmd import shell_read
+
 if TYPE_CHECKING:
     from ctxwrap.mechanisms.ports import AuxView, StoreView
     from ctxwrap.state.session import SessionRuntime
@@ -173,14 +175,13 @@ def on_result(
     file, not a file rewritten since), that hidden result was needed again. Replay applies the
     same rule (replay/_sim.py)."""
     is_read = tool_name.lower() == "read"
+    path = args.get("path", args.get("file_path"))
+    if tool_name.lower() == "bash":  # `cat f` through the shell reads f too
+        is_read, path = shell_read(str(args.get("command", "")))
     hidden = rt.part(HiddenState).hidden_by_sig.get(sig)
     candidates: list[str] = [] if hidden is None else [hidden]
-    if is_read:
-        path = args.get("path", args.get("file_path"))
-        if isinstance(path, str):
-            candidates += [
-                c for c in rt.part(HiddenState).hidden_reads.get(path, ()) if c != hidden
-            ]
+    if is_read and isinstance(path, str):
+        candidates += [c for c in rt.part(HiddenState).hidden_reads.get(path, ()) if c != hidden]
     if not candidates or (is_read and is_error):
         return
     new: list[str] | None = None

@@ -63,6 +63,7 @@ from ctxwrap.engine.masking import (
     write_weight,
 )
 from ctxwrap.engine.rereads import result_digest
+from ctxwrap.engine.shellcmd import shell_read
 from ctxwrap.engine.tagview import tag_view
 from ctxwrap.engine.thinking import accepts_context_editing, checks_thinking_prefix
 from ctxwrap.mechanisms.budget import Savings
@@ -627,6 +628,7 @@ class SessionSimulator:
         self.pointed: set[str] = set()
         # Masking as the daemon decides it (engine/masking.py).
         self.paths: dict[str, str] = {}  # call id → file of read/write/edit
+        self.shell_reads: set[str] = set()  # ids of `bash` calls that read (`cat f`)
         self.hidden_sigs: set[str] = set()
         self.tail_start = 0  # items from here on are the unseen tail of the next call
         self.round_item: int | None = None  # the item holding this request's calls
@@ -777,7 +779,10 @@ class SessionSimulator:
                 if c.name != "write" or len(lines) >= WRITE_COPY_MIN_LINES:
                     self._mark(idx, "copied", at)
             path = _call_path(c)
-            if c.name == "read" and path and self.hidden_paths.get(path):
+            is_read = c.name == "read"
+            if c.name == "bash":  # `cat f` through the shell reads f too
+                is_read, path = shell_read(str(c.args.get("command", "")))
+            if is_read and path and self.hidden_paths.get(path):
                 # judged when its result arrives: did it return what was hidden?
                 self.pending_rereads[c.call_id] = (at, list(self.hidden_paths[path]))
             if c.name == "ctx_recall" or (
@@ -1163,6 +1168,13 @@ class SessionSimulator:
             self.calls[c.call_id] = (c, self.task)
             self.call_item[c.call_id] = m.entry_id
             path = _call_path(c)
+            if c.name == "bash":
+                # a file's content read through the shell is a read for masking (its file)
+                reads, path = shell_read(str(c.args.get("command", "")))
+                if reads:
+                    self.shell_reads.add(c.call_id)
+                if path and c.call_id not in self.paths:
+                    self.paths[c.call_id] = path
             if path and c.name in _PATH_NAMES and c.call_id not in self.paths:
                 self.paths[c.call_id] = path
             if path:  # named in the response to the latest call
@@ -1491,6 +1503,7 @@ class SessionSimulator:
             th,
             history,
             paths=self.paths,
+            reads=self.shell_reads,
             protected=protected,
             edited=edited,
             hidden_sigs=self.hidden_sigs,
@@ -1557,7 +1570,13 @@ class SessionSimulator:
             )
             idx = len(self.r.interventions) - 1
             self.vis.subtract(it.lines)
-            self._hide(idx, it.lines, self.paths.get(c.toolCallId) if it.tool == "read" else None)
+            self._hide(
+                idx,
+                it.lines,
+                self.paths.get(c.toolCallId)
+                if it.tool == "read" or c.toolCallId in self.shell_reads
+                else None,
+            )
             it.lines = []
             it.hid.append(idx)
         return first

@@ -241,3 +241,45 @@ def test_a_short_command_output_is_kept_for_recall_and_masked_once_old(
     [(handle,)] = db_rows(xdg, "SELECT handle FROM raw_outputs")
     assert db_rows(xdg, "SELECT COUNT(*) FROM digests") == [(0,)]
     assert handle in last
+
+
+APP_TS = "".join(f"export const handler{i} = () => {i};  // app-marker\n" for i in range(50))
+
+
+@pytest.mark.serial
+def test_a_file_read_through_bash_is_masked_as_a_read_and_its_reread_counted(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """pi 1.6: `cat app.ts` in pi's bash is a read. Its output is stored on the side, masked
+    after an idle gap once its file has been left alone `mask_read_idle_rounds` rounds (as a
+    read of the file, not as a log a round old), and the agent reading the file again counts
+    as that result needed again. Before, the daemon stored no such output: it stayed whole."""
+    steps = [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "cat app.ts"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo a"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo b"}}]},
+        {"text": "task one done"},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "cat app.ts"}}]},
+        {"text": "task two done"},
+    ]
+    env = {"PI_CTX_CACHE_TTL_S": "2", "PI_CTX_MASK_READ_IDLE_ROUNDS": "2"}
+    with ScriptedModelServer(steps) as srv:
+        one = run_ctxwrap_pi(
+            "pi", tmp_path, xdg, prompt="task one", files={"app.ts": APP_TS}, extra_env=env,
+            server=srv,
+        )  # fmt: skip
+        assert one.proc.returncode == 0, one.proc.stderr
+        assert "handler49 = () => 49" in json.dumps(srv.main_requests[1].body)  # seen whole
+        time.sleep(2.5)  # the idle gap: past the 2 s cache TTL
+        two = run_ctxwrap_pi(
+            "pi", tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
+            extra_env=env, server=srv,
+        )  # fmt: skip
+        assert two.proc.returncode == 0, two.proc.stderr
+        first_of_two = json.dumps(srv.main_requests[4].body)
+        last = json.dumps(srv.main_requests[-1].body)
+    assert "handler49 = () => 49" not in first_of_two
+    assert "[ctxwrap: cat app.ts (" in first_of_two and "has not been touched" in first_of_two
+    assert "handler49 = () => 49" in last  # the agent read it again
+    rows = db_rows(xdg, "SELECT how FROM needed_again")
+    assert rows == [("reread",)]

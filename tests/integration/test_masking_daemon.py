@@ -321,8 +321,8 @@ def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once
     """A command's output under the digest threshold but over `mask_min_chars` stays whole and
     is stored behind a recall handle, so masking takes it once old (a result other than a read,
     seen a round ago); the digests' needed-again count does not take it for a digest. A
-    failing command's output and a file read through the shell are not stored this way; a
-    listing or a search's hits are."""
+    failing command's output is not stored; a listing or a search's hits are; a file read
+    through the shell is stored but masked by the read rules, not a round after it was seen."""
     # a key the command printed (tool output is hostile): stored redacted, as every output is
     key = "sk-ant-api03-" + "Q7vX2mPz9" * 6
     listing = "".join(f"drwxr-xr-x  module_{i:03d}\n" for i in range(58)) + f"KEY={key}\n"
@@ -368,7 +368,7 @@ def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once
         )
     conn = sqlite3.connect(xdg.db)
     rows = conn.execute("SELECT tool_call_id, path FROM raw_outputs ORDER BY rowid").fetchall()
-    assert [cid for cid, _ in rows] == ["b1", "b6"]
+    assert [cid for cid, _ in rows] == ["b1", "b3", "b6"]
     stored = rows[0][1]
     text = Path(stored).read_text()
     assert "module_057" in text and key not in text and "[REDACTED" in text
@@ -378,3 +378,65 @@ def test_a_command_output_too_short_to_digest_is_kept_for_recall_and_masked_once
         "bash" not in summary["mechanisms"]
         and summary["mechanisms"]["masking"]["interventions"] == 2
     )
+
+
+def test_a_file_read_through_the_shell_is_masked_by_the_read_rules(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """`cat f` / `sed -n …p f` in pi's or Claude Code's bash prints a file: it is stored for
+    recall and masked as a read of f would be — untouched once no call has named f for
+    `mask_read_idle_rounds` rounds, a several-file print by its own age — never "older" a
+    round after it was seen as a log is. Reading f again afterwards is the masked read needed
+    again. Before, such an output was never stored, so it stayed whole for good (a find that
+    printed pi's skill files, 14k chars, was carried to the end of a real session)."""
+    env = {"PI_CTX_MASK_KEEP_ROUNDS": "1", "PI_CTX_MASK_READ_IDLE_ROUNDS": "3",
+           "PI_CTX_TAG_WITHIN_SAVINGS": "false"}  # fmt: skip
+    app = "".join(f"export const handler{i} = () => {i};  // app.ts\n" for i in range(40))
+    skills = "".join(
+        f"=== skills/s{i}/SKILL.md ===\nname: s{i}\nuse it for {i}\n" for i in range(40)
+    )
+    with daemon_process(xdg, env), client(xdg, 30) as c:
+        sid = "s-shell-reads"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+        post(c, "/v1/prompt", {"session_id": sid, "prompt": "wire the handlers"})
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "wire the handlers"}]
+
+        def bash(cid: str, command: str, text: str) -> None:
+            messages.extend([
+                {"role": "assistant", "content": [{"type": "toolCall", "id": cid,
+                                                   "name": "bash",
+                                                   "arguments": {"command": command}}]},
+                {"role": "toolResult", "toolCallId": cid, "toolName": "bash",
+                 "content": [{"type": "text", "text": text}], "isError": False},
+            ])  # fmt: skip
+            post(c, "/v1/tool_result", {"session_id": sid, "tool_call_id": cid,
+                                        "tool_name": "bash", "text": text,
+                                        "input": {"command": command}})  # fmt: skip
+
+        def mask(n: int) -> list[tuple[str, str]]:
+            ids = {m["toolCallId"] for m in messages if m["role"] == "toolResult"}
+            body = {"session_id": sid, "call_index": n, "message_count": len(messages),
+                    "tail": describe_tail(messages, ids).to_json(),
+                    "mask": {"reason": "idle", "gap_s": 400.0, "calls": n,
+                             "history": describe_tail(messages, set()).to_json(),
+                             "paths": call_paths(messages), "edited": []}}  # fmt: skip
+            return [(e["toolCallId"], e["reason"]) for e in post(c, "/v1/context", body)["edits"]]
+
+        bash("a1", "cat src/app.ts", app)
+        bash(
+            "k1", 'find skills -name SKILL.md -exec echo "=== {} ===" \\; -exec cat {} \\;', skills
+        )
+        bash("t1", "sed -n '1,40p' src/app.ts | head -20", app[:1200])  # f named again
+        assert mask(3) == []  # a round old: a log would go now, a read stays
+        for i in range(3):
+            bash(f"x{i}", f"echo step {i}", "ok")
+        # k1 is four rounds old; app.ts was last named three rounds ago
+        assert mask(6) == [("a1", "untouched"), ("k1", "untouched"), ("t1", "untouched")]
+        bash("a2", "cat src/app.ts", app)  # the agent reads it again: it needed it
+    conn = sqlite3.connect(xdg.db)
+    assert conn.execute(
+        "SELECT tool_call_id, how FROM needed_again ORDER BY tool_call_id"
+    ).fetchall() == [
+        ("a1", "reread"),
+        ("t1", "reread"),
+    ]

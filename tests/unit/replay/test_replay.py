@@ -523,10 +523,20 @@ def test_replay_keeps_a_reference_file_as_the_daemon_does(
     assert all(i.reason == "untouched" for i in masks)
 
 
-def test_a_file_read_through_the_shell_is_not_masked_a_listing_is() -> None:
-    """Live, a command's output too short to digest is kept for recall (and so masked once
-    old) unless it is a file's content read through the shell: the daemon stores no such
-    output under pi and Claude Code, so replay masks none (it credited them before)."""
+@pytest.mark.parametrize(
+    ("idle_rounds", "masked"),
+    [
+        (10, [("bash ls -la src", "older")]),
+        (3, [("bash cat a.py", "untouched"), ("bash ls -la src", "older")]),
+    ],
+)
+def test_a_file_read_through_the_shell_is_masked_as_a_read_a_listing_as_a_log(
+    idle_rounds: int, masked: list[tuple[str, str]]
+) -> None:
+    """As the daemon does (`mechanisms/masking.decide`): a command's output too short to digest
+    is kept for recall and masked once old; a file's content printed through the shell is
+    masked by the read rules — once its file has been left alone `mask_read_idle_rounds`
+    rounds — where a listing goes a round after it was seen."""
     from ctxwrap.replay._events import Header, Message, ToolCall
     from ctxwrap.replay._sim import SessionSimulator
 
@@ -544,10 +554,10 @@ def test_a_file_read_through_the_shell_is_not_masked_a_listing_is() -> None:
         t += 2
     ev.append(Message("u2", None, "user", t + 600, 12))  # idle past the TTL: a cold boundary
     ev.append(Message("a9", None, "assistant", t + 610, 10, [], request_key="q9"))
-    sim = SessionSimulator("s", Thresholds(mask_warm=False))
+    sim = SessionSimulator("s", Thresholds(mask_warm=False, mask_read_idle_rounds=idle_rounds))
     sim.feed(ev)
-    masked = [i.label for i in sim.finish().interventions if i.kind == "mask"]
-    assert masked == ["bash ls -la src"]
+    got = [(i.label, i.reason) for i in sim.finish().interventions if i.kind == "mask"]
+    assert got == masked
 
 
 @pytest.mark.parametrize("how", ["copied", "reread"])
