@@ -135,13 +135,14 @@ POLICIES: dict[str, Any] = {
     "earlier-tasks": lambda: _with(mask_earlier_tasks=True),
     "stale-reads": lambda: _with(mask_stale_reads=True),
     "idle20": lambda: _with(mask_read_idle_rounds=20),
+    "idle30": lambda: _with(mask_read_idle_rounds=30),
     "idle5": lambda: _with(mask_read_idle_rounds=5),
     "no-idle": lambda: _with(mask_read_idle_rounds=0),
-    # every idle read masked as `untouched`, however often its file was read (the rule before
-    # 2026-12-07), and the rule at 3 and 8 reads
     # a warm rewrite judged from its first changed message, free of the cache's entries and
     # of whether the provider caches at all (the rule before 2026-12-07)
     "no-cache-entries": lambda: _with(cache_entries=False),
+    # every idle read masked as `untouched`, however often its file was read (the rule before
+    # 2026-12-07), and the rule at 3 and 8 reads
     "no-reference": lambda: _with(mask_reference_reads=0),
     "reference3": lambda: _with(mask_reference_reads=3),
     "reference8": lambda: _with(mask_reference_reads=8),
