@@ -29,6 +29,12 @@ Caching = Literal["explicit", "automatic", "none"]
 CACHINGS: tuple[Caching, ...] = ("explicit", "automatic", "none")
 
 
+# A provider that has counted this many requests' input and never a cached token does not
+# cache (a local model, some gateways): every input token is fresh (live stats and replay
+# price it so), and a rewrite there costs nothing, warm or not (masking).
+UNCACHED_MIN_CALLS = 10
+
+
 @dataclass(frozen=True)
 class Prices:
     """USD per million tokens; None = unknown."""

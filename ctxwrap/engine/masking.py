@@ -48,6 +48,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ctxwrap.engine.cost import UNCACHED_MIN_CALLS as UNCACHED_MIN_CALLS
 from ctxwrap.engine.cost import RecordedHits
 from ctxwrap.engine.edits import TailMessage, TailToolCall
 
@@ -256,11 +257,6 @@ def rewrite_cost_tokens(
     first masked message on is written instead of read.
     """
     return suffix_tokens * (write_weight - READ_WEIGHT) if warm else 0.0
-
-
-# A provider that has counted this many requests' input and never a cached token does not
-# cache (a local model, some gateways): a rewrite there costs nothing, warm or not.
-UNCACHED_MIN_CALLS = 10
 
 
 @dataclass

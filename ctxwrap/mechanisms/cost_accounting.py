@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ctxwrap.engine.cost import (
     DEFAULT_SUMMARY_TOKENS,
+    UNCACHED_MIN_CALLS,
     UNKNOWN_PRICES,
     CallSizes,
     CompactionCost,
@@ -389,12 +390,17 @@ class PricedSession:
         self.usage: dict[int, tuple[int, int]] = {}
         self.hits = RecordedHits()
         self.hits_fed = 0  # calls fed to self.hits
+        # a provider that has counted UNCACHED_MIN_CALLS requests and never read or written
+        # its cache does not cache (a local model, some gateways): every input token is
+        # fresh, on both sides, as replay prices such a session
+        self.uncached = False
 
     def prices_of(self, model: str | None) -> Prices:
         key = model or "unknown"
         if key not in self.models:
             self.models[key] = self.book.resolve(model)
-        return self.models[key].prices
+        prices = self.models[key].prices
+        return replace(prices, caching="none") if self.uncached else prices
 
     def refresh(self, conn: sqlite3.Connection) -> None:
         signature = self._signature(conn)
@@ -498,6 +504,11 @@ class PricedSession:
 
     def _price(self) -> None:
         self._follow_recorded_cache()
+        uncached = len(self.usage) >= UNCACHED_MIN_CALLS and not any(
+            read or write for read, write in self.usage.values()
+        )
+        if uncached != self.uncached:
+            self.uncached, self.pricer = uncached, None  # every call priced again
         policy = self.policy()
         if self.pricer is None or not self.pricer.holds_for(policy):
             if self.pricer is not None:

@@ -22,7 +22,14 @@ SONNET_COST = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.7
 CALLS = [(300, 300, None, None), (350, 600, 300, 300), (400, 900, 350, 600), (450, 1200, 400, 900)]
 
 
-def build(tmp_path: Path, *, window: int = 1000, pi_version: str = "1.6.0") -> Path:
+def build(
+    tmp_path: Path,
+    *,
+    window: int = 1000,
+    pi_version: str = "1.6.0",
+    calls: list[tuple[int, int, int | None, int | None]] = CALLS,
+    compaction: bool = True,
+) -> Path:
     db = tmp_path / "ctxwrap.db"
     store = Store(db)
     t0 = time.time() - 100
@@ -51,7 +58,7 @@ def build(tmp_path: Path, *, window: int = 1000, pi_version: str = "1.6.0") -> P
         model,
         P.CompactionSettings(enabled=True, reserve_tokens=200, keep_recent_tokens=200),
     )
-    for i, (sent, plain, sp, pp) in enumerate(CALLS):
+    for i, (sent, plain, sp, pp) in enumerate(calls):
         req = P.LlmCall(
             session_id=SID,
             call_index=i,
@@ -97,9 +104,10 @@ def build(tmp_path: Path, *, window: int = 1000, pi_version: str = "1.6.0") -> P
         },
     )
     CA.record_aux_model(store, SID, "anthropic/claude-haiku-4-5")
-    CA.record_compaction(
-        store, P.Compaction(session_id=SID, tokens_before=900, summary_chars=200)
-    )  # now: after the last call
+    if compaction:
+        CA.record_compaction(
+            store, P.Compaction(session_id=SID, tokens_before=900, summary_chars=200)
+        )  # now: after the last call
     store.close()
     return db
 
@@ -541,6 +549,41 @@ def test_a_usage_that_arrives_after_its_call_was_priced_prices_it_again(tmp_path
     assert [c[1] for c in live.costs().calls] == [c[1] for c in fresh.costs().calls]
     assert [c[2] for c in live.costs().calls] == [c[2] for c in fresh.costs().calls]
     assert live.costs().calls[2][1].cache_read_tokens == 0
+
+
+def test_a_provider_that_never_caches_is_priced_uncached_on_both_sides(tmp_path: Path) -> None:
+    """A provider that has counted ten requests and never read or written its cache (a local
+    model, some gateways) bills every input token fresh: live stats price both sides so, as
+    replay does. Before, they were priced on an ideal cache (each request's earlier part read
+    at a tenth of input): the saving's share came out far smaller than the bill's."""
+    calls: list[tuple[int, int, int | None, int | None]] = [
+        (300 + 50 * i, 300 + 300 * i, 250 + 50 * i if i else None, 300 * i if i else None)
+        for i in range(12)
+    ]
+    db = build(tmp_path, window=1_000_000, calls=calls, compaction=False)
+    store = Store(db)
+    for i in range(9):
+        _turn(store, i, 0, 0, fresh=calls[i][0])
+    store.close()
+    live = CA.PricedSession(SID, 300.0, None)  # the daemon's, priced as usage comes
+    with connect(db, readonly=True) as conn:
+        nine = compute_stats(conn, session=SID).totals.cost
+        live.refresh(conn)
+    sent = sum(c[0] for c in calls)
+    plain = sum(c[1] for c in calls)
+    assert nine.sent_weighted < 0.5 * sent  # nine requests say nothing yet: the ideal cache
+    store = Store(db)
+    for i in range(9, 12):
+        _turn(store, i, 0, 0, fresh=calls[i][0])
+    store.close()
+    with connect(db, readonly=True) as conn:
+        c = compute_stats(conn, session=SID).totals.cost
+    assert c.sent_weighted == pytest.approx(sent)
+    assert c.plain_weighted == pytest.approx(plain)
+    # and the daemon, which priced the session before the tenth usage, prices it again
+    with connect(db, readonly=True) as conn:
+        live.refresh(conn)
+    assert all(c[1].cache_read_tokens == c[1].cache_write_tokens == 0 for c in live.costs().calls)
 
 
 def test_usage_without_a_call_index_is_priced_on_the_ideal_cache(tmp_path: Path) -> None:
