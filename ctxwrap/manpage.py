@@ -28,7 +28,8 @@ OTHER_ENVIRONMENT = {
     "user's own value, else https://api.anthropic.com); Claude Code itself is pointed at the proxy.",
     "PI_CTX_RECALL": "`ctxwrap pi`: `tool` keeps the bridge's ctx_recall tool in every "
     "request; by default the model recalls with `ctxwrap recall` in pi's bash, and the tool "
-    "rides along only where pi has no bash or no `ctxwrap` on its PATH.",
+    "rides along only where pi has no bash or no `ctxwrap` on its PATH, or in a resumed "
+    "session whose history already names it.",
     "CTXWRAP_DEBUG": "1 shows tracebacks on errors, like --debug.",
     "CTXWRAP_NO_SYSTEMD": "1 makes the client auto-start the daemon even when the systemd "
     "user units are installed.",

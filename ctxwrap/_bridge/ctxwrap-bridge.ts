@@ -938,6 +938,33 @@ export function shellRecall(active: string[], path: string = env.PATH ?? "", mod
 		}
 	});
 }
+
+// How the daemon's digests and tombstones name the tool (state/session.py, `recall_call`).
+const RECALL_MARK = "ctx_recall(handle=";
+
+/**
+ * Whether a session's history points the model at ctx_recall: it ran with the tool (an older
+ * bridge, PI_CTX_RECALL=tool, no bash then), so its digests and tombstones say
+ * `ctx_recall(handle=…)`, or the model called it. Such a session keeps the tool when resumed:
+ * taken away, every hint in its history would name a tool that is gone.
+ */
+export function historyNamesRecallTool(entries: any[]): boolean {
+	const named = (text: unknown) => typeof text === "string" && text.includes(RECALL_MARK);
+	for (const e of entries) {
+		if (e?.type === "custom" && e.customType === STATE_ENTRY) {
+			for (const ed of e.data?.edits ?? []) if (named(ed?.text)) return true;
+			continue;
+		}
+		const content = e?.type === "message" ? e.message?.content : undefined;
+		if (named(content)) return true;
+		if (!Array.isArray(content)) continue;
+		for (const b of content) {
+			if ((b?.type === "toolCall" && b.name === "ctx_recall") || named(b?.text)) return true;
+		}
+	}
+	return false;
+}
+
 const FACT_TYPE = "ctxwm-fact";
 const FACT_CONTENT_CHARS = 65536;
 
@@ -978,6 +1005,7 @@ function install(pi: any): void {
 	// each session start, before the session's first request, so the tool list never changes
 	// mid-session (a changed list rewrites the provider's whole cached prefix).
 	let recallTool = true;
+	let historyRecall = false; // this session's history names ctx_recall (`historyNamesRecallTool`)
 	let capabilityOff = false; // find_capability left out: this session strips no skills
 	let pendingTags = new Map<string, Promise<void>>();
 	let pendingFacts = new Map<string, Promise<void>>(); // aux facts still running (not waited for)
@@ -1037,6 +1065,7 @@ function install(pi: any): void {
 		try {
 			entries = ctx.sessionManager?.getBranch?.() ?? ctx.sessionManager?.getEntries?.() ?? [];
 		} catch {}
+		historyRecall = historyNamesRecallTool(entries);
 		for (const e of entries) {
 			if (e?.type !== "custom" || e.customType !== STATE_ENTRY || !e.data) continue;
 			for (const raw of e.data.edits ?? []) {
@@ -1108,7 +1137,7 @@ function install(pi: any): void {
 			registered = (pi.getAllTools?.() ?? []).some((t: any) => t?.name === "ctx_recall");
 		} catch {}
 		const has = active.includes("ctx_recall");
-		const shell = shellRecall(active);
+		const shell = shellRecall(active) && !historyRecall;
 		try {
 			if (shell && has) pi.setActiveTools(active.filter((n) => n !== "ctx_recall"));
 			// a session resumed where bash is gone now: the tool comes back before its first request

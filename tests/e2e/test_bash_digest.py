@@ -102,6 +102,29 @@ def test_without_bash_the_model_recalls_through_ctx_recall(tmp_path: Path, xdg: 
     assert "bash" not in names and "ctx_recall" in names, names
 
 
+def test_a_session_whose_history_names_ctx_recall_keeps_it_when_resumed(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """pi 1.6: a session that ran with the ctx_recall tool (an older bridge; here
+    PI_CTX_RECALL=tool) has digests that say `ctx_recall(handle=…)`. Resumed where `ctxwrap
+    recall` could run in bash, it keeps the tool: taken away, the hint in its history would
+    name a tool that is gone. A new session in the same place goes without it."""
+    one = run_ctxwrap_pi("pi", tmp_path, xdg, [SEQ, DONE], extra_env={"PI_CTX_RECALL": "tool"})
+    assert one.proc.returncode == 0, one.proc.stderr
+    (content,) = tool_contents(one.main_bodies()[1])
+    assert 'ctx_recall(handle="r' in content, content[:300]
+    two = run_ctxwrap_pi(
+        "pi", tmp_path, xdg, [DONE], prompt="and now?", home=one.home, args=("--continue",)
+    )
+    assert two.proc.returncode == 0, two.proc.stderr
+    [names] = [[t["function"]["name"] for t in b["tools"]] for b in two.main_bodies()]
+    assert "bash" in names and "ctx_recall" in names, names
+    three = run_ctxwrap_pi("pi", tmp_path, xdg, [DONE], prompt="new", home=one.home)
+    assert three.proc.returncode == 0, three.proc.stderr
+    [names] = [[t["function"]["name"] for t in b["tools"]] for b in three.main_bodies()]
+    assert "ctx_recall" not in names, names
+
+
 FAILING_SUITE = """
 import pytest
 

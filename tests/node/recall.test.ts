@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { shellRecall } from "../../ctxwrap/_bridge/ctxwrap-bridge.ts";
+import { historyNamesRecallTool, shellRecall } from "../../ctxwrap/_bridge/ctxwrap-bridge.ts";
 
 function binDir(mode: number): string {
 	const dir = mkdtempSync(join(tmpdir(), "ctxwrap-recall-"));
@@ -42,4 +42,29 @@ test("PI_CTX_RECALL=tool keeps the tool whatever the PATH holds", () => {
 	assert.equal(shellRecall(["bash"], bin, "tool"), false);
 	assert.equal(shellRecall(["bash"], bin, "TOOL"), false);
 	assert.equal(shellRecall(["bash"], bin, "auto"), true);
+});
+
+test("a history that points at ctx_recall keeps the tool when the session is resumed", () => {
+	const tomb = '[ctxwrap: read a.ts (9,000 chars) was hidden: …; recall with ctx_recall(handle="r1a2b3c4d", pattern=...)]';
+	const state = { type: "custom", customType: "ctxwrap-state", data: { edits: [{ kind: "mask", toolCallId: "t1", text: tomb }] } };
+	const digest = {
+		type: "message",
+		message: { role: "toolResult", content: [{ type: "text", text: `[digested by ctxwrap …] ${tomb}` }] },
+	};
+	const called = {
+		type: "message",
+		message: { role: "assistant", content: [{ type: "toolCall", name: "ctx_recall", arguments: {} }] },
+	};
+	const shell = {
+		type: "message",
+		message: { role: "toolResult", content: [{ type: "text", text: "recall with the shell command `ctxwrap recall r1a2b3c4d PATTERN`" }] },
+	};
+	assert.equal(historyNamesRecallTool([state]), true);
+	assert.equal(historyNamesRecallTool([digest]), true);
+	assert.equal(historyNamesRecallTool([called]), true);
+	assert.equal(historyNamesRecallTool([{ type: "message", message: { role: "user", content: tomb } }]), true);
+	// a session that only ever recalled through bash, or none at all, goes on without the tool
+	assert.equal(historyNamesRecallTool([shell]), false);
+	assert.equal(historyNamesRecallTool([]), false);
+	assert.equal(historyNamesRecallTool([null, { type: "custom", customType: "other", data: { edits: [{ text: tomb }] } }]), false);
 });
