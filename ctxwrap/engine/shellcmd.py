@@ -11,11 +11,12 @@ command "bash". Pure functions, no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from typing import Any
 
-from ctxwrap.engine.shellread import read_kind
+from ctxwrap.engine.shellread import CACHED_COMMAND_CHARS, read_kind
 
 READ = frozenset({"cat", "nl", "bat", "batcat", "less", "more", "head", "tail", "sed"})
 SEARCH = frozenset({"rg", "grep", "egrep", "fgrep", "ag", "ack"})
@@ -216,13 +217,23 @@ def classify(command: str) -> tuple[str, dict[str, Any]]:
 
 def shell_read(command: str) -> tuple[bool, str | None]:
     """Whether a command prints file content (`engine.shellread.read_kind` is "read": `cat f`,
-    `sed -n '1,80p' f`, `find … -exec cat {} \\;`), and the one file it prints when it names
-    one (None for several, or none it can tell)."""
+    `sed -n '1,80p' f`, `find … -exec cat {} \\;`), and the file it prints (several named
+    files: their names joined, as replay keys them; None where it cannot tell). Asked of
+    every stored or described command at each request: a short command is parsed once."""
+    if len(command) <= CACHED_COMMAND_CHARS:
+        return _cached_read(command)
+    return _shell_read(command)
+
+
+def _shell_read(command: str) -> tuple[bool, str | None]:
     if read_kind(command) != "read":
         return False, None
     kind, args = classify(command)
     path = args.get("path") if kind == "read" else None
     return True, path if isinstance(path, str) and path else None
+
+
+_cached_read = functools.lru_cache(maxsize=4096)(_shell_read)
 
 
 def _powershell_paths(command: str) -> str:

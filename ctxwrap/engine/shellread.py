@@ -9,6 +9,7 @@ from again). Nothing here runs or changes a command (invariant 9). Pure function
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 
@@ -128,7 +129,17 @@ def _stage_kind(words: list[str], *, first: bool) -> str | None:
     return "filter" if prog in _FILTERS or prog == "sed" else None
 
 
+# Asked of every shell call of a conversation at each request (the proxies describe the whole
+# history): a command up to this long is parsed once (at most ~4 MB kept)
+CACHED_COMMAND_CHARS = 1000
+
+
 def read_kind(command: str) -> str | None:
+    """ "read" / "grep" / "find" for a read-like command, else None (`_read_kind`)."""
+    return _cached_kind(command) if len(command) <= CACHED_COMMAND_CHARS else _read_kind(command)
+
+
+def _read_kind(command: str) -> str | None:
     """ "read" / "grep" / "find" for a read-like command, else None.
 
     One simple command, or a pipeline whose first stage reads and whose other stages only
@@ -144,7 +155,7 @@ def read_kind(command: str) -> str | None:
         and words[0] in ("bash", "/bin/bash", "sh", "/bin/sh", "zsh")
         and words[1] in ("-lc", "-c")
     ):
-        return read_kind(words[2])
+        return _read_kind(words[2])
     stages = _pipeline(command)
     if stages is None:
         return None
@@ -152,6 +163,9 @@ def read_kind(command: str) -> str | None:
     if kind is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
         return None
     return kind
+
+
+_cached_kind = functools.lru_cache(maxsize=4096)(_read_kind)
 
 
 def _pipeline(command: str) -> list[list[str]] | None:

@@ -211,12 +211,9 @@ def call_info(
         if patch is not None:
             return CallInfo(cid, name, "other", command=command, files=_patch_files(patch))
         kind = commands.read_kind(command) or "bash"
-        path: str | None = None
-        if kind == "read":
-            # the file it prints, as replay reads it: masking's rules for reads need it
-            # (superseded by a later patch of the file, untouched for rounds)
-            what, read = shellcmd.classify(command)
-            path = read.get("path") if what == "read" else None
+        # the file a read prints, as replay reads it: masking's rules for reads need it
+        # (superseded by a later patch of the file, untouched for rounds)
+        path = shellcmd.shell_read(command)[1] if kind == "read" else None
         return CallInfo(cid, name, kind, command=command, path=path)
     if name == "write_stdin":
         session = args.get("session_id") if isinstance(args, dict) else None

@@ -594,3 +594,28 @@ def test_codexs_compaction_requests_are_told_by_their_turn_metadata() -> None:
         wire.compaction_request({}, {"input": [{"type": "compaction_trigger"}, *turn["input"]]})
         is None
     )
+
+
+def test_a_command_is_parsed_once_however_many_requests_describe_it() -> None:
+    """The proxy describes the whole history at every request: each shell call's kind and file
+    come from a parse kept per command (to_neutral of 300 calls: 22 ms before, 3 ms after),
+    bounded in what it keeps (a long command, such as a heredoc, is parsed each time)."""
+    from ctxwrap.engine import shellcmd, shellread
+
+    cmd = "sed -n '1,40p' src/parsed_once_probe.py"
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+        {"type": "function_call", "call_id": "c1", "name": "exec_command",
+         "arguments": json.dumps({"cmd": cmd})},
+        {"type": "function_call_output", "call_id": "c1", "output": "x\n"},
+    ]  # fmt: skip
+    kinds, reads = shellread._cached_kind.cache_info(), shellcmd._cached_read.cache_info()
+    for _ in range(3):
+        conv = wire.to_neutral(items)
+    assert conv.calls["c1"].path == "src/parsed_once_probe.py"
+    assert shellread._cached_kind.cache_info().misses - kinds.misses <= 2  # this command, once
+    assert shellcmd._cached_read.cache_info().misses - reads.misses == 1
+    long = "cat big.py # " + "x" * shellread.CACHED_COMMAND_CHARS
+    size = shellread._cached_kind.cache_info().currsize
+    assert shellread.read_kind(long) == "read"
+    assert shellread._cached_kind.cache_info().currsize == size
