@@ -159,3 +159,18 @@ def test_hostile_blocks_cost_bounded_time(hostile: str) -> None:
     started = time.process_time()
     redact_secrets(hostile)
     assert time.process_time() - started < 2.0
+
+
+@pytest.mark.parametrize("prefix", ["sk_live_", "rk_live_", "sk_test_"])
+def test_a_stripe_key_of_todays_length_leaves_no_part_of_itself(prefix: str) -> None:
+    """detect-secrets' Stripe rule takes 24 characters after the prefix; keys issued today run
+    to 99 or more, and the rest of one stayed in the text (a `cat .env` is stored)."""
+    body = "51HqLyjWDarjtT1zdp7dc" + "AbCd3fGh1jKlMnOpQrStUvWxYz0123456789" * 2
+    line = f"curl https://api.stripe.com/v1/charges -u {prefix}{body}: -d amount=2000"
+    out = redact_secrets(line)
+    assert out == "curl https://api.stripe.com/v1/charges -u [REDACTED:stripe-key]: -d amount=2000"
+    assert not any(body[i : i + 8] in out for i in range(len(body) - 8))
+    # words that only look like the prefix stay
+    assert (
+        redact_secrets("task_live_status and desk_test_run") == "task_live_status and desk_test_run"
+    )
