@@ -1779,9 +1779,11 @@ class SessionSimulator:
         self._rate_tail(m)
         index = len(self.r.calls)
         request_ts = self.last_message_ts if self.last_message_ts is not None else m.ts
+        # the cache's age, as the adapters measure it: from the previous request, when the
+        # provider wrote or last read its entry (a response that took minutes ages it too)
         gap = 0.0
-        if self.last_response_ts is not None:
-            gap = max(0.0, request_ts - self.last_response_ts)
+        if self.last_response_ts is not None and self.r.calls:
+            gap = max(0.0, request_ts - self.r.calls[-1].ts)
         if self.deferred_at is not None:
             plain_now = (
                 m.usage_prompt_tokens

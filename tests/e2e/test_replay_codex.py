@@ -47,14 +47,23 @@ STEPS = [
 WRITE_ON = {"PI_CTX_WRITE": "1"}
 
 
-def _run(tmp_path: Path, xdg: Xdg, *, wrapped: bool) -> tuple[Path, ScriptedModelServer]:
+def _run(
+    tmp_path: Path,
+    xdg: Xdg,
+    *,
+    wrapped: bool,
+    steps: list[dict[str, Any]] = STEPS,
+    files: dict[str, str] | None = None,
+    env_extra: dict[str, str] = WRITE_ON,
+) -> tuple[Path, ScriptedModelServer]:
     work = tmp_path / "work"
     work.mkdir(parents=True)
-    (work / "notes.txt").write_text(NOTES)
+    for name, text in (files or {"notes.txt": NOTES}).items():
+        (work / name).write_text(text)
     home = tmp_path / "home"
-    with ScriptedModelServer(STEPS) as srv:
+    with ScriptedModelServer(steps) as srv:
         env = codex_home.codex_env(
-            xdg.env({**os.environ, **WRITE_ON}), home=home, base_url=srv.base_url
+            xdg.env({**os.environ, **env_extra}), home=home, base_url=srv.base_url
         )
         exe = [*CTXWRAP, "codex"] if wrapped else [env.get("CTXWRAP_CODEX", "codex")]
         proc = subprocess.run(
@@ -71,11 +80,11 @@ def _run(tmp_path: Path, xdg: Xdg, *, wrapped: bool) -> tuple[Path, ScriptedMode
     return rollout, srv
 
 
-def _ctxwrap_json(xdg: Xdg, *args: str) -> Any:
+def _ctxwrap_json(xdg: Xdg, *args: str, env_extra: dict[str, str] = WRITE_ON) -> Any:
     """`ctxwrap ARGS` (a --json command) under the test's XDG dirs, its output decoded."""
     out = subprocess.run(
         [*CTXWRAP, *args],
-        env=xdg.env({**os.environ, **WRITE_ON}),
+        env=xdg.env({**os.environ, **env_extra}),
         capture_output=True,
         text=True,
         timeout=120,
@@ -166,3 +175,46 @@ def test_replay_of_plain_codex_agrees_with_what_ctxwrap_codex_saved(
             by_replay[mech],
             by_live[mech],
         )
+
+
+APP = "# the app\n" + "".join(f"def handler_{i}(): return {i}  # app-marker\n" for i in range(80))
+APP_PATCH = (
+    "*** Begin Patch\n*** Update File: app.py\n@@\n-def handler_0(): return 0  # app-marker\n"
+    "+def handler_0(): return 100  # patched\n*** End Patch\n"
+)
+READ = {"name": "exec_command", "arguments": {"cmd": "sed -n '1,200p' app.py"}}
+MASK_STEPS: list[dict[str, Any]] = [
+    {"tool_calls": [READ]},
+    {"tool_calls": [{"name": "apply_patch", "arguments": APP_PATCH}]},
+    {"tool_calls": [READ]},
+    # answered after the cache's lifetime: the request after it is cold
+    {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "echo ok"}}], "delay_s": 2.5},
+    {"text": "patched"},
+]
+
+
+def test_replay_of_plain_codex_masks_the_shell_read_ctxwrap_codex_masked(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """A read through the shell, a patch of its file, the same read again, a cold boundary:
+    `ctxwrap codex` masks the first read (superseded), and replay of plain Codex's rollout
+    masks it too, by as much. Before, replay masked it and the proxy, which described a shell
+    read without its file, did not."""
+    env = {"PI_CTX_CACHE_TTL_S": "2"}
+    files = {"app.py": APP}
+    plain, _ = _run(tmp_path / "plain", xdg, wrapped=False, steps=MASK_STEPS, files=files,
+                    env_extra=env)  # fmt: skip
+    _run(tmp_path / "wrapped", xdg, wrapped=True, steps=MASK_STEPS, files=files, env_extra=env)
+    replay = _ctxwrap_json(xdg, "replay", "--json", str(plain), env_extra=env)["totals"]
+    sessions = _ctxwrap_json(xdg, "sessions", "--all", "--json", env_extra=env)["sessions"]
+    [live_id] = [s["session_id"] for s in sessions if s.get("agent") == "codex"]
+    live = _ctxwrap_json(xdg, "stats", "--session", live_id, "--json", env_extra=env)["totals"]
+    assert replay["llm_calls"] == live["llm_calls"] == len(MASK_STEPS)
+    by_replay = {m["mechanism"]: m["saved_chars"] for m in replay["mechanisms"]}
+    by_live = {m["mechanism"]: m["saved_chars"] for m in live["mechanisms"]}
+    # live stats count a mask of a tagged result with the tagger's tombstones (`amnesia`);
+    # replay apart (`masking`), and no tombstone without --tag
+    hidden_live = by_live.get("amnesia", 0) + by_live.get("masking", 0)
+    hidden_replay = by_replay.get("amnesia", 0) + by_replay.get("masking", 0)
+    assert by_replay.get("masking", 0) > 3000 and hidden_live > 3000, (by_replay, by_live)
+    assert abs(hidden_replay - hidden_live) <= 0.10 * hidden_live, (by_replay, by_live)

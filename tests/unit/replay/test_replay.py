@@ -1310,3 +1310,35 @@ def test_replay_judges_a_warm_mask_on_the_cache_entries_the_daemon_knows() -> No
     # a request recorded as a miss: the daemon, and replay, know no entry before it
     _, sim = run(True, miss_at=35)
     assert sim.cache.entries and all(r >= 35 for r, _ in sim.cache.entries)
+
+
+def test_the_cache_ages_from_the_previous_request_as_the_adapters_measure_it() -> None:
+    """A response that took 400 s, then the next request a second after it: the provider wrote
+    its entry when the previous request came, 401 s before, past the 300 s lifetime. The
+    adapters (pi's bridge, the proxies) call that request cold and mask; replay measured from
+    the response's end, called it warm and masked nothing (a Codex rollout under a 2 s TTL
+    showed it: the proxy masked, its replay did not)."""
+    from ctxwrap.replay._events import Header, Message, ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    listing = "".join(f"-rw-r--r-- 1 dev dev 120 Jan 1 module_{i:03d}.py\n" for i in range(40))
+
+    def bash(n: int, command: str) -> ToolCall:
+        return ToolCall(f"c{n}", "bash", {"command": command}, 30)
+
+    ev: list[Any] = [
+        Header("pi", "s", "/w", 0.0),
+        Message("u1", None, "user", 1.0, 2),
+        Message("a0", None, "assistant", 2.0, 40, [bash(0, "ls -la src")], request_key="q0"),
+        Message("t0", None, "tool_result", 3.0, len(listing), [], "c0", "bash", listing),
+        Message("a1", None, "assistant", 4.0, 40, [bash(1, "echo 1")], request_key="q1"),
+        Message("t1", None, "tool_result", 5.0, 2, [], "c1", "bash", "1\n"),
+        # requested at 5 s, answered at 405 s
+        Message("a2", None, "assistant", 405.0, 40, [bash(2, "echo 2")], request_key="q2"),
+        Message("t2", None, "tool_result", 406.0, 2, [], "c2", "bash", "2\n"),
+        Message("end", None, "assistant", 407.0, 10, [], request_key="qend"),
+    ]  # fmt: skip
+    sim = SessionSimulator("s", Thresholds(mask_warm=False))
+    sim.feed(ev)
+    masks = [(i.call_index, i.reason) for i in sim.finish().interventions if i.kind == "mask"]
+    assert masks == [(3, "older")]
