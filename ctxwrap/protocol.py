@@ -421,6 +421,9 @@ class SavedBreakdown(BaseModel):
     model_config = ConfigDict(extra="forbid")
     bash: Int = 0
     amnesia: Int = 0
+    # history masks: results tombstoned after the model saw them (an older bridge sends none:
+    # its masks are in `amnesia`)
+    masking: Int = 0
     writes: Int = 0
     skills: Int = 0
     tools: Int = 0

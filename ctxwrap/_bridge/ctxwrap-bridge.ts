@@ -502,16 +502,17 @@ export class ContextMeter {
 	private msgs = 0;
 	private bash = 0;
 	private amnesia = 0;
+	private masking = 0;
 	private writes = 0;
 
 	measure(
 		raw: readonly any[],
 		editsById: ReadonlyMap<string, readonly Edit[]>,
 		digests: ReadonlyMap<string, number>,
-	): { system: number; messages: number; bash: number; amnesia: number; writes: number } {
+	): { system: number; messages: number; bash: number; amnesia: number; masking: number; writes: number } {
 		const last = this.n - 1;
 		if (this.n > raw.length || (this.n > 0 && keyOf(raw[last], last) !== this.lastKey)) {
-			this.n = this.msgs = this.bash = this.amnesia = this.writes = 0;
+			this.n = this.msgs = this.bash = this.amnesia = this.masking = this.writes = 0;
 		}
 		let system = 0;
 		for (let i = 0; i < raw.length; i++) {
@@ -534,8 +535,10 @@ export class ContextMeter {
 			if (eds.length) {
 				const after = applyEdits([m], eds);
 				sent = after.length ? messageChars(after[0] as Json) : 0;
-				// A write or edit strip counts for writes; tombstones and silent removals for amnesia.
+				// A write or edit strip counts for writes, a history mask for masking; the tagger's
+				// tombstones and silent removals for amnesia.
 				if (eds.some((e) => e.kind === "strip_write" || e.kind === "strip_edit")) this.writes += size - sent;
+				else if (eds.some((e) => e.kind === "mask")) this.masking += size - sent;
 				else this.amnesia += size - sent;
 			}
 			if (m.role === "toolResult") this.bash += digests.get(String(m.toolCallId)) ?? 0;
@@ -544,7 +547,14 @@ export class ContextMeter {
 		}
 		this.n = raw.length;
 		this.lastKey = raw.length ? keyOf(raw[raw.length - 1], raw.length - 1) : "";
-		return { system, messages: this.msgs, bash: this.bash, amnesia: this.amnesia, writes: this.writes };
+		return {
+			system,
+			messages: this.msgs,
+			bash: this.bash,
+			amnesia: this.amnesia,
+			masking: this.masking,
+			writes: this.writes,
+		};
 	}
 }
 
@@ -1759,7 +1769,14 @@ function install(pi: any): void {
 				system = String(ctx.getSystemPrompt?.() ?? "").length; // 0.73: the prompt is not in the list
 			} catch {}
 		}
-		const saved = { bash: m.bash, amnesia: m.amnesia, writes: m.writes, skills: skillsRemoved, tools: -ownToolsChars };
+		const saved = {
+			bash: m.bash,
+			amnesia: m.amnesia,
+			masking: m.masking,
+			writes: m.writes,
+			skills: skillsRemoved,
+			tools: -ownToolsChars,
+		};
 		return { sent: { system, messages: m.messages, tools: toolsChars }, saved };
 	};
 

@@ -36,6 +36,7 @@ def record_llm_call(store: Store, req: P.LlmCall) -> bool:
             "sent_tools": s.tools,
             "saved_bash": v.bash,
             "saved_amnesia": v.amnesia,
+            "saved_masking": v.masking,
             "saved_writes": v.writes,
             "saved_skills": v.skills,
             "saved_tools": v.tools,
@@ -80,7 +81,7 @@ def record_turn(store: Store, req: P.TurnEnd) -> bool:
 def session_totals(store: Store, session_id: str) -> P.SessionTotals:
     row = store.query(
         """SELECT COUNT(*) n, COALESCE(SUM(sent_system+sent_messages+sent_tools),0) sent,
-                  COALESCE(SUM(saved_bash+saved_amnesia+saved_writes+saved_skills+saved_tools+saved_thinking),0) saved
+                  COALESCE(SUM(saved_bash+saved_amnesia+saved_masking+saved_writes+saved_skills+saved_tools+saved_thinking),0) saved
            FROM llm_calls WHERE session_id=?""",
         (session_id,),
     )[0]

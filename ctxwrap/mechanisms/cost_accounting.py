@@ -235,10 +235,14 @@ _SAVED_SQL = "saved_bash + saved_amnesia + saved_writes + saved_skills + saved_t
 
 def saved_sql(conn: sqlite3.Connection) -> str:
     """What every mechanism kept out of a call (chars), in SQL; a store older than schema 13
-    has no saved_thinking column (`ctxwrap stats` reads it before the daemon migrates it)."""
-    if has_column(conn, "llm_calls", "saved_thinking"):
-        return f"({_SAVED_SQL} + saved_thinking)"
-    return f"({_SAVED_SQL})"
+    has no saved_thinking column, one older than 14 no saved_masking (`ctxwrap stats` reads
+    it before the daemon migrates it)."""
+    extra = "".join(
+        f" + {col}"
+        for col in ("saved_thinking", "saved_masking")
+        if has_column(conn, "llm_calls", col)
+    )
+    return f"({_SAVED_SQL}{extra})"
 
 
 class PricedSession:

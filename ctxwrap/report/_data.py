@@ -592,6 +592,8 @@ def from_db(conn: sqlite3.Connection, session: str | None) -> ReportData:
         kept = {
             "bash": tokens(r["saved_bash"]),
             "amnesia": tokens(r["saved_amnesia"]),
+            # schema 14; before it a mask was counted in amnesia
+            "masking": tokens(r["saved_masking"]) if "saved_masking" in r.keys() else 0,  # noqa: SIM118
             "writes": tokens(r["saved_writes"]),
             "skills": tokens(r["saved_skills"]),
             "tools": tokens(r["saved_tools"]),

@@ -19,7 +19,7 @@ from typing import Any, get_args
 
 log = logging.getLogger("ctxwrap.daemon")
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # Append-only: migration N brings a database from version N-1 to N.
 MIGRATIONS: list[str] = [
@@ -238,6 +238,9 @@ MIGRATIONS: list[str] = [
     # 13: earlier turns' thinking the provider's own edit left out of a request (Claude Code:
     # the old-thinking mechanism), chars: plain carried it; an older reader sums without it
     "ALTER TABLE llm_calls ADD COLUMN saved_thinking INTEGER NOT NULL DEFAULT 0;",
+    # 14: history masks apart from the tagger's tombstones (they were in saved_amnesia, and
+    # calls recorded before stay so): `ctxwrap stats` names the mechanism that saved
+    "ALTER TABLE llm_calls ADD COLUMN saved_masking INTEGER NOT NULL DEFAULT 0;",
 ]
 
 

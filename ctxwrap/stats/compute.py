@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ctxwrap.engine.cost import Prices
     from ctxwrap.mechanisms.cost_accounting import SessionCosts
 
-MECHANISMS = ("bash", "amnesia", "writes", "skills", "tools", "thinking")
+MECHANISMS = ("bash", "amnesia", "masking", "writes", "skills", "tools", "thinking")
 GroupBy = Literal["mechanism", "session", "day", "agent"]
 
 
@@ -316,11 +316,12 @@ def compute_stats(
         return cells.setdefault((sid, day), _Raw())
 
     thinking = "saved_thinking" if has_column(conn, "llm_calls", "saved_thinking") else "0"
+    masking = "saved_masking" if has_column(conn, "llm_calls", "saved_masking") else "0"
     for r in conn.execute(
         f"""SELECT session_id, {bucket} b, COUNT(*), SUM(head_changed),
                    SUM(sent_system + sent_messages + sent_tools), SUM(saved_bash),
-                   SUM(saved_amnesia), SUM(saved_writes), SUM(saved_skills), SUM(saved_tools),
-                   SUM({thinking})
+                   SUM(saved_amnesia), SUM({masking}), SUM(saved_writes), SUM(saved_skills),
+                   SUM(saved_tools), SUM({thinking})
             FROM llm_calls WHERE {cond} GROUP BY session_id, b""",
         params,
     ):
@@ -328,7 +329,7 @@ def compute_stats(
         c.calls += r[2]
         c.heads += r[3]
         c.sent += r[4]
-        for m, v in zip(MECHANISMS, r[5:11], strict=True):
+        for m, v in zip(MECHANISMS, r[5:12], strict=True):
             c.saved[m] = c.saved.get(m, 0) + v
     # A head change with fewer messages than the session's previous call is a compaction.
     # Only head-change rows look back (by the (session_id, ts) index), so this stays cheap.

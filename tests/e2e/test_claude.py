@@ -468,9 +468,8 @@ def _assert_agree(replay_doc: dict[str, Any], live_doc: dict[str, Any]) -> None:
     assert replay["llm_calls"] == real["llm_calls"] == 18
     by_replay = {m["mechanism"]: m["saved_chars"] for m in replay["mechanisms"]}
     by_real = {m["mechanism"]: m["saved_chars"] for m in real["mechanisms"]}
-    # live, a mask counts under amnesia (docs/accounting.md); replay names it masking
-    by_replay["amnesia"] += by_replay.pop("masking")
-    for mech in ("bash", "writes", "amnesia"):
+    # history masking apart from the tagger's tombstones, live and in replay
+    for mech in ("bash", "writes", "masking"):
         assert by_real[mech] > 0, mech
         assert abs(by_replay[mech] - by_real[mech]) <= 0.05 * by_real[mech], (
             mech,
@@ -504,7 +503,7 @@ def test_replay_of_the_plain_transcript_agrees_with_live_stats(tmp_path: Path, x
     # with the previous one as sent; as Claude Code sent it, everything
     with sqlite3.connect(xdg.db) as db:
         rows = db.execute(
-            """SELECT sent_prefix_chars, plain_prefix_chars, saved_amnesia FROM llm_calls
+            """SELECT sent_prefix_chars, plain_prefix_chars, saved_masking FROM llm_calls
                WHERE session_id = ? ORDER BY id""",
             (ideal_live["filter"]["session"],),
         ).fetchall()

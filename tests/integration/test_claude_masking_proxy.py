@@ -167,12 +167,12 @@ def assert_extends(bodies: list[dict[str, Any]]) -> None:
         assert b[: len(a)] == a, f"request {k + 1} rewrote what request {k} sent"
 
 
-def wait_for_saved_amnesia(xdg: Xdg, calls: int) -> list[int]:
-    """saved_amnesia of each recorded LLM call (recorded in the background after a response)."""
+def wait_for_saved(xdg: Xdg, calls: int, column: str = "saved_masking") -> list[int]:
+    """`column` of each recorded LLM call (recorded in the background after a response)."""
     rows: list[int] = []
     for _ in range(100):
         with sqlite3.connect(xdg.db) as db:
-            rows = [r for (r,) in db.execute("SELECT saved_amnesia FROM llm_calls ORDER BY id")]
+            rows = [r for (r,) in db.execute(f"SELECT {column} FROM llm_calls ORDER BY id")]
         if len(rows) >= calls:
             break
         time.sleep(0.1)
@@ -198,7 +198,7 @@ def test_a_pause_inside_the_one_hour_cache_masks_nothing(tmp_path: Path, xdg: Xd
         time.sleep(3.5)  # past cache_ttl_s, well inside the hour
         conv.prompt("task two: new.py")
         conv.prompt("and the tests?")
-        wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
+        wait_for_saved(xdg, calls=len(srv.main_requests))
         main = [r.body for r in srv.main_requests]
     assert mask_events(xdg) == []
     for body in main[2:]:
@@ -224,7 +224,7 @@ def test_the_plain_session_compacts_where_plain_claude_code_would(
         conv.read("toolu_a", "old.py", OLD)
         conv.read("toolu_b", "new.py", NEW)
         conv.read("toolu_c", "third.py", THIRD)
-        wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
+        wait_for_saved(xdg, calls=len(srv.main_requests))
     with sqlite3.connect(xdg.db) as db:
         rows = list(
             db.execute(
@@ -270,7 +270,7 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
             conv.prompt("and the tests?")  # warm: nothing more is masked
             # the title request is no agent call: it has no llm_calls row
             agent_calls = [r for r in srv.main_requests if r.body.get("tools")]
-            saved = wait_for_saved_amnesia(xdg, calls=len(agent_calls))
+            saved = wait_for_saved(xdg, calls=len(agent_calls))
         finally:
             proxy.close()
         main = [r.body for r in srv.main_requests]
@@ -298,11 +298,12 @@ def test_idle_gap_masks_the_earlier_task_frozen_and_replayed(tmp_path: Path, xdg
     (event,) = mask_events(xdg)
     assert event["trigger"] == "idle" and event["gap_s"] > 3.0
     assert event["masks"][0][:2] == ["toolu_old", "earlier_task"]
-    # the stats count the mask's saving (under amnesia, as the pi bridge does) on each of the
-    # three requests that carried it, and nothing on the others
+    # the stats count the mask's saving (as history masking, as the pi bridge does) on each of
+    # the three requests that carried it, and nothing on the others; none as the tagger's
     mask_saved = event["masks"][0][2]
     assert mask_saved > len(OLD) - 400
     assert sorted(saved) == [0] * (len(saved) - 3) + [mask_saved] * 3  # recorded in any order
+    assert wait_for_saved(xdg, len(saved), "saved_amnesia") == [0] * len(saved)
     with sqlite3.connect(xdg.db) as db:
         assert list(db.execute("SELECT tool_call_id FROM edits WHERE kind='mask'")) == [
             ("toolu_old",)
@@ -400,7 +401,7 @@ def _warm_session(tmp_path: Path, xdg: Xdg, env: dict[str, str]) -> list[dict[st
             for i in range(20):
                 conv.prompt(f"task {i + 2}")
                 conv.answer(f"done {i + 2}")
-                wait_for_saved_amnesia(xdg, calls=len(srv.main_requests))
+                wait_for_saved(xdg, calls=len(srv.main_requests))
         finally:
             proxy.close()
         return [r.body for r in srv.main_requests]

@@ -628,14 +628,14 @@ class ProxySession:
         with self.lock:
             digests = self.frozen.digests
             bash = sum(p - d for c, (p, d) in digests.items() if c in present)
-            # A mask counts here like in the pi bridge; on a digested result it removes the
-            # digest (its savedChars are measured against the digest, not the raw output).
             amnesia = sum(
                 e.savedChars
                 for e in applied
-                if (isinstance(e, TombstoneEdit) and e.toolCallId not in digests)
-                or isinstance(e, MaskEdit)
+                if isinstance(e, TombstoneEdit) and e.toolCallId not in digests
             )
+            # A history mask counts apart, as in the pi bridge; on a digested result it
+            # removes the digest (its savedChars are measured against the digest).
+            masking = sum(e.savedChars for e in applied if isinstance(e, MaskEdit))
             writes = sum(
                 e.savedChars for e in applied if isinstance(e, StripWriteEdit | StripEditEdit)
             )
@@ -659,6 +659,7 @@ class ProxySession:
                 "saved_chars": {
                     "bash": bash,
                     "amnesia": amnesia,
+                    "masking": masking,
                     "writes": writes,
                     "skills": 0,
                     "tools": 0,

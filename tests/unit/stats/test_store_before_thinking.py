@@ -1,10 +1,13 @@
-"""`ctxwrap stats` and `ctxwrap report` read a store a daemon of schema 12 wrote (before the
-old-thinking column): an upgrade shows the figures before the new daemon migrates the store."""
+"""`ctxwrap stats` and `ctxwrap report` read a store an older daemon wrote — schema 12 (before
+the old-thinking column), 13 (before history masking's own column): an upgrade shows the
+figures before the new daemon migrates the store."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from ctxwrap.report._data import from_db
 from ctxwrap.state.store import connect
@@ -31,10 +34,16 @@ def _figures(db: Path) -> tuple[object, ...]:
     )
 
 
-def test_a_schema_12_store_reads_as_it_did(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("version", "dropped"), [(12, ("saved_thinking", "saved_masking")), (13, ("saved_masking",))]
+)
+def test_an_older_store_reads_as_it_did(
+    tmp_path: Path, version: int, dropped: tuple[str, ...]
+) -> None:
     new = build(tmp_path / "new.db", CARRYING)
     old = build(tmp_path / "old.db", CARRYING)
     with sqlite3.connect(old) as conn:
-        conn.execute("ALTER TABLE llm_calls DROP COLUMN saved_thinking")
-        conn.execute("PRAGMA user_version = 12")
+        for column in dropped:
+            conn.execute(f"ALTER TABLE llm_calls DROP COLUMN {column}")
+        conn.execute(f"PRAGMA user_version = {version}")
     assert _figures(old) == _figures(new)
