@@ -105,7 +105,7 @@ const SOCKET =
 	(env.XDG_RUNTIME_DIR?.startsWith("/")
 		? `${env.XDG_RUNTIME_DIR}/ctxwrap/daemon.sock`
 		: `${fallbackRuntimeDir()}/daemon.sock`);
-const PROTOCOL = 2;
+const PROTOCOL = 3;
 
 /**
  * Why the socket must not be used, checked before every connection (same rules as
