@@ -20,7 +20,6 @@ from ctxwrap import __version__
 from ctxwrap import protocol as P
 from ctxwrap.config import LoadedConfig, Settings, bridge_view
 from ctxwrap.digest.redact import load_patterns, redact_secrets
-from ctxwrap.engine.edits import args_sig
 from ctxwrap.mechanisms import (
     accounting,
     cost_accounting,
@@ -321,17 +320,7 @@ class Daemon:
         m = self.mechanisms
         if kind == "bash":
             command = str(req.input.get("command", ""))
-            if req.tool_call_id not in rt.sizes:  # first time: a repeat, or a re-read (`cat f`)?
-                rt.sizes[req.tool_call_id] = len(req.text)
-                needed_again.on_result(
-                    self,
-                    rt,
-                    args_sig(req.tool_name, req.input),
-                    req.tool_name,
-                    req.input,
-                    req.text,
-                    is_error=req.is_error,
-                )
+            needed_again.on_first_arrival(self, rt, req)  # a repeat, or a re-read (`cat f`)?
             if m.digest.enabled(cfg) and m.digest.wants(cfg, req.text, command):
                 return await m.digest.tool_result(self, rt, req)
             # too short to digest: kept whole, and stored so masking may take it once old

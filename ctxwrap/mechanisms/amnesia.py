@@ -54,16 +54,7 @@ def _admit(
     """
     cfg = d.cfg
     cid = req.tool_call_id
-    if cid not in rt.sizes:  # first time: does it ask again for something hidden?
-        needed_again.on_result(
-            d,
-            rt,
-            args_sig(req.tool_name, req.input),
-            req.tool_name,
-            req.input,
-            req.text,
-            is_error=req.is_error,
-        )
+    needed_again.on_first_arrival(d, rt, req)  # does it ask again for something hidden?
     rt.sizes[cid] = len(req.text)
     if req.is_error or not mech.wants(cfg, len(req.text)):
         return None, False

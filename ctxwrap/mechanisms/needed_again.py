@@ -21,9 +21,11 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxwrap.engine.edits import args_sig
 from ctxwrap.engine.shellcmd import shell_read
 
 if TYPE_CHECKING:
+    from ctxwrap import protocol as P
     from ctxwrap.mechanisms.ports import AuxView, StoreView
     from ctxwrap.state.session import SessionRuntime
 
@@ -158,6 +160,23 @@ def _stored_text(d: AuxView, session_id: str, tool_call_id: str) -> str | None:
             return f.read(_COMPARE_MAX_CHARS)
     except OSError:
         return None
+
+
+def on_first_arrival(d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> None:
+    """A tool result the daemon has not seen before (its size recorded, `rt.sizes`): does it
+    ask again for something hidden (`on_result`)? A result sent again is not asked twice."""
+    if req.tool_call_id in rt.sizes:
+        return
+    rt.sizes[req.tool_call_id] = len(req.text)
+    on_result(
+        d,
+        rt,
+        args_sig(req.tool_name, req.input),
+        req.tool_name,
+        req.input,
+        req.text,
+        is_error=req.is_error,
+    )
 
 
 def on_result(

@@ -61,11 +61,16 @@ def assert_extends(bodies: list[dict[str, object]]) -> None:
 
 
 def two_tasks_with_a_pause(
-    pi: str, tmp_path: Path, xdg: Xdg, env: dict[str, str], srv: ScriptedModelServer
+    pi: str,
+    tmp_path: Path,
+    xdg: Xdg,
+    env: dict[str, str],
+    srv: ScriptedModelServer,
+    files: dict[str, str] = FILES,
 ) -> tuple[PiRun, PiRun]:
     """Task one, a 2.5 s pause, task two on `--continue` (the same pi home and server)."""
     one = run_ctxwrap_pi(
-        pi, tmp_path, xdg, prompt="task one", files=FILES, extra_env=env, server=srv
+        pi, tmp_path, xdg, prompt="task one", files=files, extra_env=env, server=srv
     )
     assert one.proc.returncode == 0, one.proc.stderr
     time.sleep(2.5)  # past TTL's 2 s cache_ttl_s, well inside a 300 s one
@@ -223,18 +228,8 @@ def test_a_short_command_output_is_kept_for_recall_and_masked_once_old(
     ]
     env = {"PI_CTX_CACHE_TTL_S": "2"}
     with ScriptedModelServer(steps) as srv:
-        one = run_ctxwrap_pi(
-            "pi", tmp_path, xdg, prompt="task one", files={"gen.py": GEN}, extra_env=env,
-            server=srv,
-        )  # fmt: skip
-        assert one.proc.returncode == 0, one.proc.stderr
+        two_tasks_with_a_pause("pi", tmp_path, xdg, env, srv, files={"gen.py": GEN})
         assert "module_059  ok" in json.dumps(srv.main_requests[1].body)  # seen whole
-        time.sleep(2.5)  # the idle gap: past the 2 s cache TTL
-        two = run_ctxwrap_pi(
-            "pi", tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
-            extra_env=env, server=srv,
-        )  # fmt: skip
-        assert two.proc.returncode == 0, two.proc.stderr
         last = json.dumps(srv.main_requests[-1].body)
     assert "module_059  ok" not in last
     assert "python3 gen.py" in last and "`ctxwrap recall r" in last
@@ -264,18 +259,8 @@ def test_a_file_read_through_bash_is_masked_as_a_read_and_its_reread_counted(
     ]
     env = {"PI_CTX_CACHE_TTL_S": "2", "PI_CTX_MASK_READ_IDLE_ROUNDS": "2"}
     with ScriptedModelServer(steps) as srv:
-        one = run_ctxwrap_pi(
-            "pi", tmp_path, xdg, prompt="task one", files={"app.ts": APP_TS}, extra_env=env,
-            server=srv,
-        )  # fmt: skip
-        assert one.proc.returncode == 0, one.proc.stderr
+        two_tasks_with_a_pause("pi", tmp_path, xdg, env, srv, files={"app.ts": APP_TS})
         assert "handler49 = () => 49" in json.dumps(srv.main_requests[1].body)  # seen whole
-        time.sleep(2.5)  # the idle gap: past the 2 s cache TTL
-        two = run_ctxwrap_pi(
-            "pi", tmp_path, xdg, prompt="task two", home=one.home, args=("--continue",),
-            extra_env=env, server=srv,
-        )  # fmt: skip
-        assert two.proc.returncode == 0, two.proc.stderr
         first_of_two = json.dumps(srv.main_requests[4].body)
         last = json.dumps(srv.main_requests[-1].body)
     assert "handler49 = () => 49" not in first_of_two
