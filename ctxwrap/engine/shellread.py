@@ -78,7 +78,7 @@ _FIND_WRITES = frozenset({"-delete", "-ok", "-okdir", "-fprint", "-fprint0", "-f
 # A find's escaped terminator (`\;`, `';'`, `";"`) is one word, not the shell's `;`: quoted
 # before lexing so that it survives as the word `\;`.
 _FIND_END_RE = re.compile(r"""(?<!\S)(?:\\;|';'|";")(?=\s|$)""")
-_FIND_ENDS = frozenset({"\\;", ";", "+"})
+_FIND_ENDS = frozenset({"\\;", "+"})
 
 
 def _find_kind(words: list[str]) -> str | None:

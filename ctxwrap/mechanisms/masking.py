@@ -282,9 +282,7 @@ class Masking(Mechanism):
     def active(self, s: MaskSettings, *, warm: bool) -> bool:
         return s.mask and (not warm or s.mask_warm)
 
-    def keeps_for_recall(
-        self, s: MaskSettings, chars: int, command: str, *, is_error: bool = False
-    ) -> bool:
+    def keeps_for_recall(self, s: MaskSettings, chars: int, *, is_error: bool = False) -> bool:
         """Whether a command's output the digest left whole (too short, or a read: a file's
         content printed through the shell is never digested) is stored behind a recall handle,
         so that masking may take it once it is old (only what the model can get back is
@@ -294,7 +292,7 @@ class Masking(Mechanism):
     def keep_for_recall(self, d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> None:
         """Store a command's output the digest left whole (too short, or a read)."""
         command = str(req.input.get("command", ""))
-        if not self.keeps_for_recall(d.cfg, len(req.text), command, is_error=req.is_error):
+        if not self.keeps_for_recall(d.cfg, len(req.text), is_error=req.is_error):
             return
         d.raw.try_put_text(
             req.text,

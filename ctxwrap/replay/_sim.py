@@ -1260,7 +1260,7 @@ class SessionSimulator:
             )
         if tool == "bash" and replacement is None:
             item.kept_for_recall = self.mech.masking.keeps_for_recall(
-                self.th, m.chars, str(args.get("command", "")), is_error=m.is_error
+                self.th, m.chars, is_error=m.is_error
             )
         if replacement is not None:
             item.saved["bash"] = m.chars - len(replacement)
@@ -1498,12 +1498,16 @@ class SessionSimulator:
                 return True
             return self._recallable(it)
 
+        # a shell read is a read of its file where the daemon knows it: by the command its
+        # output was stored with (`masking.decide`); one it did not store names no file
+        reads = {c for c in self.shell_reads if c in by_call and by_call[c].kept_for_recall}
+        paths = {c: p for c, p in self.paths.items() if c not in self.shell_reads or c in reads}
         due = self._due_writes(call_index)
         plan = masking.plan(
             th,
             history,
-            paths=self.paths,
-            reads=self.shell_reads,
+            paths=paths,
+            reads=reads,
             protected=protected,
             edited=edited,
             hidden_sigs=self.hidden_sigs,

@@ -1342,3 +1342,23 @@ def test_the_cache_ages_from_the_previous_request_as_the_adapters_measure_it() -
     sim.feed(ev)
     masks = [(i.call_index, i.reason) for i in sim.finish().interventions if i.kind == "mask"]
     assert masks == [(3, "older")]
+
+
+def test_a_shell_read_the_daemon_does_not_store_names_no_file() -> None:
+    """The daemon knows a shell read's file from the command its output was stored with; a
+    `cat` too short to store names none, so it does not keep the file's earlier read active.
+    Replay decides the same (it counted every shell read's file before)."""
+    from ctxwrap.replay._events import ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+    from tests.replay_events import pi_rounds
+
+    body = "".join(f"const line_{i} = {i};\n" for i in range(60))
+    calls = [ToolCall("r0", "read", {"path": "a.ts"}, 30)]
+    calls += [ToolCall(f"b{i}", "bash", {"command": f"echo {i}"}, 30) for i in (1, 2, 3)]
+    calls += [ToolCall("c4", "bash", {"command": "cat a.ts | head -3"}, 30)]
+    calls += [ToolCall(f"b{i}", "bash", {"command": f"echo {i}"}, 30) for i in (5, 6)]
+    th = Thresholds(mask_read_idle_rounds=3, mask_warm=False)
+    sim = SessionSimulator("s", th)
+    sim.feed(pi_rounds(calls, {0: body, 4: body[:60]}, idle_s=600.0))
+    masks = [(i.label, i.reason) for i in sim.finish().interventions if i.kind == "mask"]
+    assert masks == [("read a.ts", "untouched")]
