@@ -27,10 +27,21 @@ from real_sessions import POLICIES, default_corpus, session_row
 
 from ctxwrap.replay import replay_paths, run_json
 
+_CALL_ITEMS = {"function_call", "custom_tool_call", "local_shell_call", "web_search_call"}
+
 
 def request_ends(path: Path, agent: str) -> list[int]:
     """The line index of each model request's last record in a session file."""
+    return [line for line, _ in requests(path, agent)]
+
+
+def requests(path: Path, agent: str) -> list[tuple[int, bool]]:
+    """Each model request's last line and whether it ended the agent's turn: its answer
+    called no tool, so the agent stopped and waited for the user. A session ends at such
+    a request, unless the user interrupts or the agent crashes."""
     ends: list[int] = []
+    calls: list[bool] = []
+    pending = False  # Codex: a call item since the last token count
     seen: set[Any] = set()
     for i, line in enumerate(path.read_text(errors="replace").splitlines()):
         try:
@@ -41,19 +52,32 @@ def request_ends(path: Path, agent: str) -> list[int]:
             continue
         msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
         payload = rec.get("payload") if isinstance(rec.get("payload"), dict) else {}
+        content = msg.get("content") if isinstance(msg.get("content"), list) else []
+        uses_tool = any(
+            isinstance(b, dict) and b.get("type") in ("toolCall", "tool_use") for b in content
+        )
         if agent == "pi":
             if rec.get("type") == "message" and msg.get("role") == "assistant":
                 ends.append(i)
+                calls.append(uses_tool)
         elif agent == "claude":
             if rec.get("type") == "assistant":
                 if msg.get("id") in seen:
                     ends[-1] = i  # a later record of the same streamed message
+                    calls[-1] = calls[-1] or uses_tool
                 else:
                     seen.add(msg.get("id"))
                     ends.append(i)
+                    calls.append(uses_tool)
+        elif rec.get("type") == "response_item" and payload.get("type") in _CALL_ITEMS:
+            pending = True
         elif rec.get("type") == "event_msg" and payload.get("type") == "token_count":
             ends.append(i)
-    return ends
+            calls.append(pending)
+            pending = False
+    return [
+        (e, not c or k == len(ends) - 1) for k, (e, c) in enumerate(zip(ends, calls, strict=True))
+    ]
 
 
 def replay_cut(job: tuple[str, str, int, int, str]) -> dict[str, Any]:
@@ -79,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus", type=Path, default=None)
     ap.add_argument("--every", type=int, default=10, help="cut after every Nth request")
+    ap.add_argument(
+        "--turn-ends",
+        action="store_true",
+        help="cut after every request that ended the agent's turn, where sessions end",
+    )
     ap.add_argument("--policy", choices=sorted(POLICIES), default="default")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
@@ -89,11 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     jobs = []
     for agent in ("claude", "pi", "codex"):
         for f in sorted((corpus / agent).glob("*.jsonl")):
-            ends = request_ends(f, agent)
-            jobs += [
-                (str(f), agent, k, ends[k - 1], a.policy)
-                for k in range(a.every, len(ends), a.every)
-            ]
+            reqs = requests(f, agent)
+            cuts = (
+                [k for k in range(1, len(reqs)) if reqs[k - 1][1]]
+                if a.turn_ends
+                else list(range(a.every, len(reqs), a.every))
+            )
+            jobs += [(str(f), agent, k, reqs[k - 1][0], a.policy) for k in cuts]
     with ProcessPoolExecutor() as pool:
         points = list(pool.map(replay_cut, jobs, chunksize=4))
     known = [p for p in points if p["cost_saved_pct"] is not None]
@@ -101,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         (p for p in known if p["cost_saved_pct"] < 0), key=lambda p: p["cost_saved_pct"]
     )
     if a.json:
-        print(json.dumps({"policy": a.policy, "every": a.every, "points": points}, indent=1))
+        cut = "turn-ends" if a.turn_ends else a.every
+        print(json.dumps({"policy": a.policy, "every": cut, "points": points}, indent=1))
         return 0
     for p in losing:
         print(
