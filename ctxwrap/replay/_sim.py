@@ -22,7 +22,7 @@ Mechanisms, as replay models them (no model call):
 
 "Needed again" (DESIGN.md invariant 8): every digest, strip and mask keeps the lines it hid;
 a later Edit old_string / Write body / apply_patch line that, at that moment, exists only in
-hidden lines marks the intervention `copied`, a later read of the same file that returns the
+hidden lines marks the intervention that showed it `copied` (`_copied_from`), a later read of the same file that returns the
 hidden lines, most of them in no message still in view, `reread`, a ctx_recall or
 `ctxwrap recall` `recalled` (a lower bound: the agent's reasoning is not seen).
 
@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
+import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -532,24 +533,39 @@ def _strings(value: Any, keys: frozenset[str] | None = None, key: str = "") -> I
 WRITE_COPY_MIN_LINES = 2
 
 
+def _patch_old_lines(text: str) -> list[str]:
+    """The removed and context lines of a patch's hunks: what the file held."""
+    return _lines(
+        "\n".join(ln[1:] for ln in text.splitlines() if ln[:1] in ("-", " ") and ln[:3] != "---")
+    )
+
+
 def _copied_lines(call: ToolCall) -> list[str]:
     """Lines a call takes from what the agent saw: an edit's old text, a write's body, the
-    removed and context lines of a patch."""
+    removed and context lines of a patch (whole, or one file's hunks: `_read_codex`'s split)."""
     if call.name == "write":
         content = call.args.get("content")
         return _lines(content) if isinstance(content, str) else []
     if call.name == "apply_patch" or (
         call.name in ("shell", "bash") and "apply_patch" in str(call.args)[:200]
     ):
-        out: list[str] = []
-        for text in _strings(call.args):
-            out += _lines(
-                "\n".join(
-                    ln[1:] for ln in text.splitlines() if ln[:1] in ("-", " ") and ln[:3] != "---"
-                )
-            )
-        return out
+        return [ln for text in _strings(call.args) for ln in _patch_old_lines(text)]
+    hunks = call.args.get("patch")
+    if call.name == "edit" and isinstance(hunks, str):
+        return _patch_old_lines(hunks)
     return [ln for text in _strings(call.args, _OLD_KEYS) for ln in _lines(text)]
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths the agent wrote name one file: as written, or one relative to the
+    directory the other is absolute in (`src/a.py` and `/repo/src/a.py`)."""
+    a, b = posixpath.normpath(a.replace("\\", "/")), posixpath.normpath(b.replace("\\", "/"))
+    if a == b:
+        return True
+    if posixpath.isabs(a) == posixpath.isabs(b):
+        return False
+    rel, full = (a, b) if posixpath.isabs(b) else (b, a)
+    return full.endswith("/" + rel)
 
 
 def _call_path(call: ToolCall) -> str | None:
@@ -760,10 +776,11 @@ class SessionSimulator:
         become visible)."""
         for c in calls:
             copied: dict[int, set[str]] = {}
+            target = _call_path(c)
             for line in _copied_lines(c):
                 if self.vis.get(line, 0) > 0:
                     continue
-                for idx in self.hidden_by_line.get(line, ()):
+                for idx in self._copied_from(line, c.name, target):
                     copied.setdefault(idx, set()).add(line)
             if c.name in _EDIT_NAMES:
                 # new text writing back what left the file with a stripped edit: a revert
@@ -807,6 +824,25 @@ class SessionSimulator:
         back = set(new).intersection(hidden)
         missing = sum(1 for line in back if self.vis.get(line, 0) <= 0)
         return missing >= REREAD_OVERLAP * len(back)
+
+    def _copied_from(self, line: str, tool: str, target: str | None) -> Iterable[int]:
+        """The hidden results a line a call takes (`_copied_lines`) counts as copied from.
+        Several can hold one line; the line is evidence for the one that showed the file the
+        call works on. Otherwise an edit's old text is its own file's, so it came from a
+        command's output (a grep, a diff), never another file's read or write; and a new
+        body sharing a line with several results shares the project's idiom (`if (error) {`,
+        `type="submit"`), not one result's text."""
+        ids = self.hidden_by_line.get(line, ())
+        if len(ids) <= 1 and (tool == "write" or target is None):
+            return ids
+        paths = {idx: self.r.interventions[idx].path for idx in ids}
+        if target is not None:
+            same = [idx for idx, p in paths.items() if p is not None and _same_file(p, target)]
+            if same:
+                return same
+        if tool == "write":
+            return ids if len(ids) == 1 else ()
+        return [idx for idx, p in paths.items() if p is None] if target is not None else ids
 
     def _mark(self, idx: int, how: str, at: int) -> None:
         iv = self.r.interventions[idx]

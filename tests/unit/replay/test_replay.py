@@ -615,6 +615,75 @@ def test_a_new_files_body_counts_as_copied_from_two_hidden_lines(
     assert mask.needed_again == needed
 
 
+@pytest.mark.parametrize(
+    ("call", "needed"),
+    [
+        # an edit's old text is its own file's: a line of a.py quoted in an edit of b.py
+        # came from b.py, whatever else held it
+        (("edit", {"path": "b.py", "old_string": "def function_number_7(): pass"}), None),
+        # the same file, written absolute where the read named it relative to the cwd
+        (("edit", {"path": "/w/a.py", "old_string": "def function_number_7(): pass"}), "copied"),
+        # one file's hunks of a Codex patch (`_read_codex` splits a patch per file)
+        (
+            (
+                "edit",
+                {
+                    "path": "a.py",
+                    "op": "update",
+                    "patch": "@@\n def function_number_7(): pass\n-x\n+y",
+                },
+            ),
+            "copied",
+        ),
+    ],
+)
+def test_an_edit_counts_as_copied_from_what_showed_its_own_file(
+    call: tuple[str, dict[str, Any]], needed: str | None
+) -> None:
+    from ctxwrap.replay._events import ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    ev = _needed_session("unused")
+    ev[-2] = dataclasses.replace(ev[-2], calls=[ToolCall("c9", call[0], call[1], 60)])
+    sim = SessionSimulator("s", Thresholds(mask_read_idle_rounds=2, mask_warm=False))
+    sim.feed(ev)
+    [mask] = [i for i in sim.finish().interventions if i.kind == "mask"]
+    assert mask.needed_again == needed
+
+
+@pytest.mark.parametrize(
+    ("content", "needed"),
+    [
+        # lines both files hold: the project's idiom, evidence for neither
+        ("def function_number_7(): pass\ndef function_number_8(): pass\n", (None, None)),
+        # lines only c.py held
+        ("def helper_of_c_number_1(): pass\ndef helper_of_c_number_2(): pass\n", (None, "copied")),
+    ],
+)
+def test_a_new_body_sharing_lines_with_several_hidden_results_copied_none_of_them(
+    content: str, needed: tuple[str | None, str | None]
+) -> None:
+    """Codex wrote a new form component whose `if (error) {` and `type="submit"` eight
+    masked components held too; each of the eight was counted as needed again."""
+    from ctxwrap.replay._events import Message, ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    ev = _needed_session("unused")
+    c_body = _BODY + "".join(f"def helper_of_c_number_{i}(): pass\n" for i in range(5))
+    read_c = ToolCall("c0b", "read", {"path": "c.py"}, 30)
+    at = next(i for i, e in enumerate(ev) if getattr(e, "entry_id", "") == "t0") + 1
+    ev[at:at] = [
+        Message("a0b", None, "assistant", 2.5, 40, [read_c], request_key="q0b"),
+        Message("t0b", None, "tool_result", 2.6, len(c_body), [], "c0b", "read", c_body),
+    ]
+    write = ToolCall("c9", "write", {"path": "b.py", "content": content}, 60)
+    ev[-2] = dataclasses.replace(ev[-2], calls=[write])
+    sim = SessionSimulator("s", Thresholds(mask_read_idle_rounds=2, mask_warm=False))
+    sim.feed(ev)
+    masks = {i.label: i.needed_again for i in sim.finish().interventions if i.kind == "mask"}
+    assert (masks["read a.py"], masks["read c.py"]) == needed
+
+
 def _reread_session(args: dict[str, Any], text: str) -> list[Any]:
     """`_needed_session`, but the answer after the idle gap reads a.py again (`args`), and
     the read returns `text`."""
