@@ -12,11 +12,12 @@ command "bash". Pure functions, no I/O.
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 import shlex
 from typing import Any
 
-from ctxwrap.engine.shellread import CACHED_COMMAND_CHARS, read_kind
+from ctxwrap.engine.shellread import CACHED_COMMAND_CHARS, NEUTRAL, read_kind
 
 READ = frozenset({"cat", "nl", "bat", "batcat", "less", "more", "head", "tail", "sed"})
 SEARCH = frozenset({"rg", "grep", "egrep", "fgrep", "ag", "ack"})
@@ -36,7 +37,6 @@ _POWERSHELL = {
     "gci": "ls",
     "dir": "ls",
 }
-NEUTRAL = frozenset({"cd", "pwd", "echo", "printf", "true"})
 SHELLS = frozenset({"bash", "sh", "zsh", "dash", "fish"})
 # Options of rg/grep that take a value (so the value is not the pattern or a path).
 _VALUE_OPTS = frozenset(
@@ -59,7 +59,8 @@ def unwrap_argv(argv: list[str]) -> str:
 
 
 def _tokens(cmd: str) -> list[str] | None:
-    lexer = shlex.shlex(cmd, posix=True, punctuation_chars=True)
+    lexer = shlex.shlex(cmd, posix=True, punctuation_chars="();<>|&\n")
+    lexer.whitespace = " \t\r"  # a new line separates commands, as `;` does
     lexer.whitespace_split = True
     lexer.commenters = ""
     try:
@@ -74,6 +75,8 @@ def _split(tokens: list[str]) -> list[list[list[str]]] | None:
     i = 0
     while i < len(tokens):
         t = tokens[i]
+        if "\n" in t and set(t) <= set("();<>|&\n"):
+            t = t.replace("\n", "") or ";"  # `&&` and `|` may end a line
         if t in ("&&", "||", ";", "&", ";;"):
             lists.append([[]])
         elif t in ("|", "|&"):
@@ -258,17 +261,26 @@ def _classify(command: str) -> tuple[str, dict[str, Any]]:
     if lists is None:
         return bash
     found: list[tuple[str, dict[str, Any]]] = []
+    cwd = ""  # where a `cd` earlier in the list went: the paths after it are in there
     for pipeline in lists:
         stages = [s for s in pipeline if s]
         if not stages:
             continue
-        prog, _ = _program(stages[0])
+        prog, cd_args = _program(stages[0])
         if prog in NEUTRAL and len(stages) == 1:
+            if prog == "cd":  # `cd` alone goes home, `cd -` back: neither is known here
+                to = cd_args[0] if cd_args and cd_args[0] != "-" else "~"
+                cwd = posixpath.join(cwd, to)
             continue
         first = _classify_stage(stages[0])
         if first is None:
             return bash
         kind, args = first
+        if cwd and args.get("paths"):
+            args = {
+                **args,
+                "paths": [posixpath.normpath(posixpath.join(cwd, p)) for p in args["paths"]],
+            }
         for stage in stages[1:]:
             p, rest = _program(stage)
             if p not in FILTERS or (p == "sed" and ("-n" not in rest or _in_place(rest))):
@@ -279,7 +291,10 @@ def _classify(command: str) -> tuple[str, dict[str, Any]]:
     if not found:
         return bash
     kinds = {k for k, _ in found}
-    kind = "read" if kinds == {"read"} else next(k for k, _ in found if k != "read")
+    if "read" in kinds and kinds != {"read"}:
+        # a file's content and a search's hits: a read of no one file (`shell_read`)
+        return "read", {"command": command}
+    kind = next(iter(kinds)) if len(kinds) == 1 else found[0][0]
     out: dict[str, Any] = {"command": command}
     paths = [p for _, a in found for p in a.get("paths", [])]
     if kind == "read":

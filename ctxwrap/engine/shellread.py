@@ -43,6 +43,8 @@ READ_COMMANDS = {
 # `ctxwrap recall HANDLE PATTERN` searches a stored output, `ctxwrap show HANDLE` prints it
 CTXWRAP_READS = {"recall": "grep", "show": "read"}
 _PUNCTUATION = frozenset("();<>|&")
+# Commands a list may hold between its reads without changing what it is
+NEUTRAL = frozenset({"cd", "pwd", "echo", "printf", "true", ":"})
 
 
 def shell_words(command: str) -> list[str] | None:
@@ -142,10 +144,13 @@ def read_kind(command: str) -> str | None:
 def _read_kind(command: str) -> str | None:
     """ "read" / "grep" / "find" for a read-like command, else None.
 
-    One simple command, or a pipeline whose first stage reads and whose other stages only
-    filter (``nl -ba f | sed -n '1,200p'``, ``rg --files | rg x``); no lists, redirections,
-    subshells or substitutions: anything else may also write or run something. ``bash -lc X``
-    is unwrapped once. ``sed`` counts only with ``-n`` (printing), never with ``-i``.
+    A list (`&&`, `||`, `;`, a new line) of pipelines, each of which reads: its first stage
+    reads and its other stages only filter (``nl -ba f | sed -n '1,200p'``, ``rg --files |
+    rg x``); ``cd``, ``echo`` and the like between them are neutral. "read" when any part
+    prints file content (``sed -n '70,150p' a.ts && sed -n '1,220p' b.ts``, ``sed -n … f &&
+    rg -n x src``: the agent copies from it next). No redirections, subshells, background
+    jobs or substitutions: anything else may also write or run something. ``bash -lc X`` is
+    unwrapped once. ``sed`` counts only with ``-n`` (printing), never with ``-i``.
     """
     words = shell_words(command)
     if not words:
@@ -156,35 +161,49 @@ def _read_kind(command: str) -> str | None:
         and words[1] in ("-lc", "-c")
     ):
         return _read_kind(words[2])
-    stages = _pipeline(command)
-    if stages is None:
+    lists = _lists(command)
+    if lists is None:
         return None
-    kind = _stage_kind(stages[0], first=True)
-    if kind is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
+    kinds: list[str] = []
+    for stages in lists:
+        if len(stages) == 1 and stages[0][0].rsplit("/", 1)[-1] in NEUTRAL:
+            continue
+        kind = _stage_kind(stages[0], first=True)
+        if kind is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
+            return None
+        kinds.append(kind)
+    if not kinds:
         return None
-    return kind
+    return "read" if "read" in kinds else kinds[0]
 
 
 _cached_kind = functools.lru_cache(maxsize=4096)(_read_kind)
 
 
-def _pipeline(command: str) -> list[list[str]] | None:
-    """The stages of a plain pipeline, or None when the command has any other operator."""
+def _lists(command: str) -> list[list[list[str]]] | None:
+    """The pipelines (each a list of stages' words) of a command list, or None when the
+    command has any other operator."""
     if "`" in command or "$(" in command:
         return None
     if "-exec" in command:
         command = _FIND_END_RE.sub(lambda _: "'\\;'", command)
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer = shlex.shlex(command, posix=True, punctuation_chars="();<>|&\n")
+    lexer.whitespace = " \t\r"  # a new line separates commands, as `;` does
     lexer.whitespace_split = True
-    stages: list[list[str]] = [[]]
+    lists: list[list[list[str]]] = [[[]]]
     try:
         for tok in lexer:
-            if tok == "|":
-                stages.append([])
-            elif tok and set(tok) <= _PUNCTUATION:
-                return None
+            if tok and set(tok) <= _PUNCTUATION | {"\n"}:
+                op = tok.replace("\n", "")  # `&&` and `|` may end a line
+                if op in ("", ";", "&&", "||"):
+                    lists.append([[]])
+                elif op == "|":
+                    lists[-1].append([])
+                else:
+                    return None
             else:
-                stages[-1].append(tok)
+                lists[-1][-1].append(tok)
     except ValueError:
         return None
-    return stages if all(stages) else None
+    out = [stages for stages in lists if stages != [[]]]  # blank lines, a trailing `;`
+    return out if out and all(all(stages) for stages in out) else None

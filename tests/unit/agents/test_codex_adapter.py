@@ -45,6 +45,16 @@ from ctxwrap.engine.masking import call_paths
         ("cat f | sh", None),
         ("cat f | tee g", None),
         ("ls && rm -rf x", None),
+        # a list each part of which reads is a read: Codex printed two files, or a range and
+        # a search, in one call, and the digest hid the lines its next patch changed
+        ("sed -n '70,150p' a.ts && sed -n '1,220p' b.ts", "read"),
+        ("sed -n '220,420p' t.ts && rg -n \"x|y\" src -g '*test.ts'", "read"),
+        ("rg -n x src; ls", "grep"),
+        ("cd src && cat a.py || true", "read"),
+        ("sed -n '1,5p' a.py\nsed -n '1,5p' b.py\n", "read"),
+        ("cat a.py\nrm -rf b", None),  # a new line separates commands
+        ("cat a.py & rm -rf b", None),
+        ("echo done", None),
         ("rg x 2>/dev/null", None),
         ("cat $(ls)", None),
         ("find . -delete", None),

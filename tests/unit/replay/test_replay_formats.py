@@ -368,7 +368,7 @@ def test_codex_0128_desktop_prompt_event_parallel_calls_and_js() -> None:
     [
         ("cat README.md", "read", {"path": "README.md"}),
         ("sed -n '1,160p' README.md", "read", {"offset": 1, "limit": 160}),
-        ("cd /x && head -n 50 a.py", "read", {"path": "a.py", "limit": 50}),
+        ("cd /x && head -n 50 a.py", "read", {"path": "/x/a.py", "limit": 50}),
         ("nl -ba src/x.ts | sed -n '1,80p'", "read", {"path": "src/x.ts"}),
         ("rg -n -i 'codemie|demo' notes.vtt", "grep", {"pattern": "codemie|demo"}),
         ("grep -rn foo src 2>/dev/null", "grep", {"pattern": "foo", "path": "src"}),
@@ -399,14 +399,18 @@ def test_whole_file_reads_have_no_range() -> None:
 
 def test_the_live_rule_decides_what_is_read_like_and_powershell_reads_are_reads() -> None:
     """`engine.shellread.read_kind` — the daemon's and the Codex adapter's rule — decides
-    whether a command is read-like (a list with `&&` is not, as live), replay adds what was
+    whether a command is read-like (a list only where each part reads), replay adds what was
     read; Codex on Windows reads with Get-Content (its paths with backslashes)."""
     from ctxwrap.agents.codex import commands
     from ctxwrap.engine.shellread import read_kind
 
     assert commands.read_kind is read_kind  # one rule, re-exported where Codex reads commands
     assert classify("cat a.py")[0] == "read"
-    assert classify("cd x && cat a.py") == ("bash", {"command": "cd x && cat a.py"})
+    assert classify("cd x && cat a.py") == (
+        "read",
+        {"command": "cd x && cat a.py", "path": "x/a.py"},
+    )
+    assert classify("cd x && rm a.py") == ("bash", {"command": "cd x && rm a.py"})
     assert classify("npm test")[0] == "bash"
     kind, args = classify("Get-Content components\\events\\card.tsx")
     assert kind == "read" and args["path"] == "components/events/card.tsx"
