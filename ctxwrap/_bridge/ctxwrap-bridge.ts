@@ -798,6 +798,16 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest, timeoutMs = 
 
 /** Results a RETAIN/DROP tag may hide. */
 const META_TOOLS = ["read", "grep", "find", "ls", "find_capability"];
+/** Tools another mechanism takes, any case, and ctxwrap's own (a recall's answer is never
+ * hidden again): the daemon's `mechanisms._TAKEN_TOOLS`. */
+const TAKEN_TOOLS = ["bash", "read", "grep", "find", "ls", "find_capability", "fetch", "write", "glob", "ctx_recall"];
+
+/** A result the daemon is given only to keep, so that masking may take it once old: a tool no
+ * other mechanism takes (an edit's answer, a custom or MCP tool's). The daemon's
+ * `mechanisms.keeps_result_of`. */
+export function keepsResultOf(name: string): boolean {
+	return name !== "" && !TAKEN_TOOLS.includes(name.toLowerCase());
+}
 /** At most this many results per tag request (the daemon accepts 64): bounds one aux prompt. */
 const TAG_BATCH_MAX = 16;
 
@@ -1593,9 +1603,18 @@ function install(pi: any): void {
 				return undefined;
 			}
 			if (name === "write" && cfg.write) return await onWrite(event, ctx);
+			if (keepsResultOf(name)) onOther(event, name);
 		} catch {}
 		return undefined;
 	});
+
+	const onOther = (event: any, name: string) => {
+		const text = textOf(event.content);
+		if (!cfg.mask || event.isError || text.length < cfg.mask_min_chars || !sessionId) return;
+		// off the tool's path: the daemon stores it behind a recall handle (Masking.keeps_for_recall)
+		const result = { session_id: sessionId, tool_call_id: String(event.toolCallId), tool_name: name, input: {}, text, is_error: false };
+		void daemon.send<Json>("/v1/tool_result", result, cfg.bridge_timeout_ms);
+	};
 
 	const onBash = async (event: any, ctx: any) => {
 		const started = bashStarted.get(String(event.toolCallId));

@@ -23,6 +23,7 @@ from ctxwrap.digest.redact import load_patterns, redact_secrets
 from ctxwrap.mechanisms import (
     accounting,
     cost_accounting,
+    keeps_result_of,
     masking,
     needed_again,
     tail_edits,
@@ -332,6 +333,8 @@ class Daemon:
             return m.amnesia.tool_result(self, rt, req)
         if kind == "write" and m.writes.on(cfg, rt.profile):
             return await m.writes.tool_result(self, rt, req)
+        if keeps_result_of(req.tool_name):
+            m.masking.keep_for_recall(self, rt, req)  # masking may take it once old
         return P.ToolResultReply()
 
     def tag_batch(self, req: P.TagBatch) -> P.TagBatchReply:

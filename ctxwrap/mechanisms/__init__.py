@@ -39,3 +39,19 @@ TOOL_KINDS: dict[str, ToolKind] = {
 
 def tool_kind(tool_name: str) -> ToolKind | None:
     return TOOL_KINDS.get(tool_name)
+
+
+# Tools another mechanism takes, any case, and ctxwrap's own (a recall's answer is the lines
+# the model asked back, never hidden again). The pi bridge has the same list (TAKEN_TOOLS).
+_TAKEN_TOOLS = frozenset({name.lower() for name in TOOL_KINDS} | {"ctx_recall"})
+
+
+def keeps_result_of(tool_name: str) -> bool:
+    """Whether a result of this tool is given to the daemon only to be kept for masking: a tool
+    no other mechanism takes (an edit's snippet of the file, a sub-agent's report, a plan, a
+    custom or MCP tool that is not a lookup). Stored whole behind a recall handle as a
+    command's output is (`Masking.keeps_for_recall` decides by its size), masking may take it
+    once it is old. Replayed on the corpus, Claude Code's Edit results and Task reports were
+    most of what masking could not take: 52 masks, none needed again (docs/accounting.md,
+    "Every result has a recall path")."""
+    return bool(tool_name) and tool_name.lower() not in _TAKEN_TOOLS

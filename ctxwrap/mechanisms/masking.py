@@ -36,7 +36,7 @@ from ctxwrap.engine.masking import (
     write_weight,
 )
 from ctxwrap.engine.shellcmd import shell_read
-from ctxwrap.mechanisms import budget, tool_kind
+from ctxwrap.mechanisms import budget, keeps_result_of, tool_kind
 from ctxwrap.mechanisms.amnesia import TagState
 from ctxwrap.mechanisms.base import MaskSettings, Mechanism
 from ctxwrap.mechanisms.needed_again import HiddenState
@@ -95,7 +95,8 @@ def decide(
 
     def maskable(call: TailToolCall) -> bool:
         # Only what the model can get back: a stored output behind a recall handle.
-        return tool_kind(call.name) in ("amnesia", "bash") and call.id in handles
+        kind = tool_kind(call.name)
+        return (kind in ("amnesia", "bash") or keeps_result_of(call.name)) and call.id in handles
 
     # A file's content printed through the shell (`cat f`, `sed -n …p f`) is a read: masked
     # by the read rules, as a read of its file (the command it was stored with names it).
@@ -290,7 +291,8 @@ class Masking(Mechanism):
         return s.mask and not is_error and chars >= s.mask_min_chars
 
     def keep_for_recall(self, d: AuxView, rt: SessionRuntime, req: P.ToolResult) -> None:
-        """Store a command's output the digest left whole (too short, or a read)."""
+        """Store a command's output the digest left whole (too short, or a read), or a result
+        of a tool no other mechanism takes (`keeps_result_of`)."""
         command = str(req.input.get("command", ""))
         if not self.keeps_for_recall(d.cfg, len(req.text), is_error=req.is_error):
             return

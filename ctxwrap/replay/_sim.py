@@ -67,6 +67,7 @@ from ctxwrap.engine.rereads import result_digest
 from ctxwrap.engine.shellcmd import shell_read
 from ctxwrap.engine.tagview import tag_view
 from ctxwrap.engine.thinking import accepts_context_editing, checks_thinking_prefix
+from ctxwrap.mechanisms import keeps_result_of
 from ctxwrap.mechanisms.budget import Savings
 from ctxwrap.mechanisms.chain import Mechanisms, default_mechanisms
 from ctxwrap.mechanisms.digest import digest_header, digest_status
@@ -1018,10 +1019,13 @@ class SessionSimulator:
 
     def _recallable(self, it: _Item) -> bool:
         """What the daemon can give back behind a recall handle: read-like results the
-        adapter tags, digested bash output, and bash output too short to digest that masking
-        keeps for recall (`Masking.keeps_for_recall`)."""
+        adapter tags, digested bash output, and what masking keeps for recall
+        (`Masking.keeps_for_recall`): bash output too short to digest, a result of a tool no
+        other mechanism takes (`mechanisms.keeps_result_of`)."""
+        if it.kept_for_recall:
+            return True
         if it.tool == "bash":
-            return it.saved.get("bash", 0) > 0 or it.kept_for_recall
+            return it.saved.get("bash", 0) > 0
         return it.tool in META_TOOLS and tokens(it.chars) >= self.th.amnesia_min_tokens
 
     def _summarised(self, items: list[_Item]) -> int:
@@ -1297,6 +1301,12 @@ class SessionSimulator:
         if tool == "bash" and replacement is None:
             item.kept_for_recall = self.mech.masking.keeps_for_recall(
                 self.th, m.chars, is_error=m.is_error
+            )
+        elif tool not in META_TOOLS and keeps_result_of(tool):
+            # a tool no other mechanism takes: its text stored as the adapters give it (an
+            # image is no text to recall)
+            item.kept_for_recall = self.mech.masking.keeps_for_recall(
+                self.th, len(m.text), is_error=m.is_error
             )
         if replacement is not None:
             item.saved["bash"] = m.chars - len(replacement)

@@ -257,3 +257,76 @@ def test_no_mask_breaks_a_preserved_thinking_prefix(
     else:
         assert masks >= 1 and "old-marker" not in json.dumps(after[0]["messages"])
         assert srv.prefix_failures, "the masked request passed the prefix check"
+
+
+@pytest.mark.serial
+def test_a_sub_agents_report_is_kept_and_masked_once_old_under_claude_code(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """A sub-agent's report comes back as the Task call's result. No hook gives that text, so
+    the daemon never had it and masking, which takes only what the model can get back,
+    carried it in every later request. The proxy now keeps it from the request that carries
+    it; after an idle gap it is a tombstone whose handle gives the report back."""
+    work = tmp_path / "work"
+    work.mkdir()
+    report = "".join(
+        f"- finding {i}: handler_{i} in src/app.py returns early (report-marker)\n"
+        for i in range(30)
+    )
+    steps = [
+        {"text": "ready"},
+        {
+            "tool_calls": [
+                {
+                    "name": "Task",
+                    "arguments": {
+                        "description": "review the handlers",
+                        "prompt": "Review the handlers in src/app.py and report each finding.",
+                        "subagent_type": "general-purpose",
+                    },
+                }
+            ]
+        },
+        {"text": report},  # the sub-agent's answer: its report
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": "echo checked"}}]},
+        {"text": "reviewed"},
+        {"text": "next"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        base = claude_env(xdg.env(), home=tmp_path / "home", base_url=srv.root_url)
+        env = {**base, "PI_CTX_CACHE_TTL_S": "2"}
+
+        def run(prompt: str, *extra: str) -> None:
+            proc = subprocess.run(
+                [*CTXWRAP, "claude", *claude_print_args(prompt, "--allowedTools", "Task", *extra)],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert proc.returncode == 0, proc.stderr[-3000:]
+
+        run("hello")
+        run("review the handlers", "--continue")
+        n_one = len(srv.main_requests)
+        time.sleep(2.5)  # past the 2 s cache TTL: the next request is a cold boundary
+        run("what next?", "--continue")
+
+    task_id = "toolu_1_0"
+    plain = text_of(results(srv.main_requests[n_one - 1].body)[task_id])
+    assert "finding 29" in plain  # the report, as plain Claude Code sends it
+    last = srv.main_requests[-1].body
+    tomb = text_of(results(last)[task_id])
+    assert tomb.startswith("[ctxwrap: ") and "`ctxwrap recall r" in tomb
+    assert "report-marker" not in json.dumps(last["messages"])
+    handle = tomb.split("ctxwrap recall ")[1].split()[0]
+    recall = subprocess.run(
+        [*CTXWRAP, "recall", handle, "finding 29"],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert recall.returncode == 0, recall.stderr
+    assert "handler_29 in src/app.py" in recall.stdout

@@ -268,3 +268,55 @@ def test_a_file_read_through_bash_is_masked_as_a_read_and_its_reread_counted(
     assert "handler49 = () => 49" in last  # the agent read it again
     rows = db_rows(xdg, "SELECT how FROM needed_again")
     assert rows == [("reread",)]
+
+
+PLAN_TOOL = """
+export default function (pi) {
+  pi.registerTool({
+    name: "project_plan",
+    label: "Project plan",
+    description: "The project's plan, every step of it.",
+    parameters: { type: "object", properties: {} },
+    async execute() {
+      let text = "";
+      for (let i = 0; i < 40; i++) text += `step ${i}: wire handler ${i} (plan-marker)\\n`;
+      return { content: [{ type: "text", text }], details: {} };
+    },
+  });
+}
+"""
+
+
+@pytest.mark.serial
+def test_a_custom_tools_result_is_kept_and_masked_once_old(tmp_path: Path, xdg: Xdg) -> None:
+    """pi 1.6 with a tool of the user's own extension: no mechanism takes its result, so the
+    daemon was never given it and masking, which takes only what the model can get back,
+    carried it in every later request. The bridge now gives it to the daemon to keep; after an
+    idle gap it is a tombstone whose handle gives the plan back."""
+    steps = [
+        {"tool_calls": [{"name": "project_plan", "arguments": {}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo a"}}]},
+        {"text": "task one done"},
+        {"text": "task two done"},
+    ]
+    ext = tmp_path / "plan-tool.ts"
+    ext.write_text(PLAN_TOOL)
+    env = {"PI_CTX_CACHE_TTL_S": "2"}
+    with ScriptedModelServer(steps) as srv:
+        one = run_ctxwrap_pi(
+            "pi", tmp_path, xdg, prompt="task one", args=("-e", str(ext)), extra_env=env,
+            server=srv,
+        )  # fmt: skip
+        assert one.proc.returncode == 0, one.proc.stderr
+        assert "step 39: wire handler 39" in json.dumps(srv.main_requests[1].body)  # seen whole
+        time.sleep(2.5)  # past the 2 s cache TTL
+        two = run_ctxwrap_pi(
+            "pi", tmp_path, xdg, prompt="task two", home=one.home,
+            args=("--continue", "-e", str(ext)), extra_env=env, server=srv,
+        )  # fmt: skip
+        assert two.proc.returncode == 0, two.proc.stderr
+        last = json.dumps(srv.main_requests[-1].body)
+    assert "plan-marker" not in last
+    assert "[ctxwrap: project_plan (" in last and "ctxwrap recall r" in last
+    rows = db_rows(xdg, "SELECT tool_name FROM raw_outputs")
+    assert ("project_plan",) in rows

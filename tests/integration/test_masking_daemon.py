@@ -440,3 +440,53 @@ def test_a_file_read_through_the_shell_is_masked_by_the_read_rules(
         ("a1", "reread"),
         ("t1", "reread"),
     ]
+
+
+def test_a_result_of_a_tool_no_mechanism_takes_is_kept_and_masked_once_old(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """An Edit's snippet of the file, a sub-agent's report: before, the daemon was never given
+    such a result, so masking, which takes only what the model can get back, left it in every
+    later request. Now it is stored behind a recall handle and masked as any result a round
+    after it was seen; a short one, an error and ctxwrap's own recall are not stored."""
+    env = {"PI_CTX_MASK_KEEP_ROUNDS": "1", "PI_CTX_TAG_WITHIN_SAVINGS": "false"}
+    report = "".join(
+        f"- finding {i}: the handler at src/app.ts:{i} returns early\n" for i in range(40)
+    )
+    with daemon_process(xdg, env), client(xdg, 30) as c:
+        sid = "s-other-tools"
+        post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
+        post(c, "/v1/prompt", {"session_id": sid, "prompt": "review the handlers"})
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "review the handlers"}]
+
+        def run(cid: str, tool: str, text: str, *, is_error: bool = False) -> None:
+            messages.extend([
+                {"role": "assistant", "content": [{"type": "toolCall", "id": cid, "name": tool,
+                                                   "arguments": {"x": cid}}]},
+                {"role": "toolResult", "toolCallId": cid, "toolName": tool,
+                 "content": [{"type": "text", "text": text}], "isError": is_error},
+            ])  # fmt: skip
+            post(c, "/v1/tool_result", {"session_id": sid, "tool_call_id": cid, "tool_name": tool,
+                                        "text": text, "input": {}, "is_error": is_error})  # fmt: skip
+
+        run("t1", "Task", report)
+        run("e1", "Edit", report[:1200])
+        run("e2", "Edit", "The file src/app.ts has been updated.")  # too short to be worth it
+        run("e3", "Edit", report, is_error=True)
+        run("r1", "ctx_recall", report)
+        for i in range(2):
+            run(f"x{i}", "TodoWrite", "ok")
+        ids = {m["toolCallId"] for m in messages if m["role"] == "toolResult"}
+        body = {"session_id": sid, "call_index": 7, "message_count": len(messages),
+                "tail": describe_tail(messages, ids).to_json(),
+                "mask": {"reason": "idle", "gap_s": 400.0, "calls": 7,
+                         "history": describe_tail(messages, set()).to_json(),
+                         "paths": call_paths(messages), "edited": []}}  # fmt: skip
+        edits = post(c, "/v1/context", body)["edits"]
+    assert sorted((e["toolCallId"], e["reason"]) for e in edits) == [
+        ("e1", "older"),
+        ("t1", "older"),
+    ]
+    assert all("ctxwrap recall" in e["text"] or "ctx_recall" in e["text"] for e in edits)
+    stored = sqlite3.connect(xdg.db).execute("SELECT tool_call_id FROM raw_outputs").fetchall()
+    assert sorted(r[0] for r in stored) == ["e1", "t1"]

@@ -369,9 +369,10 @@ class ProxySession:
 
     # -- the daemon's tool work -----------------------------------------------------------------
 
-    def _keep_for_recall(self, cid: str, command: str, text: str) -> None:
-        """A command's output too short to digest, long enough for masking to take once it is
-        old (`Masking.keeps_for_recall`): stored by the daemon behind a recall handle, off the
+    def _keep_for_recall(self, cid: str, command: str, text: str, tool_name: str = "bash") -> None:
+        """A command's output too short to digest, or a result of a tool no other mechanism
+        takes (`masking.keeps_result_of`), long enough for masking to take once it is old
+        (`Masking.keeps_for_recall`): stored by the daemon behind a recall handle, off the
         path the agent waits on (the daemon decides; nothing comes back)."""
         if self.cfg.get("mask", True) is False or self.cfg.get("off"):
             return
@@ -380,8 +381,8 @@ class ProxySession:
         body = {
             "session_id": self.session_id,
             "tool_call_id": cid,
-            "tool_name": "bash",
-            "input": {"command": command},
+            "tool_name": tool_name,
+            "input": {"command": command} if command else {},
             "text": text,
             "is_error": False,
         }

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -313,6 +313,22 @@ def _blocks(messages: Iterable[Any]) -> Iterator[JsonDict]:
         for b in content if isinstance(content, list) else ():
             if isinstance(b, dict):
                 yield b
+
+
+def result_texts(messages: Sequence[Any], ids: Collection[str]) -> dict[str, str]:
+    """The text of each tool result of `ids`, looked for from the end (a request's new results
+    are in its last messages)."""
+    want = set(ids)
+    out: dict[str, str] = {}
+    for msg in reversed(messages):
+        if not want:
+            break
+        for b in _blocks((msg,)):
+            cid = b.get("tool_use_id")
+            if b.get("type") == "tool_result" and cid in want and isinstance(cid, str):
+                out[cid] = tool_result_text(b)
+                want.discard(cid)
+    return out
 
 
 def all_tool_ids(messages: Iterable[Any]) -> set[str]:

@@ -29,6 +29,7 @@ from ctxwrap.agents.claude import auto_compact
 from ctxwrap.engine import thinking as th
 from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit, u16len
 from ctxwrap.engine.thinking import checks_thinking_prefix
+from ctxwrap.mechanisms import keeps_result_of
 from ctxwrap.mechanisms.thinking import ClearingState, OldThinking, plan
 
 JsonDict = dict[str, Any]
@@ -264,6 +265,27 @@ class ClaudeSession(ProxySession):
     def _tool_work(self, d: Decision) -> None:
         for r in d.extra[0]:
             self._send_round(r)
+        self._keep_results(d)
+
+    def _keep_results(self, d: Decision) -> None:
+        """The tail's results of tools no other mechanism takes (an Edit's snippet, a Task's
+        report): kept by the daemon so that masking may take them once old. No hook gives
+        their text as the model sees it; the request does."""
+        if self.cfg.get("mask", True) is False or self.cfg.get("off"):
+            return
+        least = self._cfg_int("mask_min_chars", 500)
+        names = {
+            m.toolCallId: m.toolName
+            for m in d.tail.messages
+            if m.role == "toolResult"
+            and m.toolCallId
+            and m.toolName
+            and not m.isError
+            and (m.chars or 0) >= least
+            and keeps_result_of(m.toolName)
+        }
+        for cid, text in wire.result_texts(d.items, names).items():
+            self._keep_for_recall(cid, "", text, tool_name=str(names[cid]))
 
     def _await_tags(self, d: Decision) -> None:
         # A request waits for its tags only while the tagger answers within tag_wait_ms

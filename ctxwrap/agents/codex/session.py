@@ -24,6 +24,7 @@ from ctxwrap.agents._proxy.wire import Usage, Wire
 from ctxwrap.agents.codex import auto_compact, commands, responses_wire
 from ctxwrap.agents.codex import responses_wire as wire
 from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit, u16len
+from ctxwrap.mechanisms import keeps_result_of
 
 JsonDict = dict[str, Any]
 WIRE: Wire = wire  # responses_wire implements the proxies' wire contract (checked by mypy)
@@ -208,6 +209,9 @@ class CodexSession(ProxySession):
                 )
             elif info.kind == "write":
                 writes.append(info)
+            elif info.kind == "other" and not m.get("isError") and keeps_result_of(info.wire_name):
+                # a tool no other mechanism takes: kept so that masking may take it once old
+                self._keep_for_recall(cid, "", parsed.body, tool_name=info.wire_name)
         if not (digests or tags or writes):
             return []
         out: list[Edit] = []

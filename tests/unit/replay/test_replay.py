@@ -1431,3 +1431,24 @@ def test_a_shell_read_the_daemon_does_not_store_names_no_file() -> None:
     sim.feed(pi_rounds(calls, {0: body, 4: body[:60]}, idle_s=600.0))
     masks = [(i.label, i.reason) for i in sim.finish().interventions if i.kind == "mask"]
     assert masks == [("read a.ts", "untouched")]
+
+
+@pytest.mark.parametrize(
+    ("tool", "masked"), [("task", True), ("edit", True), ("ctx_recall", False)]
+)
+def test_replay_masks_a_result_of_a_tool_no_mechanism_takes_as_the_daemon_keeps_it(
+    tool: str, masked: bool
+) -> None:
+    """The adapters give the daemon such a result to keep (`mechanisms.keeps_result_of`), so
+    masking may take it; ctxwrap's own recall answer is never kept."""
+    from ctxwrap.replay._events import ToolCall
+    from ctxwrap.replay._sim import SessionSimulator
+
+    ev = _needed_session("unused")
+    first = next(i for i, e in enumerate(ev) if getattr(e, "entry_id", "") == "a0")
+    ev[first] = dataclasses.replace(ev[first], calls=[ToolCall("c0", tool, {"x": 1}, 30)])
+    ev[first + 1] = dataclasses.replace(ev[first + 1], tool_name=tool)
+    sim = SessionSimulator("s", Thresholds(mask_warm=False))
+    sim.feed(ev)
+    masks = [i for i in sim.finish().interventions if i.kind == "mask"]
+    assert [(m.tool, m.reason) for m in masks] == ([(tool, "older")] if masked else [])
