@@ -51,7 +51,7 @@ def keeps_result_of(tool_name: str) -> bool:
     no other mechanism takes (an edit's snippet of the file, a sub-agent's report, a plan, a
     custom or MCP tool that is not a lookup). Stored whole behind a recall handle as a
     command's output is (`Masking.keeps_for_recall` decides by its size), masking may take it
-    once it is old. Replayed on the corpus, Claude Code's Edit results and Task reports were
-    most of what masking could not take: 52 masks, none needed again (docs/accounting.md,
+    once it is old. Replayed on the corpus, Claude Code's Edit answers and sub-agent reports
+    were most of what masking could not take: 53 masks, none needed again (docs/accounting.md,
     "Every result has a recall path")."""
     return bool(tool_name) and tool_name.lower() not in _TAKEN_TOOLS

@@ -371,7 +371,7 @@ class ProxySession:
 
     def _keep_for_recall(self, cid: str, command: str, text: str, tool_name: str = "bash") -> None:
         """A command's output too short to digest, or a result of a tool no other mechanism
-        takes (`masking.keeps_result_of`), long enough for masking to take once it is old
+        takes (`mechanisms.keeps_result_of`), long enough for masking to take once it is old
         (`Masking.keeps_for_recall`): stored by the daemon behind a recall handle, off the
         path the agent waits on (the daemon decides; nothing comes back)."""
         if self.cfg.get("mask", True) is False or self.cfg.get("off"):
