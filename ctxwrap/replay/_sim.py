@@ -22,9 +22,10 @@ Mechanisms, as replay models them (no model call):
 
 "Needed again" (DESIGN.md invariant 8): every digest, strip and mask keeps the lines it hid;
 a later Edit old_string / Write body / apply_patch line that, at that moment, exists only in
-hidden lines marks the intervention that showed it `copied` (`_copied_from`), a later read of the same file that returns the
-hidden lines, most of them in no message still in view, `reread`, a ctx_recall or
-`ctxwrap recall` `recalled` (a lower bound: the agent's reasoning is not seen).
+hidden lines marks the intervention that showed it `copied` (`_copied_from`), a later read of
+the same file that returns the hidden lines, most of them in no message still in view,
+`reread`, a ctx_recall or `ctxwrap recall` `recalled` (a lower bound: the agent's reasoning is
+not seen).
 
 The aux model's tokens are estimated from the real prompt builders (tags, facts, and digests
 whose extract is long enough to be condensed) and counted against the mechanism.
