@@ -58,6 +58,16 @@ def text_of(content: Any) -> str:
     return "".join(b.get("text", "") for b in content if isinstance(b, dict))
 
 
+def recalled(tomb: str, pattern: str, env: dict[str, str]) -> str:
+    """What `ctxwrap recall` gives back for the handle a tombstone names."""
+    handle = tomb.split("ctxwrap recall ")[1].split()[0]
+    out = subprocess.run(
+        [*CTXWRAP, "recall", handle, pattern], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def cached_form(messages: list[Any]) -> list[str]:
     """Messages as the prompt cache sees them: no cache markers, and a lone text block the same
     as a string (Claude Code sends its newest prompt as a block to mark it, then as a string)."""
@@ -180,16 +190,7 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
     with sqlite3.connect(xdg.db) as db:
         masked = db.execute("SELECT tool_call_id FROM edits WHERE kind='mask' ORDER BY 1")
         assert list(masked) == [(old_id,), (log_id,)]
-    handle = tomb.split("ctxwrap recall ")[1].split()[0]
-    recall = subprocess.run(
-        [*CTXWRAP, "recall", handle, "old_helper_149"],
-        env=base,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert recall.returncode == 0, recall.stderr
-    assert "old_helper_149" in recall.stdout
+    assert "old_helper_149" in recalled(tomb, "old_helper_149", base)
 
 
 @pytest.mark.serial
@@ -320,13 +321,4 @@ def test_a_sub_agents_report_is_kept_and_masked_once_old_under_claude_code(
     tomb = text_of(results(last)[task_id])
     assert tomb.startswith("[ctxwrap: ") and "`ctxwrap recall r" in tomb
     assert "report-marker" not in json.dumps(last["messages"])
-    handle = tomb.split("ctxwrap recall ")[1].split()[0]
-    recall = subprocess.run(
-        [*CTXWRAP, "recall", handle, "finding 29"],
-        env=base,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert recall.returncode == 0, recall.stderr
-    assert "handler_29 in src/app.py" in recall.stdout
+    assert "handler_29 in src/app.py" in recalled(tomb, "finding 29", base)
