@@ -215,7 +215,7 @@ def classify(command: str) -> tuple[str, dict[str, Any]]:
     kind, args = _classify(_powershell_paths(command))
     if kind != "bash" and read_kind(command) is None:
         return "bash", {"command": command}
-    return kind, args
+    return kind, {**args, "command": command}  # as the agent wrote it, PowerShell or not
 
 
 def shell_read(command: str) -> tuple[bool, str | None]:
@@ -239,15 +239,21 @@ def _shell_read(command: str) -> tuple[bool, str | None]:
 _cached_read = functools.lru_cache(maxsize=4096)(_shell_read)
 
 
+# a PowerShell cmdlet where a command of a list starts
+_POWERSHELL_PART = re.compile(
+    r"(^|[;&|\n]\s*)(" + "|".join(map(re.escape, _POWERSHELL)) + r")(?=\s|$)", re.IGNORECASE
+)
+
+
 def _powershell_paths(command: str) -> str:
     """A PowerShell read (Codex on Windows) as the POSIX reader below takes it: its Windows
-    paths with forward slashes (a backslash would be an escape), its cmdlet as the program
-    it stands for."""
-    first = command.split(None, 1)
-    if not first or first[0].lower() not in _POWERSHELL:
+    paths with forward slashes (a backslash would be an escape), each cmdlet that starts a
+    command of the list as the program it stands for."""
+    if not _POWERSHELL_PART.search(command):
         return command
-    rest = first[1] if len(first) > 1 else ""
-    return _POWERSHELL[first[0].lower()] + " " + rest.replace("\\", "/")
+    return _POWERSHELL_PART.sub(
+        lambda m: m.group(1) + _POWERSHELL[m.group(2).lower()], command
+    ).replace("\\", "/")
 
 
 def _classify(command: str) -> tuple[str, dict[str, Any]]:

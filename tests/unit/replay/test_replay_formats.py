@@ -413,6 +413,17 @@ def test_the_live_rule_decides_what_is_read_like_and_powershell_reads_are_reads(
     assert classify("cd x && rm a.py") == ("bash", {"command": "cd x && rm a.py"})
     assert classify("npm test")[0] == "bash"
     kind, args = classify("Get-Content components\\events\\card.tsx")
+    # described as the agent wrote it: a tombstone names the command it ran
+    assert args["command"] == "Get-Content components\\events\\card.tsx"
+    listed = classify("cat a.py; Get-Content app\\page.tsx")  # a cmdlet later in a list
+    assert listed == (
+        "read",
+        {
+            "command": "cat a.py; Get-Content app\\page.tsx",
+            "path": "a.py app/page.tsx",
+            "paths": ["a.py", "app/page.tsx"],
+        },
+    )
     assert kind == "read" and args["path"] == "components/events/card.tsx"
     assert classify("Get-ChildItem -Force")[0] in ("ls", "find")
     assert read_kind("Get-Content app\\page.tsx") == "read"
