@@ -1,0 +1,61 @@
+"""What the Codex proxy's tool work gives the daemon of a tool no other mechanism takes
+(`mechanisms.keeps_result_of`): the output, to keep behind a recall handle so that masking may
+take it once old."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ctxwrap.agents.codex import responses_wire
+from ctxwrap.agents.codex.session import CodexSession
+
+
+class _Daemon:
+    """Records what the session posts; answers like a daemon with default settings."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.on_unknown_session: Any = None
+
+    def call(self, path: str, body: dict[str, Any], timeout: float = 1.0) -> dict[str, Any]:
+        self.posts.append((path, body))
+        return {"config": {}}
+
+
+def _session() -> tuple[CodexSession, _Daemon]:
+    daemon = _Daemon()
+    sess = CodexSession(
+        "thread-1",
+        daemon=daemon,  # type: ignore[arg-type]
+        state_file=None,
+        aux=None,
+        start_info={"cwd": "/w", "agent": "codex"},
+    )
+    sess.ensure_registered()
+    return sess, daemon
+
+
+def test_a_result_of_a_tool_no_mechanism_takes_is_given_to_the_daemon_to_keep() -> None:
+    """A dynamic or custom tool's answer (no shell, no read, no patch, no lookup): before, the
+    daemon was never given it, so masking could not take it however old it grew. A short one
+    and an error are not worth it."""
+    sess, daemon = _session()
+    report = "".join(f"step {i}: wire handler {i}\n" for i in range(40))
+    items = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "plan"}]},
+        {"type": "function_call", "call_id": "p1", "name": "project_plan", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "p1", "output": report},
+        {"type": "function_call", "call_id": "p2", "name": "project_plan", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "p2", "output": "short"},
+        {"type": "function_call", "call_id": "p3", "name": "update_plan", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "p3", "output": "Plan updated"},
+    ]
+    sess._work(responses_wire.to_neutral(items), 0)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not any(p == "/v1/tool_result" for p, _ in daemon.posts):
+        time.sleep(0.01)  # kept off the request path, in a thread
+    kept = [b for p, b in daemon.posts if p == "/v1/tool_result"]
+    assert [(b["tool_call_id"], b["tool_name"], b["text"]) for b in kept] == [
+        ("p1", "project_plan", report)
+    ]
