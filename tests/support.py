@@ -311,3 +311,16 @@ def session_cost(xdg: Xdg) -> dict[str, Any]:
     out = ctxwrap(xdg, "stats", "--session", sessions[0]["session_id"], "--json")
     assert out.returncode == 0, out.stderr
     return dict(json.loads(out.stdout)["totals"]["cost"])
+
+
+class RecordingDaemon:
+    """A proxy session's daemon link that records what the session posts and answers as a
+    daemon with default settings does (the unit tests of the proxies' sessions)."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.on_unknown_session: Any = None
+
+    def call(self, path: str, body: dict[str, Any], timeout: float = 1.0) -> dict[str, Any]:
+        self.posts.append((path, body))
+        return {"config": {}}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support import RecordingDaemon
 
 from ctxwrap.agents.codex import auto_compact as AC
 from ctxwrap.agents.codex.session import CodexSession
@@ -43,18 +44,8 @@ def test_an_unknown_model_has_no_threshold() -> None:
     assert AC.context_window("gpt-4.1", {}) is None
 
 
-class _Daemon:
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, dict[str, Any]]] = []
-        self.on_unknown_session: Any = None
-
-    def call(self, path: str, body: dict[str, Any], timeout: float = 1.0) -> dict[str, Any]:
-        self.posts.append((path, body))
-        return {"config": {}}
-
-
-def _session(model: str, cfg: dict[str, Any]) -> tuple[CodexSession, _Daemon]:
-    daemon = _Daemon()
+def _session(model: str, cfg: dict[str, Any]) -> tuple[CodexSession, RecordingDaemon]:
+    daemon = RecordingDaemon()
     sess = CodexSession(
         "thread-1",
         daemon=daemon,  # type: ignore[arg-type]

@@ -5,26 +5,15 @@ take it once old."""
 from __future__ import annotations
 
 import time
-from typing import Any
+
+from support import RecordingDaemon
 
 from ctxwrap.agents.codex import responses_wire
 from ctxwrap.agents.codex.session import CodexSession
 
 
-class _Daemon:
-    """Records what the session posts; answers like a daemon with default settings."""
-
-    def __init__(self) -> None:
-        self.posts: list[tuple[str, dict[str, Any]]] = []
-        self.on_unknown_session: Any = None
-
-    def call(self, path: str, body: dict[str, Any], timeout: float = 1.0) -> dict[str, Any]:
-        self.posts.append((path, body))
-        return {"config": {}}
-
-
-def _session() -> tuple[CodexSession, _Daemon]:
-    daemon = _Daemon()
+def _session() -> tuple[CodexSession, RecordingDaemon]:
+    daemon = RecordingDaemon()
     sess = CodexSession(
         "thread-1",
         daemon=daemon,  # type: ignore[arg-type]
