@@ -798,9 +798,9 @@ async function runAux(ctx: any, cfg: BridgeConfig, aux: AuxRequest, timeoutMs = 
 
 /** Results a RETAIN/DROP tag may hide. */
 const META_TOOLS = ["read", "grep", "find", "ls", "find_capability"];
-/** Tools another mechanism takes, any case, and ctxwrap's own (a recall's answer is never
- * hidden again): the daemon's `mechanisms._TAKEN_TOOLS`. */
-const TAKEN_TOOLS = ["bash", "read", "grep", "find", "ls", "find_capability", "fetch", "write", "glob", "ctx_recall"];
+/** Tools another mechanism takes, any case, ctxwrap's own (a recall's answer is never hidden
+ * again) and those that answer with the user's words: the daemon's `mechanisms._TAKEN_TOOLS`. */
+const TAKEN_TOOLS = ["bash", "read", "grep", "find", "ls", "find_capability", "fetch", "write", "glob", "ctx_recall", "askuserquestion", "request_user_input"];
 
 /** A result the daemon is given only to keep, so that masking may take it once old: a tool no
  * other mechanism takes (an edit's answer, a custom or MCP tool's). The daemon's

@@ -41,9 +41,13 @@ def tool_kind(tool_name: str) -> ToolKind | None:
     return TOOL_KINDS.get(tool_name)
 
 
-# Tools another mechanism takes, any case, and ctxwrap's own (a recall's answer is the lines
-# the model asked back, never hidden again). The pi bridge has the same list (TAKEN_TOOLS).
-_TAKEN_TOOLS = frozenset({name.lower() for name in TOOL_KINDS} | {"ctx_recall"})
+# Tools another mechanism takes, any case; ctxwrap's own (a recall's answer is the lines the
+# model asked back, never hidden again); and those that answer with the user's own words (Claude
+# Code's AskUserQuestion, Codex's request_user_input), which no rule of age may take from the
+# model. The pi bridge has the same list (TAKEN_TOOLS).
+_TAKEN_TOOLS = frozenset(
+    {name.lower() for name in TOOL_KINDS} | {"ctx_recall", "askuserquestion", "request_user_input"}
+)
 
 
 def keeps_result_of(tool_name: str) -> bool:

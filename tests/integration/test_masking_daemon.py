@@ -448,7 +448,8 @@ def test_a_result_of_a_tool_no_mechanism_takes_is_kept_and_masked_once_old(
     """An Edit's snippet of the file, a sub-agent's report: before, the daemon was never given
     such a result, so masking, which takes only what the model can get back, left it in every
     later request. Now it is stored behind a recall handle and masked as any result a round
-    after it was seen; a short one, an error and ctxwrap's own recall are not stored."""
+    after it was seen; a short one, an error, ctxwrap's own recall and the user's answers are
+    not stored."""
     env = {"PI_CTX_MASK_KEEP_ROUNDS": "1", "PI_CTX_TAG_WITHIN_SAVINGS": "false"}
     report = "".join(
         f"- finding {i}: the handler at src/app.ts:{i} returns early\n" for i in range(40)
@@ -474,6 +475,7 @@ def test_a_result_of_a_tool_no_mechanism_takes_is_kept_and_masked_once_old(
         run("e2", "Edit", "The file src/app.ts has been updated.")  # too short to be worth it
         run("e3", "Edit", report, is_error=True)
         run("r1", "ctx_recall", report)
+        run("q1", "AskUserQuestion", report)  # the user's own words: never taken by age
         for i in range(2):
             run(f"x{i}", "TodoWrite", "ok")
         ids = {m["toolCallId"] for m in messages if m["role"] == "toolResult"}
