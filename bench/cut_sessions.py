@@ -8,9 +8,10 @@ every session file of the corpus cut after every `--every`th request (a pi assis
 a Claude Code message id, a Codex token count: one model request each), with the defaults of
 `ctxwrap.config.Settings` or a policy of `bench/real_sessions.py`, and prints each cut point
 that costs more than plain (cost saved net of ctxwrap's aux calls, as `real_sessions.py`
-prices it) and how many there are.
+prices it) and how many there are. `--turn-ends` cuts instead after every request that ended
+the agent's turn (its answer called no tool), where a real session stops.
 
-    .venv/bin/python bench/cut_sessions.py [--corpus DIR] [--every 10] [--policy NAME] [--json]
+    .venv/bin/python bench/cut_sessions.py [--corpus DIR] [--every 10 | --turn-ends] [--policy NAME] [--json]
 """
 
 from __future__ import annotations
