@@ -454,6 +454,8 @@ def test_a_result_of_a_tool_no_mechanism_takes_is_kept_and_masked_once_old(
     report = "".join(
         f"- finding {i}: the handler at src/app.ts:{i} returns early\n" for i in range(40)
     )
+    key = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc" * 3  # a secret in a sub-agent's report
+    report += f"deploy with STRIPE_KEY={key}\n"
     with daemon_process(xdg, env), client(xdg, 30) as c:
         sid = "s-other-tools"
         post(c, "/v1/sessions/start", {"session_id": sid, "cwd": str(tmp_path), "pid": 1})
@@ -490,5 +492,9 @@ def test_a_result_of_a_tool_no_mechanism_takes_is_kept_and_masked_once_old(
         ("t1", "older"),
     ]
     assert all("ctxwrap recall" in e["text"] or "ctx_recall" in e["text"] for e in edits)
-    stored = sqlite3.connect(xdg.db).execute("SELECT tool_call_id FROM raw_outputs").fetchall()
+    stored = (
+        sqlite3.connect(xdg.db).execute("SELECT tool_call_id, path FROM raw_outputs").fetchall()
+    )
     assert sorted(r[0] for r in stored) == ["e1", "t1"]
+    kept = next(Path(path).read_text() for cid, path in stored if cid == "t1")
+    assert "finding 39" in kept and "sk_live_" not in kept  # through the redactor

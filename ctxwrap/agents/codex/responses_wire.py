@@ -273,6 +273,12 @@ def neutral_name(info: CallInfo) -> str:
     return info.kind
 
 
+def call_name(info: CallInfo) -> str:
+    """The name of the call's first toolCall block (`neutral_calls`): a patch's first file's
+    operation, else `neutral_name`. What masking knows the call, and so its result, by."""
+    return _patch_name(info.files[0][0]) if info.files else neutral_name(info)
+
+
 def neutral_calls(info: CallInfo, item: Mapping[str, Any]) -> list[JsonDict]:
     """The engine's toolCall blocks of one call. A read's arguments are exactly the tag item's
     input, so the daemon's "asked again" guard (argsSig) matches. A patch is one block per
@@ -280,7 +286,7 @@ def neutral_calls(info: CallInfo, item: Mapping[str, Any]) -> list[JsonDict]:
     file, else the first file), `ID#1`, `ID#2`… for the others (they carry no result), so
     masking sees each file written or edited (a read of it is superseded)."""
     args: Any
-    name = neutral_name(info)
+    name = call_name(info)
     if info.kind == "write" and info.added is not None:
         args = {"path": info.added.path, "content": info.added.content}
     elif info.kind in ("read", "grep", "find", "bash"):
@@ -288,8 +294,7 @@ def neutral_calls(info: CallInfo, item: Mapping[str, Any]) -> list[JsonDict]:
     elif info.kind == "fetch":
         args = fetch_input(info)
     elif info.files:
-        op, path = info.files[0]
-        name, args = _patch_name(op), {"path": path}
+        args = {"path": info.files[0][1]}
     else:
         args = _arguments(item)
     out = [{"type": "toolCall", "id": info.call_id, "name": name, "arguments": args}]

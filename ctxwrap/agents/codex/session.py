@@ -209,9 +209,12 @@ class CodexSession(ProxySession):
                 )
             elif info.kind == "write":
                 writes.append(info)
-            elif info.kind == "other" and not m.get("isError") and keeps_result_of(info.wire_name):
-                # a tool no other mechanism takes: kept so that masking may take it once old
-                self._keep_for_recall(cid, "", parsed.body, tool_name=info.wire_name)
+            elif info.kind == "other" and not m.get("isError"):
+                # a tool no other mechanism takes: kept so that masking may take it once old,
+                # judged by the name masking knows the call by (a failed patch is a "write")
+                name = responses_wire.call_name(info)
+                if keeps_result_of(name):
+                    self._keep_for_recall(cid, "", parsed.body, tool_name=name)
         if not (digests or tags or writes):
             return []
         out: list[Edit] = []

@@ -4,7 +4,7 @@ take it once old."""
 
 from __future__ import annotations
 
-import time
+import threading
 
 from support import RecordingDaemon
 
@@ -31,6 +31,7 @@ def test_a_result_of_a_tool_no_mechanism_takes_is_given_to_the_daemon_to_keep() 
     and an error are not worth it."""
     sess, daemon = _session()
     report = "".join(f"step {i}: wire handler {i}\n" for i in range(40))
+    patch = "*** Begin Patch\n*** Add File: src/new.py\n+x = 1\n*** End Patch\n"
     items = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "plan"}]},
         {"type": "function_call", "call_id": "p1", "name": "project_plan", "arguments": "{}"},
@@ -39,11 +40,15 @@ def test_a_result_of_a_tool_no_mechanism_takes_is_given_to_the_daemon_to_keep() 
         {"type": "function_call_output", "call_id": "p2", "output": "short"},
         {"type": "function_call", "call_id": "p3", "name": "update_plan", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "p3", "output": "Plan updated"},
+        # a patch that did not apply: masking knows it as the write of its file, which the
+        # write mechanism takes, so it is no result to keep
+        {"type": "custom_tool_call", "call_id": "w1", "name": "apply_patch", "input": patch},
+        {"type": "custom_tool_call_output", "call_id": "w1", "output": report},
     ]
     sess._work(responses_wire.to_neutral(items), 0)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and not any(p == "/v1/tool_result" for p, _ in daemon.posts):
-        time.sleep(0.01)  # kept off the request path, in a thread
+    for t in threading.enumerate():  # kept off the request path, each in a thread
+        if t.name == "ctxwrap-keep":
+            t.join(5)
     kept = [b for p, b in daemon.posts if p == "/v1/tool_result"]
     assert [(b["tool_call_id"], b["tool_name"], b["text"]) for b in kept] == [
         ("p1", "project_plan", report)
