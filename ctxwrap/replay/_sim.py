@@ -282,6 +282,9 @@ class CallFigures:
     kept_out_tokens: float = 0.0
     rate: float = 0.25  # the session's tokens per character (replay/_calibrate.py)
     carried_tokens: int = 0  # of history plain's compaction dropped, ctxwrap still carries
+    # An unrecorded request's estimate grows from the last recorded one since plain's last
+    # compaction: (its counted input, its messages' chars). None: no such request.
+    estimate_from: tuple[int, int] | None = None
     # the request's input tokens on each side, as priced (`_run.price_session`)
     tokens_plain: int = 0
     tokens_sent: int = 0
@@ -388,6 +391,12 @@ class SessionReplay:
         (the fixed prefix as the first recorded request showed it, where one did)."""
         if c.recorded_tokens is not None:
             return c.recorded_tokens
+        if c.estimate_from is not None and c.messages_chars >= c.estimate_from[1]:
+            # what the provider counted last, plus what came since at the session's rate: the
+            # whole context at the rate can come out below the last count (encrypted reasoning,
+            # images), and a request smaller than the one before reads as a compaction
+            tokens, chars = c.estimate_from
+            return tokens + self.rate * (c.messages_chars - chars)
         if self.head_tokens is None:
             return self.rate * c.plain_chars
         return self.head_tokens + self.rate * c.messages_chars
@@ -638,6 +647,8 @@ class SessionSimulator:
         self.last_message_ts: float | None = None
         self.last_request: str | None = None
         self.pending_compaction = False
+        # the last recorded request since plain's last compaction (`CallFigures.estimate_from`)
+        self.estimate_from: tuple[int, int] | None = None
         self.pending_mask = False
         self.latest_read: dict[str, int] = {}  # read key → position of its newest result
         # Re-reads (mechanisms/dedup.py): read signature → (entry id, digest) of the latest
@@ -1872,7 +1883,11 @@ class SessionSimulator:
             self.r.system_estimated = True
             sys_chars = est
         usage = _usage_of(m)
+        if self.pending_compaction:
+            self.estimate_from = None
+        estimate_from = self.estimate_from
         if usage is not None:
+            self.estimate_from = (sum(usage[:3]), self.msg_chars)
             # the fixed prefix: what the provider counted beyond the messages' own tokens on
             # the first request — but never more than any request of the session counted (a
             # resumed session's first request also carries history its file does not hold)
@@ -1910,6 +1925,7 @@ class SessionSimulator:
                 usage=usage,
                 rate=self.r.rate,
                 carried_tokens=self.carried_tokens,
+                estimate_from=estimate_from,
                 kept_out_tokens=self._kept_out_tokens(
                     self.saved, self.carried, self.carried_tokens
                 ),

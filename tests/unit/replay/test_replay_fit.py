@@ -281,3 +281,61 @@ def test_a_resumed_sessions_fixed_prefix_is_bounded_by_its_smallest_request() ->
     sim.feed(events)
     r = sim.finish()
     assert r.head_tokens is not None and r.head_tokens <= 22_000
+
+
+def _rollout_cut_before_its_last_count(path: Path) -> Path:
+    """A Codex rollout whose tool output the provider counted far above the session's rate,
+    then a request the file ends before counting (a rollout cut short, as two corpus rollouts
+    and one outside it are)."""
+
+    def line(ts: int, kind: str, payload: dict[str, Any]) -> str:
+        stamp = f"2026-07-18T12:00:{ts:02d}.000Z"
+        return json.dumps({"timestamp": stamp, "type": kind, "payload": payload})
+
+    def count(total: int, cached: int) -> dict[str, Any]:
+        usage = {"input_tokens": total, "cached_input_tokens": cached, "output_tokens": 50}
+        info = {"total_token_usage": usage, "last_token_usage": usage}
+        return {"type": "token_count", "info": info}
+
+    def call(cid: str, cmd: str) -> dict[str, Any]:
+        args = json.dumps({"cmd": cmd})
+        return {"type": "function_call", "name": "exec_command", "arguments": args, "call_id": cid}
+
+    def output(cid: str, text: str) -> dict[str, Any]:
+        return {"type": "function_call_output", "call_id": cid, "output": text}
+
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+    meta = {"id": "019f0000-0000-7000-8000-00000000c0de", "cli_version": "0.144.5"}
+    rows = [
+        line(0, "session_meta", meta),
+        line(0, "turn_context", {"turn_id": "t1", "model": "gpt-5.5"}),
+        line(0, "response_item", user),
+        line(1, "response_item", call("c1", "make build")),
+        line(1, "event_msg", count(10_000, 0)),
+        line(2, "response_item", output("c1", "built module\n" * 3_000)),  # 39k chars
+        line(3, "response_item", call("c2", "make check")),
+        line(3, "event_msg", count(40_000, 9_984)),
+        line(4, "response_item", output("c2", "ok\n" * 300)),
+        line(5, "response_item", call("c3", "make test")),  # no count follows
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_an_uncounted_request_grows_from_the_last_count_and_reads_its_cache(
+    tmp_path: Path,
+) -> None:
+    """The whole context at the session's rate came out below the last recorded request, so
+    the estimate looked like a compaction and was priced uncached: on a real rollout outside
+    the corpus (gildore-arena) that one request was a third of plain and the fit 1.55."""
+    f = _rollout_cut_before_its_last_count(tmp_path / "rollout-cut.jsonl")
+    g = run_json(replay_paths([f], per_call=True))["groups"][0]
+    calls = g["calls"]
+    assert len(calls) == 3 and g["plain_source"]["recorded_calls"] == 2
+    last, previous = calls[-1], calls[-2]
+    assert last["cost_plain"]["cache_read_tokens"] >= 39_000  # the prefix the last one wrote
+    assert last["cost_plain"]["uncached_input_tokens"] < 1_000  # ~900 chars of new output
+    # what is estimated is one request reading ~40k from the cache on top of a bill of two
+    # (~41k weighted): about a tenth more, where the uncached estimate made it half again
+    assert 1.0 < g["plain_source"]["fit"] < 1.15
+    assert last["cost_plain"]["weighted_tokens"] < previous["cost_plain"]["weighted_tokens"]
