@@ -17,7 +17,7 @@ import re
 import shlex
 from typing import Any
 
-from ctxwrap.engine.shellread import CACHED_COMMAND_CHARS, NEUTRAL, read_kind
+from ctxwrap.engine.shellread import CACHED_COMMAND_CHARS, NEUTRAL, command_words, read_kind
 
 READ = frozenset({"cat", "nl", "bat", "batcat", "less", "more", "head", "tail", "sed"})
 SEARCH = frozenset({"rg", "grep", "egrep", "fgrep", "ag", "ack"})
@@ -268,10 +268,21 @@ def _classify(command: str) -> tuple[str, dict[str, Any]]:
         return bash
     found: list[tuple[str, dict[str, Any]]] = []
     cwd = ""  # where a `cd` earlier in the list went: the paths after it are in there
+    open_: list[str] = []
+    looped = False  # a loop's paths name its variable (`"$f"`), not a file
     for pipeline in lists:
         stages = [s for s in pipeline if s]
         if not stages:
             continue
+        looped = looped or stages[0][0] == "for"
+        words = command_words(stages[0], open_)
+        if words is None:
+            return bash
+        if not words:  # `done | sort`: the loop's output through filters
+            if any(_program(st)[0] not in FILTERS for st in stages[1:]):
+                return bash
+            continue
+        stages = [words, *stages[1:]]
         prog, cd_args = _program(stages[0])
         if prog in NEUTRAL and len(stages) == 1:
             if prog == "cd":  # `cd` alone goes home, `cd -` back: neither is known here
@@ -294,10 +305,10 @@ def _classify(command: str) -> tuple[str, dict[str, Any]]:
             if kind == "read":
                 args = {**args, "limit": args.get("limit") or -1}  # piped: part of the file
         found.append((kind, args))
-    if not found:
+    if not found or open_:
         return bash
     kinds = {k for k, _ in found}
-    if "read" in kinds and kinds != {"read"}:
+    if "read" in kinds and (kinds != {"read"} or looped):
         # a file's content and a search's hits: a read of no one file (`shell_read`)
         return "read", {"command": command}
     kind = next(iter(kinds)) if len(kinds) == 1 else found[0][0]

@@ -43,8 +43,46 @@ READ_COMMANDS = {
 # `ctxwrap recall HANDLE PATTERN` searches a stored output, `ctxwrap show HANDLE` prints it
 CTXWRAP_READS = {"recall": "grep", "show": "read"}
 _PUNCTUATION = frozenset("();<>|&")
-# Commands a list may hold between its reads without changing what it is
-NEUTRAL = frozenset({"cd", "pwd", "echo", "printf", "true", ":"})
+# The redirections a read may carry (after the fd word `2`): none writes a file
+_QUIET = {">": "/dev/null", ">&": "1"}
+# Commands a list may hold between its reads without changing what it is (`[ -f x ] && cat x`:
+# a test only decides whether the read runs)
+NEUTRAL = frozenset({"cd", "pwd", "echo", "printf", "true", ":", "[", "test"})
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# the compound a keyword continues or closes
+_CONTINUES = {"do": "for", "then": "if", "else": "if", "elif": "if"}
+_CLOSES = {"done": "for", "fi": "if"}
+
+
+def command_words(words: list[str], open_: list[str]) -> list[str] | None:
+    """The command of one list element once the `for` and `if` keywords around it are taken
+    off (`do sed -n '1,80p' "$f"` → the sed; `done` → nothing), tracking the compounds open in
+    `open_`; None for shell syntax not read here (`while`, `case`, a stray keyword). Agents
+    read several files in one loop (`for f in a b; do sed -n '1,80p' "$f"; done`): what the
+    loop runs is what it is."""
+    while words:
+        w = words[0]
+        if w in _CONTINUES:
+            if not open_ or open_[-1] != _CONTINUES[w]:
+                return None
+            words = words[1:]
+        elif w == "if":
+            open_.append("if")
+            words = words[1:]
+        elif w == "for":
+            # `for NAME in WORDS…`: iterates, runs nothing
+            if len(words) < 2 or not _NAME.match(words[1]) or words[2:3] not in ([], ["in"]):
+                return None
+            open_.append("for")
+            return []
+        elif w in _CLOSES:
+            if len(words) != 1 or not open_ or open_[-1] != _CLOSES[w]:
+                return None
+            open_.pop()
+            return []
+        else:
+            return words
+    return []
 
 
 def shell_words(command: str) -> list[str] | None:
@@ -148,9 +186,11 @@ def _read_kind(command: str) -> str | None:
     reads and its other stages only filter (``nl -ba f | sed -n '1,200p'``, ``rg --files |
     rg x``); ``cd``, ``echo`` and the like between them are neutral. "read" when any part
     prints file content (``sed -n '70,150p' a.ts && sed -n '1,220p' b.ts``, ``sed -n … f &&
-    rg -n x src``: the agent copies from it next). No redirections, subshells, background
-    jobs or substitutions: anything else may also write or run something. ``bash -lc X`` is
-    unwrapped once. ``sed`` counts only with ``-n`` (printing), never with ``-i``.
+    rg -n x src``: the agent copies from it next). A ``for`` loop or an ``if`` is what it
+    runs (``command_words``); a test (``[ -f x ]``) is neutral. No redirection but
+    ``2>/dev/null`` and ``2>&1``, no subshells, background jobs or substitutions: anything
+    else may also write or run something. ``bash -lc X`` is unwrapped once. ``sed`` counts
+    only with ``-n`` (printing), never with ``-i``.
     """
     words = shell_words(command)
     if not words:
@@ -165,14 +205,18 @@ def _read_kind(command: str) -> str | None:
     if lists is None:
         return None
     kinds: list[str] = []
+    open_: list[str] = []
     for stages in lists:
-        if len(stages) == 1 and stages[0][0].rsplit("/", 1)[-1] in NEUTRAL:
-            continue
-        kind = _stage_kind(stages[0], first=True)
-        if kind is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
+        first = command_words(stages[0], open_)
+        if first is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
+            return None
+        if not first or (len(stages) == 1 and first[0].rsplit("/", 1)[-1] in NEUTRAL):
+            continue  # a keyword alone (`done | sort` filters the loop's reads), `cd`, `echo`
+        kind = _stage_kind(first, first=True)
+        if kind is None:
             return None
         kinds.append(kind)
-    if not kinds:
+    if not kinds or open_:
         return None
     return "read" if "read" in kinds else kinds[0]
 
@@ -190,20 +234,28 @@ def _lists(command: str) -> list[list[list[str]]] | None:
     lexer = shlex.shlex(command, posix=True, punctuation_chars="();<>|&\n")
     lexer.whitespace = " \t\r"  # a new line separates commands, as `;` does
     lexer.whitespace_split = True
-    lists: list[list[list[str]]] = [[[]]]
     try:
-        for tok in lexer:
-            if tok and set(tok) <= _PUNCTUATION | {"\n"}:
-                op = tok.replace("\n", "")  # `&&` and `|` may end a line
-                if op in ("", ";", "&&", "||"):
-                    lists.append([[]])
-                elif op == "|":
-                    lists[-1].append([])
-                else:
-                    return None
-            else:
-                lists[-1][-1].append(tok)
+        tokens = list(lexer)
     except ValueError:
         return None
+    lists: list[list[list[str]]] = [[[]]]
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok and set(tok) <= _PUNCTUATION | {"\n"}:
+            op = tok.replace("\n", "")  # `&&` and `|` may end a line
+            stage = lists[-1][-1]
+            if op in ("", ";", "&&", "||"):
+                lists.append([[]])
+            elif op == "|":
+                lists[-1].append([])
+            elif stage[-1:] == ["2"] and tokens[i + 1 : i + 2] == [_QUIET.get(op)]:
+                stage.pop()  # `2>/dev/null`, `2>&1`: its errors dropped or shown with it
+                i += 1
+            else:
+                return None
+        else:
+            lists[-1][-1].append(tok)
+        i += 1
     out = [stages for stages in lists if stages != [[]]]  # blank lines, a trailing `;`
     return out if out and all(all(stages) for stages in out) else None

@@ -178,6 +178,10 @@ def test_a_file_read_through_the_shell_is_never_digested_as_a_log(tmp_path: Path
                 # two reads in one call (Codex): its next patch changed lines of both
                 "sed -n '1,1500p' src/f.py && sed -n '1,80p' src/g.py",
                 "cd src && sed -n '1,3000p' f.py && rg -n 'def f1' .",
+                # a loop of reads, its errors dropped (Codex printed five READMEs so)
+                'for d in a b; do if [ -d "$d" ]; then sed -n \'1,140p\' "$d/README.md" '
+                "2>/dev/null | head -80; fi; done",
+                "cat src/f.py 2>&1 | head -3000",
             )
         ):
             out = post(

@@ -55,7 +55,26 @@ from ctxwrap.engine.masking import call_paths
         ("cat a.py\nrm -rf b", None),  # a new line separates commands
         ("cat a.py & rm -rf b", None),
         ("echo done", None),
-        ("rg x 2>/dev/null", None),
+        # its errors dropped or shown with it: still a read (Claude Code's `cat f 2>/dev/null |
+        # head -40`, `ls d 2>/dev/null || echo none`: 101 commands of the corpus and beyond)
+        ("rg x 2>/dev/null", "grep"),
+        ("cat f 2>&1 | head -40", "read"),
+        ("ls d 2>/dev/null || echo none", "find"),
+        ("rg x 2>/tmp/err", None),
+        ("cat f 1>/dev/null", None),
+        ("cat f 2>&1 | tee log", None),
+        # a loop or an if is what it runs (Codex printed READMEs of five repositories in one
+        # loop outside the corpus, and the digest kept 10 % of them)
+        ('for f in a.ts b.ts; do echo "== $f"; sed -n \'1,80p\' "$f"; done', "read"),
+        ('for d in a b; do if [ -d "$d" ]; then ls "$d"; fi; done | sort -u', "find"),
+        ("[ -f x.py ] && cat x.py", "read"),
+        ("if [ -f x ]; then cat x; else echo none; fi", "read"),
+        ('for d in a b; do git -C "$d" log -1; done', None),
+        ('for f in *.ts; do mv "$f" old/; done', None),
+        ('for f in a; do cat "$f"', None),  # never closed
+        ("while true; do cat x; done", None),
+        ("done; cat x", None),
+        ("for 1x in a; do cat x; done", None),
         ("cat $(ls)", None),
         ("find . -delete", None),
         # a find that prints the files it finds is a read (pi printed its skill files so)

@@ -2,7 +2,7 @@
 adapters' rule; `engine.shellcmd.classify`, which adds what was read): a command is read-like
 for both or for neither, and one that prints a file is a read for both. They are two parsers of
 hostile text, so commands are drawn from pieces that each side takes differently: lists, pipes,
-new lines, redirections, background jobs, `cd`, PowerShell."""
+new lines, redirections, background jobs, `cd`, PowerShell, loops and tests."""
 
 from __future__ import annotations
 
@@ -30,9 +30,19 @@ PARTS = st.sampled_from(
         "wc -l",
         "sort",
         "tee out.txt",
+        "for f in a.py b.py; do",
+        "do",
+        "done",
+        "if [ -f a.py ]; then",
+        "else",
+        "fi",
+        "[ -d src ]",
+        "while true; do",
     ]
 )
-JOINS = st.sampled_from([" && ", " || ", "; ", " | ", "\n", " & ", " > out.txt ", " 2>/dev/null "])
+JOINS = st.sampled_from(
+    [" && ", " || ", "; ", " | ", "\n", " & ", " > out.txt ", " 2>/dev/null ", " 2>&1 ", " 2>x "]
+)
 
 
 @st.composite
