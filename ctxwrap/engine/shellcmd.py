@@ -24,7 +24,22 @@ SEARCH = frozenset({"rg", "grep", "egrep", "fgrep", "ag", "ack"})
 LIST = frozenset({"ls", "tree", "find", "fd", "fdfind"})
 # Programs a read may be piped through without changing what it is.
 FILTERS = frozenset(
-    {"head", "tail", "sed", "wc", "sort", "uniq", "cut", "nl", "tr", "rg", "grep", "cat", "column"}
+    {
+        "head",
+        "tail",
+        "sed",
+        "wc",
+        "sort",
+        "uniq",
+        "cut",
+        "nl",
+        "tr",
+        "rg",
+        "grep",
+        "cat",
+        "column",
+        "jq",
+    }
 )
 # PowerShell cmdlets and aliases → the program replay reads them as
 _POWERSHELL = {
@@ -59,6 +74,7 @@ def unwrap_argv(argv: list[str]) -> str:
 
 
 def _tokens(cmd: str) -> list[str] | None:
+    cmd = cmd.replace("\\\n", " ")  # a line continued, as the shell joins it
     lexer = shlex.shlex(cmd, posix=True, punctuation_chars="();<>|&\n")
     lexer.whitespace = " \t\r"  # a new line separates commands, as `;` does
     lexer.whitespace_split = True

@@ -92,7 +92,46 @@ def shell_words(command: str) -> list[str] | None:
         return None
 
 
-_FILTERS = frozenset({"wc", "sort", "uniq", "cut", "head", "tail", "grep", "rg", "nl", "tr"})
+_FILTERS = frozenset({"wc", "sort", "uniq", "cut", "head", "tail", "grep", "rg", "nl", "tr", "jq"})
+
+# curl's options that write a file (a short option may sit in a group: `-sSLo out`)
+_CURL_WRITES = frozenset(
+    {
+        "--output", "--remote-name", "--remote-name-all", "--output-dir", "--dump-header",
+        "--cookie-jar", "--trace", "--trace-ascii", "--stderr", "--libcurl", "--etag-save",
+        "--hsts", "--alt-svc", "--create-dirs", "--config", "--upload-file",
+    }
+)  # fmt: skip
+_CURL_SHORT_WRITES = frozenset("oODcKT")
+# wget writes a file unless told to print: `wget -qO- URL`, `wget -O - URL`
+_WGET_PRINTS = frozenset({"-qO-", "-O-", "--output-document=-", "-qO", "-O"})
+_WGET_QUIET = frozenset({"-q", "--quiet", "-nv", "--no-verbose"})
+
+
+def _fetch_kind(words: list[str]) -> str | None:
+    """ "fetch" for a download printed to the output (`curl -s URL`, `wget -qO- URL`), else
+    None: what a page or an API answered is content the agent reads, like a web tool's."""
+    prog, args = words[0].rsplit("/", 1)[-1], words[1:]
+    if prog == "curl":
+        for a in args:
+            name = a.split("=", 1)[0]
+            if name in _CURL_WRITES or (
+                a.startswith("-") and not a.startswith("--") and set(a[1:]) & _CURL_SHORT_WRITES
+            ):
+                return None
+        return "fetch"
+    if prog == "wget":
+        printed = False
+        for i, a in enumerate(args):
+            if a in _WGET_PRINTS:
+                printed = a.endswith("-") or args[i + 1 : i + 2] == ["-"]
+                if not printed:
+                    return None
+            elif a.startswith("-") and a != "-" and a not in _WGET_QUIET:
+                return None
+        return "fetch" if printed else None
+    return None
+
 
 # What `find -exec` may run for the find to stay a read: the file's content (`cat {}`), a
 # search in it, or a label (`echo "=== {} ==="`). pi printed skill files this way; its digest
@@ -179,7 +218,19 @@ def read_kind(command: str) -> str | None:
     return _cached_kind(command) if len(command) <= CACHED_COMMAND_CHARS else _read_kind(command)
 
 
-def _read_kind(command: str) -> str | None:
+def prints_content(command: str) -> bool:
+    """Whether a command's output is content the agent reads rather than a log: a read-like
+    command, or a download printed to the output (`curl -s URL | jq .`, `wget -qO- URL`),
+    alone or in a list of such. The bash digest keeps a log's errors and summary lines; of
+    a page or an API's answer it kept a tenth, and the agent wrote from what it had: a
+    research session outside the corpus searched an API thirteen times through `curl`, and
+    a Codex rollout fetched the API docs it then coded against (41k chars to 1.7k)."""
+    if len(command) <= CACHED_COMMAND_CHARS:
+        return _cached_kind(command, fetch=True) is not None
+    return _read_kind(command, fetch=True) is not None
+
+
+def _read_kind(command: str, fetch: bool = False) -> str | None:
     """ "read" / "grep" / "find" for a read-like command, else None.
 
     A list (`&&`, `||`, `;`, a new line) of pipelines, each of which reads: its first stage
@@ -200,7 +251,7 @@ def _read_kind(command: str) -> str | None:
         and words[0] in ("bash", "/bin/bash", "sh", "/bin/sh", "zsh")
         and words[1] in ("-lc", "-c")
     ):
-        return _read_kind(words[2])
+        return _read_kind(words[2], fetch)
     lists = _lists(command)
     if lists is None:
         return None
@@ -212,7 +263,7 @@ def _read_kind(command: str) -> str | None:
             return None
         if not first or (len(stages) == 1 and first[0].rsplit("/", 1)[-1] in NEUTRAL):
             continue  # a keyword alone (`done | sort` filters the loop's reads), `cd`, `echo`
-        kind = _stage_kind(first, first=True)
+        kind = _stage_kind(first, first=True) or (_fetch_kind(first) if fetch else None)
         if kind is None:
             return None
         kinds.append(kind)
@@ -231,6 +282,7 @@ def _lists(command: str) -> list[list[list[str]]] | None:
         return None
     if "-exec" in command:
         command = _FIND_END_RE.sub(lambda _: "'\\;'", command)
+    command = command.replace("\\\n", " ")  # a line continued, as the shell joins it
     lexer = shlex.shlex(command, posix=True, punctuation_chars="();<>|&\n")
     lexer.whitespace = " \t\r"  # a new line separates commands, as `;` does
     lexer.whitespace_split = True

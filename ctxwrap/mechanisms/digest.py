@@ -19,7 +19,7 @@ from ctxwrap import protocol as P
 from ctxwrap.aux import prompts
 from ctxwrap.digest.redact import redact_secrets
 from ctxwrap.engine.bashout import open_trusted_spill, scrub_temp_paths, split_bash_text
-from ctxwrap.engine.shellread import read_kind
+from ctxwrap.engine.shellread import prints_content
 from ctxwrap.mechanisms.base import DigestSettings, Mechanism
 from ctxwrap.state.session import PendingAux, SessionRuntime, chars_to_tokens, recall_call
 
@@ -356,10 +356,11 @@ class BashDigest(Mechanism):
     settings = ("bash", "bash_min_tokens", "bash_max_summary_tokens", "bash_aux_min_chars")
 
     def wants(self, s: DigestSettings, text: str, command: str) -> bool:
-        """Whether an output is digested at all: long enough, and not a file's content or a
-        search's hits (a `cat`, a `sed -n`, PowerShell's Get-Content: the agent copies from
-        it next, so it is never digested as a log)."""
-        return chars_to_tokens(len(text)) >= s.bash_min_tokens and read_kind(command) is None
+        """Whether an output is digested at all: long enough, and not a file's content, a
+        search's hits or a download (a `cat`, a `sed -n`, PowerShell's Get-Content, a `curl`
+        of an API: the agent copies or writes from it next, so it is never digested as a
+        log; `engine.shellread.prints_content`)."""
+        return chars_to_tokens(len(text)) >= s.bash_min_tokens and not prints_content(command)
 
     def max_chars(self, s: DigestSettings) -> int:
         return min(s.bash_max_summary_tokens * 4 * 2, 16000)

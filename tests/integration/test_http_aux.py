@@ -161,8 +161,9 @@ def test_http_backend_down_falls_back(tmp_path: Path, xdg: Xdg) -> None:
 
 
 def test_a_file_read_through_the_shell_is_never_digested_as_a_log(tmp_path: Path, xdg: Xdg) -> None:
-    """`cat`, `sed -n`, PowerShell's Get-Content, a list of such reads: the output is a file
-    the agent copies from next, so the daemon leaves it whole (engine/shellread.py); so is
+    """`cat`, `sed -n`, PowerShell's Get-Content, a list of such reads, a `curl` of an API: the
+    output is content the agent copies or writes from next, so the daemon leaves it whole
+    (engine/shellread.py); so is
     `ctxwrap recall`'s answer, the lines the model asked back; the same size from `seq` is a
     log and is digested."""
     source = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(1500))
@@ -182,6 +183,9 @@ def test_a_file_read_through_the_shell_is_never_digested_as_a_log(tmp_path: Path
                 'for d in a b; do if [ -d "$d" ]; then sed -n \'1,140p\' "$d/README.md" '
                 "2>/dev/null | head -80; fi; done",
                 "cat src/f.py 2>&1 | head -3000",
+                # an API's answer the agent writes its report from (a research session)
+                'curl -s -X POST "$BASE/search" \\\n  -H "Content-Type: application/json" '
+                '\\\n  -d \'{"query": "rwa"}\'',
             )
         ):
             out = post(
