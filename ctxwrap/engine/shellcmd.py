@@ -290,10 +290,10 @@ def _classify(command: str) -> tuple[str, dict[str, Any]]:
         stages = [s for s in pipeline if s]
         if not stages:
             continue
-        looped = looped or stages[0][0] == "for"
         words = command_words(stages[0], open_)
         if words is None:
             return bash
+        looped = looped or "for" in open_
         if not words:  # `done | sort`: the loop's output through filters
             if any(_program(st)[0] not in FILTERS for st in stages[1:]):
                 return bash

@@ -382,6 +382,11 @@ def test_codex_0128_desktop_prompt_event_parallel_calls_and_js() -> None:
         ("ps -ef | rg chrome", "bash", {}),
         ("cat 'unbalanced", "bash", {}),
         ("cat <<EOF > f\nx\nEOF", "bash", {}),
+        # a loop's read names its variable, not a file: a read of no one file
+        ('for f in a b; do cat "$f"; done', "read", {"path": None}),
+        ('if [ -d x ]; then for f in a b; do cat "$f"; done; fi', "read", {"path": None}),
+        ("[ -f a.py ] && cat a.py", "read", {"path": "a.py"}),
+        ("rg -n x \\\n  src", "grep", {"pattern": "x", "path": "src"}),  # a line continued
     ],
 )
 def test_shell_commands_are_classified(command: str, kind: str, extra: dict[str, Any]) -> None:
