@@ -108,6 +108,56 @@ _WGET_PRINTS = frozenset({"-qO-", "-O-", "--output-document=-", "-qO", "-O"})
 _WGET_QUIET = frozenset({"-q", "--quiet", "-nv", "--no-verbose"})
 
 
+# git subcommands that only print (what changed, the history, a commit's diff), and for those
+# that also change things the only forms that print
+_GIT_PRINTS = frozenset({"status", "log", "diff", "show", "blame", "rev-parse", "shortlog"})
+_GIT_LISTS = {
+    "branch": frozenset(
+        {"-a", "-r", "-v", "-vv", "--all", "--remotes", "--show-current", "--list"}
+    ),
+    "remote": frozenset({"-v", "--verbose"}),
+    "config": frozenset({"--get", "--get-all", "--list", "-l", "--get-regexp"}),
+}
+
+
+def _git_prints(words: list[str]) -> bool:
+    """`git status`, `git log`, `git show HEAD -- f`, `git -C d diff`, `git remote -v`: a git
+    command that only prints what the repository holds (never `--output`, never `-c`)."""
+    args = words[1:]
+    while args[:1] == ["--no-pager"] or (args[:1] == ["-C"] and len(args) > 1):
+        args = args[1:] if args[0] == "--no-pager" else args[2:]
+    if not args or any(a.startswith("--output") for a in args):
+        return False
+    sub, rest = args[0], args[1:]
+    if sub in _GIT_PRINTS:
+        return True
+    allowed = _GIT_LISTS.get(sub)
+    if allowed is None:
+        return False
+    if sub == "config":  # `--get NAME`: a name follows; setting one needs no option
+        return bool(rest) and rest[0] in allowed
+    return all(a in allowed for a in rest)
+
+
+# A stage after a pipe that prints the files named on its input: `find … | xargs cat`
+_XARGS_PRINTS = frozenset({"cat", "head", "tail", "wc", "grep", "rg", "ls", "nl"})
+
+
+def _content_stage(words: list[str], *, first: bool) -> bool:
+    """What `prints_content` takes beside reads: a download, a git command that prints, a
+    variable set for the commands after it (`cfg=~/.x.json; sed -n '1,40p' "$cfg"`), a pipe
+    into `xargs cat`."""
+    prog = words[0].rsplit("/", 1)[-1]
+    if first:
+        if all(_ASSIGNMENT.match(w) for w in words):
+            return True
+        return _fetch_kind(words) is not None or (prog == "git" and _git_prints(words))
+    return prog == "xargs" and len(words) > 1 and words[1] in _XARGS_PRINTS
+
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
 def _fetch_kind(words: list[str]) -> str | None:
     """ "fetch" for a download printed to the output (`curl -s URL`, `wget -qO- URL`), else
     None: what a page or an API answered is content the agent reads, like a web tool's."""
@@ -259,11 +309,16 @@ def _read_kind(command: str, fetch: bool = False) -> str | None:
     open_: list[str] = []
     for stages in lists:
         first = command_words(stages[0], open_)
-        if first is None or any(_stage_kind(st, first=False) is None for st in stages[1:]):
+        if first is None or any(
+            _stage_kind(st, first=False) is None and not (fetch and _content_stage(st, first=False))
+            for st in stages[1:]
+        ):
             return None
         if not first or (len(stages) == 1 and first[0].rsplit("/", 1)[-1] in NEUTRAL):
             continue  # a keyword alone (`done | sort` filters the loop's reads), `cd`, `echo`
-        kind = _stage_kind(first, first=True) or (_fetch_kind(first) if fetch else None)
+        kind = _stage_kind(first, first=True)
+        if kind is None and fetch and _content_stage(first, first=True):
+            kind = "content"
         if kind is None:
             return None
         kinds.append(kind)
