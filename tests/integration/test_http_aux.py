@@ -161,11 +161,10 @@ def test_http_backend_down_falls_back(tmp_path: Path, xdg: Xdg) -> None:
 
 
 def test_a_file_read_through_the_shell_is_never_digested_as_a_log(tmp_path: Path, xdg: Xdg) -> None:
-    """`cat`, `sed -n`, PowerShell's Get-Content, a list of such reads, a `curl` of an API: the
-    output is content the agent copies or writes from next, so the daemon leaves it whole
-    (engine/shellread.py); so is
-    `ctxwrap recall`'s answer, the lines the model asked back; the same size from `seq` is a
-    log and is digested."""
+    """`cat`, `sed -n`, PowerShell's Get-Content, a list or a loop of such reads, a `curl` of an
+    API: the output is content the agent copies or writes from next, so the daemon leaves it
+    whole (engine/shellread.py); so is `ctxwrap recall`'s answer, the lines the model asked
+    back; the same size from `seq` is a log and is digested."""
     source = "".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(1500))
     with daemon_process(xdg, {"PI_CTX_AUX_BACKEND": "http"}), client(xdg, 30) as c:
         sid = "s-reads"
