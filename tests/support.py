@@ -219,6 +219,23 @@ CHECKED_AND_NOT = pytest.mark.parametrize(
 )
 
 
+def run_ctxwrap_claude(
+    args: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`ctxwrap claude ARGS` run to its end; the test fails with the tail of its stderr when it
+    fails."""
+    proc = subprocess.run(
+        [*CTXWRAP, "claude", *args],
+        cwd=cwd,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 def run_ctxwrap_pi(
     name: str,
     tmp_path: Path,

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
-from support import CTXWRAP, ROUND_ONE_TAGS, Xdg
+from support import ROUND_ONE_TAGS, Xdg, run_ctxwrap_claude
 
 from ctxwrap.agents.claude.anthropic_wire import marked_ttl_s
 from ctxwrap.testing.claude_home import claude_env, find_claude
@@ -62,15 +61,7 @@ def test_the_login_reaches_upstream_and_is_stored_nowhere(
             args += ["--settings", json.dumps({"apiKeyHelper": str(helper)})]
             secret = HELPER_KEY
             want = {"x-api-key": HELPER_KEY, "authorization": f"Bearer {HELPER_KEY}"}
-        proc = subprocess.run(
-            [*CTXWRAP, "claude", *args],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        run_ctxwrap_claude(args, cwd=work, env=env)
         main, aux = srv.main_requests, srv.aux_requests
         assert len(main) == 2
         assert aux and {r.aux_task for r in aux} == {"tag"}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CHECKED_AND_NOT, CTXWRAP, Xdg
+from support import CHECKED_AND_NOT, CTXWRAP, Xdg, run_ctxwrap_claude
 
 from ctxwrap.agents._proxy.cache_state import strip_cache_control
 from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
@@ -127,15 +127,8 @@ def test_idle_gap_masks_the_earlier_task_under_claude_code(tmp_path: Path, xdg: 
         base = claude_env(xdg.env(), home=tmp_path / "home", base_url=srv.root_url)
 
         def run(prompt: str, ttl: str, *extra: str) -> dict[str, Any]:
-            proc = subprocess.run(
-                [*CTXWRAP, "claude", *claude_print_args(prompt, *extra)],
-                cwd=work,
-                env={**base, **cold_rules(ttl)},
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            assert proc.returncode == 0, proc.stderr[-3000:]
+            args = claude_print_args(prompt, *extra)
+            proc = run_ctxwrap_claude(args, cwd=work, env={**base, **cold_rules(ttl)})
             return dict(json.loads(proc.stdout))
 
         # Claude Code's first run in a fresh home sends other tool descriptions than later runs
@@ -298,15 +291,8 @@ def test_a_sub_agents_report_is_kept_and_masked_once_old_under_claude_code(
         env = {**base, "PI_CTX_CACHE_TTL_S": "2"}
 
         def run(prompt: str, *extra: str) -> None:
-            proc = subprocess.run(
-                [*CTXWRAP, "claude", *claude_print_args(prompt, "--allowedTools", "Task", *extra)],
-                cwd=work,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-            assert proc.returncode == 0, proc.stderr[-3000:]
+            args = claude_print_args(prompt, "--allowedTools", "Task", *extra)
+            run_ctxwrap_claude(args, cwd=work, env=env)
 
         run("hello")
         run("review the handlers", "--continue")

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CTXWRAP, Xdg, ctxwrap
+from support import Xdg, ctxwrap, run_ctxwrap_claude
 
 from ctxwrap.engine.thinking import CLEAR_THINKING, old_thinking, thinking_blocks
 from ctxwrap.testing.claude_home import claude_env, claude_print_args, find_claude
@@ -58,15 +57,8 @@ def _session(tmp_path: Path, xdg: Xdg, model: str, env_extra: dict[str, str]) ->
     env = {**base, "PI_CTX_CACHE_TTL_S": str(TTL_S), **env_extra}
 
     def run(prompt: str, *extra: str) -> dict[str, Any]:
-        proc = subprocess.run(
-            [*CTXWRAP, "claude", *claude_print_args(prompt, "--model", model, *extra)],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        args = claude_print_args(prompt, "--model", model, *extra)
+        proc = run_ctxwrap_claude(args, cwd=work, env=env)
         return dict(json.loads(proc.stdout))
 
     # the first run settles Claude Code's first-run tool list (a cold boundary of its own)

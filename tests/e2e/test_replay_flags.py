@@ -4,7 +4,6 @@ its file, its id in the daemon's database) and leaves a plain one alone."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -59,7 +58,7 @@ def test_a_claude_code_session_run_under_ctxwrap_is_recognised(tmp_path: Path, x
     claude_home = pytest.importorskip("ctxwrap.testing.claude_home")
     if claude_home.find_claude() is None:
         pytest.skip("claude not installed (scripts/install-tools.sh)")
-    from support import CTXWRAP
+    from support import run_ctxwrap_claude
 
     from ctxwrap.testing.model_server import ScriptedModelServer
 
@@ -73,15 +72,7 @@ def test_a_claude_code_session_run_under_ctxwrap_is_recognised(tmp_path: Path, x
     home = tmp_path / "home"
     with ScriptedModelServer(steps) as srv:
         env = claude_home.claude_env(xdg.env(), home=home, base_url=srv.root_url)
-        proc = subprocess.run(
-            [*CTXWRAP, "claude", *claude_home.claude_print_args("go")],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        run_ctxwrap_claude(claude_home.claude_print_args("go"), cwd=work, env=env)
     [transcript] = [
         p for p in (home / ".claude" / "projects").rglob("*.jsonl") if "subagents" not in p.parts
     ]
