@@ -15,12 +15,15 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from ctxwrap.testing.model_server import ScriptedModelServer
+
+if TYPE_CHECKING:
+    from ctxwrap.agents.codex.session import CodexSession
 from ctxwrap.testing.pi_home import MODEL, find_pi, make_pi_agent_dir, pi_command, pi_env
 
 CTXWRAP = [sys.executable, "-m", "ctxwrap"]
@@ -341,3 +344,22 @@ class RecordingDaemon:
     def call(self, path: str, body: dict[str, Any], timeout: float = 1.0) -> dict[str, Any]:
         self.posts.append((path, body))
         return {"config": {}}
+
+
+def codex_session(
+    start_info: Mapping[str, Any] | None = None, **kw: Any
+) -> tuple[CodexSession, RecordingDaemon]:
+    """A Codex proxy session on a `RecordingDaemon`, no state file and no aux backend; `kw` goes
+    to `CodexSession` (`provider`, `compact_config`)."""
+    from ctxwrap.agents.codex.session import CodexSession
+
+    daemon = RecordingDaemon()
+    sess = CodexSession(
+        "thread-1",
+        daemon=daemon,  # type: ignore[arg-type]
+        state_file=None,
+        aux=None,
+        start_info={"cwd": "/w", "agent": "codex", **(start_info or {})},
+        **kw,
+    )
+    return sess, daemon

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support import RecordingDaemon
+from support import RecordingDaemon, codex_session
 
 from ctxwrap.agents.codex import auto_compact as AC
 from ctxwrap.agents.codex.session import CodexSession
@@ -45,17 +45,9 @@ def test_an_unknown_model_has_no_threshold() -> None:
 
 
 def _session(model: str, cfg: dict[str, Any]) -> tuple[CodexSession, RecordingDaemon]:
-    daemon = RecordingDaemon()
-    sess = CodexSession(
-        "thread-1",
-        daemon=daemon,  # type: ignore[arg-type]
-        state_file=None,
-        aux=None,
-        start_info={"cwd": "/w", "agent": "codex", "model": {"provider": "openai", "id": model}},
-        provider="openai",
-        compact_config=cfg,
+    return codex_session(
+        {"model": {"provider": "openai", "id": model}}, provider="openai", compact_config=cfg
     )
-    return sess, daemon
 
 
 def test_the_session_tells_the_daemon_where_plain_codex_compacts() -> None:

@@ -6,21 +6,14 @@ from __future__ import annotations
 
 import threading
 
-from support import RecordingDaemon
+from support import RecordingDaemon, codex_session
 
 from ctxwrap.agents.codex import responses_wire
 from ctxwrap.agents.codex.session import CodexSession
 
 
 def _session() -> tuple[CodexSession, RecordingDaemon]:
-    daemon = RecordingDaemon()
-    sess = CodexSession(
-        "thread-1",
-        daemon=daemon,  # type: ignore[arg-type]
-        state_file=None,
-        aux=None,
-        start_info={"cwd": "/w", "agent": "codex"},
-    )
+    sess, daemon = codex_session()
     sess.ensure_registered()
     return sess, daemon
 
