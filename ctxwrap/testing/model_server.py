@@ -18,6 +18,12 @@ Script (JSON list, or an object ``{"steps": [...], "aux_rules": [...], "aux_dela
     {"fault": "down", "down_s": 3}            # reset it and refuse connections for 3 s
     {"text": "...", "fault": "cut"}           # stream half the reply, then reset
     {"text": "...", "fault": "stall", "delay_s": 30}  # stream half, go quiet, then reset
+    {"tool_calls": [{"name": "Bash", "arguments": {"command": "ctxwrap recall {fill} x"}}],
+     "fill": "ctxwrap recall (r[0-9a-f]+)"}  # {fill}: the regex's group, last match in the request
+
+``fill`` is how a script answers with what only the run knows (a recall handle a digest named):
+its one group, from the last match in the request's JSON text, replaces every ``{fill}`` in the
+step's call arguments; with no match they get ``(fill: no match)``, so the test fails plainly.
 
 A fault step is one try of the agent's (recorded as a main request) like an error status;
 ``down`` also cuts every open connection (keep-alive ones included), so the next try of any
@@ -186,6 +192,7 @@ class ScriptStep:
     error_type: str | None = None
     fault: str | None = None  # one of FAULTS
     down_s: float = 0.0
+    fill: str | None = None  # a regex of one group: its match replaces {fill} in the arguments
 
     @classmethod
     def from_json(cls, raw: object, index: int) -> ScriptStep:
@@ -200,6 +207,7 @@ class ScriptStep:
             "error_type",
             "fault",
             "down_s",
+            "fill",
         }
         if unknown:
             raise ScriptError(f"script step {index} has unknown keys {sorted(unknown)}")
@@ -230,6 +238,14 @@ class ScriptStep:
         error_type = raw.get("error_type")
         if error_type is not None and not isinstance(error_type, str):
             raise ScriptError(f"script step {index}: error_type must be a string")
+        fill = raw.get("fill")
+        if fill is not None:
+            try:
+                groups = re.compile(fill).groups if isinstance(fill, str) else -1
+            except re.error:
+                groups = -1
+            if groups != 1:
+                raise ScriptError(f"script step {index}: fill must be a regex of one group")
         return cls(
             text,
             tuple(calls),
@@ -239,7 +255,16 @@ class ScriptStep:
             error_type,
             fault,
             float(raw.get("down_s", 0.0)),
+            fill,
         )
+
+    def arguments(self, body: Mapping[str, object]) -> list[str]:
+        """The calls' arguments, with ``{fill}`` replaced from the request (see ``fill``)."""
+        if self.fill is None:
+            return [c.arguments for c in self.tool_calls]
+        found = re.findall(self.fill, json.dumps(body))
+        value = json.dumps(found[-1] if found else "(fill: no match)")[1:-1]
+        return [c.arguments.replace("{fill}", value) for c in self.tool_calls]
 
 
 @dataclass(frozen=True)
@@ -897,9 +922,11 @@ class ScriptedModelServer:
                 {
                     "id": f"{prefix}_{index}_{i}",
                     "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
+                    "function": {"name": c.name, "arguments": arguments},
                 }
-                for i, c in enumerate(step.tool_calls)
+                for i, (c, arguments) in enumerate(
+                    zip(step.tool_calls, step.arguments(body), strict=True)
+                )
             ]
             reply = _Reply(
                 step.text,

@@ -423,6 +423,9 @@ def test_keep_alive_connection_serves_sequential_requests() -> None:
         [{"text": 3}],
         [{"tool_calls": [{"arguments": {}}]}],
         [{"text": "x", "bogus": 1}],
+        [{"text": "x", "fill": "no group"}],
+        [{"text": "x", "fill": "(two) (groups)"}],
+        [{"text": "x", "fill": "(unclosed"}],
     ],
 )
 def test_bad_script_rejected(script: list[Any]) -> None:

@@ -128,6 +128,25 @@ def test_streaming_parallel_tool_use() -> None:
         )
 
 
+def test_a_step_fills_in_what_only_the_run_knows() -> None:
+    """`fill`: a handle named in the request reaches the call's arguments, JSON-escaped."""
+    recall = {"name": "Bash", "arguments": {"command": 'ctxwrap recall {fill} "a b"'}}
+    steps = [
+        {"tool_calls": [recall], "fill": r"recall (r[0-9a-f]+)"},
+        {"tool_calls": [recall], "fill": r"(x\S*)"},
+        {"tool_calls": [recall], "fill": r"recall (zz\d+)"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        said = "digest · `ctxwrap recall r1a2b` · later `ctxwrap recall r9f8e`"
+        first = post(srv, body([user(said)])).json()["content"][0]["input"]
+        assert first == {"command": 'ctxwrap recall r9f8e "a b"'}  # the last match wins
+        quoted = post(srv, body([user('x"q\\')])).json()["content"][0]["input"]
+        # matched in the request's JSON text and escaped again: the arguments stay JSON
+        assert quoted["command"].startswith('ctxwrap recall x\\"q')
+        none = post(srv, body([user("nothing")])).json()["content"][0]["input"]
+        assert none == {"command": 'ctxwrap recall (fill: no match) "a b"'}
+
+
 def test_prefix_cache_follows_the_moving_marker() -> None:
     with ScriptedModelServer([{"text": "one"}, {"text": "two"}, {"text": "three"}]) as srv:
         first = [user("first prompt " * 30)]
