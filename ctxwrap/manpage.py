@@ -271,6 +271,9 @@ def render_ctxwrap_1(root: click.Group) -> str:
         "with a `ctxwrap recall HANDLE PATTERN` hint, Read/Grep/Glob, web and MCP results "
         "judged not needed become one-line tombstones, and large Write bodies a stub with a "
         "one-line fact. "
+        "The model runs that recall in Bash, so Claude Code asks before it unless a rule such "
+        "as Bash(ctxwrap recall:*) in permissions.allow allows it (`claude -p` refuses it); "
+        "`ctxwrap doctor` says which. "
         "Credentials pass through the proxy and are never stored."
     )
     out += paragraphs(

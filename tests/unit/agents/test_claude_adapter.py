@@ -355,7 +355,9 @@ def test_doctor_checks_claude(monkeypatch: Any) -> None:
         ("claude", "ok"),
         ("claude proxy", "ok"),
         ("claude hook", "ok"),
-    ]  # then what differs from plain Claude Code: test_claude_launch_same_agent.py
+    ]  # then recall (test_claude_recall_permission.py) and what differs from plain Claude
+    # Code (test_claude_launch_same_agent.py)
+    assert checks[3].name == "claude recall"
     assert "2.1." in checks[0].summary
 
 

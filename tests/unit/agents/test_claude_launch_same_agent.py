@@ -228,7 +228,7 @@ def test_doctor_says_what_differs_from_plain_claude_code(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-x")
 
     def ours() -> dict[str, tuple[str, str]]:
-        return {c.name: (c.level, c.summary) for c in check_claude()[3:]}
+        return {c.name: (c.level, c.summary) for c in check_claude()[4:]}
 
     got = ours()
     assert got["claude side model"][0] == "ok" and "claude-haiku-4-5" in got["claude side model"][1]

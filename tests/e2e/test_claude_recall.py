@@ -1,0 +1,105 @@
+"""The model gets back what ctxwrap hid, under the real Claude Code's own permission rules.
+
+A digest names `ctxwrap recall HANDLE PATTERN`, which the model runs in Bash. Here the user's
+settings allow only the commands of the task, as people run `claude -p` in scripts: with the
+rule `ctxwrap doctor` recommends the recall runs and answers the line the digest left out;
+without it Claude Code refuses it, and `ctxwrap doctor` said so beforehand.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import CTXWRAP, Xdg, run_ctxwrap_claude
+
+from ctxwrap.agents.claude.doctor_check import RECALL_RULE
+from ctxwrap.testing.claude_home import claude_env, find_claude
+from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        find_claude() is None, reason="claude not installed (scripts/install-tools.sh)"
+    ),
+]
+
+BIG = "seq 1 6000"  # digested: the middle of it is not in the digest
+RECALL = "ctxwrap recall {fill} '^4242$'"
+STEPS = [
+    {"tool_calls": [{"name": "Bash", "arguments": {"command": BIG}}]},
+    {
+        "tool_calls": [{"name": "Bash", "arguments": {"command": RECALL}}],
+        "fill": r"ctxwrap recall (r[0-9a-f]+)",
+    },
+    {"text": "done"},
+]
+
+
+def results(req: RecordedRequest) -> dict[str, dict[str, Any]]:
+    return {
+        b["tool_use_id"]: b
+        for m in req.body["messages"]
+        for b in (m["content"] if isinstance(m.get("content"), list) else [])
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    }
+
+
+def text(block: dict[str, Any]) -> str:
+    content = block["content"]
+    if isinstance(content, list):
+        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return str(content)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("allowed", [True, False], ids=["recall-allowed", "task-rules-only"])
+def test_the_model_recalls_what_a_digest_left_out_when_the_rules_allow_it(
+    tmp_path: Path, xdg: Xdg, allowed: bool
+) -> None:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    (home / ".claude").mkdir(parents=True)
+    rules = ["Bash(seq:*)", *([RECALL_RULE] if allowed else [])]
+    settings = {"permissions": {"allow": rules}}
+    (home / ".claude" / "settings.json").write_text(json.dumps(settings))
+    with ScriptedModelServer(STEPS) as srv:
+        env = claude_env(xdg.env(), home=home, base_url=srv.root_url)
+        doctor = subprocess.run(
+            [*CTXWRAP, "doctor", "--json"],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        [said] = [c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "claude recall"]
+        run = run_ctxwrap_claude(["-p", "go", "--output-format", "json"], cwd=work, env=env)
+        reqs = srv.main_requests
+    assert len(reqs) == 3
+    got = results(reqs[-1])
+    digest, recall = text(got["toolu_0_0"]), got["toolu_1_0"]
+    assert " digested by ctxwrap · " in digest and "\n4242\n" not in digest
+    handle = digest.split("ctxwrap recall ")[1].split()[0]
+    # the command ran as the model wrote it, naming the digest's handle
+    [use] = [
+        b["input"]["command"]
+        for m in reqs[-1].body["messages"]
+        for b in (m["content"] if isinstance(m.get("content"), list) else [])
+        if isinstance(b, dict) and b.get("id") == "toolu_1_0"
+    ]
+    assert use == f"ctxwrap recall {handle} '^4242$'"
+    denials = [d["tool_input"]["command"] for d in json.loads(run.stdout)["permission_denials"]]
+    if allowed:
+        assert said["level"] == "ok" and RECALL_RULE in said["summary"]
+        assert recall.get("is_error") is False and denials == []
+        answer = text(recall)
+        assert answer.splitlines() == ["4242: 4242", "[1 of 6,000 lines matched]"]  # line: text
+        assert "digested by ctxwrap" not in answer  # a recall's answer is never digested
+    else:
+        assert said["level"] == "warn" and RECALL_RULE in said["fix"]
+        assert recall.get("is_error") is True and denials == [use]
+        assert "4242" not in text(recall)
