@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 from ctxwrap.errors import SocketSecurityError
@@ -196,3 +197,14 @@ def tools_bin_dir() -> Path | None:
         return Path(configured)
     repo_bin = Path(__file__).resolve().parents[1] / ".tools" / "bin"
     return repo_bin if repo_bin.is_dir() else None
+
+
+def ctxwrap_program() -> str | None:
+    """This install's `ctxwrap` script as a shell command, by its absolute path: the one beside
+    this interpreter, else the one on PATH; None when neither is found."""
+    import shlex  # not at the top: `ctxwrap pi` imports this module before pi starts
+    import shutil
+
+    here = Path(sys.executable).parent / "ctxwrap"
+    found = str(here) if here.is_file() else shutil.which("ctxwrap")
+    return shlex.quote(str(Path(found).absolute())) if found else None

@@ -117,6 +117,10 @@ class AgentProfile(BaseModel):
     # bridge keeps ctx_recall only where pi has no bash: SessionStart.recall_tool), else the
     # `ctxwrap recall` shell command
     recall_tool: bool = False
+    # that shell command names this install by its absolute path: the agent's shell may not
+    # find `ctxwrap` by name (Codex runs commands in a snapshot of the user's login shell, whose
+    # start-up may reset PATH, as Debian's /etc/profile does)
+    recall_by_path: bool = False
     # the agent carries ctxwrap's find_capability tool while lazy skills/tools are on (pi)
     capability_tool: bool = False
     # where the agent saves a long bash output and names it: a log in its temp dir named in the
@@ -165,7 +169,7 @@ PROFILES: dict[str, AgentProfile] = {
     "claude": AgentProfile(
         spill="tool-results", status_line=True, compaction_is_call=True, thinking_edit=True
     ),
-    "codex": AgentProfile(compaction_is_call=True),
+    "codex": AgentProfile(compaction_is_call=True, recall_by_path=True),
 }
 # an agent's major version whose traits differ from its entry above
 PROFILES["pi@0"] = PROFILES["pi"].model_copy(update={"compaction_check": "prompt"})

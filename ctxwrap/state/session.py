@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from ctxwrap import paths
 from ctxwrap.protocol import AgentProfile, profile_of
 
 T = TypeVar("T")
@@ -74,4 +75,5 @@ def recall_call(profile: AgentProfile, handle: str) -> str:
     """How the model gets at a stored raw output: our tool where the agent has it, else the CLI."""
     if profile.recall_tool:
         return f'ctx_recall(handle="{handle}", pattern=...)'
-    return f"the shell command `ctxwrap recall {handle} PATTERN`"
+    program = (paths.ctxwrap_program() or "ctxwrap") if profile.recall_by_path else "ctxwrap"
+    return f"the shell command `{program} recall {handle} PATTERN`"

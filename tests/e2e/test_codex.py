@@ -25,6 +25,7 @@ import pytest
 from support import CTXWRAP, ROUND_ONE_TAGS, Xdg
 
 from ctxwrap.launch.exit_line import short_id
+from ctxwrap.paths import ctxwrap_program
 from ctxwrap.testing.codex_home import (
     CHATGPT_ACCOUNT_ID,
     TEST_API_KEY,
@@ -51,6 +52,8 @@ for i in range(4000):
         print(f"2026-11-30T10:00:{i % 60:02d} INFO request {i} served in {i % 97}ms status=200")
 print("server shutdown complete: 4000 requests, 1 error")
 """
+# what digests and tombstones tell Codex's model to run: this install, by its path
+RECALL = f"`{ctxwrap_program()} recall r"
 NOTES = "DROP-ME-MARKER meeting notes, unrelated to the task\n" + "".join(
     f"- item {i}: lunch options and the parking rota for week {i}\n" for i in range(60)
 )
@@ -284,6 +287,38 @@ def js_exec(cmd: str) -> dict[str, Any]:
     }
 
 
+def test_the_model_recalls_a_digested_line_through_codexs_own_shell(
+    tmp_path: Path, xdg: Xdg
+) -> None:
+    """Codex runs the model's commands in a snapshot of the login shell, whose start-up resets
+    PATH here as on Debian and Ubuntu: `ctxwrap` by name was "command not found" for any install
+    off that PATH (a venv, `make demo`). The digest names this install by its path, and the
+    model's own command, run by Codex in its sandbox, answers the line the digest left out."""
+    steps = [
+        {"tool_calls": [{"name": "exec_command", "arguments": {"cmd": "python3 gen_log.py"}}]},
+        {
+            "tool_calls": [
+                {"name": "exec_command", "arguments": {"cmd": "{fill} 'request 200 served'"}}
+            ],
+            "fill": r"shell command `([^`]+) PATTERN`",
+        },
+        {"text": "done"},
+    ]
+    with ScriptedModelServer(steps) as srv:
+        ce = CodexEnv(tmp_path, xdg, srv)
+        (ce.work / "gen_log.py").write_text(GEN_LOG)
+        ce.run("what did request 200 do?")
+        reqs = srv.main_requests
+    assert len(reqs) == 3
+    digest, answer = outputs(reqs[-1])["call_0_0"], outputs(reqs[-1])["call_1_0"]
+    assert RECALL in digest and "request 200 served" not in digest
+    ran = calls(reqs[-1])["call_1_0"]
+    assert json.loads(ran["arguments"])["cmd"].startswith(RECALL.strip("`"))
+    assert "Process exited with code 0" in answer, answer
+    assert "INFO request 200 served in 6ms" in answer and "[1 of " in answer
+    assert " digested by ctxwrap" not in answer  # what the model asked for, whole
+
+
 def test_codex_additional_tools_exec_shape(tmp_path: Path, xdg: Xdg) -> None:
     """Newer model entries get no top-level tools, only an `additional_tools` item with a JS
     `exec` tool; its outputs are content lists holding the nested call's JSON result."""
@@ -397,7 +432,7 @@ def test_idle_gap_masks_the_earlier_task_on_resume(tmp_path: Path, xdg: Xdg) -> 
         assert "old-marker" in json.dumps(inputs(srv.main_requests[n_one - 1]))
         tomb = outputs(two[0])[old_id]
         assert tomb.startswith("Chunk ID: ") and "read cat old.py" in tomb
-        assert "earlier task" in tomb and "`ctxwrap recall r" in tomb
+        assert "earlier task" in tomb and RECALL in tomb
         log_tomb = outputs(two[0])[log_id]
         assert "earlier task" in log_tomb and "gen_log.py" in log_tomb
         for req in two:
@@ -442,7 +477,7 @@ def test_a_shell_read_read_again_is_masked_as_superseded(tmp_path: Path, xdg: Xd
         tomb = outputs(reqs[4])[first]
         assert "app-marker" not in tomb and tomb.startswith("Chunk ID: ")
         assert "read sed -n '1,200p' app.py" in tomb  # the command: which lines it printed
-        assert "the file was read again or changed after it" in tomb and "`ctxwrap recall r" in tomb
+        assert "the file was read again or changed after it" in tomb and RECALL in tomb
         assert "return 100  # patched" in outputs(reqs[4])[again]  # the latest read stays whole
         assert_prefix_chain(reqs[4:])
 
@@ -866,4 +901,4 @@ def test_a_short_command_output_is_kept_for_recall_and_masked_once_old(
         tomb = outputs(srv.main_requests[-1])["call_0_0"]
         assert "module_059  ok" not in tomb
         assert tomb.startswith("Chunk ID: ") and "python3 gen.py" in tomb
-        assert "seen several requests ago" in tomb and "`ctxwrap recall r" in tomb
+        assert "seen several requests ago" in tomb and RECALL in tomb

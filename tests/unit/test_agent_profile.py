@@ -100,7 +100,7 @@ def test_a_declared_profile_is_what_the_session_start_carries() -> None:
 
 def test_recall_wording_follows_the_trait_not_the_name() -> None:
     assert recall_call(P.AgentProfile(recall_tool=True), "r1").startswith("ctx_recall(")
-    assert "`ctxwrap recall r1 PATTERN`" in recall_call(P.profile_of("codex"), "r1")
+    assert "`ctxwrap recall r1 PATTERN`" in recall_call(P.AgentProfile(), "r1")
 
 
 def test_a_session_start_says_how_its_model_recalls(tmp_path: Path) -> None:
@@ -121,3 +121,28 @@ def test_a_session_start_says_how_its_model_recalls(tmp_path: Path) -> None:
         rt = d.sessions[sid]
         assert wording in recall_call(rt.profile, "r1"), sid
         assert rt.profile.tail_waits_for_tags  # pi's other traits stay
+
+
+def test_codexs_model_is_told_this_install_by_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codex runs commands in a snapshot of the login shell, which may not find `ctxwrap` by
+    name: its notes name this install's script by path (quoted), the other agents' by name."""
+    from ctxwrap.paths import ctxwrap_program
+
+    assert "`ctxwrap recall r1 PATTERN`" in recall_call(P.profile_of("claude"), "r1")
+    assert "`ctxwrap recall r1 PATTERN`" in recall_call(P.profile_of("pi"), "r1")
+    assert f"`{ctxwrap_program()} recall r1 PATTERN`" in recall_call(P.profile_of("codex"), "r1")
+    bin_dir = tmp_path / "a b" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "ctxwrap").write_text("#!/bin/sh\n")
+    monkeypatch.setattr("sys.executable", str(bin_dir / "python3"))
+    said = recall_call(P.profile_of("codex"), "r1")
+    assert f"`'{bin_dir}/ctxwrap' recall r1 PATTERN`" in said
+    # an interpreter with no script beside it (pip --user): the one on PATH, absolute
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python3"))
+    (bin_dir / "ctxwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert ctxwrap_program() == f"'{bin_dir}/ctxwrap'"
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))  # none anywhere: by name
+    assert "`ctxwrap recall r1 PATTERN`" in recall_call(P.profile_of("codex"), "r1")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ctxwrap.mechanisms.digest import DIGEST_MAX_SHARE, clearly_smaller, digest_header
+from ctxwrap.paths import ctxwrap_program
 from ctxwrap.protocol import AgentProfile, profile_of
 from ctxwrap.state.session import recall_call
 
@@ -42,7 +43,9 @@ def test_first_line_says_what_happened_and_how_a_person_sees_it_all() -> None:
 
 @pytest.mark.parametrize("agent", ["pi", "claude", "codex"])
 def test_a_model_with_a_shell_is_pointed_at_the_recall_command(agent: str) -> None:
-    assert "`ctxwrap recall r50db904d PATTERN`" in header(profile=profile_of(agent))[1]
+    # Codex's shell may not find `ctxwrap` by name: this install by its path
+    program = ctxwrap_program() if agent == "codex" else "ctxwrap"
+    assert f"`{program} recall r50db904d PATTERN`" in header(profile=profile_of(agent))[1]
 
 
 def test_a_long_or_multi_line_command_is_cut_in_the_first_line_and_given_whole_below() -> None:
