@@ -580,8 +580,9 @@ def plain_source(r: SessionReplay, costs: CallCosts) -> dict[str, Any]:
     `bill_*`: the input side (fresh input, cache reads, 5-minute and 1-hour writes) of every
     request the transcript records usage for, priced with ctxwrap's own price table.
     `plain_*`: replay's plain over all its calls, the compactions' summarisation requests
-    apart (no transcript records them). `fit` = plain / bill: 1.0 where every call is
-    recorded; above where some had to be estimated."""
+    apart (no transcript records them). A recorded request's plain is its bill, so `fit` =
+    plain / bill is 1.0 where every call is recorded and above by what had to be estimated
+    (`estimated_weighted`: the calls the transcript did not count)."""
     recorded = r.recorded_calls
     n = len(r.calls)
     summarised = costs.summarisation.get("plain", 0.0)
@@ -606,6 +607,7 @@ def plain_source(r: SessionReplay, costs: CallCosts) -> dict[str, Any]:
             None if any(u is None for u in plain_usd) else round(sum(plain_usd), 6)
         ),
         "summarisation_weighted": {k: round(v, 1) for k, v in costs.summarisation.items()},
+        "estimated_weighted": round(max(0.0, plain_w - bill_w), 1),
         "fit": fit,
         "fit_ok": fit is not None and abs(fit - 1.0) <= FIT_TOLERANCE,
     }

@@ -420,14 +420,21 @@ def render_text(
         out = [wrap(line, width) for line in out]
         out.append("")
         out += _session_table(counted, width=width, color=color, total=len(counted) > 1)
-        off = [r for r in counted if not (r.doc.get("plain_source") or {}).get("fit_ok")]
+        off = [
+            r
+            for r in counted
+            if (src := r.doc.get("plain_source") or {}).get("fit") is not None
+            and not src.get("fit_ok")
+        ]
         out.append(
             wrap(
                 "plain ÷ bill: replay's plain against the input the transcript's recorded usage"
-                " bills (1.00: every call recorded; est.: none recorded, plain estimated)"
+                " bills (1.00: every call recorded, each priced as billed; above: calls the"
+                " transcript did not count, estimated, 1.13 adding 13 %; est.: none recorded,"
+                " plain estimated)"
                 + (
-                    f"; {plural(len(off), 'session')} more than"
-                    f" {round(100 * FIT_TOLERANCE)} % off (!): trust its saving less"
+                    f"; {plural(len(off), 'session')} with more than"
+                    f" {round(100 * FIT_TOLERANCE)} % estimated (!): trust its saving less"
                     if off
                     else ""
                 ),

@@ -10,6 +10,9 @@ Skipped without the corpus (`../shared/realdata` beside the clone)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,6 +142,8 @@ def test_replay_prices_plain_as_every_real_session_was_billed(agent: str) -> Non
         assert sum(s["recorded_calls"] for s in src) == responses, path.name
         plain = sum(s["plain_weighted"] for s in src)
         unrecorded = sum(s["calls"] - s["recorded_calls"] for s in src)
+        estimated = sum(s["estimated_weighted"] for s in src)
+        assert estimated == pytest.approx(plain - recorded, abs=1.0), path.name
         if unrecorded == 0:
             assert plain == pytest.approx(bill, rel=TOLERANCE), path.name
             assert all(s["fit_ok"] for s in src), path.name
@@ -339,3 +344,24 @@ def test_an_uncounted_request_grows_from_the_last_count_and_reads_its_cache(
     # (~41k weighted): about a tenth more, where the uncached estimate made it half again
     assert 1.0 < g["plain_source"]["fit"] < 1.15
     assert last["cost_plain"]["weighted_tokens"] < previous["cost_plain"]["weighted_tokens"]
+    # what was estimated is that request, said apart from the bill
+    src = g["plain_source"]
+    assert src["estimated_weighted"] == pytest.approx(last["cost_plain"]["weighted_tokens"], 0.01)
+    assert src["plain_weighted"] == pytest.approx(src["bill_weighted"] + src["estimated_weighted"])
+
+
+def test_the_text_says_a_fit_above_one_is_what_was_estimated(tmp_path: Path) -> None:
+    """`1.13!` read as replay mispricing the bill; it is the share replay had to estimate."""
+    f = _rollout_cut_before_its_last_count(tmp_path / "rollout-cut.jsonl")
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxwrap", "replay", str(f)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert out.returncode == 0, out.stderr
+    legend = out.stdout[out.stdout.index("plain ÷ bill:") :]
+    assert "calls the transcript did not count, estimated" in legend
+    assert "1 session with more than 10 % estimated (!)" in legend  # its fit is over 1.10
+    assert "% off" not in legend
