@@ -17,30 +17,17 @@ import re
 import shlex
 from typing import Any
 
-from ctxwrap.engine.shellread import CACHED_COMMAND_CHARS, NEUTRAL, command_words, read_kind
+from ctxwrap.engine.shellread import (
+    CACHED_COMMAND_CHARS,
+    FILTERS,
+    NEUTRAL,
+    command_words,
+    read_kind,
+)
 
 READ = frozenset({"cat", "nl", "bat", "batcat", "less", "more", "head", "tail", "sed"})
 SEARCH = frozenset({"rg", "grep", "egrep", "fgrep", "ag", "ack"})
 LIST = frozenset({"ls", "tree", "find", "fd", "fdfind"})
-# Programs a read may be piped through without changing what it is.
-FILTERS = frozenset(
-    {
-        "head",
-        "tail",
-        "sed",
-        "wc",
-        "sort",
-        "uniq",
-        "cut",
-        "nl",
-        "tr",
-        "rg",
-        "grep",
-        "cat",
-        "column",
-        "jq",
-    }
-)
 # PowerShell cmdlets and aliases → the program replay reads them as
 _POWERSHELL = {
     "get-content": "cat",

@@ -92,7 +92,12 @@ def shell_words(command: str) -> list[str] | None:
         return None
 
 
-_FILTERS = frozenset({"wc", "sort", "uniq", "cut", "head", "tail", "grep", "rg", "nl", "tr", "jq"})
+# Programs a read may be piped through without changing what it is: they only select, count
+# or lay out what they are given (`sed` only with -n and without -i: checked where it is used).
+# The one list: shellcmd.classify takes its filters from here.
+FILTERS = frozenset(
+    {"wc", "sort", "uniq", "cut", "head", "tail", "grep", "rg", "nl", "tr", "jq", "cat", "column", "sed"}
+)  # fmt: skip
 
 # curl's options that write a file (a short option may sit in a group: `-sSLo out`)
 _CURL_WRITES = frozenset(
@@ -255,7 +260,7 @@ def _stage_kind(words: list[str], *, first: bool) -> str | None:
         return CTXWRAP_READS.get(words[1]) if len(words) > 1 else None
     if first:
         return READ_COMMANDS.get(prog) or READ_COMMANDS.get(prog.lower())
-    return "filter" if prog in _FILTERS or prog == "sed" else None
+    return "filter" if prog in FILTERS else None
 
 
 # Asked of every shell call of a conversation at each request (the proxies describe the whole

@@ -44,6 +44,13 @@ from ctxwrap.engine.masking import call_paths
         ("rg --files src | rg test", "grep"),
         ("cat f | sh", None),
         ("cat f | tee g", None),
+        # what only lays out or passes on what it is given keeps a read a read (one list of
+        # filters, shellread.FILTERS, for both shell readers)
+        ("ls -la | column -t", "find"),
+        ("cat f.json | jq . | cat -n", "read"),
+        ("rg -n x src | sed -n '1,40p'", "grep"),
+        ("cat f | sed 's/a/b/'", None),  # sed without -n prints an edited copy: left alone
+        ("cat f | sed -n -i 1p", None),
         ("ls && rm -rf x", None),
         # a list each part of which reads is a read: Codex printed two files, or a range and
         # a search, in one call, and the digest hid the lines its next patch changed
