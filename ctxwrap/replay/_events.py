@@ -33,7 +33,9 @@ class Message:
     calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     tool_name: str | None = None
-    text: str = ""  # tool results only (the digester and the tagger bound need it)
+    # tool results (the digester and the tagger bound need it), a user's prompt (its first
+    # 2,000 chars), the assistant's own text (needed again: what it quotes)
+    text: str = ""
     is_error: bool = False
     # assistant only: one provider request produced it
     request_key: str | None = None

@@ -398,6 +398,7 @@ def pi_event(entry: dict[str, Any], stats: ReadStats, seen_system: bool) -> Even
                 calls=calls,
                 request_key=eid,
                 model=str(msg["model"]) if msg.get("model") else None,
+                text=content_text(content),
             )
             out.thinking, out.calls_before_thinking = _thinking_order(content, "toolCall")
             out.thinking_chars = _thinking_chars(content)
@@ -688,6 +689,7 @@ class ClaudeReader:
             calls=calls,
             request_key=str(msg.get("id") or entry.get("requestId") or eid),
             model=str(msg["model"]) if msg.get("model") else None,
+            text=content_text(content),
         )
         out.thinking, out.calls_before_thinking = _thinking_order(content, "tool_use")
         out.thinking_chars = _thinking_chars(content)

@@ -149,6 +149,7 @@ class _Response:
         self.ts = ts
         self.model = model
         self.chars = 0
+        self.text = ""
         self.calls: list[ToolCall] = []
         self.usage: dict[str, Any] | None = None
 
@@ -162,6 +163,7 @@ class _Response:
             calls=self.calls,
             request_key=self.key,
             model=self.model,
+            text=self.text,
         )
         u = self.usage
         if u is not None:
@@ -313,6 +315,7 @@ class CodexReader:
                 yield from self._open(ts)
                 assert self.resp is not None
                 self.resp.chars += len(text)
+                self.resp.text += text
                 return
             eid = f"codex-{self.n}"
             if role == "user" and not text.lstrip().startswith(_CONTEXT_PREFIXES):

@@ -22,7 +22,8 @@ Mechanisms, as replay models them (no model call):
 
 "Needed again" (DESIGN.md invariant 8): every digest, strip and mask keeps the lines it hid;
 a later Edit old_string / Write body / apply_patch line that, at that moment, exists only in
-hidden lines marks the intervention that showed it `copied` (`_copied_from`), a later read of
+hidden lines marks the intervention that showed it `copied` (`_copied_from`; so does the
+model's own text quoting 40 chars or more of one hidden result: `_quoted`), a later read of
 the same file that returns the hidden lines, most of them in no message still in view,
 `reread`, a ctx_recall or `ctxwrap recall` `recalled` (a lower bound: the agent's reasoning is
 not seen).
@@ -542,6 +543,8 @@ def _strings(value: Any, keys: frozenset[str] | None = None, key: str = "") -> I
 
 # distinct hidden lines a write's body must repeat to count as copied from them
 WRITE_COPY_MIN_LINES = 2
+# chars of one hidden result's lines the model's own text must repeat to count as copied
+PROSE_COPY_MIN_CHARS = 40
 
 
 def _patch_old_lines(text: str) -> list[str]:
@@ -823,6 +826,23 @@ class SessionSimulator:
                         self.r.interventions[idx].handle
                     ) in str(c.args):
                         self._mark(idx, "recalled", at)
+
+    def _quoted(self, text: str, at: int) -> None:
+        """Mark what the model's own text quotes of what ctxwrap hid: lines of one hidden result,
+        in no visible message, of at least PROSE_COPY_MIN_CHARS together (one line such as
+        `return false;` is the idiom of any file, not evidence). An answer written from a
+        masked read or a digest's dropped lines needed them as much as an edit does."""
+        quoted: dict[int, set[str]] = {}
+        for line in _lines(text):
+            if self.vis.get(line, 0) > 0:
+                continue
+            ids = self.hidden_by_line.get(line, ())
+            if len(ids) == 1:  # a line several results hold is no one result's
+                for idx in ids:
+                    quoted.setdefault(idx, set()).add(line)
+        for idx, lines in quoted.items():
+            if sum(len(line) for line in lines) >= PROSE_COPY_MIN_CHARS:
+                self._mark(idx, "copied", at)
 
     def _asks_for_hidden(self, hidden: list[str], new: list[str]) -> bool:
         """Whether a re-read asked for what ctxwrap hid: it returned the hidden result
@@ -1212,6 +1232,7 @@ class SessionSimulator:
 
     def _assistant_item(self, m: Message) -> _Item:
         self._needed(m.calls, len(self.r.calls) - 1)
+        self._quoted(m.text, len(self.r.calls) - 1)
         saved: dict[str, int] = {}
         label = ""
         visible: list[str] = []
@@ -1258,6 +1279,7 @@ class SessionSimulator:
             label = f"write {path}"
             strips.append(len(self.r.interventions) - 1)
             self._hide(strips[-1], _lines(content), path)
+        visible += _lines(m.text)  # what the model wrote itself stays in its view
         item = _Item(
             m.entry_id,
             "assistant",

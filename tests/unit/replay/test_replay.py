@@ -495,6 +495,39 @@ def test_a_masked_read_quoted_by_a_later_edit_is_needed_again(
     assert (figures["share_pct"] == 100.0) is bool(needed)
 
 
+TWO_LINES = "def function_number_7(): pass\ndef function_number_8(): pass"
+
+
+@pytest.mark.parametrize(
+    ("answer", "earlier", "needed"),
+    [
+        (f"It is defined so:\n```\n{TWO_LINES}\n```", "", "copied"),
+        ("Only `def function_number_7(): pass` matters.\ndef function_number_7(): pass", "", None),
+        # what the model wrote itself, still in view, is not taken from the masked read
+        (f"As before:\n{TWO_LINES}", f"I see:\n{TWO_LINES}", None),
+        ("Nothing of it.", "", None),
+    ],
+)
+def test_a_masked_read_the_answer_quotes_is_needed_again(
+    answer: str, earlier: str, needed: str | None
+) -> None:
+    """The model's own text counts as a copy, as an edit does: an answer written from a masked
+    read needed it (research sessions quote what they read and edit nothing). One short line
+    is any file's idiom; the model's earlier words in view are its own."""
+    from ctxwrap.replay._events import Message
+    from ctxwrap.replay._sim import SessionSimulator
+
+    ev = _needed_session("def something_else(): pass")
+    [first] = [i for i, m in enumerate(ev) if getattr(m, "entry_id", "") == "a1"]
+    ev[first].text = earlier
+    [last] = [i for i, m in enumerate(ev) if getattr(m, "entry_id", "") == "a9"]
+    ev[last] = Message("a9", None, "assistant", ev[last].ts, 80, [], request_key="q9", text=answer)
+    sim = SessionSimulator("s", Thresholds(mask_read_idle_rounds=2, mask_warm=False))
+    sim.feed(ev)
+    [mask] = [i for i in sim.finish().interventions if i.kind == "mask"]
+    assert mask.needed_again == needed
+
+
 @pytest.mark.parametrize(("reference_reads", "masked"), [(5, 0), (6, 5), (0, 5)])
 def test_replay_keeps_a_reference_file_as_the_daemon_does(
     reference_reads: int, masked: int
