@@ -229,6 +229,11 @@ def check_recall(cwd: Path | None = None) -> Check:
             "a Claude Code settings file here is unreadable: cannot tell whether the model may "
             "run `ctxwrap recall`",
         )
+    if why == "dontAsk":  # the mode refuses what no rule allows, without asking
+        summary = (
+            "mode dontAsk refuses `ctxwrap recall`: the model cannot get back what ctxwrap hid"
+        )
+        return Check("claude recall", "warn", summary, fix)
     return Check(
         "claude recall",
         "warn",

@@ -108,5 +108,9 @@ def test_doctor_reads_the_settings_claude_code_reads(
     denied = allow(deny=["Bash(ctxwrap recall:*)"])
     (tmp_path / "home" / ".claude" / "settings.json").write_text(json.dumps(denied))
     assert check_recall(sub).level == "warn" and "denies" in check_recall(sub).summary
+    dont_ask = {"permissions": {"defaultMode": "dontAsk"}}
+    (tmp_path / "home" / ".claude" / "settings.json").write_text(json.dumps(dont_ask))
+    (project / ".claude" / "settings.local.json").write_text("{}")
+    assert "mode dontAsk refuses" in check_recall(sub).summary
     (tmp_path / "home" / ".claude" / "settings.json").write_text("{not json")
     assert "unreadable" in check_recall(sub).summary
