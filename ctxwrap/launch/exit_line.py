@@ -12,7 +12,9 @@ whole (a triple click) and never wraps inside the session id at 60 columns.
 Under Claude Code and Codex, which no proxy can ask to compact, the figures also say when plain
 would have compacted by now (the status line's hint, `statusline.compaction_hint`). A session
 that cost more than plain says why, after its cost (`why: carried up to 40,000 tokens past
-plain's compaction`; `stats.compute.cost_cause`).
+plain's compaction`; `stats.compute.cost_cause`). An adapter may add a note of its own on a
+line of its own (`ProxySession.exit_notes`: under Claude Code, the model's `ctxwrap recall`s it
+refused, and the rule that allows them).
 
 The agents end with their own resume hint (`claude --resume …`, `pi --session …`, `codex resume
 …`), which resumes *without* ctxwrap; these lines say how to resume through it — only when the
@@ -34,7 +36,7 @@ import re
 import shlex
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from ctxwrap.launch.quiet import QUIET_FLAG as QUIET_FLAG
@@ -179,22 +181,32 @@ def render(
     savings: Savings | None,
     *,
     columns: int = 80,
+    notes: Sequence[str] = (),
 ) -> str:
-    """The lines (joined by newlines), or "" when there is nothing to say."""
+    """The lines (joined by newlines), or "" when there is nothing to say. `notes` (the
+    adapter's: a refused recall) each start a line of their own, before the resume command."""
     lines = _wrap(_figures(agent, session_id, savings), columns)
+    for note in notes:
+        lines += _wrap([note], columns)
     if resume:
         lines += [RESUME_LABEL, shlex.join(["ctxwrap", agent, *resume])]
     return "\n".join(lines)
 
 
 def print_exit_line(
-    agent: str, session_id: str | None, resume: list[str] | None, *, timeout_s: float = TIMEOUT_S
+    agent: str,
+    session_id: str | None,
+    resume: list[str] | None,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    notes: Sequence[str] = (),
 ) -> None:
     """The lines on stderr for the session that just ended; never raises."""
     try:
         if not session_id or not enabled():
             return
-        text = render(agent, session_id, resume, _bounded(session_id, timeout_s), columns=width())
+        savings = _bounded(session_id, timeout_s)
+        text = render(agent, session_id, resume, savings, columns=width(), notes=notes)
         if text:
             sys.stderr.write(text + "\n")
             sys.stderr.flush()
@@ -214,5 +226,9 @@ def print_for_proxy(
         ids = list(proxy.sessions)
     except Exception:
         return
-    if ids:
-        print_exit_line(agent, ids[-1], resume(ids[-1]))
+    if not ids:
+        return
+    notes: list[str] = []
+    with contextlib.suppress(Exception):  # a note never costs the line
+        notes = list(proxy.sessions[ids[-1]].exit_notes())
+    print_exit_line(agent, ids[-1], resume(ids[-1]), notes=notes)

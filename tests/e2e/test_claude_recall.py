@@ -3,7 +3,8 @@
 A digest names `ctxwrap recall HANDLE PATTERN`, which the model runs in Bash. Here the user's
 settings allow only the commands of the task, as people run `claude -p` in scripts: with the
 rule `ctxwrap doctor` recommends the recall runs and answers the line the digest left out;
-without it Claude Code refuses it, and `ctxwrap doctor` said so beforehand.
+without it (or with a rule that denies it) Claude Code refuses it, `ctxwrap doctor` said so
+beforehand, and the exit line says so after.
 """
 
 from __future__ import annotations
@@ -56,15 +57,18 @@ def text(block: dict[str, Any]) -> str:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("allowed", [True, False], ids=["recall-allowed", "task-rules-only"])
+@pytest.mark.parametrize("rules", ["recall-allowed", "task-rules-only", "recall-denied"])
 def test_the_model_recalls_what_a_digest_left_out_when_the_rules_allow_it(
-    tmp_path: Path, xdg: Xdg, allowed: bool
+    tmp_path: Path, xdg: Xdg, rules: str
 ) -> None:
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     (home / ".claude").mkdir(parents=True)
-    rules = ["Bash(seq:*)", *([RECALL_RULE] if allowed else [])]
-    settings = {"permissions": {"allow": rules}}
+    allowed = rules == "recall-allowed"
+    permissions: dict[str, Any] = {"allow": ["Bash(seq:*)", *([RECALL_RULE] if allowed else [])]}
+    if rules == "recall-denied":  # everything allowed but the recall
+        permissions = {"allow": ["Bash"], "deny": ["Bash(ctxwrap recall:*)"]}
+    settings = {"permissions": permissions}
     (home / ".claude" / "settings.json").write_text(json.dumps(settings))
     with ScriptedModelServer(STEPS) as srv:
         env = claude_env(xdg.env(), home=home, base_url=srv.root_url)
@@ -93,13 +97,20 @@ def test_the_model_recalls_what_a_digest_left_out_when_the_rules_allow_it(
     ]
     assert use == f"ctxwrap recall {handle} '^4242$'"
     denials = [d["tool_input"]["command"] for d in json.loads(run.stdout)["permission_denials"]]
+    refused_note = "Claude Code refused the model's `ctxwrap recall` once"
     if allowed:
         assert said["level"] == "ok" and RECALL_RULE in said["summary"]
         assert recall.get("is_error") is False and denials == []
+        assert "refused" not in run.stderr
         answer = text(recall)
         assert answer.splitlines() == ["4242: 4242", "[1 of 6,000 lines matched]"]  # line: text
         assert "digested by ctxwrap" not in answer  # a recall's answer is never digested
     else:
         assert said["level"] == "warn" and RECALL_RULE in said["fix"]
+        assert ("denies" in said["summary"]) is (rules == "recall-denied")
         assert recall.get("is_error") is True and denials == [use]
-        assert "4242" not in text(recall)
+        assert "4242:" not in text(recall)  # no line came back (the denial names the command)
+        # the exit line says so, and how to allow it, before the resume command
+        exit_lines = " ".join(run.stderr.split())
+        assert refused_note in exit_lines and f'"{RECALL_RULE}"' in exit_lines
+        assert run.stderr.rstrip().splitlines()[-1].startswith("ctxwrap claude --resume ")

@@ -278,6 +278,10 @@ class ProxySession:
         self.ensure_registered()
         return True
 
+    def exit_notes(self) -> list[str]:
+        """What the agent's exit line adds for this session (the adapter's own; none here)."""
+        return []
+
     def _take_tail(self, d: Decision) -> None:
         """Under the lock, as the tail is described: what is already decided for it."""
 

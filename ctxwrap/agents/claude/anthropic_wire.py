@@ -331,6 +331,15 @@ def result_texts(messages: Sequence[Any], ids: Collection[str]) -> dict[str, str
     return out
 
 
+def tool_inputs(messages: Sequence[Any], ids: Collection[str]) -> dict[str, Any]:
+    """The input of each tool_use of `ids`."""
+    return {
+        b["id"]: b.get("input")
+        for b in _blocks(messages)
+        if b.get("type") == "tool_use" and isinstance(b.get("id"), str) and b["id"] in ids
+    }
+
+
 def all_tool_ids(messages: Iterable[Any]) -> set[str]:
     ids: set[str] = set()
     for b in _blocks(messages):

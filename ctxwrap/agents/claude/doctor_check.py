@@ -26,6 +26,7 @@ from ctxwrap.agents.claude.launcher import (
     settings_layers,
     talks_to_anthropic,
 )
+from ctxwrap.agents.claude.session import RECALL_RULE
 from ctxwrap.check import Check, installed
 
 
@@ -148,7 +149,6 @@ def _check_hook() -> Check:
 # wording): two handles, with and without a pattern, so a rule counts only if it takes every
 # recall.
 _RECALLS = ("ctxwrap recall r1a2b3c4d", "ctxwrap recall r9e8f7a6b 'some pattern'")
-RECALL_RULE = "Bash(ctxwrap recall:*)"
 
 Verdict = Literal["allowed", "mode", "asks", "denied", "unreadable", "unset"]
 

@@ -28,6 +28,7 @@ from ctxwrap.agents.claude import anthropic_wire as wire
 from ctxwrap.agents.claude import auto_compact
 from ctxwrap.engine import thinking as th
 from ctxwrap.engine.edits import Edit, MaskEdit, StripWriteEdit, TombstoneEdit, u16len
+from ctxwrap.engine.shellread import shell_words
 from ctxwrap.engine.thinking import checks_thinking_prefix
 from ctxwrap.mechanisms import keeps_result_of
 from ctxwrap.mechanisms.thinking import ClearingState, OldThinking, plan
@@ -42,6 +43,10 @@ RESULT_EDITS = ("tombstone", "mask", "remove")
 # Tokens per character of a Claude Code request (its JSON) until a response says: the corpus's
 # requests count 0.25-0.35; the session's own figure replaces it at the first usage.
 TOKENS_PER_CHAR = 0.3
+# The rule that lets the model run `ctxwrap recall` without asking (`ctxwrap doctor` checks for
+# one), and what Claude Code 2.1 answers a command no rule allows under `claude -p`
+RECALL_RULE = "Bash(ctxwrap recall:*)"
+_REFUSED = "This command requires approval"
 _RECALL_HINT_RE = re.compile(r'ctx_recall\(handle="([A-Za-z0-9_-]+)", pattern=\.\.\.\)')
 
 
@@ -82,6 +87,7 @@ class ClaudeSession(ProxySession):
         self.pending_tags: dict[str, threading.Event] = {}
         self.rounds: dict[str, TagRound] = {}  # read-like tool_use id → its unsent round
         self.betas = ""  # the last main request's anthropic-beta header
+        self.refused_recalls = 0  # the model's `ctxwrap recall`s Claude Code refused
         self.noted_model: tuple[str, int] | None = None  # (model, window) the daemon has
         # plain Claude Code's auto-compact threshold for that model (None: reactive or off)
         self.compact_threshold: int | None = None
@@ -266,6 +272,38 @@ class ClaudeSession(ProxySession):
         for r in d.extra[0]:
             self._send_round(r)
         self._keep_results(d)
+        self._count_refused_recalls(d)
+
+    def _count_refused_recalls(self, d: Decision) -> None:
+        """The model's `ctxwrap recall` that Claude Code refused (no rule allows it, and
+        `claude -p` does not ask; or a deny rule): counted for the exit line, which says how to
+        allow it. ctxwrap never adds the rule itself (what the model may run is the user's)."""
+        failed = {
+            m.toolCallId
+            for m in d.tail.messages
+            if m.role == "toolResult" and m.isError and m.toolName == "bash" and m.toolCallId
+        }
+        if not failed:
+            return
+        inputs = wire.tool_inputs(d.items, failed)
+        for cid, text in wire.result_texts(d.items, failed).items():
+            refused = text.startswith(_REFUSED) or (
+                text.startswith("Permission to use Bash") and "has been denied" in text
+            )
+            command = (inputs.get(cid) or {}).get("command") if refused else None
+            words = shell_words(command) if isinstance(command, str) else None
+            if words and len(words) > 1 and words[0].rsplit("/", 1)[-1] == "ctxwrap":
+                self.refused_recalls += words[1] == "recall"
+
+    def exit_notes(self) -> list[str]:
+        if not self.refused_recalls:
+            return []
+        times = "once" if self.refused_recalls == 1 else f"{self.refused_recalls} times"
+        return [
+            f"Claude Code refused the model's `ctxwrap recall` {times}: to let it get back what "
+            f'ctxwrap hid, add "{RECALL_RULE}" to permissions.allow in ~/.claude/settings.json '
+            "(ctxwrap doctor)"
+        ]
 
     def _keep_results(self, d: Decision) -> None:
         """The tail's results of tools no other mechanism takes (an Edit's snippet, a Task's

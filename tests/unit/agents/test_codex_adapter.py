@@ -485,7 +485,7 @@ class _Proxy:
 def test_exit_line_names_the_last_thread_unless_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     printed: list[tuple[str, str | None, list[str] | None]] = []
 
-    def fake(agent: str, sid: str | None, resume: list[str] | None) -> None:
+    def fake(agent: str, sid: str | None, resume: list[str] | None, **_: Any) -> None:
         printed.append((agent, sid, resume))
 
     monkeypatch.setattr("ctxwrap.launch.exit_line.print_exit_line", fake)

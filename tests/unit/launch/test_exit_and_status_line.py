@@ -83,6 +83,25 @@ def test_exit_line_fits_the_terminal(columns: int) -> None:
         assert sum(SID[:8] in line for line in lines) == 2  # details and resume, both whole
 
 
+@pytest.mark.parametrize("columns", [60, 200])
+def test_an_adapters_note_is_a_line_of_its_own_before_the_resume_command(columns: int) -> None:
+    note = (
+        "Claude Code refused the model's `ctxwrap recall` twice: to let it get back what ctxwrap "
+        'hid, add "Bash(ctxwrap recall:*)" to permissions.allow in ~/.claude/settings.json'
+    )
+    lines = render(
+        "claude", SID, ["--resume", SID], Savings(6, 23.4, 41200), columns=columns, notes=[note]
+    ).splitlines()
+    assert lines[0].startswith("ctxwrap: cost −23%") and "refused" not in lines[0]
+    assert lines[-2:] == ["ctxwrap: resume through ctxwrap with:", f"ctxwrap claude --resume {SID}"]
+    # after the figures (however they wrapped), on lines of its own
+    starts = [i for i, line in enumerate(lines) if line.startswith("ctxwrap: Claude Code refused")]
+    assert len(starts) == 1 and "details: ctxwrap stats" in lines[starts[0] - 1]
+    said = lines[starts[0] : -2]
+    assert all(line.startswith("ctxwrap: ") and len(line) <= columns for line in said)
+    assert " ".join(line.removeprefix("ctxwrap: ") for line in said) == note
+
+
 def test_exit_line_says_when_plain_would_have_compacted() -> None:
     """A `-p` run or a Codex user sees no status line: the exit line carries the hint, for the
     agents no proxy can ask to compact (pi's bridge asks pi itself)."""
