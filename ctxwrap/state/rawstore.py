@@ -96,6 +96,13 @@ def line_blocks_of_file(path: Path, limit_bytes: int, block_bytes: int = _CHUNK)
         yield pending.decode("utf-8", errors="replace")
 
 
+def text_lines(text: str) -> list[str]:
+    """A text's lines as a file's are read (`line_blocks_of_file`): a final newline ends the
+    last line, it starts no empty one (a 3,000-line output is stored as 3,000 lines, and a
+    recall says "of 3,000")."""
+    return (text[:-1] if text.endswith("\n") else text).split("\n")
+
+
 class RawStore:
     def __init__(self, root: Path, store: Store, *, max_bytes: int, retention_days: int) -> None:
         self.root = root
@@ -215,13 +222,13 @@ class RawStore:
         return self.put_lines(line_blocks_of_file(src, self.max_bytes + _CHUNK), **meta)  # type: ignore[arg-type]
 
     def put_text(self, text: str, **meta: str | None) -> StoredOutput:
-        return self.put_lines(text.split("\n"), **meta)  # type: ignore[arg-type]
+        return self.put_lines(text_lines(text), **meta)  # type: ignore[arg-type]
 
     def try_put_file(self, src: Path, **meta: str | None) -> StoredOutput | None:
         return self.try_put_lines(line_blocks_of_file(src, self.max_bytes + _CHUNK), **meta)  # type: ignore[arg-type]
 
     def try_put_text(self, text: str, **meta: str | None) -> StoredOutput | None:
-        return self.try_put_lines(text.split("\n"), **meta)  # type: ignore[arg-type]
+        return self.try_put_lines(text_lines(text), **meta)  # type: ignore[arg-type]
 
     def enforce_limits(self) -> None:
         rows = self.store.query(

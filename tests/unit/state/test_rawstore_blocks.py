@@ -62,6 +62,28 @@ def test_spill_digest_and_store_match_the_whole_output(name: str, tmp_path: Path
     assert digester.finish() == by_line.finish()
 
 
+@pytest.mark.parametrize("name", sorted(set(CASES) - {"huge_line", "invalid_utf8"}))
+def test_an_output_given_as_text_is_stored_as_the_same_output_in_a_file(
+    name: str, tmp_path: Path
+) -> None:
+    """The two ways an output reaches the store keep the same lines: a final newline ends the
+    last line (the text path stored one empty line more, and a recall of a 3,000-line output
+    said "of 3,001 lines")."""
+    from ctxwrap.state.rawstore import scan
+
+    store = Store(tmp_path / "state.db")
+    raw = RawStore(tmp_path / "raw", store, max_bytes=1 << 30, retention_days=7)
+    meta = {"session_id": "s", "tool_call_id": "c", "tool_name": "bash", "command": "make"}
+    stored = raw.try_put_text(CASES[name].decode("utf-8"), **meta)
+    assert stored is not None
+    lines = reference_lines(CASES[name])
+    assert stored.lines == len(lines)
+    path = Path(store.query("SELECT path FROM raw_outputs")[0]["path"])
+    assert path.read_text() == "\n".join(line.replace("\x00", "\\0") for line in lines) + "\n"
+    recall = scan(path, None, start_line=1, end_line=None, context_lines=0, max_chars=1 << 20)
+    assert recall.total_lines == max(1, len(lines))
+
+
 def test_a_large_spill_file_is_read_in_blocks(tmp_path: Path) -> None:
     """Per-line Python work made a 30,000-line spill cost ~35 ms while the agent waited
     (bench/overhead); a block is ~64 KB of whole lines."""
