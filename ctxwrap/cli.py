@@ -220,7 +220,9 @@ def hook_claude() -> None:
 def recall(handle: str, pattern: str | None, line_range: str | None, context_lines: int) -> None:
     """Lines of a summarised output matching PATTERN (a regex), bounded like ctx_recall.
 
-    Reads the raw-output store directly, like `ctxwrap show`: no daemon needed.
+    Asked of the daemon where it runs, which counts the recall (the hidden result was needed
+    again); else read from the raw-output store directly, like `ctxwrap show`: no daemon
+    needed.
     """
     from ctxwrap.state.rawstore import InvalidPattern, compile_pattern, scan
 
@@ -236,18 +238,49 @@ def recall(handle: str, pattern: str | None, line_range: str | None, context_lin
         regex = compile_pattern(pattern) if pattern else None
     except InvalidPattern as exc:
         raise click.BadParameter(str(exc), param_hint="PATTERN") from None
-    path = _raw_output_path(handle)
-    res = scan(
-        path,
-        regex,
-        start_line=start,
-        end_line=end,
-        context_lines=context_lines,
-        max_chars=_recall_max_tokens() * 4,
-    )
+    asked = {"handle": handle, "pattern": pattern, "start_line": start, "end_line": end}
+    res = _recall_from_daemon({**asked, "context_lines": context_lines})
+    if res is None:
+        res = scan(
+            _raw_output_path(handle),
+            regex,
+            start_line=start,
+            end_line=end,
+            context_lines=context_lines,
+            max_chars=_recall_max_tokens() * 4,
+        )
     click.echo(res.text)
     note = f"[{res.matched_lines:,} of {res.total_lines:,} lines matched"
     click.echo(note + (", output cut at the recall cap]" if res.truncated else "]"))
+
+
+# The daemon's answer to a recall is awaited this long at most; then the store is read here.
+RECALL_DAEMON_TIMEOUT_S = 2.0
+
+
+def _recall_from_daemon(asked: dict[str, Any]) -> Any:
+    """The daemon's `/v1/recall` answer (the same scan, and it records that the hidden result
+    was needed again), or None: no daemon, an unknown handle, a refusal, a slow answer — the
+    caller reads the store itself, as it always could."""
+    from types import SimpleNamespace
+
+    from ctxwrap.client import post_json
+
+    try:
+        status, answer = post_json("/v1/recall", asked, timeout=RECALL_DAEMON_TIMEOUT_S)
+    except Exception:  # the store is there without it
+        return None
+    if status != 200 or not isinstance(answer, dict):
+        return None
+    try:
+        return SimpleNamespace(
+            text=str(answer["text"]),
+            matched_lines=int(answer["matched_lines"]),
+            total_lines=int(answer["total_lines"]),
+            truncated=bool(answer["truncated"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _recall_max_tokens() -> int:

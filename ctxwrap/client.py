@@ -139,6 +139,42 @@ def _get_health(sock: Path, timeout: float) -> dict[str, Any]:
     return data
 
 
+def post_json(
+    path: str, payload: dict[str, Any], *, timeout: float, socket_path: Path | None = None
+) -> tuple[int, Any]:
+    """POST `payload` to the daemon over its Unix socket with the standard library (no httpx:
+    a command the model runs pays no second of imports); the status and the JSON answer.
+    The socket is checked first (`paths.check_socket`); the whole exchange is bounded by
+    `timeout`. Raises OSError, ValueError or SocketSecurityError."""
+    sock = socket_path or paths.socket_path()
+    paths.check_socket(sock)
+    body = json.dumps(payload).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: ctxwrap\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    deadline = time.monotonic() + timeout
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(str(sock))
+        s.sendall(head + body)
+        chunks = []
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer from the daemon within {timeout} s")
+            s.settimeout(left)
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    raw_head, _, raw_body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = raw_head.split(b" ", 2)
+    if len(status) < 2 or not status[1].isdigit():
+        raise ValueError(f"not an HTTP answer: {raw_head[:40]!r}")
+    return int(status[1]), json.loads(raw_body) if raw_body else None
+
+
 def probe(socket_path: Path | None = None, timeout: float = 1.0) -> ProbeResult:
     sock = socket_path or paths.socket_path()
     try:

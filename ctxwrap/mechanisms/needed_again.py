@@ -3,7 +3,8 @@
 Every intervention that hides part of a result — a digest (bash), a tombstone or pointer
 (amnesia), a write strip (writes), a history mask (masking) — is recorded where it happens
 (`digests` for digests, `edits` for the rest). This module records when the agent then
-asked for what was hidden: it recalled the stored output by its handle (`recalled`), or issued
+asked for what was hidden: it recalled the stored output by its handle (`recalled`: pi's
+ctx_recall, and `ctxwrap recall` in the agent's shell, both through `/v1/recall`), or issued
 the hidden call again (`reread`: a repeat of a hidden signature, or a read of a file whose read
 was masked or tombstoned). Copies from hidden text (an edit quoting a line only the hidden
 result held) are seen by `ctxwrap replay` only: the daemon never sees the agent's edits whole.
