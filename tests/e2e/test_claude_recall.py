@@ -114,3 +114,72 @@ def test_the_model_recalls_what_a_digest_left_out_when_the_rules_allow_it(
         exit_lines = " ".join(run.stderr.split())
         assert refused_note in exit_lines and f'"{RECALL_RULE}"' in exit_lines
         assert run.stderr.rstrip().splitlines()[-1].startswith("ctxwrap claude --resume ")
+
+
+@pytest.mark.serial
+@pytest.mark.timeout(240)
+def test_dont_ask_again_on_a_recall_allows_every_later_recall_and_doctor_sees_it(
+    tmp_path: Path, xdg: Xdg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Interactive Claude Code asks before the model's first recall; its second option writes
+    the rule `Bash(ctxwrap recall *)` to the project's local settings. The next recall, of
+    another handle, runs unasked, and `ctxwrap doctor`'s check accepts the rule Claude Code
+    wrote (README: "don't ask again" covers every later recall in that project)."""
+    import signal
+
+    import pexpect
+    from terminal import Terminal
+
+    from ctxwrap.agents.claude.doctor_check import check_recall
+    from ctxwrap.testing.claude_home import seed_claude_home
+
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    seed_claude_home(home, work)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))  # the doctor reads this home
+    first, second = "ctxwrap recall r0123abcd 'a b'", "ctxwrap recall r4567cdef x"
+    steps = [
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": first}}]},
+        {"tool_calls": [{"name": "Bash", "arguments": {"command": second}}]},
+        {"text": "RECALLS-DONE"},
+    ]
+    assert check_recall(work).level == "warn"
+    with ScriptedModelServer(steps, side_text="A title") as srv:
+        env = claude_env(xdg.env(), home=home, base_url=srv.root_url)
+        env["TERM"] = "xterm-256color"
+        child = pexpect.spawn(
+            CTXWRAP[0], [*CTXWRAP[1:], "claude"], env=env, cwd=str(work), dimensions=(40, 150),
+            timeout=60,
+        )  # fmt: skip
+        screen = Terminal(child, 40, 150)
+        try:
+            assert screen.poll(
+                lambda: (
+                    "❯" in screen.text
+                    and ("for shortcuts" in screen.text or "for agents" in screen.text)
+                ),
+                timeout=90,
+            ), f"the TUI did not come up; tail: {screen.text[-2000:]!r}"
+            screen.submit("recall what you hid", lambda: bool(srv.requests))
+            screen.wait_for("Esc to cancel")
+            text = screen.printed
+            prompt = text[text.rindex("Bash command") : text.rindex("Esc to cancel")]
+            assert "2. Yes, and don't ask again for: ctxwrap recall *" in prompt
+            screen.forget()
+            child.send("2")
+            # the second recall, another handle, runs without a prompt
+            assert screen.poll(lambda: len(srv.main_requests) == 3, timeout=60), (
+                f"the second recall was not run unasked; tail: {screen.text[-2000:]!r}"
+            )
+            assert "Do you want to proceed?" not in screen.wait_for("RECALLS-DONE")
+            child.sendcontrol("c")
+            child.sendcontrol("c")
+            child.expect(pexpect.EOF, timeout=30)
+        finally:
+            if child.isalive():
+                child.kill(signal.SIGKILL)
+            child.close(force=True)
+    rules = json.loads((work / ".claude" / "settings.local.json").read_text())
+    assert rules["permissions"]["allow"] == ["Bash(ctxwrap recall *)"]
+    said = check_recall(work)
+    assert (said.level, "Bash(ctxwrap recall *)" in said.summary) == ("ok", True)
