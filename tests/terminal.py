@@ -118,3 +118,22 @@ class Terminal:
                 return
             self.child.sendcontrol("u")
         raise AssertionError(f"{text!r} never reached the model; screen:\n{self.display}")
+
+
+def wait_for_claude_code(screen: Terminal, timeout: float = 90) -> None:
+    """Claude Code's TUI is up: its prompt, and the footer hint ("? for shortcuts", "for
+    agents" on some versions) whose place ctxwrap's status line takes."""
+    assert screen.poll(
+        lambda: (
+            "❯" in screen.text and ("for shortcuts" in screen.text or "for agents" in screen.text)
+        ),
+        timeout=timeout,
+    ), f"the TUI did not come up; tail: {screen.text[-2000:]!r}"
+
+
+def bash_permission_prompt(screen: Terminal) -> str:
+    """Claude Code's permission prompt for a Bash command, once it is on screen: its text from
+    "Bash command" to "Esc to cancel"."""
+    screen.wait_for("Esc to cancel")
+    text = screen.printed
+    return text[text.rindex("Bash command") : text.rindex("Esc to cancel")]

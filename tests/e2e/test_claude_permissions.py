@@ -24,7 +24,7 @@ from typing import Any
 import pexpect
 import pytest
 from support import CTXWRAP, Xdg
-from terminal import Terminal
+from terminal import Terminal, bash_permission_prompt, wait_for_claude_code
 
 from ctxwrap.testing.claude_home import claude_env, find_claude, seed_claude_home
 from ctxwrap.testing.model_server import RecordedRequest, ScriptedModelServer
@@ -166,18 +166,9 @@ def test_prompt_shows_the_command_and_dont_ask_again_works(
         )
         screen = Terminal(child, 40, 150)
         try:
-            # the footer hint: "? for shortcuts", which ctxwrap's status line takes the place of
-            assert screen.poll(
-                lambda: (
-                    "❯" in screen.text
-                    and ("for shortcuts" in screen.text or "for agents" in screen.text)
-                ),
-                timeout=90,
-            ), f"the TUI did not come up; tail: {screen.text[-2000:]!r}"
+            wait_for_claude_code(screen)
             screen.submit("run the generator", lambda: bool(srv.requests))
-            screen.wait_for("Esc to cancel")
-            text = screen.printed
-            prompt = text[text.rindex("Bash command") : text.rindex("Esc to cancel")]
+            prompt = bash_permission_prompt(screen)
             # the model's own command, nothing of ours, and the session-wide option
             assert f"Bash command {GEN} " in prompt
             assert "Do you want to proceed?" in prompt

@@ -128,7 +128,7 @@ def test_dont_ask_again_on_a_recall_allows_every_later_recall_and_doctor_sees_it
     import signal
 
     import pexpect
-    from terminal import Terminal
+    from terminal import Terminal, bash_permission_prompt, wait_for_claude_code
 
     from ctxwrap.agents.claude.doctor_check import check_recall
     from ctxwrap.testing.claude_home import seed_claude_home
@@ -153,17 +153,9 @@ def test_dont_ask_again_on_a_recall_allows_every_later_recall_and_doctor_sees_it
         )  # fmt: skip
         screen = Terminal(child, 40, 150)
         try:
-            assert screen.poll(
-                lambda: (
-                    "❯" in screen.text
-                    and ("for shortcuts" in screen.text or "for agents" in screen.text)
-                ),
-                timeout=90,
-            ), f"the TUI did not come up; tail: {screen.text[-2000:]!r}"
+            wait_for_claude_code(screen)
             screen.submit("recall what you hid", lambda: bool(srv.requests))
-            screen.wait_for("Esc to cancel")
-            text = screen.printed
-            prompt = text[text.rindex("Bash command") : text.rindex("Esc to cancel")]
+            prompt = bash_permission_prompt(screen)
             assert "2. Yes, and don't ask again for: ctxwrap recall *" in prompt
             screen.forget()
             child.send("2")
