@@ -120,44 +120,15 @@ def _no_ca_context() -> ssl.SSLContext:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
-def _get_health(sock: Path, timeout: float) -> dict[str, Any]:
-    """GET /v1/health over the Unix socket with the standard library only."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(str(sock))
-        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: ctxwrap\r\nConnection: close\r\n\r\n")
-        chunks = []
-        while chunk := s.recv(65536):
-            chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = head.split(b" ", 2)
-    if len(status) < 2 or status[1] != b"200":
-        raise ValueError(f"health answered {head[:40]!r}")
-    data = json.loads(body)
-    if not isinstance(data, dict):
-        raise ValueError("health is not a JSON object")
-    return data
-
-
-def post_json(
-    path: str, payload: dict[str, Any], *, timeout: float, socket_path: Path | None = None
-) -> tuple[int, Any]:
-    """POST `payload` to the daemon over its Unix socket with the standard library (no httpx:
-    a command the model runs pays no second of imports); the status and the JSON answer.
-    The socket is checked first (`paths.check_socket`); the whole exchange is bounded by
-    `timeout`. Raises OSError, ValueError or SocketSecurityError."""
-    sock = socket_path or paths.socket_path()
-    paths.check_socket(sock)
-    body = json.dumps(payload).encode()
-    head = (
-        f"POST {path} HTTP/1.1\r\nHost: ctxwrap\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    ).encode()
+def _exchange(sock: Path, request: bytes, timeout: float) -> tuple[int, bytes]:
+    """One HTTP/1.1 exchange over the Unix socket with the standard library (no httpx: a
+    command pays no second of imports), the whole of it bounded by `timeout`; the status and
+    the body. The caller has checked the socket. Raises OSError or ValueError."""
     deadline = time.monotonic() + timeout
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(str(sock))
-        s.sendall(head + body)
+        s.sendall(request)
         chunks = []
         while True:
             left = deadline - time.monotonic()
@@ -168,11 +139,40 @@ def post_json(
             if not chunk:
                 break
             chunks.append(chunk)
-    raw_head, _, raw_body = b"".join(chunks).partition(b"\r\n\r\n")
-    status = raw_head.split(b" ", 2)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head.split(b" ", 2)
     if len(status) < 2 or not status[1].isdigit():
-        raise ValueError(f"not an HTTP answer: {raw_head[:40]!r}")
-    return int(status[1]), json.loads(raw_body) if raw_body else None
+        raise ValueError(f"not an HTTP answer: {head[:40]!r}")
+    return int(status[1]), body
+
+
+def _get_health(sock: Path, timeout: float) -> dict[str, Any]:
+    """GET /v1/health over the Unix socket with the standard library only."""
+    request = b"GET /v1/health HTTP/1.1\r\nHost: ctxwrap\r\nConnection: close\r\n\r\n"
+    status, body = _exchange(sock, request, timeout)
+    if status != 200:
+        raise ValueError(f"health answered {status}")
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("health is not a JSON object")
+    return data
+
+
+def post_json(
+    path: str, payload: dict[str, Any], *, timeout: float, socket_path: Path | None = None
+) -> tuple[int, Any]:
+    """POST `payload` to the daemon over its Unix socket, checked first (`paths.check_socket`),
+    the whole exchange bounded by `timeout`; the status and the JSON answer. Raises OSError,
+    ValueError or SocketSecurityError."""
+    sock = socket_path or paths.socket_path()
+    paths.check_socket(sock)
+    body = json.dumps(payload).encode()
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: ctxwrap\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    status, answer = _exchange(sock, head + body, timeout)
+    return status, json.loads(answer) if answer else None
 
 
 def probe(socket_path: Path | None = None, timeout: float = 1.0) -> ProbeResult:

@@ -199,12 +199,18 @@ def tools_bin_dir() -> Path | None:
     return repo_bin if repo_bin.is_dir() else None
 
 
+def script_beside_interpreter() -> Path | None:
+    """The `ctxwrap` script of this install, beside the interpreter that runs it (a venv's,
+    pipx's), or None (an interpreter with the script elsewhere: `pip install --user`)."""
+    here = Path(sys.executable).parent / "ctxwrap"
+    return here if here.is_file() else None
+
+
 def ctxwrap_program() -> str | None:
     """This install's `ctxwrap` script as a shell command, by its absolute path: the one beside
     this interpreter, else the one on PATH; None when neither is found."""
     import shlex  # not at the top: `ctxwrap pi` imports this module before pi starts
     import shutil
 
-    here = Path(sys.executable).parent / "ctxwrap"
-    found = str(here) if here.is_file() else shutil.which("ctxwrap")
+    found = script_beside_interpreter() or shutil.which("ctxwrap")
     return shlex.quote(str(Path(found).absolute())) if found else None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from pathlib import Path
 
 
 def ensure_daemon(without: str, *, started_by: str = "ctxwrap") -> bool:
@@ -41,7 +40,10 @@ def ensure_daemon_beside(without: str) -> threading.Thread:
 def path_with_ctxwrap(path: str) -> str:
     """`PATH` with the directory of this interpreter's `ctxwrap` script appended when it is not
     there: digests and tombstones tell the model to run `ctxwrap recall …` in its shell."""
-    here = Path(sys.executable).parent
-    if (here / "ctxwrap").exists() and str(here) not in path.split(os.pathsep):
-        return f"{path}{os.pathsep}{here}" if path else str(here)
+    from ctxwrap.paths import script_beside_interpreter  # stdlib only, like this module
+
+    script = script_beside_interpreter()
+    here = str(script.parent) if script is not None else None
+    if here is not None and here not in path.split(os.pathsep):
+        return f"{path}{os.pathsep}{here}" if path else here
     return path

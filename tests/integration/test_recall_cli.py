@@ -106,3 +106,29 @@ def test_a_daemon_that_does_not_answer_costs_the_recall_one_bounded_wait(
     hung.close()
     for s in held:
         s.close()
+
+
+def test_a_socket_another_user_could_reach_gets_no_byte_of_the_recall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recall's handle and pattern go to the daemon only through a socket of ours in a
+    directory closed to others; else the command reads the store itself, having sent nothing."""
+    from ctxwrap.errors import SocketSecurityError
+
+    open_dir = tmp_path / "shared"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)
+    sock_path = open_dir / "daemon.sock"
+    planted = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    planted.bind(str(sock_path))
+    planted.listen(1)
+    planted.settimeout(0.3)
+    monkeypatch.setattr(client_module.paths, "socket_path", lambda: sock_path)
+    try:
+        with pytest.raises(SocketSecurityError):
+            client_module.post_json("/v1/recall", {"handle": "r1a2b3c4d"}, timeout=1.0)
+        assert cli_module._recall_from_daemon({"handle": "r1a2b3c4d"}) is None
+        with pytest.raises(TimeoutError):
+            planted.accept()  # no connection was ever made
+    finally:
+        planted.close()
